@@ -1,0 +1,64 @@
+#ifndef GPUTRAVEL_KEYXFER_DEV_ATTESTER_H_
+#define GPUTRAVEL_KEYXFER_DEV_ATTESTER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "keyxfer/attester.h"
+#include "keyxfer/ec_key.h"
+
+namespace gputravel {
+
+inline constexpr char kDevEvidenceFormat[] = "dev-attester-v1";
+
+// DEVELOPMENT ONLY. Software-signed evidence with the fields of a TDX quote.
+// The "MRTD" is SHA-384 of the running executable, so a policy can still pin
+// which binary a peer runs, but the signing key is an ordinary file: anyone
+// holding it can forge evidence. Constructed only through
+// MakeAttesterFromConfig with "allow_insecure_dev_attestation": true.
+class DevAttester : public Attester {
+ public:
+  // `key` signs evidence; `certificate_der` is its certificate from the
+  // development root CA; `mrtd` is 48 bytes.
+  static absl::StatusOr<std::unique_ptr<DevAttester>> Create(
+      std::string domain, EcKey key, std::string certificate_der,
+      std::string mrtd);
+  absl::StatusOr<Evidence> Attest(const ReportData& report_data) override;
+
+ private:
+  DevAttester(std::string domain, EcKey key, std::string cert, std::string mrtd)
+      : domain_(std::move(domain)), key_(std::move(key)),
+        cert_(std::move(cert)), mrtd_(std::move(mrtd)) {}
+  std::string domain_;
+  EcKey key_;
+  std::string cert_, mrtd_;
+};
+
+// Policy for development evidence: which measurements are acceptable.
+struct DevPolicy {
+  std::vector<std::string> allowed_mrtd;  // 48-byte values; empty: any
+  bool allow_debug = false;
+};
+
+// Verifies dev-attester-v1 evidence: certificate chains to the development
+// root, signature, report data, policy. Refuses every other format.
+class DevVerifier : public Verifier {
+ public:
+  DevVerifier(std::string root_ca_der, DevPolicy policy)
+      : root_ca_der_(std::move(root_ca_der)), policy_(std::move(policy)) {}
+  absl::StatusOr<AttestedIdentity> Verify(
+      const Evidence& evidence, const ReportData& expected_report_data) override;
+
+ private:
+  std::string root_ca_der_;
+  DevPolicy policy_;
+};
+
+// SHA-384 of a file's contents (the development "MRTD" of a binary).
+absl::StatusOr<std::string> MeasureFile(const std::string& path);
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_KEYXFER_DEV_ATTESTER_H_

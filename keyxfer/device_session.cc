@@ -1,0 +1,79 @@
+#include "keyxfer/device_session.h"
+
+#include "keyxfer/hkdf.h"
+#include "keyxfer/wire.h"
+
+namespace gputravel {
+
+std::string DeviceSessionTranscript(absl::string_view serial,
+                                    absl::string_view requester_public_key,
+                                    absl::string_view requester_nonce,
+                                    absl::string_view device_public_key,
+                                    absl::string_view device_nonce,
+                                    uint64_t session_id) {
+  WireWriter w;
+  w.Bytes("gputravel-device-session-v1");
+  w.Bytes(serial);
+  w.Bytes(requester_public_key);
+  w.Bytes(requester_nonce);
+  w.Bytes(device_public_key);
+  w.Bytes(device_nonce);
+  w.U64(session_id);
+  return w.Take();
+}
+
+namespace {
+
+absl::StatusOr<ChannelMaterial> DeriveChannel(const SecretBytes& prk,
+                                              absl::string_view label) {
+  auto key = HkdfSha384Expand(prk, std::string(label) + "_key", kAesKeySize);
+  if (!key.ok()) return key.status();
+  auto mask = HkdfSha384Expand(prk, std::string(label) + "_ivmask", kGcmIvSize);
+  if (!mask.ok()) return mask.status();
+  ChannelMaterial m;
+  m.key = std::move(*key);
+  std::copy(mask->data(), mask->data() + kGcmIvSize, m.iv_mask.begin());
+  m.channel_counter = 0;
+  return m;
+}
+
+}  // namespace
+
+absl::StatusOr<DeviceSessionKeys> DeriveDeviceSessionKeys(
+    const SecretBytes& ecdh_secret, absl::string_view transcript) {
+  auto prk = HkdfSha384Extract(Sha384(transcript), ecdh_secret);
+  if (!prk.ok()) return prk.status();
+  DeviceSessionKeys k;
+  struct {
+    const char* label;
+    ChannelMaterial* out;
+  } slots[] = {{"gsp_h2d", &k.gsp_h2d},
+               {"gsp_d2h", &k.gsp_d2h},
+               {"lce00_h2d_user", &k.lce_h2d},
+               {"lce00_d2h_user", &k.lce_d2h}};
+  for (auto& s : slots) {
+    auto m = DeriveChannel(*prk, s.label);
+    if (!m.ok()) return m.status();
+    *s.out = std::move(*m);
+  }
+  return k;
+}
+
+std::string ControlAad(bool to_device, uint64_t session_id) {
+  WireWriter w;
+  w.Bytes(to_device ? "gputravel-gsp-h2d" : "gputravel-gsp-d2h");
+  w.U64(session_id);
+  return w.Take();
+}
+
+std::string ChunkAad(uint64_t session_id, uint64_t buffer_id, uint64_t offset,
+                     uint32_t length) {
+  WireWriter w;
+  w.U64(session_id);
+  w.U64(buffer_id);
+  w.U64(offset);
+  w.U32(length);
+  return w.Take();
+}
+
+}  // namespace gputravel

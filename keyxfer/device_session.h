@@ -1,0 +1,49 @@
+#ifndef GPUTRAVEL_KEYXFER_DEVICE_SESSION_H_
+#define GPUTRAVEL_KEYXFER_DEVICE_SESSION_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "keyxfer/cc_channel.h"
+#include "keyxfer/secret_bytes.h"
+
+namespace gputravel {
+
+// The key schedule of a session between a requester (the orchestrator's
+// driver) and the GPU, modelled on the NVIDIA driver: ECDHE secp384r1, a
+// session secret from HKDF-SHA384-Extract over the transcript, and one key +
+// IV mask per channel direction from HKDF-Expand with the driver's labels.
+// A new session shares nothing with the old one (fresh key agreement, P3);
+// NVIDIA's own rotation (HKDF of the old key) is deliberately NOT used.
+struct DeviceSessionKeys {
+  ChannelMaterial gsp_h2d;  // control commands, requester -> device
+  ChannelMaterial gsp_d2h;  // control replies, device -> requester
+  ChannelMaterial lce_h2d;  // copy engine 0, host -> device (handed to holders)
+  ChannelMaterial lce_d2h;  // copy engine 0, device -> host
+};
+
+// The signed transcript: binds serial, both ephemeral keys, both nonces and
+// the session number.
+std::string DeviceSessionTranscript(absl::string_view serial,
+                                    absl::string_view requester_public_key,
+                                    absl::string_view requester_nonce,
+                                    absl::string_view device_public_key,
+                                    absl::string_view device_nonce,
+                                    uint64_t session_id);
+
+absl::StatusOr<DeviceSessionKeys> DeriveDeviceSessionKeys(
+    const SecretBytes& ecdh_secret, absl::string_view transcript);
+
+// Associated data of control messages: binds direction and session.
+std::string ControlAad(bool to_device, uint64_t session_id);
+
+// Associated data of a copy-engine chunk: binds destination buffer and offset,
+// so a host that reshuffles staged chunks cannot redirect them.
+std::string ChunkAad(uint64_t session_id, uint64_t buffer_id, uint64_t offset,
+                     uint32_t length);
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_KEYXFER_DEVICE_SESSION_H_

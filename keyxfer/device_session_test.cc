@@ -1,0 +1,55 @@
+#include "keyxfer/device_session.h"
+
+#include "gtest/gtest.h"
+#include "keyxfer/ec_key.h"
+#include "keyxfer/random.h"
+
+namespace gputravel {
+namespace {
+
+TEST(DeviceSessionTest, BothSidesDeriveTheSameKeysAndChannelsDiffer) {
+  auto req = *EcKey::Generate(Curve::kP384);
+  auto dev = *EcKey::Generate(Curve::kP384);
+  std::string t = DeviceSessionTranscript("EMU-1", req.PublicPoint(), "n1",
+                                          dev.PublicPoint(), "n2", 1);
+  auto s1 = *req.DeriveSharedSecret(dev.PublicPoint());
+  auto s2 = *dev.DeriveSharedSecret(req.PublicPoint());
+  auto k1 = *DeriveDeviceSessionKeys(s1, t);
+  auto k2 = *DeriveDeviceSessionKeys(s2, t);
+  EXPECT_TRUE(k1.lce_h2d.key.Equals(k2.lce_h2d.key));
+  EXPECT_EQ(k1.lce_h2d.iv_mask, k2.lce_h2d.iv_mask);
+  EXPECT_FALSE(k1.lce_h2d.key.Equals(k1.lce_d2h.key));
+  EXPECT_FALSE(k1.gsp_h2d.key.Equals(k1.lce_h2d.key));
+}
+
+TEST(DeviceSessionTest, FreshExchangeSharesNothingWithTheOld) {
+  // P3: a new session's keys are independent of the old ones.
+  auto req1 = *EcKey::Generate(Curve::kP384);
+  auto dev1 = *EcKey::Generate(Curve::kP384);
+  auto req2 = *EcKey::Generate(Curve::kP384);
+  auto dev2 = *EcKey::Generate(Curve::kP384);
+  auto k1 = *DeriveDeviceSessionKeys(
+      *req1.DeriveSharedSecret(dev1.PublicPoint()),
+      DeviceSessionTranscript("EMU-1", req1.PublicPoint(), "a", dev1.PublicPoint(), "b", 1));
+  auto k2 = *DeriveDeviceSessionKeys(
+      *req2.DeriveSharedSecret(dev2.PublicPoint()),
+      DeviceSessionTranscript("EMU-1", req2.PublicPoint(), "c", dev2.PublicPoint(), "d", 2));
+  EXPECT_FALSE(k1.lce_h2d.key.Equals(k2.lce_h2d.key));
+}
+
+TEST(DeviceSessionTest, InvalidPeerPointRefused) {
+  auto req = *EcKey::Generate(Curve::kP384);
+  std::string bogus(97, '\x01');
+  bogus[0] = 0x04;
+  EXPECT_FALSE(req.DeriveSharedSecret(bogus).ok());
+  EXPECT_FALSE(req.DeriveSharedSecret("short").ok());
+}
+
+TEST(DeviceSessionTest, ChunkAadBindsDestination) {
+  EXPECT_NE(ChunkAad(1, 2, 0, 64), ChunkAad(1, 2, 64, 64));
+  EXPECT_NE(ChunkAad(1, 2, 0, 64), ChunkAad(1, 3, 0, 64));
+  EXPECT_NE(ChunkAad(1, 2, 0, 64), ChunkAad(2, 2, 0, 64));
+}
+
+}  // namespace
+}  // namespace gputravel

@@ -1,0 +1,94 @@
+#include "keyxfer/handoff.h"
+
+#include "gtest/gtest.h"
+#include "keyxfer/random.h"
+
+namespace gputravel {
+namespace {
+
+class HandoffTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    key_ = SecretBytes(32);
+    RandomBytes(key_.data(), 32);
+    lce_.key = SecretBytes(32);
+    RandomBytes(lce_.key.data(), 32);
+    RandomBytes(lce_.iv_mask.data(), 12);
+    lce_.channel_counter = 0x0102030405060708ull;
+    b_.set_campaign("c1");
+    b_.set_trip(7);
+    b_.set_gpu_serial("EMU-H100-0001");
+    b_.set_gpu_session(3);
+    b_.set_holder("hospital-a");
+    b_.set_buffer_id(1);
+    b_.set_window_offset(0);
+    b_.set_window_length(1 << 20);
+    b_.set_first_counter(1);
+    b_.set_counter_count(1);
+    b_.set_chunk_size(1 << 21);
+  }
+  SecretBytes key_;
+  ChannelMaterial lce_;
+  v1::HandoffBinding b_;
+};
+
+TEST_F(HandoffTest, RoundTrip) {
+  auto blob = WrapHandoff(key_, b_, lce_);
+  ASSERT_TRUE(blob.ok());
+  auto m = UnwrapHandoff(key_, b_, *blob);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->key.Equals(lce_.key));
+  EXPECT_EQ(m->iv_mask, lce_.iv_mask);
+  EXPECT_EQ(m->channel_counter, lce_.channel_counter);
+}
+
+TEST_F(HandoffTest, BlobDoesNotContainTheKey) {
+  auto blob = *WrapHandoff(key_, b_, lce_);
+  std::string k(reinterpret_cast<const char*>(lce_.key.data()), 32);
+  EXPECT_EQ(blob.find(k), std::string::npos);
+}
+
+TEST_F(HandoffTest, ReplayForAnotherTripHolderGpuOrWindowRefused) {
+  auto blob = *WrapHandoff(key_, b_, lce_);
+  std::vector<std::function<void(v1::HandoffBinding*)>> changes = {
+      [](v1::HandoffBinding* b) { b->set_trip(8); },
+      [](v1::HandoffBinding* b) { b->set_holder("hospital-b"); },
+      [](v1::HandoffBinding* b) { b->set_gpu_serial("EMU-H100-0002"); },
+      [](v1::HandoffBinding* b) { b->set_gpu_session(4); },
+      [](v1::HandoffBinding* b) { b->set_campaign("c2"); },
+      [](v1::HandoffBinding* b) { b->set_buffer_id(2); },
+      [](v1::HandoffBinding* b) { b->set_window_offset(4096); },
+      [](v1::HandoffBinding* b) { b->set_window_length(1); },
+      [](v1::HandoffBinding* b) { b->set_first_counter(2); },
+      [](v1::HandoffBinding* b) { b->set_counter_count(9); },
+  };
+  for (size_t i = 0; i < changes.size(); ++i) {
+    v1::HandoffBinding other = b_;
+    changes[i](&other);
+    auto m = UnwrapHandoff(key_, other, blob);
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kPermissionDenied) << i;
+  }
+}
+
+TEST_F(HandoffTest, OtherChannelKeyRefused) {
+  auto blob = *WrapHandoff(key_, b_, lce_);
+  SecretBytes other(32);
+  RandomBytes(other.data(), 32);
+  EXPECT_FALSE(UnwrapHandoff(other, b_, blob).ok());
+}
+
+TEST_F(HandoffTest, MalformedBlobsRefused) {
+  auto blob = *WrapHandoff(key_, b_, lce_);
+  EXPECT_EQ(UnwrapHandoff(key_, b_, blob.substr(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  std::string v2 = blob;
+  v2[0] = 2;
+  EXPECT_EQ(UnwrapHandoff(key_, b_, v2).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  std::string flipped = blob;
+  flipped[20] ^= 1;
+  EXPECT_FALSE(UnwrapHandoff(key_, b_, flipped).ok());
+}
+
+}  // namespace
+}  // namespace gputravel

@@ -1,0 +1,36 @@
+#ifndef GPUTRAVEL_KEYXFER_X509_H_
+#define GPUTRAVEL_KEYXFER_X509_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "keyxfer/ec_key.h"
+
+namespace gputravel {
+
+// Issues a DER X.509 v3 certificate for `subject_key` with CN `common_name`,
+// signed by `issuer_key`. `issuer_der` empty means self-signed (a CA). Used by
+// the development PKI (device certificates, development attestation keys).
+absl::StatusOr<std::string> IssueCertificate(const EcKey& subject_key,
+                                             absl::string_view common_name,
+                                             const EcKey& issuer_key,
+                                             absl::string_view issuer_der,
+                                             bool is_ca, int valid_days);
+
+// A certificate whose signature chains to `ca_der` (one level), valid now,
+// returning its public key and common name.
+struct VerifiedCertificate {
+  EcKey public_key;
+  std::string common_name;
+};
+absl::StatusOr<VerifiedCertificate> VerifyCertificate(absl::string_view cert_der,
+                                                      absl::string_view ca_der);
+
+// PEM <-> DER for single certificates.
+absl::StatusOr<std::string> CertificatePemToDer(absl::string_view pem);
+absl::StatusOr<std::string> CertificateDerToPem(absl::string_view der);
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_KEYXFER_X509_H_
