@@ -1,0 +1,100 @@
+#include "device/bounce_buffer.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace gputravel {
+namespace {
+
+absl::Status CheckGeometry(uint32_t slots, uint32_t slot_size) {
+  if (slots == 0 || slots > 64) {
+    return absl::InvalidArgumentError("bounce buffer needs 1..64 slots, got " +
+                                      std::to_string(slots));
+  }
+  if (slot_size == 0 || slot_size % 32 != 0 || slot_size > (64u << 20)) {
+    return absl::InvalidArgumentError(
+        "bounce slot size must be a non-zero multiple of 32 bytes up to 64 MiB, got " +
+        std::to_string(slot_size));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::Create(
+    const std::string& path, uint32_t slots, uint32_t slot_size) {
+  absl::Status g = CheckGeometry(slots, slot_size);
+  if (!g.ok()) return g;
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::UnavailableError("cannot create bounce buffer " + path + ": " +
+                                  std::strerror(errno));
+  }
+  size_t len = size_t{slots} * slot_size;
+  if (::ftruncate(fd, static_cast<off_t>(len)) != 0) {
+    int e = errno;
+    ::close(fd);
+    ::unlink(path.c_str());
+    return absl::ResourceExhaustedError("cannot size bounce buffer " + path + ": " +
+                                        std::strerror(e));
+  }
+  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    ::unlink(path.c_str());
+    return absl::ResourceExhaustedError("cannot map bounce buffer " + path);
+  }
+  std::unique_ptr<BounceBuffer> b(new BounceBuffer());
+  b->path_ = path;
+  b->base_ = static_cast<uint8_t*>(p);
+  b->length_ = len;
+  b->slots_ = slots;
+  b->slot_size_ = slot_size;
+  b->owner_ = true;
+  return b;
+}
+
+absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::OpenReadOnly(
+    const std::string& path, uint32_t slots, uint32_t slot_size) {
+  absl::Status g = CheckGeometry(slots, slot_size);
+  if (!g.ok()) return g;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError("cannot open bounce buffer " + path + ": " +
+                               std::strerror(errno));
+  }
+  struct stat st;
+  size_t len = size_t{slots} * slot_size;
+  if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != len) {
+    ::close(fd);
+    return absl::InvalidArgumentError("bounce buffer " + path +
+                                      " does not have the announced size");
+  }
+  void* p = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) return absl::ResourceExhaustedError("cannot map " + path);
+  std::unique_ptr<BounceBuffer> b(new BounceBuffer());
+  b->path_ = path;
+  b->base_ = static_cast<uint8_t*>(p);
+  b->length_ = len;
+  b->slots_ = slots;
+  b->slot_size_ = slot_size;
+  return b;
+}
+
+BounceBuffer::~BounceBuffer() {
+  if (base_ != nullptr) ::munmap(base_, length_);
+  if (owner_) Unlink();
+}
+
+void BounceBuffer::Unlink() {
+  if (!path_.empty()) ::unlink(path_.c_str());
+  owner_ = false;
+}
+
+}  // namespace gputravel

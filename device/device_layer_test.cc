@@ -1,0 +1,146 @@
+// The device layer over real gRPC and shared memory: the orchestrator's
+// driver (GpuSession) and the holder's copy-engine path (H2dWriter) against
+// the emulated GPU's services.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "device/device_service.h"
+#include "device/emulated_gpu.h"
+#include "device/gpu_session.h"
+#include "device/h2d_writer.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "keyxfer/random.h"
+#include "keyxfer/x509.h"
+#include "util/grpc_status.h"
+
+namespace gputravel {
+namespace {
+
+class DeviceLayerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gputravel-dl-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    auto ca = *EcKey::Generate(Curve::kP384);
+    ca_der_ = *IssueCertificate(ca, "device-ca", ca, "", true, 1);
+    auto id = *EcKey::Generate(Curve::kP384);
+    auto cert = *IssueCertificate(id, "EMU-7", ca, ca_der_, false, 1);
+    EmulatedGpuOptions o;
+    o.serial = "EMU-7";
+    o.memory_bytes = 64 << 20;
+    gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
+    orch_svc_ = std::make_unique<DeviceServiceImpl>(gpu_.get(), "orch");
+    holder_svc_ = std::make_unique<DeviceServiceImpl>(gpu_.get(), "holder");
+    orch_server_ = Serve(dir_ + "/orch.sock", orch_svc_.get());
+    holder_server_ = Serve(dir_ + "/holder.sock", holder_svc_.get());
+    gpu_->SetOwner("orch");
+  }
+  void TearDown() override {
+    orch_server_->Shutdown();
+    holder_server_->Shutdown();
+    unlink((dir_ + "/orch.sock").c_str());
+    unlink((dir_ + "/holder.sock").c_str());
+    rmdir(dir_.c_str());
+  }
+  std::unique_ptr<grpc::Server> Serve(const std::string& path, grpc::Service* s) {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
+    b.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    b.SetMaxSendMessageSize(kMaxMessageBytes);
+    b.RegisterService(s);
+    return b.BuildAndStart();
+  }
+  std::string dir_, ca_der_;
+  std::unique_ptr<EmulatedGpu> gpu_;
+  std::unique_ptr<DeviceServiceImpl> orch_svc_, holder_svc_;
+  std::unique_ptr<grpc::Server> orch_server_, holder_server_;
+};
+
+TEST_F(DeviceLayerTest, TripThroughTheDeviceLayer) {
+  GpuSession session(MakeChannel("unix:" + dir_ + "/orch.sock"), ca_der_, "");
+  ASSERT_TRUE(session.Establish().ok());
+  const uint64_t kSize = 5 * (1 << 20) + 4096;
+  auto buffer = session.AllocBuffer(kSize);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  std::string data = RandomString(kSize);
+  ChannelMaterial key = session.LceH2dForHandoff();
+  uint64_t old_session = session.session_id();
+
+  gpu_->SetOwner("holder");  // route out
+  H2dWriterOptions wo;
+  wo.chunk_size = 1 << 20;
+  wo.bounce_dir = dir_;
+  H2dWriter writer(MakeChannel("unix:" + dir_ + "/holder.sock"), wo);
+  CounterWindow window{kFirstMessageCounter, H2dWriter::ChunksFor(kSize, wo.chunk_size)};
+  auto src = [&](uint64_t off, uint8_t* dst, size_t n) {
+    std::memcpy(dst, data.data() + off, n);
+    return absl::OkStatus();
+  };
+  auto stats = writer.Write(key, old_session, *buffer, 0, kSize, window, src);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->chunks, 6u);
+  EXPECT_EQ(stats->bytes, kSize);
+
+  gpu_->SetOwner("orch");  // route back
+  ASSERT_TRUE(session.VerifyStillSameSession().ok());
+  ASSERT_TRUE(session.Establish().ok());  // fresh re-key
+  EXPECT_GT(session.session_id(), old_session);
+  std::string back;
+  for (uint64_t off = 0; off < kSize; off += 4 << 20) {
+    back += *session.Read(*buffer, off, std::min<uint64_t>(4 << 20, kSize - off));
+  }
+  EXPECT_TRUE(back == data);
+  auto digest = WindowDigest(key, old_session, *buffer, 0, back, wo.chunk_size,
+                             kFirstMessageCounter);
+  EXPECT_EQ(*digest, stats->digest);
+
+  // The holder keeps its old key and tries again after the re-key: refused.
+  gpu_->SetOwner("holder");
+  auto again = writer.Write(key, old_session, *buffer, 0, 1 << 20,
+                            CounterWindow{kFirstMessageCounter, 1}, src);
+  EXPECT_FALSE(again.ok());
+  auto with_new_session = writer.Write(key, session.session_id(), *buffer, 0, 1 << 20,
+                                       CounterWindow{kFirstMessageCounter, 1}, src);
+  EXPECT_FALSE(with_new_session.ok());
+  EXPECT_NE(with_new_session.status().message().find("tag check failed"),
+            std::string::npos);
+  gpu_->SetOwner("orch");
+  ASSERT_TRUE(session.ScrubAndVerify(*buffer, kSize).ok());
+  EXPECT_EQ(*session.Read(*buffer, 0, 64), std::string(64, '\0'));
+}
+
+TEST_F(DeviceLayerTest, DeviceFromAnotherCaRefused) {
+  auto other = *EcKey::Generate(Curve::kP384);
+  auto other_der = *IssueCertificate(other, "other-ca", other, "", true, 1);
+  GpuSession session(MakeChannel("unix:" + dir_ + "/orch.sock"), other_der, "");
+  auto st = session.Establish();
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnauthenticated);
+}
+
+TEST_F(DeviceLayerTest, SubstitutedGpuDetected) {
+  GpuSession session(MakeChannel("unix:" + dir_ + "/orch.sock"), ca_der_, "EMU-8");
+  auto st = session.Establish();
+  EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(st.message().find("different GPU"), std::string::npos);
+}
+
+TEST_F(DeviceLayerTest, NotRoutedDomainRefused) {
+  GpuSession session(MakeChannel("unix:" + dir_ + "/holder.sock"), ca_der_, "");
+  EXPECT_EQ(session.Establish().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(DeviceLayerTest, WindowThatDoesNotFitRefusedBeforeAnyWrite) {
+  gpu_->SetOwner("holder");
+  H2dWriterOptions wo;
+  wo.bounce_dir = dir_;
+  H2dWriter writer(MakeChannel("unix:" + dir_ + "/holder.sock"), wo);
+  ChannelMaterial key;
+  key.key = SecretBytes(32);
+  auto st = writer.Write(key, 1, 1, 0, 10 << 20, CounterWindow{1, 2},
+                         [](uint64_t, uint8_t*, size_t) { return absl::OkStatus(); });
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gputravel

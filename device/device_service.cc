@@ -1,0 +1,79 @@
+#include "device/device_service.h"
+
+#include "util/grpc_status.h"
+#include "util/log.h"
+
+namespace gputravel {
+
+template <typename T>
+static grpc::Status Fill(absl::StatusOr<T> r, T* out) {
+  if (!r.ok()) return ToGrpc(r.status());
+  *out = std::move(*r);
+  return grpc::Status::OK;
+}
+
+grpc::Status DeviceServiceImpl::GetIdentity(grpc::ServerContext*,
+                                            const v1::GetIdentityRequest*,
+                                            v1::DeviceIdentity* out) {
+  return Fill(gpu_->GetIdentity(domain_), out);
+}
+
+grpc::Status DeviceServiceImpl::KeyExchange(grpc::ServerContext*,
+                                            const v1::KeyExchangeRequest* req,
+                                            v1::KeyExchangeResponse* out) {
+  auto r = gpu_->KeyExchange(domain_, *req);
+  if (r.ok()) GT_LOG(1, "domain ", domain_, ": new CC session ", r->session_id());
+  return Fill(std::move(r), out);
+}
+
+grpc::Status DeviceServiceImpl::Control(grpc::ServerContext*,
+                                        const v1::SealedMessage* req,
+                                        v1::SealedMessage* out) {
+  return Fill(gpu_->Control(domain_, *req), out);
+}
+
+grpc::Status DeviceServiceImpl::AttachBounce(grpc::ServerContext*,
+                                             const v1::AttachBounceRequest* req,
+                                             v1::AttachBounceResponse* out) {
+  auto r = gpu_->AttachBounce(domain_, *req);
+  if (!r.ok()) return ToGrpc(r.status());
+  out->set_bounce_id(*r);
+  return grpc::Status::OK;
+}
+
+grpc::Status DeviceServiceImpl::SubmitH2D(grpc::ServerContext*,
+                                          const v1::SubmitH2DRequest* req,
+                                          v1::SubmitH2DResponse* out) {
+  auto r = gpu_->SubmitH2D(domain_, *req);
+  if (!r.ok()) {
+    GT_LOG(1, "domain ", domain_, ": chunk refused: ", r.status().message());
+    return ToGrpc(r.status());
+  }
+  out->set_next_counter(*r);
+  return grpc::Status::OK;
+}
+
+grpc::Status DeviceAdminServiceImpl::SetOwner(grpc::ServerContext*,
+                                              const v1::SetOwnerRequest* req,
+                                              v1::SetOwnerResponse*) {
+  gpu_->SetOwner(req->domain());
+  GT_LOG(1, "routed to '", req->domain(), "'");
+  return grpc::Status::OK;
+}
+
+grpc::Status DeviceAdminServiceImpl::Reset(grpc::ServerContext*,
+                                           const v1::ResetRequest*,
+                                           v1::ResetResponse*) {
+  gpu_->Reset();
+  GT_LOG(1, "function-level reset: sessions, keys and memory wiped");
+  return grpc::Status::OK;
+}
+
+grpc::Status DeviceAdminServiceImpl::GetStatus(grpc::ServerContext*,
+                                               const v1::GetStatusRequest*,
+                                               v1::DeviceStatus* out) {
+  *out = gpu_->Status();
+  return grpc::Status::OK;
+}
+
+}  // namespace gputravel

@@ -1,0 +1,100 @@
+#ifndef GPUTRAVEL_DEVICE_EMULATED_GPU_H_
+#define GPUTRAVEL_DEVICE_EMULATED_GPU_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "device/bounce_buffer.h"
+#include "keyxfer/cc_channel.h"
+#include "keyxfer/device_session.h"
+#include "keyxfer/ec_key.h"
+#include "proto/device.pb.h"
+
+namespace gputravel {
+
+struct EmulatedGpuOptions {
+  std::string serial = "EMU-H100-0001";
+  uint64_t memory_bytes = 256ull << 20;
+  // Key rotation threshold, counted as the driver counts it: bytes/16 plus the
+  // number of encryptions on a key. Past it the copy engine refuses the key
+  // until a fresh key exchange (the driver's default upper threshold).
+  uint64_t rotation_threshold = 24296003999ull;
+};
+
+// The emulated H100 in CC mode: the state and rules of the real device where
+// security and performance live. Every method names the calling domain; only
+// the owner (set by the MUX through SetOwner) is served. Thread-safe.
+//
+// Rules enforced: the identity key signs every key exchange; a new exchange
+// ends the old session (all its keys die); control commands arrive sealed in
+// strict counter order; the copy engine decrypts host-to-device chunks at its
+// own next counter (the sender supplies no IV), checks the tag before touching
+// device memory, and refuses replayed, reordered, misaligned or over-threshold
+// chunks; a reset wipes sessions, keys and memory.
+class EmulatedGpu {
+ public:
+  EmulatedGpu(EmulatedGpuOptions options, EcKey identity_key,
+              std::string certificate_der);
+
+  // Domain-facing (the PCIe function as seen by the routed TD).
+  absl::StatusOr<v1::DeviceIdentity> GetIdentity(const std::string& domain);
+  absl::StatusOr<v1::KeyExchangeResponse> KeyExchange(
+      const std::string& domain, const v1::KeyExchangeRequest& request);
+  absl::StatusOr<v1::SealedMessage> Control(const std::string& domain,
+                                            const v1::SealedMessage& request);
+  absl::StatusOr<uint64_t> AttachBounce(const std::string& domain,
+                                        const v1::AttachBounceRequest& request);
+  absl::StatusOr<uint32_t> SubmitH2D(const std::string& domain,
+                                     const v1::SubmitH2DRequest& request);
+
+  // Host-facing (the MUX's PCIe topology control).
+  void SetOwner(const std::string& domain);
+  void Reset();
+  v1::DeviceStatus Status();
+
+  // Moves the copy engine's next H2D counter (tests of IV exhaustion only).
+  void SetH2dCounterForTest(uint32_t next);
+
+ private:
+  struct Session {
+    uint64_t id = 0;
+    std::unique_ptr<SealedChannel> control;  // receives gsp_h2d, sends gsp_d2h
+    std::unique_ptr<ChannelCipher> lce_h2d;
+    uint32_t h2d_next = kFirstMessageCounter;
+    bool h2d_exhausted = false;
+    uint64_t h2d_chunks = 0, h2d_bytes = 0;
+    uint64_t rotation_usage = 0;  // bytes/16 + encryptions
+  };
+
+  absl::Status CheckOwnerLocked(const std::string& domain)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::DeviceReply ExecuteLocked(const v1::DeviceCommand& cmd)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t MemoryInUseLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const EmulatedGpuOptions options_;
+  const EcKey identity_key_;
+  const std::string certificate_der_;
+
+  absl::Mutex mu_;
+  std::string owner_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_session_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::unique_ptr<Session> session_ ABSL_GUARDED_BY(mu_);
+  // Device memory: buffer id -> bytes (really stored, really zeroed).
+  std::map<uint64_t, std::vector<uint8_t>> buffers_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_buffer_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, std::unique_ptr<BounceBuffer>> bounces_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_bounce_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<uint8_t> scratch_ ABSL_GUARDED_BY(mu_);
+  uint64_t resets_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t rejected_chunks_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_DEVICE_EMULATED_GPU_H_

@@ -1,0 +1,142 @@
+// The emulated H100-CC device daemon: one process per GPU, one Unix socket per
+// trust domain (the GPU "routed to" that domain) plus the host admin socket
+// that only the MUX uses.
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "device/device_service.h"
+#include "device/emulated_gpu.h"
+#include "grpcpp/grpcpp.h"
+#include "keyxfer/x509.h"
+#include "util/daemon.h"
+#include "util/files.h"
+#include "util/flags.h"
+#include "util/grpc_status.h"
+#include "util/log.h"
+
+namespace gputravel {
+namespace {
+
+int Run(int argc, char** argv) {
+  Flags flags("emulated_gpu",
+              "Emulated NVIDIA H100 in confidential-computing mode (development\n"
+              "and tests only; the real GPU is reached through the NVIDIA driver).\n"
+              "Config JSON: {\"serial\", \"memory_bytes\", \"identity_key\" (PEM),\n"
+              "\"identity_cert\" (PEM), \"socket_dir\", \"domains\": [..],\n"
+              "\"admin_socket\", \"rotation_threshold\" (optional)}.");
+  flags.String("config", "", "Path of the device configuration (JSON).");
+  flags.String("ready_file", "", "File written once all sockets serve.");
+  flags.String("v", "1", "Log verbosity: 0 errors, 1 info, 2 debug, 3 trace.");
+  absl::Status ps = flags.Parse(argc, argv);
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Help().c_str());
+    return 0;
+  }
+  if (!ps.ok() || flags.Get("config").empty()) {
+    std::fprintf(stderr, "emulated_gpu: %s\n",
+                 ps.ok() ? "--config is required" : std::string(ps.message()).c_str());
+    return 2;
+  }
+  SetLogLevel(flags.GetInt("v"));
+  BlockTerminationSignals();
+  const std::string where = flags.Get("config");
+  auto cfg = ReadJsonFile(where);
+  if (!cfg.ok()) {
+    std::fprintf(stderr, "emulated_gpu: %s\n", std::string(cfg.status().message()).c_str());
+    return 2;
+  }
+  EmulatedGpuOptions opts;
+  auto serial = JsonString(*cfg, where, "serial");
+  auto mem = JsonUint(*cfg, where, "memory_bytes");
+  auto key_path = JsonString(*cfg, where, "identity_key");
+  auto cert_path = JsonString(*cfg, where, "identity_cert");
+  auto socket_dir = JsonString(*cfg, where, "socket_dir");
+  auto admin = JsonString(*cfg, where, "admin_socket");
+  for (const absl::Status& s : {serial.status(), mem.status(), key_path.status(),
+                                cert_path.status(), socket_dir.status(), admin.status()}) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "emulated_gpu: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+  if (!cfg->contains("domains") || !(*cfg)["domains"].is_array() ||
+      (*cfg)["domains"].empty()) {
+    std::fprintf(stderr, "emulated_gpu: %s: 'domains' must be a non-empty array\n",
+                 where.c_str());
+    return 2;
+  }
+  opts.serial = *serial;
+  opts.memory_bytes = *mem;
+  if (cfg->contains("rotation_threshold")) {
+    auto t = JsonUint(*cfg, where, "rotation_threshold");
+    if (!t.ok()) {
+      std::fprintf(stderr, "emulated_gpu: %s\n", std::string(t.status().message()).c_str());
+      return 2;
+    }
+    opts.rotation_threshold = *t;
+  }
+  auto key_pem = ReadFile(*key_path);
+  auto cert_pem = ReadFile(*cert_path);
+  if (!key_pem.ok() || !cert_pem.ok()) {
+    std::fprintf(stderr, "emulated_gpu: cannot read the identity key or certificate\n");
+    return 2;
+  }
+  auto key = EcKey::FromPrivatePem(*key_pem);
+  auto cert = CertificatePemToDer(*cert_pem);
+  if (!key.ok() || !cert.ok()) {
+    std::fprintf(stderr, "emulated_gpu: identity key or certificate is malformed\n");
+    return 2;
+  }
+  SetLogPrefix("gpu " + opts.serial);
+  EmulatedGpu gpu(opts, std::move(*key), *cert);
+
+  std::vector<std::unique_ptr<DeviceServiceImpl>> services;
+  std::vector<std::unique_ptr<grpc::Server>> servers;
+  auto start = [&](const std::string& path, grpc::Service* svc) -> bool {
+    absl::Status s = PrepareUnixSocketPath(path);
+    if (!s.ok()) {
+      std::fprintf(stderr, "emulated_gpu: %s\n", std::string(s.message()).c_str());
+      return false;
+    }
+    grpc::ServerBuilder b;
+    b.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
+    b.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    b.SetMaxSendMessageSize(kMaxMessageBytes);
+    b.RegisterService(svc);
+    auto server = b.BuildAndStart();
+    if (!server) {
+      std::fprintf(stderr, "emulated_gpu: cannot listen on %s\n", path.c_str());
+      return false;
+    }
+    servers.push_back(std::move(server));
+    return true;
+  };
+  for (const auto& d : (*cfg)["domains"]) {
+    if (!d.is_string() || d.get<std::string>().empty() ||
+        d.get<std::string>().find('/') != std::string::npos) {
+      std::fprintf(stderr, "emulated_gpu: %s: every domain must be a plain name\n",
+                   where.c_str());
+      return 2;
+    }
+    services.push_back(std::make_unique<DeviceServiceImpl>(&gpu, d.get<std::string>()));
+    if (!start(*socket_dir + "/" + d.get<std::string>() + ".sock", services.back().get())) {
+      return 1;
+    }
+  }
+  DeviceAdminServiceImpl admin_service(&gpu);
+  if (!start(*admin, &admin_service)) return 1;
+  GT_LOG(1, "serving ", services.size(), " domain socket(s) in ", *socket_dir,
+         ", memory ", opts.memory_bytes, " bytes");
+  AnnounceReady(flags.Get("ready_file"));
+  int sig = WaitForTerminationSignal();
+  GT_LOG(1, "signal ", sig, ": shutting down, wiping device memory");
+  for (auto& s : servers) s->Shutdown();
+  gpu.Reset();
+  return 0;
+}
+
+}  // namespace
+}  // namespace gputravel
+
+int main(int argc, char** argv) { return gputravel::Run(argc, argv); }

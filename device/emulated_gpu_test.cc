@@ -1,0 +1,319 @@
+#include "device/emulated_gpu.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "device/bounce_buffer.h"
+#include "gtest/gtest.h"
+#include "keyxfer/device_session.h"
+#include "keyxfer/random.h"
+#include "keyxfer/x509.h"
+
+namespace gputravel {
+namespace {
+
+constexpr char kOwner[] = "orchestrator";
+
+// Drives the emulated GPU directly, as a driver would, with real keys.
+class EmulatedGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ca = *EcKey::Generate(Curve::kP384);
+    ca_der_ = *IssueCertificate(ca, "ca", ca, "", true, 1);
+    auto id = *EcKey::Generate(Curve::kP384);
+    auto cert = *IssueCertificate(id, "EMU-1", ca, ca_der_, false, 1);
+    EmulatedGpuOptions o;
+    o.serial = "EMU-1";
+    o.memory_bytes = 1 << 20;
+    gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
+    gpu_->SetOwner(kOwner);
+    char tmpl[] = "/tmp/gputravel-gpu-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    Establish();
+    bounce_ = *BounceBuffer::Create(dir_ + "/bounce", 4, 4096);
+    v1::AttachBounceRequest ab;
+    ab.set_path(bounce_->path());
+    ab.set_slots(4);
+    ab.set_slot_size(4096);
+    bounce_id_ = *gpu_->AttachBounce(kOwner, ab);
+    buffer_ = Alloc(8192);
+  }
+  void TearDown() override {
+    bounce_.reset();
+    rmdir(dir_.c_str());
+  }
+
+  void Establish() {
+    auto eph = *EcKey::Generate(Curve::kP384);
+    v1::KeyExchangeRequest req;
+    req.set_requester_public_key(eph.PublicPoint());
+    req.set_requester_nonce(RandomString(32));
+    auto resp = *gpu_->KeyExchange(kOwner, req);
+    std::string t = DeviceSessionTranscript("EMU-1", req.requester_public_key(),
+                                            req.requester_nonce(),
+                                            resp.device_public_key(),
+                                            resp.device_nonce(), resp.session_id());
+    keys_ = *DeriveDeviceSessionKeys(*eph.DeriveSharedSecret(resp.device_public_key()), t);
+    control_ = *SealedChannel::Create(keys_.gsp_h2d, keys_.gsp_d2h);
+    session_ = resp.session_id();
+  }
+
+  absl::StatusOr<v1::DeviceReply> Command(const v1::DeviceCommand& cmd) {
+    v1::SealedMessage req;
+    req.set_session_id(session_);
+    req.set_ciphertext(*control_->Seal(ControlAad(true, session_), cmd.SerializeAsString(), nullptr));
+    auto resp = gpu_->Control(kOwner, req);
+    if (!resp.ok()) return resp.status();
+    auto plain = control_->Open(ControlAad(false, session_), resp->ciphertext());
+    if (!plain.ok()) return plain.status();
+    v1::DeviceReply r;
+    r.ParseFromString(*plain);
+    return r;
+  }
+  uint64_t Alloc(uint64_t size) {
+    v1::DeviceCommand c;
+    c.mutable_alloc()->set_size(size);
+    return Command(c)->buffer_id();
+  }
+  std::string Read(uint64_t off, uint64_t len) {
+    v1::DeviceCommand c;
+    c.mutable_read()->set_buffer_id(buffer_);
+    c.mutable_read()->set_offset(off);
+    c.mutable_read()->set_length(len);
+    return Command(c)->data();
+  }
+
+  // Encrypts `data` for (counter, offset) with `key` into `slot`; returns the
+  // doorbell request.
+  v1::SubmitH2DRequest Stage(const ChannelMaterial& key, uint32_t counter,
+                             uint32_t slot, uint64_t offset, const std::string& data) {
+    auto c = *ChannelCipher::Create(key);
+    std::string aad = ChunkAad(session_, buffer_, offset, data.size());
+    uint8_t tag[16];
+    EXPECT_TRUE(c->Encrypt(counter, reinterpret_cast<const uint8_t*>(aad.data()),
+                           aad.size(), reinterpret_cast<const uint8_t*>(data.data()),
+                           data.size(), bounce_->slot(slot), tag).ok());
+    v1::SubmitH2DRequest r;
+    r.set_bounce_id(bounce_id_);
+    r.set_slot(slot);
+    r.set_buffer_id(buffer_);
+    r.set_offset(offset);
+    r.set_length(data.size());
+    r.set_tag(reinterpret_cast<char*>(tag), 16);
+    r.set_session_id(session_);
+    return r;
+  }
+
+  std::string ca_der_, dir_;
+  std::unique_ptr<EmulatedGpu> gpu_;
+  DeviceSessionKeys keys_;
+  std::unique_ptr<SealedChannel> control_;
+  uint64_t session_ = 0, bounce_id_ = 0, buffer_ = 0;
+  std::unique_ptr<BounceBuffer> bounce_;
+};
+
+TEST_F(EmulatedGpuTest, InOrderChunksLandInDeviceMemory) {
+  std::string a(1024, 'a'), b(1024, 'b');
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, a)).ok());
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, 1024, b)).ok());
+  EXPECT_EQ(Read(0, 2048), a + b);
+}
+
+TEST_F(EmulatedGpuTest, OutOfOrderChunkRefused) {
+  auto r2 = Stage(keys_.lce_h2d, 2, 1, 1024, std::string(1024, 'b'));
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, r2).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(Read(1024, 1024), std::string(1024, '\0'));
+}
+
+TEST_F(EmulatedGpuTest, ReplayedChunkRefused) {
+  auto r1 = Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'));
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, r1).ok());
+  EXPECT_FALSE(gpu_->SubmitH2D(kOwner, r1).ok());
+  EXPECT_EQ(gpu_->Status().rejected_chunks(), 1u);
+}
+
+TEST_F(EmulatedGpuTest, WrongTagRefusedAndMemoryUntouched) {
+  auto r1 = Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'));
+  std::string tag = r1.tag();
+  tag[0] ^= 1;
+  r1.set_tag(tag);
+  EXPECT_FALSE(gpu_->SubmitH2D(kOwner, r1).ok());
+  EXPECT_EQ(Read(0, 64), std::string(64, '\0'));
+}
+
+TEST_F(EmulatedGpuTest, RedirectedChunkRefused) {
+  // The host moves a staged chunk to another offset: the AAD binds it.
+  auto r1 = Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'));
+  r1.set_offset(64);
+  EXPECT_FALSE(gpu_->SubmitH2D(kOwner, r1).ok());
+}
+
+TEST_F(EmulatedGpuTest, MisalignedOffsetRefused) {
+  auto r1 = Stage(keys_.lce_h2d, 1, 0, 16, std::string(64, 'a'));
+  auto st = gpu_->SubmitH2D(kOwner, r1);
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.status().message().find("aligned"), std::string::npos);
+}
+
+TEST_F(EmulatedGpuTest, CounterOverflowRefused) {
+  gpu_->SetH2dCounterForTest(kLastMessageCounter);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, kLastMessageCounter, 0, 0,
+                                            std::string(32, 'x'))).ok());
+  auto st = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 0, 1, 32, std::string(32, 'y')));
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(EmulatedGpuTest, KeyFromBeforeRekeyRefused) {
+  ChannelMaterial old_key = keys_.lce_h2d.Clone();
+  uint64_t old_session = session_;
+  Establish();
+  auto r = Stage(old_key, 1, 0, 0, std::string(64, 'a'));
+  // Claiming the old session: refused as dead.
+  r.set_session_id(old_session);
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, r).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Claiming the new session with the old key: the tag fails.
+  r.set_session_id(session_);
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, r).status().code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
+TEST_F(EmulatedGpuTest, RequestsFromOtherDomainsRefused) {
+  auto r1 = Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'));
+  EXPECT_EQ(gpu_->SubmitH2D("holder-b", r1).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(gpu_->GetIdentity("holder-b").ok());
+  gpu_->SetOwner("holder-b");
+  EXPECT_TRUE(gpu_->SubmitH2D("holder-b", r1).ok());
+}
+
+TEST_F(EmulatedGpuTest, ControlFromAnotherKeyRefused) {
+  ChannelMaterial bogus = keys_.gsp_h2d.Clone();
+  RandomBytes(bogus.key.data(), 32);
+  auto ch = *SealedChannel::Create(bogus, keys_.gsp_d2h);
+  v1::DeviceCommand c;
+  c.mutable_scrub()->set_buffer_id(buffer_);
+  v1::SealedMessage req;
+  req.set_session_id(session_);
+  req.set_ciphertext(*ch->Seal(ControlAad(true, session_), c.SerializeAsString(), nullptr));
+  EXPECT_EQ(gpu_->Control(kOwner, req).status().code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
+TEST_F(EmulatedGpuTest, ScrubZeroesMemory) {
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'))).ok());
+  v1::DeviceCommand c;
+  c.mutable_scrub()->set_buffer_id(buffer_);
+  auto r = Command(c);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->bytes_scrubbed(), 8192u);
+  EXPECT_EQ(Read(0, 8192), std::string(8192, '\0'));
+}
+
+TEST_F(EmulatedGpuTest, ResetWipesSessionKeysAndMemory) {
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'))).ok());
+  gpu_->Reset();
+  v1::DeviceCommand c;
+  c.mutable_query();
+  EXPECT_EQ(Command(c).status().code(), absl::StatusCode::kFailedPrecondition);
+  auto st = gpu_->Status();
+  EXPECT_EQ(st.session_id(), 0u);
+  EXPECT_EQ(st.buffers(), 0u);
+  EXPECT_EQ(st.resets(), 1u);
+  Establish();  // a new session finds no trace of the old buffer
+  v1::DeviceCommand rd;
+  rd.mutable_read()->set_buffer_id(buffer_);
+  rd.mutable_read()->set_length(64);
+  EXPECT_EQ(Command(rd).ok(), true);  // the command itself is delivered...
+  EXPECT_EQ(Command(rd).ok(), true);
+}
+
+TEST_F(EmulatedGpuTest, AllocBeyondMemoryRefused) {
+  v1::DeviceCommand c;
+  c.mutable_alloc()->set_size(2 << 20);
+  auto r = Command(c);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+}
+
+TEST_F(EmulatedGpuTest, RotationThresholdEnforced) {
+  auto ca = *EcKey::Generate(Curve::kP384);
+  auto ca_der = *IssueCertificate(ca, "ca", ca, "", true, 1);
+  auto id = *EcKey::Generate(Curve::kP384);
+  EmulatedGpuOptions o;
+  o.serial = "EMU-1";
+  o.rotation_threshold = 10;  // bytes/16 + encryptions
+  gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id),
+                                       *IssueCertificate(id, "EMU-1", ca, ca_der, false, 1));
+  gpu_->SetOwner(kOwner);
+  Establish();
+  v1::AttachBounceRequest ab;
+  ab.set_path(bounce_->path());
+  ab.set_slots(4);
+  ab.set_slot_size(4096);
+  bounce_id_ = *gpu_->AttachBounce(kOwner, ab);
+  buffer_ = Alloc(4096);
+  // 64 bytes = 4 + 1 = 5 units each: two fit, the third crosses 10.
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'))).ok());
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, 64, std::string(64, 'a'))).ok());
+  auto st = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 3, 2, 128, std::string(64, 'a')));
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// Property: random interleavings of valid and invalid chunks never let an
+// invalid one change device memory, and valid ones land exactly.
+TEST_F(EmulatedGpuTest, InvalidChunksNeverChangeMemory) {
+  std::mt19937 rng(12345);
+  std::string expected(8192, '\0');
+  uint32_t next = 1;
+  ChannelMaterial wrong = keys_.lce_h2d.Clone();
+  RandomBytes(wrong.key.data(), 32);
+  for (int step = 0; step < 400; ++step) {
+    uint64_t off = (rng() % (8192 / 32)) * 32;
+    uint32_t len = 32 * (1 + rng() % 8);
+    if (off + len > 8192) off = 8192 - len;
+    std::string data(len, static_cast<char>('A' + rng() % 26));
+    uint32_t slot = rng() % 4;
+    int kind = rng() % 6;
+    v1::SubmitH2DRequest r;
+    switch (kind) {
+      case 0:  // valid
+        r = Stage(keys_.lce_h2d, next, slot, off, data);
+        break;
+      case 1:  // replay of a used counter
+        r = Stage(keys_.lce_h2d, next > 1 ? next - 1 : next + 1, slot, off, data);
+        break;
+      case 2:  // skipping ahead
+        r = Stage(keys_.lce_h2d, next + 1 + rng() % 5, slot, off, data);
+        break;
+      case 3:  // wrong key
+        r = Stage(wrong, next, slot, off, data);
+        break;
+      case 4: {  // tampered ciphertext after staging
+        r = Stage(keys_.lce_h2d, next, slot, off, data);
+        bounce_->slot(slot)[rng() % len] ^= 0x40;
+        break;
+      }
+      default: {  // redirected
+        r = Stage(keys_.lce_h2d, next, slot, off, data);
+        r.set_offset(off == 0 ? 32 : off - 32);
+        break;
+      }
+    }
+    auto st = gpu_->SubmitH2D(kOwner, r);
+    if (kind == 0) {
+      ASSERT_TRUE(st.ok()) << st.status();
+      expected.replace(off, len, data);
+      ++next;
+    } else {
+      ASSERT_FALSE(st.ok()) << "kind " << kind << " at step " << step;
+    }
+  }
+  EXPECT_EQ(Read(0, 8192), expected);
+}
+
+}  // namespace
+}  // namespace gputravel

@@ -1,0 +1,176 @@
+#include "device/gpu_session.h"
+
+#include "keyxfer/ec_key.h"
+#include "keyxfer/random.h"
+#include "keyxfer/x509.h"
+#include "util/grpc_status.h"
+
+namespace gputravel {
+
+GpuSession::GpuSession(std::shared_ptr<grpc::Channel> channel,
+                       std::string device_ca_der, std::string expected_serial)
+    : stub_(v1::Device::NewStub(channel)),
+      device_ca_der_(std::move(device_ca_der)),
+      expected_serial_(std::move(expected_serial)) {}
+
+absl::Status GpuSession::Establish() {
+  control_.reset();
+  lce_h2d_ = ChannelMaterial();
+  v1::DeviceIdentity id;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    absl::Status s = FromGrpc(stub_->GetIdentity(&ctx, {}, &id), "GPU GetIdentity");
+    if (!s.ok()) return s;
+  }
+  auto cert = VerifyCertificate(id.certificate_der(), device_ca_der_);
+  if (!cert.ok()) {
+    return absl::UnauthenticatedError("GPU identity refused: " +
+                                      std::string(cert.status().message()));
+  }
+  if (cert->common_name != id.serial()) {
+    return absl::UnauthenticatedError("GPU certificate is for '" + cert->common_name +
+                                      "' but the device claims '" + id.serial() + "'");
+  }
+  if (!expected_serial_.empty() && id.serial() != expected_serial_) {
+    return absl::PermissionDeniedError(
+        "a different GPU was routed here: expected " + expected_serial_ + ", got " +
+        id.serial() + " (the host may be redirecting the device)");
+  }
+  auto eph = EcKey::Generate(Curve::kP384);
+  if (!eph.ok()) return eph.status();
+  v1::KeyExchangeRequest req;
+  req.set_requester_public_key(eph->PublicPoint());
+  req.set_requester_nonce(RandomString(32));
+  v1::KeyExchangeResponse resp;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    absl::Status s = FromGrpc(stub_->KeyExchange(&ctx, req, &resp), "GPU KeyExchange");
+    if (!s.ok()) return s;
+  }
+  std::string transcript = DeviceSessionTranscript(
+      id.serial(), req.requester_public_key(), req.requester_nonce(),
+      resp.device_public_key(), resp.device_nonce(), resp.session_id());
+  absl::Status sig = cert->public_key.Verify(transcript, resp.signature_der());
+  if (!sig.ok()) {
+    return absl::UnauthenticatedError(
+        "GPU key exchange signature does not verify with the certified identity "
+        "key: refusing the session");
+  }
+  auto secret = eph->DeriveSharedSecret(resp.device_public_key());
+  if (!secret.ok()) return secret.status();
+  auto keys = DeriveDeviceSessionKeys(*secret, transcript);
+  if (!keys.ok()) return keys.status();
+  auto control = SealedChannel::Create(keys->gsp_h2d, keys->gsp_d2h);
+  if (!control.ok()) return control.status();
+  control_ = std::move(*control);
+  lce_h2d_ = std::move(keys->lce_h2d);
+  serial_ = id.serial();
+  if (expected_serial_.empty()) expected_serial_ = serial_;
+  session_id_ = resp.session_id();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::DeviceReply> GpuSession::Command(const v1::DeviceCommand& cmd) {
+  if (control_ == nullptr) {
+    return absl::FailedPreconditionError("no CC session with the GPU: establish first");
+  }
+  std::string plain = cmd.SerializeAsString();
+  uint32_t counter = 0;
+  auto sealed = control_->Seal(ControlAad(true, session_id_), plain, &counter);
+  if (!sealed.ok()) return sealed.status();
+  v1::SealedMessage req, resp;
+  req.set_session_id(session_id_);
+  req.set_counter(counter);
+  req.set_ciphertext(std::move(*sealed));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  absl::Status s = FromGrpc(stub_->Control(&ctx, req, &resp), "GPU Control");
+  if (!s.ok()) {
+    // The device did not consume the command; our send counter moved on, so
+    // this session can no longer talk in order: force a fresh exchange.
+    control_.reset();
+    return s;
+  }
+  auto opened = control_->Open(ControlAad(false, session_id_), resp.ciphertext());
+  if (!opened.ok()) {
+    control_.reset();
+    return absl::UnauthenticatedError(
+        "GPU reply does not authenticate under this session: the device is not "
+        "the one this session was established with");
+  }
+  v1::DeviceReply reply;
+  bool parsed = reply.ParseFromString(*opened);
+  Zeroize(&(*opened)[0], opened->size());
+  if (!parsed) return absl::DataLossError("GPU reply is malformed");
+  if (reply.code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(reply.code()),
+                        "GPU: " + reply.message());
+  }
+  return reply;
+}
+
+absl::Status GpuSession::VerifyStillSameSession() {
+  v1::DeviceCommand cmd;
+  cmd.mutable_query();
+  return Command(cmd).status();
+}
+
+absl::StatusOr<uint64_t> GpuSession::AllocBuffer(uint64_t size) {
+  v1::DeviceCommand cmd;
+  cmd.mutable_alloc()->set_size(size);
+  auto r = Command(cmd);
+  if (!r.ok()) return r.status();
+  return r->buffer_id();
+}
+
+absl::Status GpuSession::FreeBuffer(uint64_t buffer_id) {
+  v1::DeviceCommand cmd;
+  cmd.mutable_free()->set_buffer_id(buffer_id);
+  return Command(cmd).status();
+}
+
+absl::StatusOr<std::string> GpuSession::Read(uint64_t buffer_id, uint64_t offset,
+                                             uint64_t length) {
+  v1::DeviceCommand cmd;
+  cmd.mutable_read()->set_buffer_id(buffer_id);
+  cmd.mutable_read()->set_offset(offset);
+  cmd.mutable_read()->set_length(length);
+  auto r = Command(cmd);
+  if (!r.ok()) return r.status();
+  return std::move(*r->mutable_data());
+}
+
+absl::Status GpuSession::ScrubAndVerify(uint64_t buffer_id, uint64_t size) {
+  v1::DeviceCommand cmd;
+  cmd.mutable_scrub()->set_buffer_id(buffer_id);
+  auto r = Command(cmd);
+  if (!r.ok()) return r.status();
+  if (r->bytes_scrubbed() != size) {
+    return absl::DataLossError("GPU scrubbed " + std::to_string(r->bytes_scrubbed()) +
+                               " bytes of a " + std::to_string(size) + "-byte buffer");
+  }
+  constexpr uint64_t kPiece = 8u << 20;
+  for (uint64_t off = 0; off < size; off += kPiece) {
+    uint64_t n = std::min(kPiece, size - off);
+    auto data = Read(buffer_id, off, n);
+    if (!data.ok()) return data.status();
+    if (data->size() != n) return absl::DataLossError("short read during scrub check");
+    for (char c : *data) {
+      if (c != 0) {
+        return absl::DataLossError("scrub verification failed: non-zero byte in buffer " +
+                                   std::to_string(buffer_id));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::DeviceReply> GpuSession::QueryChannel() {
+  v1::DeviceCommand cmd;
+  cmd.mutable_query();
+  return Command(cmd);
+}
+
+}  // namespace gputravel

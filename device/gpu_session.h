@@ -1,0 +1,66 @@
+#ifndef GPUTRAVEL_DEVICE_GPU_SESSION_H_
+#define GPUTRAVEL_DEVICE_GPU_SESSION_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "keyxfer/cc_channel.h"
+#include "keyxfer/device_session.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/device.grpc.pb.h"
+
+namespace gputravel {
+
+// The orchestrator's driver for one GPU: authenticates the device, owns the CC
+// session (control channel and copy-engine keys) and issues sealed commands.
+// A real deployment puts NVIDIA's driver here; the emulated device speaks the
+// same protocol over gRPC. Not thread-safe.
+class GpuSession {
+ public:
+  // `device_ca_der` is the pinned device CA; `expected_serial` (optional) pins
+  // the one GPU this session may be with (P5).
+  GpuSession(std::shared_ptr<grpc::Channel> channel, std::string device_ca_der,
+             std::string expected_serial);
+
+  // Fresh key agreement: verifies the device certificate against the pinned
+  // CA, the serial, and the signature over the transcript; derives new keys.
+  // Every key of the previous session is dead afterwards (P3).
+  absl::Status Establish();
+
+  // Proves the device still holds the current session (the same GPU came
+  // back, not a substitute): a sealed query must round-trip.
+  absl::Status VerifyStillSameSession();
+
+  absl::StatusOr<uint64_t> AllocBuffer(uint64_t size);
+  absl::Status FreeBuffer(uint64_t buffer_id);
+  // Reads back through the sealed control channel (the D2H path).
+  absl::StatusOr<std::string> Read(uint64_t buffer_id, uint64_t offset,
+                                   uint64_t length);
+  // Zeroes on the device, then reads every byte back and checks it (P2).
+  absl::Status ScrubAndVerify(uint64_t buffer_id, uint64_t size);
+  // Next counter and totals of the LCE H2D channel.
+  absl::StatusOr<v1::DeviceReply> QueryChannel();
+
+  const std::string& serial() const { return serial_; }
+  uint64_t session_id() const { return session_id_; }
+  bool established() const { return control_ != nullptr; }
+  // The copy-engine H2D key material to hand to a holder (copy).
+  ChannelMaterial LceH2dForHandoff() const { return lce_h2d_.Clone(); }
+
+ private:
+  absl::StatusOr<v1::DeviceReply> Command(const v1::DeviceCommand& cmd);
+
+  std::unique_ptr<v1::Device::Stub> stub_;
+  std::string device_ca_der_;
+  std::string expected_serial_;
+  std::string serial_;
+  uint64_t session_id_ = 0;
+  std::unique_ptr<SealedChannel> control_;
+  ChannelMaterial lce_h2d_;
+};
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_DEVICE_GPU_SESSION_H_

@@ -1,0 +1,73 @@
+#ifndef GPUTRAVEL_DEVICE_H2D_WRITER_H_
+#define GPUTRAVEL_DEVICE_H2D_WRITER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "keyxfer/cc_channel.h"
+#include "keyxfer/counter_window.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/device.grpc.pb.h"
+
+namespace gputravel {
+
+struct H2dWriterOptions {
+  uint32_t chunk_size = 2u << 20;   // plaintext bytes per chunk (= slot size)
+  uint32_t slots = 4;               // bounce ring depth
+  int threads = 2;                  // parallel encryption workers
+  std::string bounce_dir = "/dev/shm";
+};
+
+struct H2dWriteStats {
+  uint64_t bytes = 0;
+  uint64_t chunks = 0;
+  // SHA-256("gputravel-window-digest-v1" || tag_0 || tag_1 || ...): a keyed
+  // digest of the plaintext (the GCM tags are MACs of it under the session
+  // key), free to compute and revealing nothing to the host that relays it.
+  std::string digest;
+  double read_seconds = 0;
+  double total_seconds = 0;
+};
+
+// Reads plaintext [offset, offset + n) of the source into `dst`.
+using ChunkSource = std::function<absl::Status(uint64_t offset, uint8_t* dst, size_t n)>;
+
+// The holder's copy-engine path: chunks get their counters in order, are
+// encrypted in parallel into a ring of shared-memory bounce slots, and are
+// rung in order so the device decrypts slot k while slot k+1 is encrypted.
+// The plaintext staging areas are zeroized after each chunk.
+class H2dWriter {
+ public:
+  H2dWriter(std::shared_ptr<grpc::Channel> device, H2dWriterOptions options)
+      : stub_(v1::Device::NewStub(device)), options_(std::move(options)) {}
+
+  // Writes `length` bytes of `source` to device buffer `buffer_id` at
+  // `dest_offset`, using exactly the counters of `window` on `key`.
+  absl::StatusOr<H2dWriteStats> Write(const ChannelMaterial& key,
+                                      uint64_t session_id, uint64_t buffer_id,
+                                      uint64_t dest_offset, uint64_t length,
+                                      CounterWindow window,
+                                      const ChunkSource& source);
+
+  // Number of chunks (= counters) a window of `length` bytes needs.
+  static uint32_t ChunksFor(uint64_t length, uint32_t chunk_size);
+
+ private:
+  std::unique_ptr<v1::Device::Stub> stub_;
+  H2dWriterOptions options_;
+};
+
+// The digest a verifier recomputes from the plaintext it reads back.
+absl::StatusOr<std::string> WindowDigest(const ChannelMaterial& key,
+                                         uint64_t session_id, uint64_t buffer_id,
+                                         uint64_t dest_offset,
+                                         const std::string& plaintext,
+                                         uint32_t chunk_size,
+                                         uint32_t first_counter);
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_DEVICE_H2D_WRITER_H_

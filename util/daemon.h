@@ -1,0 +1,25 @@
+#ifndef GPUTRAVEL_UTIL_DAEMON_H_
+#define GPUTRAVEL_UTIL_DAEMON_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace gputravel {
+
+// Call first in main(), before any thread starts: blocks SIGINT/SIGTERM so
+// that WaitForTerminationSignal can take them synchronously.
+void BlockTerminationSignals();
+// Returns the signal number once SIGINT or SIGTERM arrives.
+int WaitForTerminationSignal();
+
+// Removes a stale Unix socket file before binding (refuses non-sockets).
+absl::Status PrepareUnixSocketPath(const std::string& path);
+
+// Writes "ready\n" to `path` (if non-empty) once the daemon serves, so a
+// supervisor can wait for readiness without polling the socket.
+void AnnounceReady(const std::string& path);
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_UTIL_DAEMON_H_

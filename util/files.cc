@@ -1,0 +1,111 @@
+#include "util/files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace gputravel {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError("cannot read " + path + ": " + std::strerror(errno));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& contents,
+                       int mode) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) {
+    return absl::UnavailableError("cannot write " + path + ": " + std::strerror(errno));
+  }
+  size_t done = 0;
+  while (done < contents.size()) {
+    ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      return absl::UnavailableError("cannot write " + path + ": " + std::strerror(e));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError(path + " is not valid JSON");
+  }
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError(path + ": top level must be a JSON object");
+  }
+  return j;
+}
+
+absl::StatusOr<std::string> JsonString(const nlohmann::json& j,
+                                       const std::string& where,
+                                       const std::string& field) {
+  if (!j.is_object() || !j.contains(field)) {
+    return absl::InvalidArgumentError(where + ": missing field '" + field + "'");
+  }
+  if (!j[field].is_string()) {
+    return absl::InvalidArgumentError(where + ": field '" + field +
+                                      "' must be a string");
+  }
+  return j[field].get<std::string>();
+}
+
+absl::StatusOr<uint64_t> JsonUint(const nlohmann::json& j, const std::string& where,
+                                  const std::string& field) {
+  if (!j.is_object() || !j.contains(field)) {
+    return absl::InvalidArgumentError(where + ": missing field '" + field + "'");
+  }
+  if (!j[field].is_number_unsigned() &&
+      !(j[field].is_number_integer() && j[field].get<int64_t>() >= 0)) {
+    return absl::InvalidArgumentError(where + ": field '" + field +
+                                      "' must be a non-negative integer");
+  }
+  return j[field].get<uint64_t>();
+}
+
+std::string HexEncode(const std::string& bytes) {
+  static const char* k = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(k[c >> 4]);
+    out.push_back(k[c & 15]);
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> HexDecode(const std::string& hex) {
+  if (hex.size() % 2 != 0) return absl::InvalidArgumentError("odd-length hex");
+  auto val = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out(hex.size() / 2, '\0');
+  for (size_t i = 0; i < out.size(); ++i) {
+    int hi = val(hex[2 * i]), lo = val(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return absl::InvalidArgumentError("invalid hex digit");
+    out[i] = static_cast<char>(hi * 16 + lo);
+  }
+  return out;
+}
+
+}  // namespace gputravel

@@ -1,0 +1,30 @@
+#ifndef GPUTRAVEL_UTIL_FILES_H_
+#define GPUTRAVEL_UTIL_FILES_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace gputravel {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+// Writes with the given mode (0600 for private keys).
+absl::Status WriteFile(const std::string& path, const std::string& contents,
+                       int mode = 0644);
+// Parses JSON without exceptions; errors name the file.
+absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path);
+
+// Typed field access for configuration: errors name `where` + field.
+absl::StatusOr<std::string> JsonString(const nlohmann::json& j,
+                                       const std::string& where,
+                                       const std::string& field);
+absl::StatusOr<uint64_t> JsonUint(const nlohmann::json& j, const std::string& where,
+                                  const std::string& field);
+
+std::string HexEncode(const std::string& bytes);
+absl::StatusOr<std::string> HexDecode(const std::string& hex);
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_UTIL_FILES_H_

@@ -1,0 +1,84 @@
+#include "util/flags.h"
+
+#include <cstdlib>
+
+namespace gputravel {
+
+void Flags::String(const std::string& name, std::string default_value,
+                   const std::string& help) {
+  decls_[name] = Decl{std::move(default_value), help, false, false};
+  order_.push_back(name);
+}
+
+void Flags::Bool(const std::string& name, const std::string& help) {
+  decls_[name] = Decl{"false", help, true, false};
+  order_.push_back(name);
+}
+
+absl::Status Flags::Parse(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      help_ = true;
+      continue;
+    }
+    if (a.rfind("--", 0) != 0) {
+      positional_.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2), value;
+    bool has_value = false;
+    size_t eq = name.find('=');
+    if (eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    auto it = decls_.find(name);
+    if (it == decls_.end()) {
+      return absl::InvalidArgumentError("unknown flag --" + name + " (see --help)");
+    }
+    if (it->second.is_bool) {
+      it->second.value = has_value ? value : "true";
+    } else {
+      if (!has_value) {
+        if (i + 1 >= argc) {
+          return absl::InvalidArgumentError("flag --" + name + " needs a value");
+        }
+        value = argv[++i];
+      }
+      it->second.value = value;
+    }
+    it->second.set = true;
+  }
+  return absl::OkStatus();
+}
+
+std::string Flags::Get(const std::string& name) const {
+  auto it = decls_.find(name);
+  return it == decls_.end() ? "" : it->second.value;
+}
+
+bool Flags::IsSet(const std::string& name) const {
+  auto it = decls_.find(name);
+  if (it == decls_.end()) return false;
+  return it->second.is_bool ? it->second.value == "true" : it->second.set;
+}
+
+int Flags::GetInt(const std::string& name) const {
+  return std::atoi(Get(name).c_str());
+}
+
+std::string Flags::Help() const {
+  std::string out = "Usage: " + program_ + " [flags]\n\n" + summary_ + "\n\nFlags:\n";
+  for (const auto& n : order_) {
+    const Decl& d = decls_.at(n);
+    out += "  --" + n + (d.is_bool ? "" : "=VALUE") + "\n      " + d.help;
+    if (!d.is_bool && !d.value.empty()) out += " (default: " + d.value + ")";
+    out += "\n";
+  }
+  out += "  --help\n      Print this help and exit.\n";
+  return out;
+}
+
+}  // namespace gputravel

@@ -1,0 +1,50 @@
+#ifndef GPUTRAVEL_UTIL_FLAGS_H_
+#define GPUTRAVEL_UTIL_FLAGS_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace gputravel {
+
+// A small command-line parser: `--name=value`, `--name value`, boolean
+// `--name`, positional arguments, and a --help text generated from the
+// declarations, so help and behaviour cannot drift apart.
+class Flags {
+ public:
+  Flags(std::string program, std::string summary)
+      : program_(std::move(program)), summary_(std::move(summary)) {}
+
+  void String(const std::string& name, std::string default_value,
+              const std::string& help);
+  void Bool(const std::string& name, const std::string& help);
+
+  // Parses argv[first..]; unknown flags are errors. Sets help_requested().
+  absl::Status Parse(int argc, char** argv, int first = 1);
+
+  std::string Get(const std::string& name) const;
+  bool IsSet(const std::string& name) const;
+  int GetInt(const std::string& name) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+  bool help_requested() const { return help_; }
+  std::string Help() const;
+
+ private:
+  struct Decl {
+    std::string value;
+    std::string help;
+    bool is_bool = false;
+    bool set = false;
+  };
+  std::string program_, summary_;
+  std::map<std::string, Decl> decls_;
+  std::vector<std::string> order_;
+  std::vector<std::string> positional_;
+  bool help_ = false;
+};
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_UTIL_FLAGS_H_

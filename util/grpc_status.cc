@@ -1,0 +1,28 @@
+#include "util/grpc_status.h"
+
+namespace gputravel {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                      std::string(s.message()));
+}
+
+absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
+  if (s.ok()) return absl::OkStatus();
+  std::string msg = what + ": " + s.error_message();
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    msg += " (is the daemon running and the endpoint right?)";
+  }
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), msg);
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& endpoint) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  return grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(),
+                                   args);
+}
+
+}  // namespace gputravel
