@@ -1,0 +1,112 @@
+#include "holder_agent/dataset.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "util/files.h"
+
+namespace gputravel {
+
+absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const std::string& path,
+                                                       const std::string& format) {
+  if (format != "llmc-tokens" && format != "raw" && format != "auto") {
+    return absl::InvalidArgumentError("dataset format '" + format +
+                                      "' is unknown (use llmc-tokens, raw or auto)");
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError("dataset " + path + " cannot be opened: " +
+                               std::strerror(errno));
+  }
+  std::unique_ptr<Dataset> d(new Dataset());
+  d->fd_ = fd;
+  d->path_ = path;
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError("dataset " + path + " is not a regular file");
+  }
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  int32_t header[256] = {0};
+  bool has_header = size >= kLlmcHeaderBytes &&
+                    ::pread(fd, header, sizeof(header), 0) == sizeof(header);
+  bool magic = has_header && header[0] == kLlmcMagic;
+  std::string fmt = format == "auto" ? (magic ? "llmc-tokens" : "raw") : format;
+  d->format_ = fmt;
+  if (fmt == "raw") {
+    if (size == 0) return absl::InvalidArgumentError("dataset " + path + " is empty");
+    d->payload_offset_ = 0;
+    d->payload_bytes_ = size;
+    return d;
+  }
+  if (!has_header) {
+    return absl::InvalidArgumentError("dataset " + path +
+                                      " is too short for an llm.c header (" +
+                                      std::to_string(size) + " bytes)");
+  }
+  if (header[0] != kLlmcMagic) {
+    return absl::InvalidArgumentError("dataset " + path + ": bad llm.c magic " +
+                                      std::to_string(header[0]) + " (want 20240520)");
+  }
+  if (header[1] != kLlmcVersion) {
+    return absl::InvalidArgumentError("dataset " + path + ": unsupported llm.c version " +
+                                      std::to_string(header[1]) + " (want 1)");
+  }
+  if (header[2] <= 0) {
+    return absl::InvalidArgumentError("dataset " + path + ": token count " +
+                                      std::to_string(header[2]) + " must be positive");
+  }
+  uint64_t want = kLlmcHeaderBytes + uint64_t(header[2]) * 2;
+  if (size != want) {
+    return absl::InvalidArgumentError(
+        "dataset " + path + ": header says " + std::to_string(header[2]) +
+        " tokens (" + std::to_string(want) + " bytes with header) but the file has " +
+        std::to_string(size) + " bytes");
+  }
+  d->payload_offset_ = kLlmcHeaderBytes;
+  d->payload_bytes_ = uint64_t(header[2]) * 2;
+  return d;
+}
+
+Dataset::~Dataset() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::Status Dataset::Read(uint64_t offset, uint8_t* dst, size_t n) const {
+  if (offset > payload_bytes_ || n > payload_bytes_ - offset) {
+    return absl::OutOfRangeError("read past the end of dataset " + path_);
+  }
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd_, dst + done, n - done,
+                        static_cast<off_t>(payload_offset_ + offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      return absl::DataLossError("dataset " + path_ + " shrank or cannot be read: " +
+                                 (r < 0 ? std::strerror(errno) : "unexpected end"));
+    }
+    done += static_cast<size_t>(r);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteLlmcShard(const std::string& path, const uint16_t* tokens,
+                            uint64_t count) {
+  if (count == 0 || count > 0x7fffffff) {
+    return absl::InvalidArgumentError("token count out of range");
+  }
+  std::string out(Dataset::kLlmcHeaderBytes + count * 2, '\0');
+  int32_t header[256] = {0};
+  header[0] = Dataset::kLlmcMagic;
+  header[1] = Dataset::kLlmcVersion;
+  header[2] = static_cast<int32_t>(count);
+  std::memcpy(&out[0], header, sizeof(header));
+  std::memcpy(&out[Dataset::kLlmcHeaderBytes], tokens, count * 2);
+  return WriteFile(path, out, 0600);
+}
+
+}  // namespace gputravel

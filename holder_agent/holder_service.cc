@@ -1,0 +1,141 @@
+#include "holder_agent/holder_service.h"
+
+#include <chrono>
+
+#include "keyxfer/handoff.h"
+#include "keyxfer/random.h"
+#include "util/files.h"
+#include "util/grpc_status.h"
+#include "util/log.h"
+
+namespace gputravel {
+namespace {
+
+constexpr size_t kMaxPendingChannels = 16;
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+HolderService::HolderService(HolderOptions options, std::unique_ptr<Dataset> dataset,
+                             Attester* attester, Verifier* verifier)
+    : options_(std::move(options)),
+      dataset_(std::move(dataset)),
+      attester_(attester),
+      verifier_(verifier) {}
+
+grpc::Status HolderService::GetInfo(grpc::ServerContext*, const v1::GetInfoRequest*,
+                                    v1::HolderInfo* out) {
+  out->set_name(options_.name);
+  out->set_dataset_format(dataset_->format());
+  out->set_dataset_bytes(dataset_->payload_bytes());
+  out->set_domain(options_.domain);
+  return grpc::Status::OK;
+}
+
+grpc::Status HolderService::OpenChannel(grpc::ServerContext*,
+                                        const v1::OpenChannelRequest* req,
+                                        v1::OpenChannelResponse* out) {
+  auto responder = ChannelResponder::Respond(req->orchestrator_public_key(),
+                                             req->orchestrator_nonce(), *attester_);
+  if (!responder.ok()) return ToGrpc(responder.status());
+  std::string id = HexEncode(RandomString(16));
+  out->set_channel_id(id);
+  out->set_holder_public_key(responder->public_key());
+  out->set_holder_nonce(responder->nonce());
+  *out->mutable_evidence() = responder->evidence();
+  absl::MutexLock l(&mu_);
+  if (pending_.size() >= kMaxPendingChannels) pending_.erase(pending_.begin());
+  pending_[id] = std::make_unique<ChannelResponder>(std::move(*responder));
+  GT_LOG(2, "channel ", id.substr(0, 8), " opened");
+  return grpc::Status::OK;
+}
+
+grpc::Status HolderService::Provision(grpc::ServerContext*,
+                                      const v1::ProvisionRequest* req,
+                                      v1::ProvisionReport* out) {
+  auto r = DoProvision(*req);
+  if (!r.ok()) {
+    GT_LOG(0, "provisioning refused or failed: ", r.status().message());
+    return ToGrpc(r.status());
+  }
+  *out = std::move(*r);
+  return grpc::Status::OK;
+}
+
+absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
+    const v1::ProvisionRequest& req) {
+  absl::MutexLock serial(&provision_mu_);
+  auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<ChannelResponder> responder;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = pending_.find(req.channel_id());
+    if (it == pending_.end()) {
+      return absl::FailedPreconditionError(
+          "unknown or already used channel: open a new attested channel for each trip");
+    }
+    responder = std::move(it->second);
+    pending_.erase(it);  // single use, whatever happens next
+  }
+  auto channel = responder->Confirm(req.orchestrator_evidence(), *verifier_);
+  if (!channel.ok()) return channel.status();
+  const v1::HandoffBinding& b = req.binding();
+  if (b.holder() != options_.name) {
+    return absl::PermissionDeniedError("hand-off is for holder '" + b.holder() +
+                                       "', this is '" + options_.name + "'");
+  }
+  {
+    absl::MutexLock l(&mu_);
+    auto it = last_trip_.find(b.campaign());
+    if (it != last_trip_.end() && b.trip() <= it->second) {
+      return absl::PermissionDeniedError(
+          "hand-off for trip " + std::to_string(b.trip()) + " of campaign '" +
+          b.campaign() + "' is not fresh (trip " + std::to_string(it->second) +
+          " was already accepted)");
+    }
+  }
+  auto key = UnwrapHandoff(channel->handoff_key, b, req.wrapped_handoff());
+  channel->handoff_key.Clear();
+  if (!key.ok()) return key.status();
+  double import_seconds = Since(t0);
+  {
+    absl::MutexLock l(&mu_);
+    last_trip_[b.campaign()] = b.trip();
+  }
+  if (b.window_length() == 0 || b.window_offset() > dataset_->payload_bytes() ||
+      b.window_length() > dataset_->payload_bytes() - b.window_offset()) {
+    return absl::OutOfRangeError(
+        "window [" + std::to_string(b.window_offset()) + ", +" +
+        std::to_string(b.window_length()) + ") is outside dataset " +
+        dataset_->path() + " (" + std::to_string(dataset_->payload_bytes()) + " bytes)");
+  }
+  H2dWriterOptions wo = options_.writer;
+  wo.chunk_size = b.chunk_size();
+  H2dWriter writer(MakeChannel(options_.device_endpoint), wo);
+  const uint64_t base = b.window_offset();
+  auto stats = writer.Write(
+      *key, b.gpu_session(), b.buffer_id(), 0, b.window_length(),
+      CounterWindow{b.first_counter(), b.counter_count()},
+      [this, base](uint64_t off, uint8_t* dst, size_t n) {
+        return dataset_->Read(base + off, dst, n);
+      });
+  // The key dies here, whatever the outcome (SecretBytes zeroizes).
+  key->key.Clear();
+  if (!stats.ok()) return stats.status();
+  v1::ProvisionReport rep;
+  rep.set_bytes(stats->bytes);
+  rep.set_chunks(stats->chunks);
+  rep.set_digest(stats->digest);
+  rep.set_seconds(Since(t0));
+  rep.set_import_key_seconds(import_seconds);
+  rep.set_read_seconds(stats->read_seconds);
+  rep.set_write_seconds(stats->total_seconds);
+  GT_LOG(1, "trip ", b.trip(), ": provisioned ", stats->bytes, " bytes in ",
+         stats->chunks, " chunks; key zeroized");
+  return rep;
+}
+
+}  // namespace gputravel

@@ -1,0 +1,59 @@
+#ifndef GPUTRAVEL_HOLDER_AGENT_HOLDER_SERVICE_H_
+#define GPUTRAVEL_HOLDER_AGENT_HOLDER_SERVICE_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "device/h2d_writer.h"
+#include "holder_agent/dataset.h"
+#include "keyxfer/attested_channel.h"
+#include "keyxfer/attester.h"
+#include "proto/holder.grpc.pb.h"
+
+namespace gputravel {
+
+struct HolderOptions {
+  std::string name;            // holder name, bound into every hand-off
+  std::string domain;          // TD the MUX routes the GPU to for this holder
+  std::string device_endpoint; // the GPU as seen from this TD
+  H2dWriterOptions writer;     // bounce ring, threads (chunk size comes per trip)
+};
+
+// The data-holder agent: answers attested channel requests, accepts one
+// hand-off per channel, provisions its dataset window onto the GPU and drops
+// the key. It trusts nothing from the host: the hand-off is opened only after
+// the orchestrator's evidence verified, and only if bound to this holder.
+class HolderService final : public v1::HolderAgent::Service {
+ public:
+  HolderService(HolderOptions options, std::unique_ptr<Dataset> dataset,
+                Attester* attester, Verifier* verifier);
+
+  grpc::Status GetInfo(grpc::ServerContext*, const v1::GetInfoRequest*,
+                       v1::HolderInfo* out) override;
+  grpc::Status OpenChannel(grpc::ServerContext*, const v1::OpenChannelRequest* req,
+                           v1::OpenChannelResponse* out) override;
+  grpc::Status Provision(grpc::ServerContext*, const v1::ProvisionRequest* req,
+                         v1::ProvisionReport* out) override;
+
+ private:
+  absl::StatusOr<v1::ProvisionReport> DoProvision(const v1::ProvisionRequest& req);
+
+  const HolderOptions options_;
+  const std::unique_ptr<Dataset> dataset_;
+  Attester* const attester_;
+  Verifier* const verifier_;
+
+  absl::Mutex mu_;
+  // Channels opened but not yet used; each is consumed by one Provision.
+  std::map<std::string, std::unique_ptr<ChannelResponder>> pending_ ABSL_GUARDED_BY(mu_);
+  // Highest trip accepted per campaign: a hand-off for an older or the same
+  // trip is refused (freshness, P5).
+  std::map<std::string, uint64_t> last_trip_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex provision_mu_;  // one provisioning at a time
+};
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_HOLDER_AGENT_HOLDER_SERVICE_H_

@@ -1,0 +1,81 @@
+#include "keyxfer/attestation_config.h"
+
+#include "keyxfer/dev_attester.h"
+#include "keyxfer/x509.h"
+#include "util/files.h"
+
+namespace gputravel {
+namespace {
+
+absl::StatusOr<AttestationSetup> MakeDev(const nlohmann::json& s,
+                                         const std::string& where,
+                                         const std::string& domain) {
+  if (!s.contains("allow_insecure_dev_attestation") ||
+      s["allow_insecure_dev_attestation"] != true) {
+    return absl::PermissionDeniedError(
+        where + ": the development attester is insecure and must be enabled "
+        "explicitly with \"allow_insecure_dev_attestation\": true (production "
+        "uses \"backend\": \"tdx\")");
+  }
+  auto key_path = JsonString(s, where, "dev_key");
+  if (!key_path.ok()) return key_path.status();
+  auto cert_path = JsonString(s, where, "dev_cert");
+  if (!cert_path.ok()) return cert_path.status();
+  auto root_path = JsonString(s, where, "dev_root_ca");
+  if (!root_path.ok()) return root_path.status();
+  auto key_pem = ReadFile(*key_path);
+  if (!key_pem.ok()) return key_pem.status();
+  auto key = EcKey::FromPrivatePem(*key_pem);
+  if (!key.ok()) return absl::InvalidArgumentError(*key_path + ": " + std::string(key.status().message()));
+  auto cert_pem = ReadFile(*cert_path);
+  if (!cert_pem.ok()) return cert_pem.status();
+  auto cert = CertificatePemToDer(*cert_pem);
+  if (!cert.ok()) return absl::InvalidArgumentError(*cert_path + ": " + std::string(cert.status().message()));
+  auto root_pem = ReadFile(*root_path);
+  if (!root_pem.ok()) return root_pem.status();
+  auto root = CertificatePemToDer(*root_pem);
+  if (!root.ok()) return absl::InvalidArgumentError(*root_path + ": " + std::string(root.status().message()));
+  auto mrtd = MeasureFile("/proc/self/exe");
+  if (!mrtd.ok()) return mrtd.status();
+  auto attester = DevAttester::Create(domain, std::move(*key), *cert, *mrtd);
+  if (!attester.ok()) return attester.status();
+  DevPolicy policy;
+  if (s.contains("peer_mrtd")) {
+    if (!s["peer_mrtd"].is_array()) {
+      return absl::InvalidArgumentError(where + ": 'peer_mrtd' must be an array of hex strings");
+    }
+    for (const auto& m : s["peer_mrtd"]) {
+      auto bytes = m.is_string() ? HexDecode(m.get<std::string>())
+                                 : absl::StatusOr<std::string>(absl::InvalidArgumentError(""));
+      if (!bytes.ok() || bytes->size() != 48) {
+        return absl::InvalidArgumentError(where + ": every 'peer_mrtd' entry must be 96 hex digits");
+      }
+      policy.allowed_mrtd.push_back(*bytes);
+    }
+  }
+  if (s.contains("allow_debug")) {
+    if (!s["allow_debug"].is_boolean()) {
+      return absl::InvalidArgumentError(where + ": 'allow_debug' must be true or false");
+    }
+    policy.allow_debug = s["allow_debug"].get<bool>();
+  }
+  AttestationSetup out;
+  out.backend = "dev";
+  out.attester = std::move(*attester);
+  out.verifier = std::make_unique<DevVerifier>(*root, policy);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<AttestationSetup> MakeAttestationFromConfig(
+    const nlohmann::json& section, const std::string& where,
+    const std::string& domain) {
+  auto backend = JsonString(section, where, "backend");
+  if (!backend.ok()) return backend.status();
+  if (*backend == "dev") return MakeDev(section, where, domain);
+  return absl::InvalidArgumentError(where + ": unknown attestation backend '" +
+                                    *backend + "' (use \"tdx\" or \"dev\")");
+}
+
+}  // namespace gputravel

@@ -1,0 +1,95 @@
+#include "keyxfer/tdx/tdx_attester.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "keyxfer/tdx/hex.h"
+#include "keyxfer/tdx/intel_root_ca.h"
+#include "keyxfer/tdx/quote.h"
+
+namespace gputravel::tdx {
+namespace {
+
+const char* FormatFor(const Quote& quote) {
+  return quote.header.version == 5 ? kEvidenceFormatQuoteV5
+                                   : kEvidenceFormatQuoteV4;
+}
+
+}  // namespace
+
+TdxAttester::TdxAttester(ConfigfsTsmOptions options)
+    : provider_(std::move(options)) {}
+
+absl::StatusOr<Evidence> TdxAttester::Attest(const ReportData& report_data) {
+  auto blob = provider_.GetQuote(report_data);
+  if (!blob.ok()) return blob.status();
+  // Catch a broken platform here rather than as a puzzling verifier error on
+  // the other side of the connection.
+  auto quote = ParseQuote(*blob);
+  if (!quote.ok()) {
+    return absl::InternalError(absl::StrCat(
+        "configfs-tsm returned an unusable quote: ", quote.status().message()));
+  }
+  if (quote->body.report_data != report_data) {
+    return absl::InternalError(absl::StrFormat(
+        "configfs-tsm returned a quote for other report data: requested %s, "
+        "got %s",
+        ToHex(report_data), ToHex(quote->body.report_data)));
+  }
+  Evidence evidence;
+  evidence.set_format(FormatFor(*quote));
+  evidence.set_blob(std::move(*blob));
+  return evidence;
+}
+
+absl::StatusOr<std::unique_ptr<TdxVerifier>> TdxVerifier::Create(
+    TdxVerifierOptions options) {
+  if (!options.policy.require_report_data) {
+    return absl::InvalidArgumentError(
+        "TdxVerifier: policy require_report_data is false, but a Verifier must "
+        "bind evidence to the expected report data (use Policy::Check "
+        "directly for offline inspection)");
+  }
+  if (options.root_ca_pem.empty()) options.root_ca_pem = kIntelSgxRootCaPem;
+  if (!options.clock) options.clock = [] { return absl::Now(); };
+  auto quote_verifier = QuoteVerifier::Create(options.root_ca_pem);
+  if (!quote_verifier.ok()) return quote_verifier.status();
+  return std::unique_ptr<TdxVerifier>(
+      new TdxVerifier(std::move(*quote_verifier), std::move(options)));
+}
+
+absl::StatusOr<AttestedIdentity> TdxVerifier::Verify(
+    const Evidence& evidence, const ReportData& expected_report_data) {
+  if (evidence.format() != kEvidenceFormatQuoteV4 &&
+      evidence.format() != kEvidenceFormatQuoteV5) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "TdxVerifier: evidence format \"%s\" is not \"%s\" or \"%s\"",
+        evidence.format(), kEvidenceFormatQuoteV4, kEvidenceFormatQuoteV5));
+  }
+  auto quote = ParseQuote(evidence.blob());
+  if (!quote.ok()) return quote.status();
+  if (evidence.format() != FormatFor(*quote)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "TdxVerifier: evidence format \"%s\" but the quote is version %d",
+        evidence.format(), quote->header.version));
+  }
+  absl::Status s = quote_verifier_.Verify(*quote, options_.clock());
+  if (!s.ok()) return s;
+  s = options_.policy.Check(quote->body, expected_report_data);
+  if (!s.ok()) return s;
+
+  AttestedIdentity id;
+  id.format = evidence.format();
+  id.mrtd.assign(quote->body.mr_td.begin(), quote->body.mr_td.end());
+  for (const Measurement& r : quote->body.rtmr) {
+    id.rtmr.emplace_back(r.begin(), r.end());
+  }
+  id.td_attributes = quote->body.td_attributes;
+  id.tee_tcb_svn.assign(quote->body.tee_tcb_svn.begin(),
+                        quote->body.tee_tcb_svn.end());
+  return id;
+}
+
+}  // namespace gputravel::tdx

@@ -1,0 +1,303 @@
+#include "keyxfer/tdx/tdx_attester.h"
+
+#include <memory>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "keyxfer/tdx/fake_tsm_fs.h"
+#include "keyxfer/tdx/hex.h"
+#include "keyxfer/tdx/quote.h"
+#include "keyxfer/tdx/testdata.h"
+
+namespace gputravel::tdx {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace ::gputravel::tdx::testing;  // NOLINT: test data constants
+
+const ReportData kZeros{};
+
+ReportData Pattern(uint8_t seed) {
+  ReportData rd;
+  for (size_t i = 0; i < rd.size(); ++i) rd[i] = static_cast<uint8_t>(seed ^ i);
+  return rd;
+}
+
+// Passes everything to the fake but rewrites what outblob reads return.
+class RewritingFs : public TsmFs {
+ public:
+  RewritingFs(std::shared_ptr<TsmFs> inner,
+              std::function<void(std::string*)> rewrite)
+      : inner_(std::move(inner)), rewrite_(std::move(rewrite)) {}
+  int MakeDir(const std::string& p) override { return inner_->MakeDir(p); }
+  int RemoveDir(const std::string& p) override { return inner_->RemoveDir(p); }
+  int WriteFile(const std::string& p, absl::string_view d) override {
+    return inner_->WriteFile(p, d);
+  }
+  int ReadFile(const std::string& p, std::string* c) override {
+    int rc = inner_->ReadFile(p, c);
+    if (rc == 0 && p.size() >= 8 && p.substr(p.size() - 8) == "/outblob") {
+      rewrite_(c);
+    }
+    return rc;
+  }
+
+ private:
+  std::shared_ptr<TsmFs> inner_;
+  std::function<void(std::string*)> rewrite_;
+};
+
+class TdxAttesterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = MakeTempDir();
+    fake_ = std::make_shared<FakeConfigfsTsm>(root_, RealQuote());
+  }
+
+  ConfigfsTsmOptions Options(std::shared_ptr<TsmFs> fs) {
+    ConfigfsTsmOptions o;
+    o.root = root_;
+    o.fs = std::move(fs);
+    o.initial_backoff = absl::Milliseconds(1);
+    return o;
+  }
+
+  std::string root_;
+  std::shared_ptr<FakeConfigfsTsm> fake_;
+};
+
+TEST_F(TdxAttesterTest, AttestReturnsQuoteWithTheReportData) {
+  TdxAttester tdx(Options(fake_));
+  Attester& attester = tdx;
+  auto evidence = attester.Attest(Pattern(3));
+  ASSERT_TRUE(evidence.ok()) << evidence.status();
+  EXPECT_EQ(evidence->format(), "tdx-quote-v4");
+  EXPECT_EQ(evidence->blob().size(), 8000u);  // outblob as configfs returned it
+  auto q = ParseQuote(evidence->blob());
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->body.report_data, Pattern(3));
+}
+
+TEST_F(TdxAttesterTest, AttestRefusesQuoteForOtherReportData) {
+  auto fs = std::make_shared<RewritingFs>(fake_, [](std::string* blob) {
+    (*blob)[kReportDataOffset + 1] ^= 0x40;
+  });
+  TdxAttester attester(Options(fs));
+  auto evidence = attester.Attest(Pattern(3));
+  ASSERT_FALSE(evidence.ok());
+  EXPECT_THAT(std::string(evidence.status().message()),
+              HasSubstr("quote for other report data"));
+}
+
+TEST_F(TdxAttesterTest, AttestRefusesMalformedOutblob) {
+  auto fs = std::make_shared<RewritingFs>(
+      fake_, [](std::string* blob) { blob->resize(100); });
+  TdxAttester attester(Options(fs));
+  auto evidence = attester.Attest(kZeros);
+  ASSERT_FALSE(evidence.ok());
+  EXPECT_THAT(std::string(evidence.status().message()),
+              HasSubstr("unusable quote: TDX quote: truncated"));
+}
+
+TEST_F(TdxAttesterTest, AttestPassesConfigfsErrorsThrough) {
+  ConfigfsTsmOptions o = Options(fake_);
+  o.root = root_ + "/missing";
+  TdxAttester attester(o);
+  auto evidence = attester.Attest(kZeros);
+  EXPECT_EQ(evidence.status().code(), absl::StatusCode::kNotFound);
+}
+
+class TdxVerifierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto q = ParseQuote(RealQuote());
+    ASSERT_TRUE(q.ok());
+    body_ = q->body;
+    evidence_.set_format("tdx-quote-v4");
+    evidence_.set_blob(RealQuote());
+  }
+
+  // A policy pinning the real quote's MRTD, RTMRs and TCB.
+  Policy MatchingPolicy() {
+    std::string json = absl::StrCat(
+        R"({"mrtd": ")", ToHex(body_.mr_td), R"(", "rtmr0": ")",
+        ToHex(body_.rtmr[0]), R"(", "rtmr1": ")", ToHex(body_.rtmr[1]),
+        R"(", "rtmr2": ")", ToHex(body_.rtmr[2]), R"(", "rtmr3": ")",
+        ToHex(body_.rtmr[3]),
+        R"(", "allow_debug": false, "min_tee_tcb_svn": )"
+        R"("04010700000000000000000000000000", "require_report_data": true})");
+    auto p = Policy::FromJson(json);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? *p : Policy{};
+  }
+
+  std::unique_ptr<TdxVerifier> MakeVerifier(
+      Policy policy, absl::Time at = RealQuoteValidTime()) {
+    TdxVerifierOptions o;
+    o.root_ca_pem = RootCaPem();
+    o.policy = std::move(policy);
+    o.clock = [at] { return at; };
+    auto v = TdxVerifier::Create(std::move(o));
+    EXPECT_TRUE(v.ok()) << v.status();
+    return v.ok() ? std::move(*v) : nullptr;
+  }
+
+  TdReportBody body_;
+  Evidence evidence_;
+};
+
+TEST_F(TdxVerifierTest, RealQuoteWithMatchingPolicyVerifies) {
+  auto v = MakeVerifier(MatchingPolicy());
+  ASSERT_NE(v, nullptr);
+  Verifier& verifier = *v;
+  auto id = verifier.Verify(evidence_, kZeros);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(id->format, "tdx-quote-v4");
+  EXPECT_EQ(ToHex(id->mrtd), ToHex(body_.mr_td));
+  ASSERT_EQ(id->rtmr.size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(ToHex(id->rtmr[i]), ToHex(body_.rtmr[i]));
+  EXPECT_EQ(id->td_attributes, 0x10000000u);
+  EXPECT_EQ(ToHex(id->tee_tcb_svn), "04010700000000000000000000000000");
+}
+
+TEST_F(TdxVerifierTest, EmptyRootMeansCompiledInIntelRoot) {
+  TdxVerifierOptions o;
+  o.policy = MatchingPolicy();
+  o.clock = [] { return RealQuoteValidTime(); };
+  auto v = TdxVerifier::Create(std::move(o));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE((*v)->Verify(evidence_, kZeros).ok());
+}
+
+TEST_F(TdxVerifierTest, OtherExpectedReportDataFailsNamingReportData) {
+  auto v = MakeVerifier(MatchingPolicy());
+  ASSERT_NE(v, nullptr);
+  auto id = v->Verify(evidence_, Pattern(1));
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(id.status().message()),
+              HasSubstr("REPORTDATA mismatch"));
+  EXPECT_THAT(std::string(id.status().message()),
+              HasSubstr(absl::StrCat("expected ", ToHex(Pattern(1)))));
+}
+
+TEST_F(TdxVerifierTest, OtherMrtdFailsNamingMrtd) {
+  Policy p = MatchingPolicy();
+  (*p.mrtd)[0] ^= 1;
+  auto v = MakeVerifier(p);
+  ASSERT_NE(v, nullptr);
+  auto id = v->Verify(evidence_, kZeros);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(id.status().message()), HasSubstr("MRTD mismatch"));
+}
+
+TEST_F(TdxVerifierTest, OtherRtmrFailsNamingRtmr) {
+  Policy p = MatchingPolicy();
+  (*p.rtmr[2])[47] ^= 1;
+  auto v = MakeVerifier(p);
+  ASSERT_NE(v, nullptr);
+  EXPECT_THAT(std::string(v->Verify(evidence_, kZeros).status().message()),
+              HasSubstr("RTMR2 mismatch"));
+}
+
+TEST_F(TdxVerifierTest, HigherMinimumTcbFails) {
+  Policy p = MatchingPolicy();
+  (*p.min_tee_tcb_svn)[0] = 5;
+  auto v = MakeVerifier(p);
+  ASSERT_NE(v, nullptr);
+  EXPECT_THAT(std::string(v->Verify(evidence_, kZeros).status().message()),
+              HasSubstr("TEE_TCB_SVN below minimum at component 0"));
+}
+
+TEST_F(TdxVerifierTest, DebugBitCannotBeForged) {
+  // The real TD is not a debug TD; setting the bit breaks the signature, so a
+  // DEBUG-disallowing policy cannot be met by editing the quote either way.
+  auto v = MakeVerifier(MatchingPolicy());
+  ASSERT_NE(v, nullptr);
+  std::string blob = RealQuote();
+  blob[kTdAttributesOffset] |= 1;
+  evidence_.set_blob(blob);
+  auto id = v->Verify(evidence_, kZeros);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(std::string(id.status().message()),
+              HasSubstr("quote signature does not verify"));
+}
+
+TEST_F(TdxVerifierTest, TamperedQuoteFailsAuthenticity) {
+  auto v = MakeVerifier(Policy{});
+  ASSERT_NE(v, nullptr);
+  std::string blob = RealQuote();
+  blob[kQeReportOffset + 0x100] ^= 1;
+  evidence_.set_blob(blob);
+  EXPECT_THAT(std::string(v->Verify(evidence_, kZeros).status().message()),
+              HasSubstr("QE report signature does not verify"));
+}
+
+TEST_F(TdxVerifierTest, ClockIsConsulted) {
+  absl::Time late = absl::FromCivil(absl::CivilSecond(2034, 1, 1, 0, 0, 0),
+                                    absl::UTCTimeZone());
+  auto v = MakeVerifier(MatchingPolicy(), late);
+  ASSERT_NE(v, nullptr);
+  auto id = v->Verify(evidence_, kZeros);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(std::string(id.status().message()),
+              HasSubstr("certificate has expired"));
+}
+
+TEST_F(TdxVerifierTest, RefusesOtherFormats) {
+  auto v = MakeVerifier(MatchingPolicy());
+  ASSERT_NE(v, nullptr);
+  evidence_.set_format("dev-attester-v1");
+  EXPECT_THAT(std::string(v->Verify(evidence_, kZeros).status().message()),
+              HasSubstr("evidence format \"dev-attester-v1\" is not"));
+  evidence_.set_format("tdx-quote-v5");
+  EXPECT_THAT(std::string(v->Verify(evidence_, kZeros).status().message()),
+              HasSubstr("but the quote is version 4"));
+}
+
+TEST_F(TdxVerifierTest, RefusesMalformedBlob) {
+  auto v = MakeVerifier(MatchingPolicy());
+  ASSERT_NE(v, nullptr);
+  evidence_.set_blob(RealQuote().substr(0, 1000));
+  auto id = v->Verify(evidence_, kZeros);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(id.status().message()), HasSubstr("truncated"));
+}
+
+TEST_F(TdxVerifierTest, CreateRefusesPolicyWithoutReportDataBinding) {
+  TdxVerifierOptions o;
+  o.policy.require_report_data = false;
+  auto v = TdxVerifier::Create(std::move(o));
+  ASSERT_FALSE(v.ok());
+  EXPECT_THAT(std::string(v.status().message()),
+              HasSubstr("require_report_data is false"));
+}
+
+TEST_F(TdxVerifierTest, CreateRefusesBadRoot) {
+  TdxVerifierOptions o;
+  o.root_ca_pem = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+  auto v = TdxVerifier::Create(std::move(o));
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(TdxAttesterTest, AttesterOutputVerifies) {
+  // The fake's template is the real quote; with all-zero report data it hands
+  // out exactly the signed original, which must pass end to end.
+  TdxAttester attester(Options(fake_));
+  auto evidence = attester.Attest(kZeros);
+  ASSERT_TRUE(evidence.ok()) << evidence.status();
+  TdxVerifierOptions o;
+  o.clock = [] { return RealQuoteValidTime(); };
+  auto v = TdxVerifier::Create(std::move(o));
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE((*v)->Verify(*evidence, kZeros).ok());
+  // Other report data yields a quote the fake cannot sign.
+  auto other = attester.Attest(Pattern(5));
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ((*v)->Verify(*other, Pattern(5)).status().code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
+}  // namespace
+}  // namespace gputravel::tdx

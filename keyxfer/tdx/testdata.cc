@@ -1,0 +1,34 @@
+#include "keyxfer/tdx/testdata.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace gputravel::tdx::testing {
+
+std::string ReadTestFile(absl::string_view name) {
+  std::string path = absl::StrCat("keyxfer/tdx/testdata/", name);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "cannot open test data %s (run under bazel test)\n",
+                 path.c_str());
+    std::abort();
+  }
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string RealQuote() { return ReadTestFile("tdx_quote_v4_cos113.dat"); }
+
+std::string RootCaPem() { return ReadTestFile("intel_sgx_root_ca.pem"); }
+
+absl::Time RealQuoteValidTime() {
+  return absl::FromCivil(absl::CivilSecond(2025, 1, 1, 0, 0, 0),
+                         absl::UTCTimeZone());
+}
+
+}  // namespace gputravel::tdx::testing

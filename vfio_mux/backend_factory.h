@@ -1,0 +1,22 @@
+#ifndef GPUTRAVEL_VFIO_MUX_BACKEND_FACTORY_H_
+#define GPUTRAVEL_VFIO_MUX_BACKEND_FACTORY_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "vfio_mux/routing_backend.h"
+
+namespace gputravel {
+
+// Builds the routing backend named by the MUX configuration's required
+// "backend" field. There is no default: the emulated backend is reachable
+// only when a configuration says "emulated".
+//   emulated: "gpus": [{"name", "admin_endpoint"}]
+absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeRoutingBackend(
+    const nlohmann::json& config, const std::string& where);
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_VFIO_MUX_BACKEND_FACTORY_H_

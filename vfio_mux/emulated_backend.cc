@@ -1,0 +1,61 @@
+#include "vfio_mux/emulated_backend.h"
+
+#include <chrono>
+
+#include "util/grpc_status.h"
+
+namespace gputravel {
+
+EmulatedBackend::EmulatedBackend(std::map<std::string, std::string> admin_endpoints) {
+  for (const auto& e : admin_endpoints) {
+    stubs_[e.first] = v1::DeviceAdmin::NewStub(MakeChannel(e.second));
+  }
+}
+
+absl::StatusOr<std::vector<GpuDevice>> EmulatedBackend::ListGpus() {
+  std::vector<GpuDevice> out;
+  for (const auto& s : stubs_) out.push_back(GpuDevice{s.first, "", "", "emulated"});
+  return out;
+}
+
+absl::StatusOr<v1::DeviceAdmin::Stub*> EmulatedBackend::StubFor(const std::string& gpu) {
+  auto it = stubs_.find(gpu);
+  if (it == stubs_.end()) return absl::NotFoundError("unknown emulated GPU '" + gpu + "'");
+  return it->second.get();
+}
+
+absl::Status EmulatedBackend::Move(const std::string& gpu, const std::string& from,
+                                   const std::string& to) {
+  auto stub = StubFor(gpu);
+  if (!stub.ok()) return stub.status();
+  v1::SetOwnerRequest req;
+  req.set_domain(to);
+  v1::SetOwnerResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  absl::Status s = FromGrpc((*stub)->SetOwner(&ctx, req, &resp),
+                            "emulated GPU " + gpu + " SetOwner");
+  if (!s.ok()) return s;
+  // Confirm by reading the topology back, as the real backends do.
+  v1::DeviceStatus st;
+  grpc::ClientContext ctx2;
+  ctx2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  s = FromGrpc((*stub)->GetStatus(&ctx2, {}, &st), "emulated GPU " + gpu + " GetStatus");
+  if (!s.ok()) return s;
+  if (st.owner() != to) {
+    return absl::InternalError("emulated GPU " + gpu + " reports owner '" + st.owner() +
+                               "' after a move from '" + from + "' to '" + to + "'");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EmulatedBackend::Reset(const std::string& gpu) {
+  auto stub = StubFor(gpu);
+  if (!stub.ok()) return stub.status();
+  v1::ResetResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  return FromGrpc((*stub)->Reset(&ctx, {}, &resp), "emulated GPU " + gpu + " Reset");
+}
+
+}  // namespace gputravel

@@ -1,0 +1,34 @@
+#ifndef GPUTRAVEL_VFIO_MUX_MUX_SERVICE_H_
+#define GPUTRAVEL_VFIO_MUX_MUX_SERVICE_H_
+
+#include <string>
+
+#include "proto/mux.grpc.pb.h"
+#include "vfio_mux/route_table.h"
+
+namespace gputravel {
+
+// The MUX's gRPC API over a RouteTable.
+class MuxService final : public v1::Mux::Service {
+ public:
+  MuxService(RouteTable* table, std::string backend_name)
+      : table_(table), backend_name_(std::move(backend_name)) {}
+
+  grpc::Status ListGpus(grpc::ServerContext*, const v1::ListGpusRequest*,
+                        v1::ListGpusResponse* out) override;
+  grpc::Status Route(grpc::ServerContext*, const v1::RouteRequest* req,
+                     v1::RouteResponse* out) override;
+  grpc::Status GetRoute(grpc::ServerContext*, const v1::GetRouteRequest* req,
+                        v1::GpuRoute* out) override;
+  grpc::Status Reset(grpc::ServerContext*, const v1::ResetGpuRequest* req,
+                     v1::ResetGpuResponse*) override;
+
+ private:
+  void Fill(const std::string& gpu, const gputravel::Route& r, v1::GpuRoute* out) const;
+  RouteTable* table_;
+  std::string backend_name_;
+};
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_VFIO_MUX_MUX_SERVICE_H_
