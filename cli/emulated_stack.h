@@ -1,0 +1,84 @@
+#ifndef GPUTRAVEL_CLI_EMULATED_STACK_H_
+#define GPUTRAVEL_CLI_EMULATED_STACK_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cli/dev_pki.h"
+#include "orchestrator/campaign_config.h"
+#include "proto/orchestrator.pb.h"
+#include "util/subprocess.h"
+
+namespace gputravel {
+
+struct StackOptions {
+  int holders = 3;
+  // Payload bytes per holder; empty: 3 MiB + 2.5 MiB * i (all different).
+  std::vector<uint64_t> dataset_bytes;
+  uint64_t buffer_bytes = 8u << 20;
+  uint32_t chunk_bytes = 1u << 20;
+  int threads = 2;
+  int log_level = 1;
+  uint64_t gpu_memory_bytes = 256u << 20;
+  double trip_timeout_seconds = 60;
+  uint32_t rounds = 1;
+  std::string bin_dir;  // empty: found next to this program (Bazel runfiles)
+  std::string campaign = "demo";
+  // Holders served by the caller (tests): added to the campaign and given a
+  // device socket and attestation key; their MRTDs (hex) are allowed.
+  std::vector<HolderConfig> extra_holders;
+  std::vector<std::string> extra_holder_mrtd_hex;
+  bool keep = false;  // keep the temporary directory (logs, configs)
+};
+
+// The whole emulated deployment on one machine, as real processes talking
+// real gRPC over Unix sockets in a fresh temporary directory: the emulated
+// GPU, the MUX (emulated backend), one holder_agent per holder and the
+// orchestrator, with a development PKI and development attestation enabled
+// explicitly in each configuration. The destructor stops every process and
+// removes the directory (unless keep).
+class EmulatedStack {
+ public:
+  static absl::StatusOr<std::unique_ptr<EmulatedStack>> Start(StackOptions options);
+  ~EmulatedStack();
+
+  absl::StatusOr<v1::CampaignReport> RunCampaign();
+  // Stops every daemon (SIGTERM, then SIGKILL). Idempotent.
+  void Stop();
+
+  const std::string& dir() const { return dir_; }
+  const DevPki& pki() const { return pki_; }
+  std::string device_socket(const std::string& domain) const;
+  std::string mux_endpoint() const { return "unix:" + dir_ + "/mux.sock"; }
+  std::string device_admin_endpoint() const { return "unix:" + dir_ + "/device-admin.sock"; }
+  const std::vector<std::string>& holder_names() const { return holder_names_; }
+  // Every daemon's log file, by daemon name.
+  std::map<std::string, std::string> logs() const;
+  Subprocess* process(const std::string& name);
+
+  static constexpr char kGpuSerial[] = "EMU-H100-0001";
+  static constexpr char kOrchestratorDomain[] = "orchestrator";
+
+ private:
+  EmulatedStack() = default;
+  absl::Status Launch(const std::string& name, const std::string& binary,
+                      const std::string& config);
+
+  StackOptions options_;
+  std::string dir_, bin_dir_;
+  DevPki pki_;
+  std::vector<std::string> holder_names_;
+  std::vector<std::pair<std::string, std::unique_ptr<Subprocess>>> procs_;
+};
+
+// Directory holding the daemons: --bin_dir, else the Bazel runfiles of this
+// program, else the directory of this program (installed layout).
+absl::StatusOr<std::string> FindDaemonDir(const std::string& override_dir);
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_CLI_EMULATED_STACK_H_
