@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <random>
 
 #include "holder_agent/dataset.h"
@@ -259,7 +263,14 @@ absl::StatusOr<v1::CampaignReport> EmulatedStack::RunCampaign() {
 }
 
 void EmulatedStack::Stop() {
-  for (auto it = procs_.rbegin(); it != procs_.rend(); ++it) it->second->Terminate(5000);
+  for (auto it = procs_.rbegin(); it != procs_.rend(); ++it) {
+    if (!it->second->Running()) continue;
+    int st = it->second->Terminate(5000);
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
+      std::fprintf(stderr, "warning: %s ignored SIGTERM for 5 s and was killed\n",
+                   it->first.c_str());
+    }
+  }
 }
 
 EmulatedStack::~EmulatedStack() {

@@ -231,17 +231,9 @@ absl::StatusOr<uint32_t> EmulatedGpu::SubmitH2D(
   if (req.tag().size() != kGcmTagSize) {
     return reject(absl::InvalidArgumentError("authentication tag must be 16 bytes"));
   }
-  auto mit = buffers_.find(req.buffer_id());
-  if (mit == buffers_.end()) {
-    return reject(absl::NotFoundError("no such device buffer"));
-  }
   if (req.offset() % kAlignment != 0) {
     return reject(absl::InvalidArgumentError(
         "destination offset must be 32-byte aligned (copy engine rule)"));
-  }
-  if (req.offset() > mit->second.size() ||
-      req.length() > mit->second.size() - req.offset()) {
-    return reject(absl::OutOfRangeError("chunk would write outside the buffer"));
   }
   Session& ses = *session_;
   if (ses.h2d_exhausted) {
@@ -267,6 +259,13 @@ absl::StatusOr<uint32_t> EmulatedGpu::SubmitH2D(
         "chunk refused by the copy engine: tag check failed at counter " +
         std::to_string(ses.h2d_next) +
         " (wrong key, replayed or reordered chunk, or tampered data)"));
+  }
+  // Authenticated; only now is the destination looked at (the AAD bound it).
+  auto mit = buffers_.find(req.buffer_id());
+  if (mit == buffers_.end() || req.offset() > mit->second.size() ||
+      req.length() > mit->second.size() - req.offset()) {
+    Zeroize(scratch_.data(), req.length());
+    return reject(absl::OutOfRangeError("chunk would write outside any device buffer"));
   }
   std::memcpy(mit->second.data() + req.offset(), scratch_.data(), req.length());
   Zeroize(scratch_.data(), req.length());

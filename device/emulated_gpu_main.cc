@@ -131,7 +131,9 @@ int Run(int argc, char** argv) {
   AnnounceReady(flags.Get("ready_file"));
   int sig = WaitForTerminationSignal();
   GT_LOG(1, "signal ", sig, ": shutting down, wiping device memory");
-  for (auto& s : servers) s->Shutdown();
+  // One deadline for all sockets: connected clients must not stretch shutdown.
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
+  for (auto& s : servers) s->Shutdown(deadline);
   gpu.Reset();
   return 0;
 }

@@ -101,7 +101,7 @@ int Run(int argc, char** argv) {
   AnnounceReady(flags.Get("ready_file"));
   int sig = WaitForTerminationSignal();
   GT_LOG(1, "signal ", sig, ": shutting down");
-  server->Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return 0;
 }
 

@@ -1,0 +1,575 @@
+#include "vfio_mux/libvirt/libvirt_backend.h"
+
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "vfio_mux/libvirt/hostdev_xml.h"
+#include "vfio_mux/libvirt/libvirt_event_loop.h"
+#include "vfio_mux/sysfs/pci_address.h"
+
+namespace gputravel {
+namespace {
+
+constexpr absl::string_view kVfioPci = "vfio-pci";
+
+struct DomainFree {
+  void operator()(virDomainPtr d) const {
+    if (d != nullptr) virDomainFree(d);
+  }
+};
+using DomainPtr = std::unique_ptr<virDomain, DomainFree>;
+
+struct CharFree {
+  void operator()(char* p) const { free(p); }
+};
+
+// The calling thread's last libvirt error as a Status. libvirt's error codes
+// map onto Status codes so the MUX can tell "cannot do that here"
+// (Unimplemented) from "not now" (FailedPrecondition) and "cannot reach"
+// (Unavailable).
+absl::Status LibvirtError(absl::string_view what, const std::string& uri) {
+  virErrorPtr e = virGetLastError();
+  const int code = e != nullptr ? e->code : VIR_ERR_INTERNAL_ERROR;
+  const std::string msg = e != nullptr && e->message != nullptr
+                              ? e->message
+                              : "unknown libvirt error";
+  absl::StatusCode sc;
+  switch (code) {
+    case VIR_ERR_NO_SUPPORT:
+      sc = absl::StatusCode::kUnimplemented;
+      break;
+    case VIR_ERR_NO_DOMAIN:
+      sc = absl::StatusCode::kNotFound;
+      break;
+    case VIR_ERR_OPERATION_INVALID:
+    case VIR_ERR_OPERATION_FAILED:
+      sc = absl::StatusCode::kFailedPrecondition;
+      break;
+    case VIR_ERR_OPERATION_TIMEOUT:
+      sc = absl::StatusCode::kDeadlineExceeded;
+      break;
+    case VIR_ERR_XML_ERROR:
+    case VIR_ERR_XML_DETAIL:
+    case VIR_ERR_CONFIG_UNSUPPORTED:
+    case VIR_ERR_INVALID_ARG:
+      sc = absl::StatusCode::kInvalidArgument;
+      break;
+    case VIR_ERR_NO_CONNECT:
+    case VIR_ERR_SYSTEM_ERROR:
+    case VIR_ERR_RPC:
+    case VIR_ERR_AUTH_FAILED:
+    case VIR_ERR_AUTH_CANCELLED:
+    case VIR_ERR_AUTH_UNAVAILABLE:
+      sc = absl::StatusCode::kUnavailable;
+      break;
+    default:
+      sc = absl::StatusCode::kInternal;
+  }
+  virResetLastError();
+  return absl::Status(
+      sc, absl::StrCat(what, " (libvirt URI '", uri, "'): ", msg));
+}
+
+// Appends what to do to a libvirt error from a hot-plug call.
+absl::Status HotplugError(absl::Status s, absl::string_view domain) {
+  if (absl::IsUnimplemented(s)) {
+    return absl::UnimplementedError(absl::StrCat(
+        s.message(),
+        "; the libvirt driver behind this URI cannot hot-plug devices into a "
+        "running domain (the test driver cannot): use a QEMU URI such as "
+        "qemu:///system"));
+  }
+  return absl::Status(
+      s.code(),
+      absl::StrCat(s.message(), "; see /var/log/libvirt/qemu/", domain,
+                   ".log and `journalctl -u libvirtd -u virtqemud`"));
+}
+
+struct RemovalWaiter {
+  explicit RemovalWaiter(std::string a) : alias(std::move(a)) {}
+  const std::string alias;
+  absl::Mutex mu;
+  bool removed ABSL_GUARDED_BY(mu) = false;
+  bool failed ABSL_GUARDED_BY(mu) = false;
+  bool Done() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return removed || failed;
+  }
+};
+
+// Runs on the event loop thread. The opaque pointer is a heap shared_ptr
+// freed by libvirt (FreeWaiter) once the callback can no longer run.
+int OnDeviceRemoved(virConnectPtr, virDomainPtr, const char* alias,
+                    void* opaque) {
+  auto& w = *static_cast<std::shared_ptr<RemovalWaiter>*>(opaque);
+  absl::MutexLock lock(&w->mu);
+  if (alias != nullptr && w->alias == alias) w->removed = true;
+  return 0;
+}
+
+int OnDeviceRemovalFailed(virConnectPtr, virDomainPtr, const char* alias,
+                          void* opaque) {
+  auto& w = *static_cast<std::shared_ptr<RemovalWaiter>*>(opaque);
+  absl::MutexLock lock(&w->mu);
+  if (alias != nullptr && w->alias == alias) w->failed = true;
+  return 0;
+}
+
+void FreeWaiter(void* opaque) {
+  delete static_cast<std::shared_ptr<RemovalWaiter>*>(opaque);
+}
+
+// Deregisters the domain event callbacks on every path out of a detach.
+class EventSubscription {
+ public:
+  EventSubscription(virConnectPtr conn, virDomainPtr dom,
+                    const std::shared_ptr<RemovalWaiter>& w)
+      : conn_(conn) {
+    ids_[0] = virConnectDomainEventRegisterAny(
+        conn, dom, VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED,
+        VIR_DOMAIN_EVENT_CALLBACK(OnDeviceRemoved),
+        new std::shared_ptr<RemovalWaiter>(w), FreeWaiter);
+    ids_[1] = virConnectDomainEventRegisterAny(
+        conn, dom, VIR_DOMAIN_EVENT_ID_DEVICE_REMOVAL_FAILED,
+        VIR_DOMAIN_EVENT_CALLBACK(OnDeviceRemovalFailed),
+        new std::shared_ptr<RemovalWaiter>(w), FreeWaiter);
+    // A driver without events still works: the wait re-reads the XML.
+    virResetLastError();
+  }
+  ~EventSubscription() {
+    for (int id : ids_) {
+      if (id >= 0) virConnectDomainEventDeregisterAny(conn_, id);
+    }
+    virResetLastError();
+  }
+  EventSubscription(const EventSubscription&) = delete;
+  EventSubscription& operator=(const EventSubscription&) = delete;
+
+ private:
+  virConnectPtr conn_;
+  int ids_[2] = {-1, -1};
+};
+
+absl::StatusOr<std::string> DomainXml(virDomainPtr dom, const std::string& name,
+                                      const std::string& uri) {
+  std::unique_ptr<char, CharFree> xml(virDomainGetXMLDesc(dom, 0));
+  if (xml == nullptr) {
+    return LibvirtError(
+        absl::StrCat("reading the live XML of domain '", name, "'"), uri);
+  }
+  return std::string(xml.get());
+}
+
+absl::StatusOr<bool> XmlHasBdf(const std::string& xml, const std::string& bdf,
+                               const std::string& domain,
+                               std::string* alias = nullptr) {
+  absl::StatusOr<std::vector<PciHostdev>> hostdevs = ParsePciHostdevs(xml);
+  if (!hostdevs.ok()) {
+    return absl::Status(hostdevs.status().code(),
+                        absl::StrCat("domain '", domain,
+                                     "': ", hostdevs.status().message()));
+  }
+  for (const PciHostdev& h : *hostdevs) {
+    if (h.bdf == bdf) {
+      if (alias != nullptr) *alias = h.alias;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string QuotedList(const std::vector<std::string>& names) {
+  std::vector<std::string> q;
+  for (const std::string& n : names) q.push_back(absl::StrCat("'", n, "'"));
+  return absl::StrJoin(q, ", ");
+}
+
+}  // namespace
+
+LibvirtBackend::LibvirtBackend(LibvirtBackendOptions options,
+                               std::shared_ptr<SysfsFs> fs)
+    : options_(std::move(options)), sysfs_(options_.sysfs, std::move(fs)) {}
+
+LibvirtBackend::~LibvirtBackend() {
+  absl::MutexLock lock(&mu_);
+  if (conn_ != nullptr) virConnectClose(conn_);
+}
+
+absl::StatusOr<std::unique_ptr<LibvirtBackend>> LibvirtBackend::Create(
+    LibvirtBackendOptions options, std::shared_ptr<SysfsFs> fs) {
+  if (options.gpus.empty()) {
+    return absl::InvalidArgumentError(
+        "libvirt backend: no GPUs in the MUX config; list each GPU with its "
+        "host BDF");
+  }
+  std::unique_ptr<LibvirtBackend> b(
+      new LibvirtBackend(std::move(options), std::move(fs)));
+  absl::MutexLock lock(&b->mu_);
+  std::set<std::string> bdfs, aliases;
+  for (size_t i = 0; i < b->options_.gpus.size(); ++i) {
+    const LibvirtGpuConfig& c = b->options_.gpus[i];
+    absl::StatusOr<std::string> bdf = CanonicalBdf(c.bdf);
+    if (!bdf.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("libvirt backend: GPU #", i, " ('", c.name,
+                       "') in the MUX config: ", bdf.status().message()));
+    }
+    Gpu g;
+    g.bdf = *bdf;
+    const std::string name = c.name.empty() ? *bdf : c.name;
+    g.alias = c.alias.empty() ? DefaultHostdevAlias(name) : c.alias;
+    absl::Status s = ValidateHostdevAlias(g.alias);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "libvirt backend: GPU '", name, "' in the MUX config: ", s.message()));
+    }
+    if (b->gpus_.count(name) || !bdfs.insert(g.bdf).second ||
+        !aliases.insert(g.alias).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "libvirt backend: GPU '", name, "' (", g.bdf, ", alias ", g.alias,
+          ") repeats a name, BDF or alias in the MUX config; each must be "
+          "unique"));
+    }
+    b->gpus_[name] = g;
+  }
+  absl::Status s = EnsureLibvirtEventLoop();
+  if (!s.ok()) return s;
+  s = b->ConnectLocked();
+  if (!s.ok()) return s;
+  if (b->options_.check_sysfs) {
+    for (const auto& [name, g] : b->gpus_) {
+      absl::StatusOr<PciDeviceInfo> info = b->sysfs_.InspectNvidiaGpu(g.bdf);
+      if (!info.ok()) return info.status();
+    }
+  }
+  return b;
+}
+
+absl::Status LibvirtBackend::ConnectLocked() {
+  if (conn_ != nullptr) {
+    if (virConnectIsAlive(conn_) == 1) return absl::OkStatus();
+    // libvirtd restarted or the keepalive lapsed: a fresh connection.
+    virConnectClose(conn_);
+    conn_ = nullptr;
+  }
+  conn_ = virConnectOpen(options_.uri.c_str());
+  if (conn_ == nullptr) {
+    absl::Status e = LibvirtError("connecting", options_.uri);
+    return absl::Status(
+        e.code(),
+        absl::StrCat(e.message(),
+                     "; is libvirtd (or virtqemud) running, is the URI right, "
+                     "and may the MUX use libvirt's socket "
+                     "(/run/libvirt/libvirt-sock)?"));
+  }
+  // Notices a dead daemon within ~15 s; local drivers report "unsupported",
+  // which is fine.
+  virConnectSetKeepAlive(conn_, 5, 3);
+  virResetLastError();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const LibvirtBackend::Gpu*> LibvirtBackend::FindLocked(
+    const std::string& gpu) {
+  auto it = gpus_.find(gpu);
+  if (it == gpus_.end()) {
+    std::vector<std::string> names;
+    for (const auto& [name, g] : gpus_) names.push_back(name);
+    return absl::NotFoundError(absl::StrCat("libvirt backend: unknown GPU '",
+                                            gpu, "'; configured: ",
+                                            absl::StrJoin(names, ", ")));
+  }
+  return &it->second;
+}
+
+std::string LibvirtBackend::LibvirtName(const std::string& domain) const {
+  auto it = options_.domain_names.find(domain);
+  return it == options_.domain_names.end() ? domain : it->second;
+}
+
+absl::StatusOr<std::vector<GpuDevice>> LibvirtBackend::ListGpus() {
+  absl::MutexLock lock(&mu_);
+  std::vector<GpuDevice> out;
+  for (const auto& [name, g] : gpus_) {
+    GpuDevice d{name, g.bdf, "", ""};
+    if (options_.check_sysfs) {
+      absl::StatusOr<PciDeviceInfo> info = sysfs_.Inspect(g.bdf);
+      if (!info.ok()) return info.status();
+      d.iommu_group = info->iommu_group;
+      d.driver = info->driver;
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> LibvirtBackend::LiveXml(const std::string& domain) {
+  absl::MutexLock lock(&mu_);
+  absl::Status s = ConnectLocked();
+  if (!s.ok()) return s;
+  const std::string name = LibvirtName(domain);
+  DomainPtr dom(virDomainLookupByName(conn_, name.c_str()));
+  if (dom == nullptr) {
+    return LibvirtError(absl::StrCat("looking up domain '", name, "'"),
+                        options_.uri);
+  }
+  return DomainXml(dom.get(), name, options_.uri);
+}
+
+absl::StatusOr<std::vector<std::string>> LibvirtBackend::DomainsHolding(
+    const std::string& gpu) {
+  absl::MutexLock lock(&mu_);
+  absl::Status s = ConnectLocked();
+  if (!s.ok()) return s;
+  absl::StatusOr<const Gpu*> g = FindLocked(gpu);
+  if (!g.ok()) return g.status();
+  return DomainsHoldingLocked((*g)->bdf);
+}
+
+absl::StatusOr<std::vector<std::string>> LibvirtBackend::DomainsHoldingLocked(
+    const std::string& bdf) {
+  virDomainPtr* doms = nullptr;
+  int n = virConnectListAllDomains(conn_, &doms,
+                                   VIR_CONNECT_LIST_DOMAINS_ACTIVE);
+  if (n < 0) {
+    return LibvirtError("listing running domains", options_.uri);
+  }
+  std::vector<DomainPtr> owned;
+  for (int i = 0; i < n; ++i) owned.emplace_back(doms[i]);
+  free(doms);
+  std::vector<std::string> holders;
+  for (const DomainPtr& dom : owned) {
+    const char* cname = virDomainGetName(dom.get());
+    const std::string name = cname != nullptr ? cname : "?";
+    std::unique_ptr<char, CharFree> xml(virDomainGetXMLDesc(dom.get(), 0));
+    if (xml == nullptr) {
+      virErrorPtr e = virGetLastError();
+      // Shut down since the listing: it holds nothing any more.
+      if (e != nullptr && e->code == VIR_ERR_NO_DOMAIN) {
+        virResetLastError();
+        continue;
+      }
+      return LibvirtError(
+          absl::StrCat("reading the live XML of domain '", name, "'"),
+          options_.uri);
+    }
+    absl::StatusOr<bool> has = XmlHasBdf(xml.get(), bdf, name);
+    if (!has.ok()) return has.status();
+    if (*has) holders.push_back(name);
+  }
+  std::sort(holders.begin(), holders.end());
+  return holders;
+}
+
+absl::Status LibvirtBackend::DetachLocked(const std::string& gpu_name,
+                                          const Gpu& g,
+                                          const std::string& domain) {
+  const std::string name = LibvirtName(domain);
+  const std::string what = absl::StrCat("detaching GPU ", gpu_name, " (", g.bdf,
+                                        ") from domain '", name, "'");
+  DomainPtr dom(virDomainLookupByName(conn_, name.c_str()));
+  if (dom == nullptr) {
+    absl::Status e = LibvirtError(what, options_.uri);
+    return absl::Status(
+        e.code(), absl::StrCat(e.message(), "; check `virsh -c ", options_.uri,
+                               " list --all` and the MUX config's domain "
+                               "names"));
+  }
+  if (virDomainIsActive(dom.get()) != 1) {
+    virResetLastError();
+    return absl::OkStatus();  // a stopped domain holds no live device
+  }
+  absl::StatusOr<std::string> xml = DomainXml(dom.get(), name, options_.uri);
+  if (!xml.ok()) return xml.status();
+  std::string live_alias;
+  absl::StatusOr<bool> has = XmlHasBdf(*xml, g.bdf, name, &live_alias);
+  if (!has.ok()) return has.status();
+  if (!*has) return absl::OkStatus();
+
+  // Subscribed before the request, so a fast removal cannot be missed.
+  auto waiter = std::make_shared<RemovalWaiter>(live_alias);
+  EventSubscription events(conn_, dom.get(), waiter);
+  int rc;
+  if (!live_alias.empty()) {
+    rc = virDomainDetachDeviceAlias(dom.get(), live_alias.c_str(),
+                                    VIR_DOMAIN_AFFECT_LIVE);
+  } else {
+    absl::StatusOr<std::string> dev = HostdevXml(g.bdf, "");
+    if (!dev.ok()) return dev.status();
+    rc = virDomainDetachDeviceFlags(dom.get(), dev->c_str(),
+                                    VIR_DOMAIN_AFFECT_LIVE);
+  }
+  if (rc < 0) {
+    return HotplugError(LibvirtError(what, options_.uri), name);
+  }
+
+  const absl::Time deadline = absl::Now() + options_.detach_timeout;
+  for (;;) {
+    xml = DomainXml(dom.get(), name, options_.uri);
+    if (!xml.ok()) return xml.status();
+    has = XmlHasBdf(*xml, g.bdf, name);
+    if (!has.ok()) return has.status();
+    if (!*has) return absl::OkStatus();
+    {
+      absl::MutexLock lock(&waiter->mu);
+      if (waiter->failed) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            what, ": the guest refused to release the device "
+                  "(DEVICE_REMOVAL_FAILED for alias '",
+            live_alias,
+            "'); the GPU is still attached. Stop the guest's GPU users (or "
+            "shut the guest down) and retry"));
+      }
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          what, ": not confirmed within ",
+          absl::FormatDuration(options_.detach_timeout),
+          ": the hostdev is still in the live XML. The guest has not "
+          "acknowledged the PCI hot-unplug (guest kernel without hotplug "
+          "support, driver still in use); the request stays pending in "
+          "libvirt. Retry the move, or shut the guest down"));
+    }
+    waiter->mu.LockWhenWithTimeout(
+        absl::Condition(waiter.get(), &RemovalWaiter::Done),
+        std::min(options_.poll_interval, deadline - now));
+    waiter->mu.Unlock();
+  }
+}
+
+absl::Status LibvirtBackend::CheckSysfsLocked(const std::string& gpu_name,
+                                              Gpu& g) {
+  absl::StatusOr<PciDeviceInfo> info = sysfs_.InspectNvidiaGpu(g.bdf);
+  if (!info.ok()) return info.status();
+  if (info->driver != kVfioPci) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "GPU ", gpu_name, " (", g.bdf, ") is bound to '", info->driver,
+        "', not vfio-pci; the hostdev is managed='no', so the host must be "
+        "prepared first: deploy/host/prepare_host.sh --bdf ",
+        g.bdf));
+  }
+  absl::Status s = sysfs_.CheckGroupViable(g.bdf);
+  if (!s.ok()) return s;
+  absl::StatusOr<std::string> resets = sysfs_.ReadResetMethod(g.bdf);
+  if (!resets.ok()) return resets.status();
+  if (!resets->empty()) {
+    // QEMU's vfio release would otherwise reset the GPU at the next detach.
+    g.saved_resets = *resets;
+    return sysfs_.WriteResetMethod(g.bdf, "");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LibvirtBackend::AttachLocked(const std::string& gpu_name, Gpu& g,
+                                          const std::string& domain) {
+  const std::string name = LibvirtName(domain);
+  const std::string what = absl::StrCat("attaching GPU ", gpu_name, " (", g.bdf,
+                                        ") to domain '", name, "'");
+  absl::StatusOr<std::vector<std::string>> holders =
+      DomainsHoldingLocked(g.bdf);
+  if (!holders.ok()) return holders.status();
+  std::vector<std::string> others;
+  for (const std::string& h : *holders) {
+    if (h != name) others.push_back(h);
+  }
+  if (!others.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, " refused: it is attached to running domain ",
+        QuotedList(others),
+        " and a PCI function can be passed to one VM at a time; detach it "
+        "there first (Move from that domain), and if the MUX route table "
+        "disagrees, trust libvirt's live XML"));
+  }
+  if (!holders->empty()) return absl::OkStatus();  // already there
+  if (options_.check_sysfs) {
+    absl::Status s = CheckSysfsLocked(gpu_name, g);
+    if (!s.ok()) return s;
+  }
+  DomainPtr dom(virDomainLookupByName(conn_, name.c_str()));
+  if (dom == nullptr) {
+    absl::Status e = LibvirtError(what, options_.uri);
+    return absl::Status(
+        e.code(), absl::StrCat(e.message(), "; check `virsh -c ", options_.uri,
+                               " list --all` and the MUX config's domain "
+                               "names"));
+  }
+  if (virDomainIsActive(dom.get()) != 1) {
+    virResetLastError();
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": the domain is not running and live attach needs a running "
+              "domain; start it (`virsh -c ",
+        options_.uri, " start ", name, "`) and retry"));
+  }
+  absl::StatusOr<std::string> dev = HostdevXml(g.bdf, g.alias);
+  if (!dev.ok()) return dev.status();
+  if (virDomainAttachDeviceFlags(dom.get(), dev->c_str(),
+                                 VIR_DOMAIN_AFFECT_LIVE) < 0) {
+    return HotplugError(LibvirtError(what, options_.uri), name);
+  }
+  absl::StatusOr<std::string> xml = DomainXml(dom.get(), name, options_.uri);
+  if (!xml.ok()) return xml.status();
+  absl::StatusOr<bool> has = XmlHasBdf(*xml, g.bdf, name);
+  if (!has.ok()) return has.status();
+  if (!*has) {
+    return absl::InternalError(absl::StrCat(
+        what, ": libvirt reported success but the live XML does not list the "
+              "hostdev; check `virsh dumpxml ",
+        name, "` and the QEMU log before retrying"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LibvirtBackend::Move(const std::string& gpu,
+                                  const std::string& from_domain,
+                                  const std::string& to_domain) {
+  absl::MutexLock lock(&mu_);
+  absl::Status s = ConnectLocked();
+  if (!s.ok()) return s;
+  auto it = gpus_.find(gpu);
+  if (it == gpus_.end()) return FindLocked(gpu).status();
+  Gpu& g = it->second;
+  if (from_domain == to_domain) {
+    if (to_domain.empty()) return absl::OkStatus();
+    return AttachLocked(gpu, g, to_domain);  // confirms, or repairs
+  }
+  if (!from_domain.empty()) {
+    s = DetachLocked(gpu, g, from_domain);
+    if (!s.ok()) return s;
+  }
+  if (!to_domain.empty()) return AttachLocked(gpu, g, to_domain);
+  absl::StatusOr<std::vector<std::string>> holders =
+      DomainsHoldingLocked(g.bdf);
+  if (!holders.ok()) return holders.status();
+  if (!holders->empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "unrouting GPU ", gpu, " (", g.bdf, ") from ",
+        from_domain.empty() ? "(unrouted)" : "'" + from_domain + "'",
+        ": it is still attached to running domain ", QuotedList(*holders),
+        "; the MUX route table and libvirt disagree, move it from there"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LibvirtBackend::Reset(const std::string& gpu) {
+  absl::MutexLock lock(&mu_);
+  auto it = gpus_.find(gpu);
+  if (it == gpus_.end()) return FindLocked(gpu).status();
+  Gpu& g = it->second;
+  if (!options_.check_sysfs) {
+    return absl::UnimplementedError(absl::StrCat(
+        "libvirt backend: Reset of GPU ", gpu, " (", g.bdf,
+        ") needs sysfs access; enable check_sysfs in the MUX config"));
+  }
+  absl::StatusOr<std::string> current = sysfs_.ReadResetMethod(g.bdf);
+  if (!current.ok()) return current.status();
+  if (!current->empty()) g.saved_resets = *current;
+  return sysfs_.ResetKeepingResetDisabled(g.bdf, g.saved_resets);
+}
+
+}  // namespace gputravel

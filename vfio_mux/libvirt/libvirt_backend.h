@@ -1,0 +1,126 @@
+#ifndef GPUTRAVEL_VFIO_MUX_LIBVIRT_LIBVIRT_BACKEND_H_
+#define GPUTRAVEL_VFIO_MUX_LIBVIRT_LIBVIRT_BACKEND_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "vfio_mux/routing_backend.h"
+#include "vfio_mux/sysfs/pci_sysfs.h"
+#include "vfio_mux/sysfs/sysfs_fs.h"
+
+// libvirt's handle, kept out of this header so that users of the backend do
+// not need <libvirt/libvirt.h>.
+struct _virConnect;
+
+namespace gputravel {
+
+// One GPU under the MUX's control.
+struct LibvirtGpuConfig {
+  std::string name;   // the MUX's name for it ("gpu0"); empty: the BDF
+  std::string bdf;    // host PCI address, "0000:98:00.0"
+  std::string alias;  // hostdev alias; empty: DefaultHostdevAlias(name)
+};
+
+struct LibvirtBackendOptions {
+  // libvirt connection URI ("qemu:///system", "qemu+ssh://host/system",
+  // "test:///default" for tests).
+  std::string uri = "qemu:///system";
+  std::vector<LibvirtGpuConfig> gpus;  // at least one
+  // MUX domain name -> libvirt domain name; names not listed map to
+  // themselves.
+  std::map<std::string, std::string> domain_names;
+  // How long a guest may take to release a device after a detach request
+  // (the guest OS must acknowledge the PCI hot-unplug).
+  absl::Duration detach_timeout = absl::Seconds(30);
+  // Upper bound between re-reads of the live XML while waiting; a
+  // DEVICE_REMOVED event ends the wait earlier.
+  absl::Duration poll_interval = absl::Milliseconds(250);
+  // Check through sysfs, before each attach, that the GPU is bound to
+  // vfio-pci (managed='no' needs it), its IOMMU group is viable and its
+  // reset is disabled (disabling it if needed); Reset also goes through
+  // sysfs. Off only where the MUX cannot see the host's sysfs (tests, remote
+  // URIs); then Reset is unavailable.
+  bool check_sysfs = true;
+  PciSysfsOptions sysfs;
+};
+
+// Routing by libvirt hostdev hot-plug: Move detaches the GPU from the `from`
+// VM and attaches it to the `to` VM, each confirmed in the live domain XML.
+//
+//   detach: find the hostdev by host BDF in `from`'s live XML (absent:
+//     nothing to do); subscribe to DEVICE_REMOVED / DEVICE_REMOVAL_FAILED;
+//     virDomainDetachDeviceAlias (virDomainDetachDeviceFlags when the live
+//     hostdev has no alias), VIR_DOMAIN_AFFECT_LIVE; wait for the event or
+//     the timeout, re-reading the live XML until the hostdev is gone.
+//   attach: refuse while any other running domain's live XML lists the
+//     GPU; sysfs checks; virDomainAttachDeviceFlags(<hostdev managed='no'>,
+//     VIR_DOMAIN_AFFECT_LIVE); confirm in the live XML. Attaching to a domain
+//     that already has it is a no-op, so a retried Move converges.
+// Only the live state is touched: the persistent definitions stay as the
+// operator wrote them (they should not list the GPU; see
+// deploy/libvirt/tdx-guest.xml).
+class LibvirtBackend : public RoutingBackend {
+ public:
+  // Validates the config, starts the libvirt event loop, connects to `uri`
+  // and (with check_sysfs) inspects every GPU.
+  static absl::StatusOr<std::unique_ptr<LibvirtBackend>> Create(
+      LibvirtBackendOptions options,
+      std::shared_ptr<SysfsFs> fs = RealSysfsFs());
+  ~LibvirtBackend() override;
+
+  std::string Name() const override { return "libvirt"; }
+  absl::StatusOr<std::vector<GpuDevice>> ListGpus() override;
+  absl::Status Move(const std::string& gpu, const std::string& from_domain,
+                    const std::string& to_domain) override;
+  // Function reset through sysfs with reset_method restored for the reset
+  // and disabled again after it. Needs check_sysfs.
+  absl::Status Reset(const std::string& gpu) override;
+
+  // The running libvirt domains whose live XML lists the GPU.
+  absl::StatusOr<std::vector<std::string>> DomainsHolding(
+      const std::string& gpu);
+  // The live XML of a MUX domain (after the domain_names mapping).
+  absl::StatusOr<std::string> LiveXml(const std::string& domain);
+
+ private:
+  struct Gpu {
+    std::string bdf;
+    std::string alias;
+    std::string saved_resets;
+  };
+
+  explicit LibvirtBackend(LibvirtBackendOptions options,
+                          std::shared_ptr<SysfsFs> fs);
+  absl::Status ConnectLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<const Gpu*> FindLocked(const std::string& gpu)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string LibvirtName(const std::string& domain) const;
+  absl::StatusOr<std::vector<std::string>> DomainsHoldingLocked(
+      const std::string& bdf) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status DetachLocked(const std::string& name, const Gpu& g,
+                            const std::string& domain)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status AttachLocked(const std::string& name, Gpu& g,
+                            const std::string& domain)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckSysfsLocked(const std::string& name, Gpu& g)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const LibvirtBackendOptions options_;
+  PciSysfs sysfs_;
+  // Moves are serialized: two moves must never both see a GPU as free.
+  absl::Mutex mu_;
+  _virConnect* conn_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::map<std::string, Gpu> gpus_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_VFIO_MUX_LIBVIRT_LIBVIRT_BACKEND_H_

@@ -1,0 +1,372 @@
+#include "vfio_mux/libvirt/libvirt_backend.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "vfio_mux/sysfs/fake_sysfs.h"
+
+namespace gputravel {
+namespace {
+
+constexpr char kGpu[] = "0000:98:00.0";
+constexpr char kGpu1[] = "0000:b8:00.0";
+
+bool Contains(const absl::Status& s, const std::string& text) {
+  return std::string(s.message()).find(text) != std::string::npos;
+}
+
+// A test-driver node: td-a running with gpu0 attached, td-b running without
+// it, td-off defined but shut off. libvirt 9.0's test driver parses hostdevs
+// but cannot hot-plug, so these tests cover everything up to the
+// attach/detach call and the refusal to go further.
+constexpr char kNodeXml[] = R"(<node>
+  <domain type='test'>
+    <name>td-a</name>
+    <memory>1048576</memory>
+    <os><type arch='x86_64'>hvm</type></os>
+    <devices>
+      <hostdev mode='subsystem' type='pci' managed='no'>
+        <source><address domain='0x0000' bus='0x98' slot='0x00' function='0x0'/></source>
+        <alias name='ua-gpu0'/>
+      </hostdev>
+    </devices>
+  </domain>
+  <domain type='test'>
+    <name>td-b</name>
+    <memory>1048576</memory>
+    <os><type arch='x86_64'>hvm</type></os>
+    <devices/>
+  </domain>
+  <domain type='test' xmlns:test='http://libvirt.org/schemas/domain/test/1.0'>
+    <name>td-off</name>
+    <memory>1048576</memory>
+    <os><type arch='x86_64'>hvm</type></os>
+    <devices>
+      <hostdev mode='subsystem' type='pci' managed='no'>
+        <source><address domain='0x0000' bus='0xb8' slot='0x00' function='0x0'/></source>
+      </hostdev>
+    </devices>
+    <test:runstate>5</test:runstate>
+  </domain>
+</node>
+)";
+
+class LibvirtBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/libvirt_backend_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    std::ofstream(dir_ + "/node.xml") << kNodeXml;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  LibvirtBackendOptions Options() {
+    LibvirtBackendOptions o;
+    o.uri = absl::StrCat("test://", dir_, "/node.xml");
+    o.gpus = {{"gpu0", kGpu, "ua-gpu0"}, {"gpu1", kGpu1, ""}};
+    o.check_sysfs = false;
+    o.detach_timeout = absl::Milliseconds(200);
+    o.poll_interval = absl::Milliseconds(20);
+    return o;
+  }
+
+  std::unique_ptr<LibvirtBackend> Make(LibvirtBackendOptions o) {
+    absl::StatusOr<std::unique_ptr<LibvirtBackend>> b =
+        LibvirtBackend::Create(std::move(o));
+    EXPECT_TRUE(b.ok()) << b.status();
+    return b.ok() ? *std::move(b) : nullptr;
+  }
+
+  std::string dir_;
+};
+
+// --- test:///default: connection and plumbing -----------------------------
+
+TEST_F(LibvirtBackendTest, DefaultTestDriverConnectsAndReadsXml) {
+  LibvirtBackendOptions o = Options();
+  o.uri = "test:///default";
+  std::unique_ptr<LibvirtBackend> b = Make(o);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->Name(), "libvirt");
+  absl::StatusOr<std::string> xml = b->LiveXml("test");
+  ASSERT_TRUE(xml.ok()) << xml.status();
+  EXPECT_NE(xml->find("<name>test</name>"), std::string::npos);
+  absl::StatusOr<std::vector<std::string>> holders = b->DomainsHolding("gpu0");
+  ASSERT_TRUE(holders.ok()) << holders.status();
+  EXPECT_TRUE(holders->empty());
+}
+
+TEST_F(LibvirtBackendTest, DefaultTestDriverCannotAttachAndSaysSo) {
+  LibvirtBackendOptions o = Options();
+  o.uri = "test:///default";
+  std::unique_ptr<LibvirtBackend> b = Make(o);
+  ASSERT_NE(b, nullptr);
+  absl::Status s = b->Move("gpu0", "", "test");
+  ASSERT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_TRUE(Contains(s, "attaching GPU gpu0 (0000:98:00.0) to domain 'test'"));
+  EXPECT_TRUE(Contains(s, "test:///default"));
+  EXPECT_TRUE(Contains(s, "qemu:///system"));
+}
+
+TEST_F(LibvirtBackendTest, ListsConfiguredGpus) {
+  std::unique_ptr<LibvirtBackend> b = Make(Options());
+  ASSERT_NE(b, nullptr);
+  absl::StatusOr<std::vector<GpuDevice>> gpus = b->ListGpus();
+  ASSERT_TRUE(gpus.ok());
+  ASSERT_EQ(gpus->size(), 2u);
+  EXPECT_EQ((*gpus)[0].name, "gpu0");
+  EXPECT_EQ((*gpus)[0].bdf, kGpu);
+  EXPECT_EQ((*gpus)[1].name, "gpu1");
+}
+
+// --- configuration and connection errors ----------------------------------
+
+TEST_F(LibvirtBackendTest, RejectsBadConfig) {
+  LibvirtBackendOptions o = Options();
+  o.gpus.clear();
+  EXPECT_EQ(LibvirtBackend::Create(o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o = Options();
+  o.gpus[0].alias = "gpu0";
+  absl::Status s = LibvirtBackend::Create(o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(s, "'ua-'"));
+  o = Options();
+  o.gpus[1].bdf = kGpu;
+  s = LibvirtBackend::Create(o).status();
+  EXPECT_TRUE(Contains(s, "unique")) << s;
+  o = Options();
+  o.gpus[1].bdf = "98:00";
+  s = LibvirtBackend::Create(o).status();
+  EXPECT_TRUE(Contains(s, "'gpu1'")) << s;
+}
+
+TEST_F(LibvirtBackendTest, UnreachableUriIsReported) {
+  LibvirtBackendOptions o = Options();
+  o.uri = "test:///nonexistent/node.xml";
+  absl::Status s = LibvirtBackend::Create(o).status();
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Contains(s, "connecting (libvirt URI 'test:///nonexistent/node.xml')"))
+      << s;
+  EXPECT_TRUE(Contains(s, "libvirtd"));
+}
+
+TEST_F(LibvirtBackendTest, UnknownGpuAndDomain) {
+  std::unique_ptr<LibvirtBackend> b = Make(Options());
+  ASSERT_NE(b, nullptr);
+  absl::Status s = b->Move("gpu9", "", "td-b");
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(Contains(s, "configured: gpu0, gpu1"));
+  s = b->Move("gpu1", "", "td-nope");
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_TRUE(Contains(s, "'td-nope'"));
+  EXPECT_TRUE(Contains(s, "virsh"));
+  s = b->Move("gpu1", "td-nope", "");
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_TRUE(Contains(s, "detaching GPU gpu1"));
+}
+
+// --- the live-XML scan ----------------------------------------------------
+
+TEST_F(LibvirtBackendTest, FindsHolderInLiveXmlOfRunningDomainsOnly) {
+  std::unique_ptr<LibvirtBackend> b = Make(Options());
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(*b->DomainsHolding("gpu0"), std::vector<std::string>{"td-a"});
+  // gpu1 is only in the definition of a stopped domain: not held.
+  EXPECT_TRUE(b->DomainsHolding("gpu1")->empty());
+}
+
+TEST_F(LibvirtBackendTest, RefusesToAttachWhileAttachedElsewhere) {
+  std::unique_ptr<LibvirtBackend> b = Make(Options());
+  ASSERT_NE(b, nullptr);
+  absl::Status s = b->Move("gpu0", "", "td-b");
+  ASSERT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_TRUE(Contains(s, "attached to running domain 'td-a'"));
+  EXPECT_TRUE(Contains(s, "one VM at a time"));
+}
+
+TEST_F(LibvirtBackendTest, AttachToCurrentHolderIsANoOp) {
+  std::unique_ptr<LibvirtBackend> b = Make(Options());
+  ASSERT_NE(b, nullptr);
+  EXPECT_TRUE(b->Move("gpu0", "td-a", "td-a").ok());
+  // `from` does not hold it, `to` does: converges without a hot-plug.
+  EXPECT_TRUE(b->Move("gpu0", "td-b", "td-a").ok());
+}
+
+TEST_F(LibvirtBackendTest, DetachReachesLibvirtAndReportsUnsupportedDriver) {
+  std::unique_ptr<LibvirtBackend> b = Make(Options());
+  ASSERT_NE(b, nullptr);
+  absl::Status s = b->Move("gpu0", "td-a", "td-b");
+  ASSERT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_TRUE(Contains(s, "detaching GPU gpu0 (0000:98:00.0) from domain 'td-a'"));
+  EXPECT_TRUE(Contains(s, "cannot hot-plug"));
+  EXPECT_EQ(*b->DomainsHolding("gpu0"), std::vector<std::string>{"td-a"});
+}
+
+TEST_F(LibvirtBackendTest, UnroutingWhileLibvirtDisagreesIsRefused) {
+  std::unique_ptr<LibvirtBackend> b = Make(Options());
+  ASSERT_NE(b, nullptr);
+  absl::Status s = b->Move("gpu0", "td-b", "");
+  ASSERT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_TRUE(Contains(s, "still attached to running domain 'td-a'"));
+}
+
+TEST_F(LibvirtBackendTest, AttachToStoppedDomainIsRefused) {
+  std::unique_ptr<LibvirtBackend> b = Make(Options());
+  ASSERT_NE(b, nullptr);
+  absl::Status s = b->Move("gpu1", "", "td-off");
+  ASSERT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_TRUE(Contains(s, "not running"));
+  EXPECT_TRUE(Contains(s, "start td-off"));
+  // Detaching from a stopped domain has nothing to do.
+  EXPECT_TRUE(b->Move("gpu1", "td-off", "").ok());
+}
+
+TEST_F(LibvirtBackendTest, MapsMuxDomainNamesToLibvirtNames) {
+  LibvirtBackendOptions o = Options();
+  o.domain_names = {{"trust-domain-1", "td-a"}, {"trust-domain-2", "td-b"}};
+  std::unique_ptr<LibvirtBackend> b = Make(o);
+  ASSERT_NE(b, nullptr);
+  absl::StatusOr<std::string> xml = b->LiveXml("trust-domain-1");
+  ASSERT_TRUE(xml.ok()) << xml.status();
+  EXPECT_NE(xml->find("<name>td-a</name>"), std::string::npos);
+  absl::Status s = b->Move("gpu0", "", "trust-domain-2");
+  EXPECT_TRUE(Contains(s, "to domain 'td-b'")) << s;
+}
+
+TEST_F(LibvirtBackendTest, ResetNeedsSysfs) {
+  std::unique_ptr<LibvirtBackend> b = Make(Options());
+  ASSERT_NE(b, nullptr);
+  absl::Status s = b->Reset("gpu0");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(Contains(s, "check_sysfs"));
+}
+
+// --- with sysfs checks against the fake kernel ----------------------------
+
+class LibvirtSysfsTest : public LibvirtBackendTest {
+ protected:
+  void SetUp() override {
+    LibvirtBackendTest::SetUp();
+    absl::StatusOr<std::shared_ptr<FakeSysfs>> f = FakeSysfs::Create();
+    ASSERT_TRUE(f.ok()) << f.status();
+    fake_ = *f;
+    ASSERT_TRUE(fake_->AddDriver("nvidia").ok());
+    ASSERT_TRUE(fake_->AddDriver("vfio-pci").ok());
+    for (const char* bdf : {kGpu, kGpu1}) {
+      FakePciDevice d;
+      d.bdf = bdf;
+      d.driver = "nvidia";
+      d.iommu_group = bdf == std::string(kGpu) ? "42" : "43";
+      ASSERT_TRUE(fake_->AddDevice(d).ok());
+    }
+  }
+  LibvirtBackendOptions SysfsOptions() {
+    LibvirtBackendOptions o = Options();
+    o.check_sysfs = true;
+    o.sysfs.sysfs_root = fake_->root();
+    o.sysfs.proc_root = fake_->proc_root();
+    o.sysfs.driver_timeout = absl::Milliseconds(200);
+    o.sysfs.poll_interval = absl::Milliseconds(5);
+    return o;
+  }
+  std::unique_ptr<LibvirtBackend> MakeWithSysfs() {
+    absl::StatusOr<std::unique_ptr<LibvirtBackend>> b =
+        LibvirtBackend::Create(SysfsOptions(), fake_);
+    EXPECT_TRUE(b.ok()) << b.status();
+    return b.ok() ? *std::move(b) : nullptr;
+  }
+  std::shared_ptr<FakeSysfs> fake_;
+};
+
+TEST_F(LibvirtSysfsTest, CreateInspectsGpus) {
+  LibvirtBackendOptions o = SysfsOptions();
+  o.gpus[1].bdf = "0000:99:00.0";
+  absl::Status s = LibvirtBackend::Create(o, fake_).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  std::unique_ptr<LibvirtBackend> b = MakeWithSysfs();
+  ASSERT_NE(b, nullptr);
+  absl::StatusOr<std::vector<GpuDevice>> gpus = b->ListGpus();
+  ASSERT_TRUE(gpus.ok());
+  EXPECT_EQ((*gpus)[0].iommu_group, "42");
+  EXPECT_EQ((*gpus)[0].driver, "nvidia");
+}
+
+TEST_F(LibvirtSysfsTest, AttachNeedsVfioPciBinding) {
+  std::unique_ptr<LibvirtBackend> b = MakeWithSysfs();
+  ASSERT_NE(b, nullptr);
+  absl::Status s = b->Move("gpu1", "", "td-b");
+  ASSERT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_TRUE(Contains(s, "bound to 'nvidia', not vfio-pci"));
+  EXPECT_TRUE(Contains(s, "prepare_host.sh --bdf 0000:b8:00.0"));
+}
+
+TEST_F(LibvirtSysfsTest, AttachDisablesResetBeforeHotplug) {
+  std::unique_ptr<LibvirtBackend> b = MakeWithSysfs();
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(fake_->ForceBind(kGpu1, "vfio-pci").ok());
+  absl::Status s = b->Move("gpu1", "", "td-b");
+  // Every check passed; the test driver then cannot hot-plug.
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_EQ(fake_->reset_method(kGpu1), "");
+}
+
+TEST_F(LibvirtSysfsTest, ResetGoesThroughSysfsAndKeepsResetDisabled) {
+  std::unique_ptr<LibvirtBackend> b = MakeWithSysfs();
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(b->Reset("gpu1").ok());
+  EXPECT_EQ(fake_->reset_count(kGpu1), 1);
+  EXPECT_EQ(fake_->reset_method(kGpu1), "");
+}
+
+// --- a real hypervisor, only when an operator asks for it -----------------
+//
+//   bazel test //vfio_mux/libvirt:libvirt_backend_test
+//     --test_env=GPUTRAVEL_LIBVIRT_URI=qemu:///system
+//     --test_env=GPUTRAVEL_LIBVIRT_DOMAIN=td1
+//     --test_env=GPUTRAVEL_GPU_BDF=0000:98:00.0
+//     [--test_env=GPUTRAVEL_LIBVIRT_DOMAIN2=td2] --test_output=all
+// The GPU must be bound to vfio-pci (deploy/host/prepare_host.sh) and not
+// attached anywhere; the domains must be running. The test attaches the GPU,
+// (optionally moves it to DOMAIN2 and back) and detaches it again.
+TEST(LibvirtRealHypervisorTest, AttachMoveDetach) {
+  const char* uri = getenv("GPUTRAVEL_LIBVIRT_URI");
+  const char* domain = getenv("GPUTRAVEL_LIBVIRT_DOMAIN");
+  const char* bdf = getenv("GPUTRAVEL_GPU_BDF");
+  const char* domain2 = getenv("GPUTRAVEL_LIBVIRT_DOMAIN2");
+  if (uri == nullptr || domain == nullptr || bdf == nullptr) {
+    GTEST_SKIP() << "needs a real hypervisor: set GPUTRAVEL_LIBVIRT_URI, "
+                    "GPUTRAVEL_LIBVIRT_DOMAIN and GPUTRAVEL_GPU_BDF (and "
+                    "optionally GPUTRAVEL_LIBVIRT_DOMAIN2) via --test_env";
+  }
+  LibvirtBackendOptions o;
+  o.uri = uri;
+  o.gpus = {{"gpu0", bdf, ""}};
+  absl::StatusOr<std::unique_ptr<LibvirtBackend>> b =
+      LibvirtBackend::Create(o);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE((*b)->DomainsHolding("gpu0")->empty())
+      << "the GPU is already attached somewhere; detach it first";
+  ASSERT_TRUE((*b)->Move("gpu0", "", domain).ok());
+  EXPECT_EQ(*(*b)->DomainsHolding("gpu0"), std::vector<std::string>{domain});
+  std::string last = domain;
+  if (domain2 != nullptr) {
+    absl::Status s = (*b)->Move("gpu0", domain, domain2);
+    EXPECT_TRUE(s.ok()) << s;
+    if (s.ok()) last = domain2;
+    EXPECT_EQ(*(*b)->DomainsHolding("gpu0"), std::vector<std::string>{last});
+  }
+  absl::Status s = (*b)->Move("gpu0", last, "");
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_TRUE((*b)->DomainsHolding("gpu0")->empty());
+}
+
+}  // namespace
+}  // namespace gputravel

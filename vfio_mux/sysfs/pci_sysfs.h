@@ -1,0 +1,115 @@
+#ifndef GPUTRAVEL_VFIO_MUX_SYSFS_PCI_SYSFS_H_
+#define GPUTRAVEL_VFIO_MUX_SYSFS_PCI_SYSFS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "vfio_mux/sysfs/sysfs_fs.h"
+
+namespace gputravel {
+
+struct PciSysfsOptions {
+  // Where sysfs is mounted; tests point it at a fake tree.
+  std::string sysfs_root = "/sys";
+  // Where procfs is mounted, for finding processes that hold a VFIO device.
+  std::string proc_root = "/proc";
+  // How long a driver may take to let go of (unbind) or claim (probe) a
+  // device, and how long one sysfs write may block. vfio-pci's unbind blocks
+  // until userspace closes the device, which may be never.
+  absl::Duration driver_timeout = absl::Seconds(10);
+  absl::Duration poll_interval = absl::Milliseconds(20);
+};
+
+// What sysfs says about one PCI function.
+struct PciDeviceInfo {
+  std::string bdf;          // canonical
+  std::string vendor;       // "0x10de"
+  std::string device;       // "0x2331"
+  std::string class_code;   // "0x030200"
+  std::string driver;       // bound driver, "" when none
+  std::string iommu_group;  // "42", "" when the IOMMU is off
+};
+
+// A process that has a VFIO device file of the GPU open.
+struct VfioHolder {
+  int pid = 0;
+  std::string comm;  // process name, e.g. "qemu-system-x86"
+  std::string path;  // "/dev/vfio/42" or "/dev/vfio/devices/vfio0"
+};
+
+// The PCI sysfs operations the routing backends need, each verified by
+// reading sysfs back (a write that the kernel accepted is not proof that the
+// device changed state: drivers_probe succeeds even when nothing binds).
+// Thread-compatible; stateless apart from the options.
+class PciSysfs {
+ public:
+  explicit PciSysfs(PciSysfsOptions options,
+                    std::shared_ptr<SysfsFs> fs = RealSysfsFs());
+
+  const PciSysfsOptions& options() const { return options_; }
+
+  // Every NVIDIA display/3D controller (vendor 0x10de, class 0x03xxxx) under
+  // ROOT/bus/pci/devices, sorted by BDF.
+  absl::StatusOr<std::vector<PciDeviceInfo>> DiscoverNvidiaGpus();
+  // Any PCI function. NotFound if ROOT/bus/pci/devices/BDF does not exist.
+  absl::StatusOr<PciDeviceInfo> Inspect(absl::string_view bdf);
+  // Inspect, plus FailedPrecondition unless it is an NVIDIA GPU.
+  absl::StatusOr<PciDeviceInfo> InspectNvidiaGpu(absl::string_view bdf);
+
+  // OK if every function in the device's IOMMU group is bound to vfio-pci or
+  // to no driver (PCI bridges, class 0x0604, may keep theirs): only then can
+  // VFIO hand the group to a consumer.
+  absl::Status CheckGroupViable(absl::string_view bdf);
+
+  // driver_override=vfio-pci, unbind the current driver, drivers_probe, and
+  // wait for the driver link to read vfio-pci. Idempotent.
+  absl::Status BindToVfio(absl::string_view bdf);
+  // Clears driver_override, unbinds, drivers_probe: the native driver (if
+  // loaded) takes the device back. Idempotent.
+  absl::Status ReturnToHost(absl::string_view bdf);
+
+  // reset_method, whitespace-trimmed; "" means every reset is disabled.
+  absl::StatusOr<std::string> ReadResetMethod(absl::string_view bdf);
+  // Writes `methods` ("" disables, "default" restores the kernel's list, or
+  // e.g. "flr bus") and reads it back.
+  absl::Status WriteResetMethod(absl::string_view bdf,
+                                absl::string_view methods);
+  // Writes "1" to reset. Fails while reset_method is empty.
+  absl::Status FunctionReset(absl::string_view bdf);
+  // A reset for a GPU whose reset is kept disabled: enables `methods` (the
+  // list saved before disabling, or "default"), resets, and disables
+  // reset_method again, also when the reset failed (an enabled reset_method
+  // would let the next vfio-pci release wipe the next session).
+  absl::Status ResetKeepingResetDisabled(absl::string_view bdf,
+                                         absl::string_view methods);
+
+  // Processes with the device's VFIO group (/dev/vfio/N) or VFIO cdev
+  // (/dev/vfio/devices/vfioN) open. Processes that vanish or whose fds cannot
+  // be read are skipped, so run as root with CAP_SYS_PTRACE for a full answer.
+  absl::StatusOr<std::vector<VfioHolder>> FindVfioHolders(
+      absl::string_view bdf);
+
+  // Paths, for messages and scripts.
+  std::string DevicePath(absl::string_view bdf) const;
+
+ private:
+  absl::StatusOr<std::string> CurrentDriver(const std::string& bdf);
+  absl::Status Unbind(const std::string& bdf, const std::string& driver);
+  absl::Status Probe(const std::string& bdf, absl::string_view want);
+  absl::Status BoundedWrite(const std::string& path, absl::string_view data,
+                            const std::string& bdf, absl::string_view step);
+  absl::Status WaitForDriver(const std::string& bdf, absl::string_view want,
+                             absl::string_view step, std::string* last);
+
+  PciSysfsOptions options_;
+  std::shared_ptr<SysfsFs> fs_;
+};
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_VFIO_MUX_SYSFS_PCI_SYSFS_H_

@@ -1,0 +1,206 @@
+#include "vfio_mux/sysfs/sysfs_backend.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "vfio_mux/sysfs/pci_address.h"
+
+namespace gputravel {
+namespace {
+
+constexpr absl::string_view kVfioPci = "vfio-pci";
+
+std::string Quoted(const std::string& domain) {
+  return domain.empty() ? "(unrouted)" : absl::StrCat("'", domain, "'");
+}
+
+}  // namespace
+
+SysfsBackend::SysfsBackend(SysfsBackendOptions options,
+                           std::shared_ptr<SysfsFs> fs)
+    : options_(std::move(options)), sysfs_(options_.sysfs, std::move(fs)) {}
+
+absl::StatusOr<std::unique_ptr<SysfsBackend>> SysfsBackend::Create(
+    SysfsBackendOptions options, std::shared_ptr<SysfsFs> fs) {
+  std::unique_ptr<SysfsBackend> b(
+      new SysfsBackend(std::move(options), std::move(fs)));
+  std::vector<SysfsGpuConfig> gpus = b->options_.gpus;
+  if (gpus.empty()) {
+    absl::StatusOr<std::vector<PciDeviceInfo>> found =
+        b->sysfs_.DiscoverNvidiaGpus();
+    if (!found.ok()) return found.status();
+    if (found->empty()) {
+      return absl::NotFoundError(absl::StrCat(
+          "sysfs backend: no NVIDIA GPU (vendor 0x10de, class 0x03xxxx) under ",
+          b->options_.sysfs.sysfs_root,
+          "/bus/pci/devices; check `lspci -D -d 10de:` or list the GPUs in "
+          "the MUX config"));
+    }
+    for (const PciDeviceInfo& d : *found) gpus.push_back({d.bdf, d.bdf});
+  }
+  absl::MutexLock lock(&b->mu_);
+  std::set<std::string> bdfs;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    absl::StatusOr<std::string> bdf = CanonicalBdf(gpus[i].bdf);
+    if (!bdf.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sysfs backend: GPU #", i, " ('", gpus[i].name,
+          "') in the MUX config: ", bdf.status().message()));
+    }
+    std::string name = gpus[i].name.empty() ? *bdf : gpus[i].name;
+    if (b->gpus_.count(name) || !bdfs.insert(*bdf).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sysfs backend: GPU '", name, "' (", *bdf,
+          ") is listed twice in the MUX config; names and BDFs must be "
+          "unique"));
+    }
+    absl::StatusOr<PciDeviceInfo> info = b->sysfs_.InspectNvidiaGpu(*bdf);
+    if (!info.ok()) return info.status();
+    b->gpus_[name].bdf = *bdf;
+  }
+  if (b->options_.prepare_on_start) {
+    for (auto& [name, g] : b->gpus_) {
+      absl::Status s = b->sysfs_.BindToVfio(g.bdf);
+      if (s.ok()) s = b->sysfs_.CheckGroupViable(g.bdf);
+      if (s.ok()) s = b->DisableResetLocked(name, g);
+      if (!s.ok()) return s;
+    }
+  }
+  return b;
+}
+
+absl::StatusOr<SysfsBackend::Gpu*> SysfsBackend::FindLocked(
+    const std::string& gpu) {
+  auto it = gpus_.find(gpu);
+  if (it == gpus_.end()) {
+    std::vector<std::string> names;
+    for (const auto& [name, g] : gpus_) names.push_back(name);
+    return absl::NotFoundError(absl::StrCat(
+        "sysfs backend: unknown GPU '", gpu, "'; configured: ",
+        absl::StrJoin(names, ", ")));
+  }
+  return &it->second;
+}
+
+absl::StatusOr<std::vector<GpuDevice>> SysfsBackend::ListGpus() {
+  absl::MutexLock lock(&mu_);
+  std::vector<GpuDevice> out;
+  for (const auto& [name, g] : gpus_) {
+    absl::StatusOr<PciDeviceInfo> info = sysfs_.Inspect(g.bdf);
+    if (!info.ok()) return info.status();
+    out.push_back(GpuDevice{name, info->bdf, info->iommu_group, info->driver});
+  }
+  return out;
+}
+
+absl::Status SysfsBackend::DisableResetLocked(const std::string& name,
+                                              Gpu& g) {
+  absl::StatusOr<std::string> current = sysfs_.ReadResetMethod(g.bdf);
+  if (!current.ok()) return current.status();
+  if (current->empty()) return absl::OkStatus();
+  g.saved_resets = *current;
+  return sysfs_.WriteResetMethod(g.bdf, "");
+}
+
+absl::Status SysfsBackend::CheckNoHoldersLocked(const std::string& name,
+                                                const Gpu& g,
+                                                const std::string& from_domain) {
+  absl::StatusOr<std::vector<VfioHolder>> holders =
+      sysfs_.FindVfioHolders(g.bdf);
+  if (!holders.ok()) return holders.status();
+  if (holders->empty()) return absl::OkStatus();
+  std::vector<std::string> who;
+  for (const VfioHolder& h : *holders) {
+    who.push_back(absl::StrCat("pid ", h.pid, " (", h.comm, ") via ", h.path));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "GPU ", name, " (", g.bdf, "): still open by ", absl::StrJoin(who, ", "),
+      "; the consumer in ", Quoted(from_domain),
+      " must close the device first (shut the VM down or detach its hostdev, "
+      "or stop the process), then retry"));
+}
+
+absl::Status SysfsBackend::Move(const std::string& gpu,
+                                const std::string& from_domain,
+                                const std::string& to_domain) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Gpu*> g = FindLocked(gpu);
+  if (!g.ok()) return g.status();
+  Gpu& d = **g;
+  if (d.domain_known && d.domain != from_domain) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "GPU ", gpu, " (", d.bdf, "): move from ", Quoted(from_domain), " to ",
+        Quoted(to_domain), " refused: this backend last routed it to ",
+        Quoted(d.domain),
+        "; the route table and the backend disagree, find out which "
+        "consumer really holds the GPU before moving it"));
+  }
+  absl::StatusOr<PciDeviceInfo> info = sysfs_.InspectNvidiaGpu(d.bdf);
+  if (!info.ok()) return info.status();
+  if (info->driver != kVfioPci) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "GPU ", gpu, " (", d.bdf, ") is bound to '", info->driver,
+        "', not vfio-pci: the host is not prepared or something rebound it; "
+        "run deploy/host/prepare_host.sh --bdf ", d.bdf,
+        " (or set prepare_on_start) and retry"));
+  }
+  absl::Status s = sysfs_.CheckGroupViable(d.bdf);
+  if (!s.ok()) return s;
+  // Before anything can release the device: vfio-pci resets on release.
+  s = DisableResetLocked(gpu, d);
+  if (!s.ok()) return s;
+  if (from_domain != to_domain) {
+    s = CheckNoHoldersLocked(gpu, d, from_domain);
+    if (!s.ok()) return s;
+  }
+  d.domain = to_domain;
+  d.domain_known = true;
+  return absl::OkStatus();
+}
+
+absl::Status SysfsBackend::Reset(const std::string& gpu) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Gpu*> g = FindLocked(gpu);
+  if (!g.ok()) return g.status();
+  Gpu& d = **g;
+  absl::StatusOr<std::string> current = sysfs_.ReadResetMethod(d.bdf);
+  if (!current.ok()) return current.status();
+  if (!current->empty()) d.saved_resets = *current;
+  return sysfs_.ResetKeepingResetDisabled(d.bdf, d.saved_resets);
+}
+
+absl::Status SysfsBackend::Prepare(const std::string& gpu) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Gpu*> g = FindLocked(gpu);
+  if (!g.ok()) return g.status();
+  absl::Status s = sysfs_.BindToVfio((*g)->bdf);
+  if (s.ok()) s = sysfs_.CheckGroupViable((*g)->bdf);
+  if (s.ok()) s = DisableResetLocked(gpu, **g);
+  return s;
+}
+
+absl::Status SysfsBackend::Release(const std::string& gpu) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Gpu*> g = FindLocked(gpu);
+  if (!g.ok()) return g.status();
+  Gpu& d = **g;
+  absl::Status s = CheckNoHoldersLocked(gpu, d, d.domain);
+  if (!s.ok()) return s;
+  s = sysfs_.WriteResetMethod(
+      d.bdf, d.saved_resets.empty() ? "default" : d.saved_resets);
+  if (!s.ok()) return s;
+  s = sysfs_.ReturnToHost(d.bdf);
+  if (!s.ok()) return s;
+  d.domain.clear();
+  d.domain_known = false;
+  return absl::OkStatus();
+}
+
+std::string SysfsBackend::RecordedDomain(const std::string& gpu) {
+  absl::MutexLock lock(&mu_);
+  auto it = gpus_.find(gpu);
+  return it == gpus_.end() ? "" : it->second.domain;
+}
+
+}  // namespace gputravel

@@ -1,0 +1,271 @@
+#include "vfio_mux/sysfs/sysfs_backend.h"
+
+#include <errno.h>
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "vfio_mux/sysfs/fake_sysfs.h"
+
+namespace gputravel {
+namespace {
+
+constexpr char kGpu[] = "0000:98:00.0";
+constexpr char kGpu2[] = "0000:b8:00.0";
+
+bool Contains(const absl::Status& s, const std::string& text) {
+  return std::string(s.message()).find(text) != std::string::npos;
+}
+
+class SysfsBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::shared_ptr<FakeSysfs>> f = FakeSysfs::Create();
+    ASSERT_TRUE(f.ok()) << f.status();
+    fake_ = *f;
+    for (const char* d : {"nvidia", "vfio-pci", "e1000e"}) {
+      ASSERT_TRUE(fake_->AddDriver(d).ok());
+    }
+    FakePciDevice gpu;
+    gpu.bdf = kGpu;
+    gpu.driver = "nvidia";
+    gpu.iommu_group = "42";
+    ASSERT_TRUE(fake_->AddDevice(gpu).ok());
+    FakePciDevice gpu2;
+    gpu2.bdf = kGpu2;
+    gpu2.driver = "nvidia";
+    gpu2.iommu_group = "43";
+    ASSERT_TRUE(fake_->AddDevice(gpu2).ok());
+    FakePciDevice nic;
+    nic.bdf = "0000:17:00.0";
+    nic.vendor = "0x8086";
+    nic.class_code = "0x020000";
+    nic.driver = "e1000e";
+    nic.iommu_group = "7";
+    ASSERT_TRUE(fake_->AddDevice(nic).ok());
+  }
+  void TearDown() override { fake_->ReleaseHangs(); }
+
+  SysfsBackendOptions Options(std::vector<SysfsGpuConfig> gpus,
+                              bool prepare = true) {
+    SysfsBackendOptions o;
+    o.sysfs.sysfs_root = fake_->root();
+    o.sysfs.proc_root = fake_->proc_root();
+    o.sysfs.driver_timeout = absl::Milliseconds(300);
+    o.sysfs.poll_interval = absl::Milliseconds(5);
+    o.gpus = std::move(gpus);
+    o.prepare_on_start = prepare;
+    return o;
+  }
+
+  std::unique_ptr<SysfsBackend> MakeBackend(bool prepare = true) {
+    absl::StatusOr<std::unique_ptr<SysfsBackend>> b =
+        SysfsBackend::Create(Options({{"gpu0", kGpu}}, prepare), fake_);
+    EXPECT_TRUE(b.ok()) << b.status();
+    return b.ok() ? *std::move(b) : nullptr;
+  }
+
+  std::shared_ptr<FakeSysfs> fake_;
+};
+
+// --- construction ---------------------------------------------------------
+
+TEST_F(SysfsBackendTest, CreatePreparesConfiguredGpus) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend();
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->Name(), "sysfs");
+  EXPECT_EQ(fake_->driver(kGpu), "vfio-pci");
+  EXPECT_EQ(fake_->reset_method(kGpu), "");
+  EXPECT_EQ(fake_->driver(kGpu2), "nvidia");  // not configured, not touched
+  absl::StatusOr<std::vector<GpuDevice>> gpus = b->ListGpus();
+  ASSERT_TRUE(gpus.ok()) << gpus.status();
+  ASSERT_EQ(gpus->size(), 1u);
+  EXPECT_EQ((*gpus)[0].name, "gpu0");
+  EXPECT_EQ((*gpus)[0].bdf, kGpu);
+  EXPECT_EQ((*gpus)[0].iommu_group, "42");
+  EXPECT_EQ((*gpus)[0].driver, "vfio-pci");
+}
+
+TEST_F(SysfsBackendTest, CreateWithoutPrepareOnlyInspects) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend(/*prepare=*/false);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(fake_->driver(kGpu), "nvidia");
+  EXPECT_TRUE(fake_->writes().empty());
+}
+
+TEST_F(SysfsBackendTest, EmptyConfigDiscoversGpusNamedByBdf) {
+  absl::StatusOr<std::unique_ptr<SysfsBackend>> b =
+      SysfsBackend::Create(Options({}, /*prepare=*/false), fake_);
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<std::vector<GpuDevice>> gpus = (*b)->ListGpus();
+  ASSERT_TRUE(gpus.ok());
+  ASSERT_EQ(gpus->size(), 2u);
+  EXPECT_EQ((*gpus)[0].name, kGpu);
+  EXPECT_EQ((*gpus)[1].name, kGpu2);
+}
+
+TEST_F(SysfsBackendTest, CreateRejectsBadConfig) {
+  absl::StatusOr<std::unique_ptr<SysfsBackend>> b =
+      SysfsBackend::Create(Options({{"gpu0", "0000:99:00.0"}}), fake_);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kNotFound);
+  b = SysfsBackend::Create(Options({{"nic", "0000:17:00.0"}}), fake_);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(b.status(), "not an NVIDIA GPU"));
+  b = SysfsBackend::Create(Options({{"gpu0", "zz"}}), fake_);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(b.status(), "'gpu0'"));
+  b = SysfsBackend::Create(Options({{"a", kGpu}, {"b", "98:00.0"}}), fake_);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(b.status(), "listed twice"));
+}
+
+TEST_F(SysfsBackendTest, CreateWithNoGpusFails) {
+  absl::StatusOr<std::shared_ptr<FakeSysfs>> empty = FakeSysfs::Create();
+  ASSERT_TRUE(empty.ok());
+  SysfsBackendOptions o;
+  o.sysfs.sysfs_root = (*empty)->root();
+  absl::StatusOr<std::unique_ptr<SysfsBackend>> b =
+      SysfsBackend::Create(o, *empty);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(Contains(b.status(), "no NVIDIA GPU"));
+}
+
+TEST_F(SysfsBackendTest, PrepareOnStartReportsStuckDriver) {
+  fake_->NeverUnbind(kGpu);
+  absl::StatusOr<std::unique_ptr<SysfsBackend>> b =
+      SysfsBackend::Create(Options({{"gpu0", kGpu}}), fake_);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(b.status(), "will not let go"));
+}
+
+// --- Move -----------------------------------------------------------------
+
+TEST_F(SysfsBackendTest, MoveRecordsTheNewDomain) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend();
+  ASSERT_TRUE(b->Move("gpu0", "", "td-a").ok());
+  EXPECT_EQ(b->RecordedDomain("gpu0"), "td-a");
+  ASSERT_TRUE(b->Move("gpu0", "td-a", "td-b").ok());
+  EXPECT_EQ(b->RecordedDomain("gpu0"), "td-b");
+  ASSERT_TRUE(b->Move("gpu0", "td-b", "").ok());
+  EXPECT_EQ(b->RecordedDomain("gpu0"), "");
+  // No rebinding and no reset during moves.
+  EXPECT_EQ(fake_->driver(kGpu), "vfio-pci");
+  EXPECT_EQ(fake_->reset_count(kGpu), 0);
+}
+
+TEST_F(SysfsBackendTest, MoveUnknownGpuListsConfiguredOnes) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend();
+  absl::Status s = b->Move("gpu9", "", "td-a");
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(Contains(s, "configured: gpu0"));
+}
+
+TEST_F(SysfsBackendTest, MoveFromWrongDomainIsRefused) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend();
+  ASSERT_TRUE(b->Move("gpu0", "", "td-a").ok());
+  absl::Status s = b->Move("gpu0", "td-b", "td-c");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(s, "last routed it to 'td-a'"));
+  EXPECT_EQ(b->RecordedDomain("gpu0"), "td-a");
+}
+
+TEST_F(SysfsBackendTest, MoveRefusedWhenNotOnVfioPci) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend(/*prepare=*/false);
+  absl::Status s = b->Move("gpu0", "", "td-a");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(s, "bound to 'nvidia', not vfio-pci"));
+  EXPECT_TRUE(Contains(s, "prepare_host.sh --bdf 0000:98:00.0"));
+  ASSERT_TRUE(b->Prepare("gpu0").ok());
+  EXPECT_TRUE(b->Move("gpu0", "", "td-a").ok());
+}
+
+TEST_F(SysfsBackendTest, MoveRefusedWhileConsumerHoldsTheGroup) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend();
+  ASSERT_TRUE(b->Move("gpu0", "", "td-a").ok());
+  ASSERT_TRUE(fake_->AddProcess(777, "qemu-system-x86", {"/dev/vfio/42"}).ok());
+  absl::Status s = b->Move("gpu0", "td-a", "td-b");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(s, "pid 777 (qemu-system-x86) via /dev/vfio/42"));
+  EXPECT_TRUE(Contains(s, "'td-a' must close the device"));
+  EXPECT_EQ(b->RecordedDomain("gpu0"), "td-a");
+  // Re-asserting the current route does not need the consumer to let go.
+  EXPECT_TRUE(b->Move("gpu0", "td-a", "td-a").ok());
+}
+
+TEST_F(SysfsBackendTest, MoveDisablesResetThatWasReEnabled) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend();
+  ASSERT_TRUE(fake_->WriteFile(fake_->DevicePath(kGpu) + "/reset_method",
+                               "default")
+                  .ok());
+  ASSERT_TRUE(b->Move("gpu0", "", "td-a").ok());
+  EXPECT_EQ(fake_->reset_method(kGpu), "");
+}
+
+TEST_F(SysfsBackendTest, MoveRefusedWhenGroupBecameNonViable) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend();
+  FakePciDevice audio;
+  audio.bdf = "0000:98:00.1";
+  audio.class_code = "0x040300";
+  audio.driver = "nvidia";
+  audio.iommu_group = "42";
+  ASSERT_TRUE(fake_->AddDevice(audio).ok());
+  absl::Status s = b->Move("gpu0", "", "td-a");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(s, "0000:98:00.1 (class 0x040300) is bound to nvidia"));
+}
+
+TEST_F(SysfsBackendTest, MoveFailsWhenResetMethodWriteFails) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend(/*prepare=*/false);
+  ASSERT_TRUE(fake_->ForceBind(kGpu, "vfio-pci").ok());
+  fake_->FailWrites(fake_->DevicePath(kGpu) + "/reset_method", EIO);
+  absl::Status s = b->Move("gpu0", "", "td-a");
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Contains(s, "reset_method"));
+  EXPECT_TRUE(Contains(s, "errno 5"));
+  EXPECT_EQ(b->RecordedDomain("gpu0"), "");
+}
+
+// --- Reset and Release ----------------------------------------------------
+
+TEST_F(SysfsBackendTest, ResetRestoresResetsAndDisablesAgain) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend();
+  ASSERT_TRUE(b->Reset("gpu0").ok());
+  EXPECT_EQ(fake_->reset_count(kGpu), 1);
+  EXPECT_EQ(fake_->reset_method(kGpu), "");
+  const std::string path = fake_->DevicePath(kGpu) + "/reset_method";
+  std::vector<std::string> w = fake_->writes();
+  ASSERT_GE(w.size(), 3u);
+  EXPECT_EQ(w[w.size() - 3], path + " <- flr bus");
+  EXPECT_EQ(w[w.size() - 1], path + " <- \\n");
+}
+
+TEST_F(SysfsBackendTest, FailedResetStillDisablesResetAgain) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend();
+  fake_->FailWrites(fake_->DevicePath(kGpu) + "/reset", EIO);
+  absl::Status s = b->Reset("gpu0");
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Contains(s, "function reset failed"));
+  EXPECT_EQ(fake_->reset_method(kGpu), "");
+}
+
+TEST_F(SysfsBackendTest, ReleaseReturnsGpuToHost) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend();
+  ASSERT_TRUE(b->Move("gpu0", "", "td-a").ok());
+  ASSERT_TRUE(b->Release("gpu0").ok());
+  EXPECT_EQ(fake_->driver(kGpu), "nvidia");
+  EXPECT_EQ(fake_->reset_method(kGpu), "flr bus");
+  EXPECT_EQ(b->RecordedDomain("gpu0"), "");
+}
+
+TEST_F(SysfsBackendTest, ReleaseRefusedWhileHeld) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend();
+  ASSERT_TRUE(fake_->AddProcess(888, "holder", {"/dev/vfio/42"}).ok());
+  absl::Status s = b->Release("gpu0");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(s, "pid 888"));
+  EXPECT_EQ(fake_->driver(kGpu), "vfio-pci");
+}
+
+}  // namespace
+}  // namespace gputravel

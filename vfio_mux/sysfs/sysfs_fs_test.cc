@@ -1,0 +1,68 @@
+#include "vfio_mux/sysfs/sysfs_fs.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+
+namespace gputravel {
+namespace {
+
+class RealSysfsFsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sysfs_fs_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    std::ofstream(dir_ + "/attr") << "0x10de\n";
+    std::filesystem::create_directory(dir_ + "/sub");
+    std::filesystem::create_symlink("../../bus/pci/drivers/vfio-pci",
+                                    dir_ + "/driver");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(RealSysfsFsTest, ReadsWritesAndListsFiles) {
+  std::shared_ptr<SysfsFs> fs = RealSysfsFs();
+  EXPECT_EQ(*fs->ReadFile(dir_ + "/attr"), "0x10de\n");
+  ASSERT_TRUE(fs->WriteFile(dir_ + "/attr", "vfio-pci").ok());
+  // One write without truncation: the new bytes overwrite the start.
+  EXPECT_EQ(*fs->ReadFile(dir_ + "/attr"), "vfio-pci");
+  EXPECT_EQ(*fs->ReadLink(dir_ + "/driver"), "../../bus/pci/drivers/vfio-pci");
+  std::vector<std::string> names = *fs->ListDir(dir_);
+  EXPECT_EQ(names, (std::vector<std::string>{"attr", "driver", "sub"}));
+  EXPECT_TRUE(fs->Exists(dir_ + "/sub"));
+  EXPECT_FALSE(fs->Exists(dir_ + "/driver"));  // dangling link
+  EXPECT_FALSE(fs->Exists(dir_ + "/missing"));
+}
+
+TEST_F(RealSysfsFsTest, ErrorsNamePathAndErrno) {
+  std::shared_ptr<SysfsFs> fs = RealSysfsFs();
+  absl::StatusOr<std::string> r = fs->ReadFile(dir_ + "/missing");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find(dir_ + "/missing"), std::string::npos);
+  EXPECT_NE(r.status().message().find("No such file"), std::string::npos);
+
+  // Writes never create files: a typo in a sysfs path must fail, not leave a
+  // stray regular file behind.
+  absl::Status w = fs->WriteFile(dir_ + "/missing", "1");
+  EXPECT_EQ(w.code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/missing"));
+
+  w = fs->WriteFile(dir_ + "/sub", "1");
+  EXPECT_FALSE(w.ok());
+  EXPECT_NE(w.message().find("errno"), std::string::npos) << w;
+
+  EXPECT_FALSE(fs->ReadLink(dir_ + "/attr").ok());
+  EXPECT_EQ(fs->ListDir(dir_ + "/missing").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace gputravel
