@@ -4,18 +4,151 @@
 
 #include "util/files.h"
 #include "vfio_mux/emulated_backend.h"
+#include "vfio_mux/libvirt/libvirt_backend.h"
+#include "vfio_mux/sysfs/sysfs_backend.h"
 
 namespace gputravel {
+
+namespace {
+
+absl::StatusOr<absl::Duration> Millis(const nlohmann::json& j, const std::string& where,
+                                      const std::string& field, absl::Duration dflt) {
+  if (!j.contains(field)) return dflt;
+  auto v = JsonUint(j, where, field);
+  if (!v.ok()) return v.status();
+  if (*v == 0) return absl::InvalidArgumentError(where + ": '" + field + "' must be positive");
+  return absl::Milliseconds(*v);
+}
+
+absl::StatusOr<bool> Bool(const nlohmann::json& j, const std::string& where,
+                          const std::string& field, bool dflt) {
+  if (!j.contains(field)) return dflt;
+  if (!j[field].is_boolean()) {
+    return absl::InvalidArgumentError(where + ": '" + field + "' must be true or false");
+  }
+  return j[field].get<bool>();
+}
+
+absl::Status ParseSysfsRoots(const nlohmann::json& s, const std::string& at,
+                             PciSysfsOptions* o) {
+  if (s.contains("sysfs_root")) {
+    auto v = JsonString(s, at, "sysfs_root");
+    if (!v.ok()) return v.status();
+    o->sysfs_root = *v;
+  }
+  if (s.contains("proc_root")) {
+    auto v = JsonString(s, at, "proc_root");
+    if (!v.ok()) return v.status();
+    o->proc_root = *v;
+  }
+  auto t = Millis(s, at, "driver_timeout_ms", o->driver_timeout);
+  if (!t.ok()) return t.status();
+  o->driver_timeout = *t;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeSysfs(const nlohmann::json& config,
+                                                          const std::string& where) {
+  const std::string at = where + ": sysfs";
+  if (!config.contains("sysfs") || !config["sysfs"].is_object()) {
+    return absl::InvalidArgumentError(where + ": backend 'sysfs' needs an object 'sysfs'");
+  }
+  const auto& s = config["sysfs"];
+  SysfsBackendOptions o;
+  absl::Status st = ParseSysfsRoots(s, at, &o.sysfs);
+  if (!st.ok()) return st;
+  auto prep = Bool(s, at, "prepare_on_start", false);
+  if (!prep.ok()) return prep.status();
+  o.prepare_on_start = *prep;
+  if (s.contains("gpus")) {
+    if (!s["gpus"].is_array()) return absl::InvalidArgumentError(at + ": 'gpus' must be an array");
+    for (const auto& g : s["gpus"]) {
+      SysfsGpuConfig gc;
+      auto bdf = JsonString(g, at + ".gpus[]", "bdf");
+      if (!bdf.ok()) return bdf.status();
+      gc.bdf = *bdf;
+      if (g.contains("name")) {
+        auto n = JsonString(g, at + ".gpus[]", "name");
+        if (!n.ok()) return n.status();
+        gc.name = *n;
+      }
+      o.gpus.push_back(gc);
+    }
+  }
+  auto b = SysfsBackend::Create(o);
+  if (!b.ok()) return b.status();
+  return std::unique_ptr<RoutingBackend>(std::move(*b));
+}
+
+absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeLibvirt(const nlohmann::json& config,
+                                                            const std::string& where) {
+  const std::string at = where + ": libvirt";
+  if (!config.contains("libvirt") || !config["libvirt"].is_object()) {
+    return absl::InvalidArgumentError(where + ": backend 'libvirt' needs an object 'libvirt'");
+  }
+  const auto& s = config["libvirt"];
+  LibvirtBackendOptions o;
+  if (s.contains("uri")) {
+    auto v = JsonString(s, at, "uri");
+    if (!v.ok()) return v.status();
+    o.uri = *v;
+  }
+  auto t = Millis(s, at, "detach_timeout_ms", o.detach_timeout);
+  if (!t.ok()) return t.status();
+  o.detach_timeout = *t;
+  auto cs = Bool(s, at, "check_sysfs", o.check_sysfs);
+  if (!cs.ok()) return cs.status();
+  o.check_sysfs = *cs;
+  absl::Status st = ParseSysfsRoots(s, at, &o.sysfs);
+  if (!st.ok()) return st;
+  if (s.contains("domain_names")) {
+    if (!s["domain_names"].is_object()) {
+      return absl::InvalidArgumentError(at + ": 'domain_names' must map MUX domains to libvirt names");
+    }
+    for (auto it = s["domain_names"].begin(); it != s["domain_names"].end(); ++it) {
+      if (!it.value().is_string()) {
+        return absl::InvalidArgumentError(at + ".domain_names." + it.key() + ": must be a string");
+      }
+      o.domain_names[it.key()] = it.value().get<std::string>();
+    }
+  }
+  if (!s.contains("gpus") || !s["gpus"].is_array() || s["gpus"].empty()) {
+    return absl::InvalidArgumentError(at + ": 'gpus' must be a non-empty array");
+  }
+  for (const auto& g : s["gpus"]) {
+    LibvirtGpuConfig gc;
+    auto bdf = JsonString(g, at + ".gpus[]", "bdf");
+    if (!bdf.ok()) return bdf.status();
+    gc.bdf = *bdf;
+    for (const char* f : {"name", "alias"}) {
+      if (!g.contains(f)) continue;
+      auto v = JsonString(g, at + ".gpus[]", f);
+      if (!v.ok()) return v.status();
+      (std::string(f) == "name" ? gc.name : gc.alias) = *v;
+    }
+    o.gpus.push_back(gc);
+  }
+  auto b = LibvirtBackend::Create(o);
+  if (!b.ok()) return b.status();
+  return std::unique_ptr<RoutingBackend>(std::move(*b));
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeRoutingBackend(
     const nlohmann::json& config, const std::string& where) {
   auto backend = JsonString(config, where, "backend");
   if (!backend.ok()) return backend.status();
+  if (*backend == "sysfs") return MakeSysfs(config, where);
+  if (*backend == "libvirt") return MakeLibvirt(config, where);
+  if (*backend != "emulated") {
+    return absl::InvalidArgumentError(where + ": unknown MUX backend '" + *backend +
+                                      "' (use emulated, sysfs or libvirt)");
+  }
   if (!config.contains("gpus") || !config["gpus"].is_array() || config["gpus"].empty()) {
     return absl::InvalidArgumentError(where + ": 'gpus' must be a non-empty array");
   }
-  if (*backend == "emulated") {
-    std::map<std::string, std::string> endpoints;
+  std::map<std::string, std::string> endpoints;
     for (const auto& g : config["gpus"]) {
       auto name = JsonString(g, where + ": gpus[]", "name");
       if (!name.ok()) return name.status();
@@ -23,10 +156,7 @@ absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeRoutingBackend(
       if (!ep.ok()) return ep.status();
       endpoints[*name] = *ep;
     }
-    return std::unique_ptr<RoutingBackend>(new EmulatedBackend(endpoints));
-  }
-  return absl::InvalidArgumentError(where + ": unknown MUX backend '" + *backend +
-                                    "' (use emulated, sysfs or libvirt)");
+  return std::unique_ptr<RoutingBackend>(new EmulatedBackend(endpoints));
 }
 
 }  // namespace gputravel

@@ -14,6 +14,12 @@ namespace gputravel {
 // "backend" field. There is no default: the emulated backend is reachable
 // only when a configuration says "emulated".
 //   emulated: "gpus": [{"name", "admin_endpoint"}]
+//   sysfs:    "sysfs": {"sysfs_root", "proc_root", "driver_timeout_ms",
+//                       "prepare_on_start", "gpus": [{"name", "bdf"}]}
+//   libvirt:  "libvirt": {"uri", "detach_timeout_ms", "check_sysfs",
+//                         "domain_names": {mux domain: libvirt name},
+//                         "gpus": [{"name", "bdf", "alias"}]}
+// (docs/operations-host.md).
 absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeRoutingBackend(
     const nlohmann::json& config, const std::string& where);
 
