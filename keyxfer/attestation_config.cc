@@ -1,6 +1,7 @@
 #include "keyxfer/attestation_config.h"
 
 #include "keyxfer/dev_attester.h"
+#include "keyxfer/tdx/tdx_attester.h"
 #include "keyxfer/x509.h"
 #include "util/files.h"
 
@@ -66,6 +67,46 @@ absl::StatusOr<AttestationSetup> MakeDev(const nlohmann::json& s,
   return out;
 }
 
+absl::StatusOr<AttestationSetup> MakeTdx(const nlohmann::json& s, const std::string& where) {
+  const std::string at = where + ": tdx";
+  if (!s.contains("tdx") || !s["tdx"].is_object()) {
+    return absl::InvalidArgumentError(where + ": backend 'tdx' needs an object 'tdx' "
+                                      "({\"configfs_root\", \"root_ca\", \"peer_policy\"})");
+  }
+  const auto& t = s["tdx"];
+  tdx::ConfigfsTsmOptions tsm;
+  if (t.contains("configfs_root")) {
+    auto r = JsonString(t, at, "configfs_root");
+    if (!r.ok()) return r.status();
+    tsm.root = *r;
+  }
+  tdx::TdxVerifierOptions vo;
+  if (t.contains("root_ca")) {
+    auto path = JsonString(t, at, "root_ca");
+    if (!path.ok()) return path.status();
+    auto pem = ReadFile(*path);
+    if (!pem.ok()) return pem.status();
+    vo.root_ca_pem = *pem;
+  }
+  if (!t.contains("peer_policy") || !t["peer_policy"].is_object()) {
+    return absl::InvalidArgumentError(
+        at + ": 'peer_policy' is required: the measurements peers must have "
+        "(docs/tdx-attestation.md)");
+  }
+  auto policy = tdx::Policy::FromJsonValue(t["peer_policy"]);
+  if (!policy.ok()) {
+    return absl::InvalidArgumentError(at + ".peer_policy: " + std::string(policy.status().message()));
+  }
+  vo.policy = std::move(*policy);
+  auto verifier = tdx::TdxVerifier::Create(std::move(vo));
+  if (!verifier.ok()) return verifier.status();
+  AttestationSetup out;
+  out.backend = "tdx";
+  out.attester = std::make_unique<tdx::TdxAttester>(tsm);
+  out.verifier = std::move(*verifier);
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<AttestationSetup> MakeAttestationFromConfig(
@@ -74,6 +115,7 @@ absl::StatusOr<AttestationSetup> MakeAttestationFromConfig(
   auto backend = JsonString(section, where, "backend");
   if (!backend.ok()) return backend.status();
   if (*backend == "dev") return MakeDev(section, where, domain);
+  if (*backend == "tdx") return MakeTdx(section, where);
   return absl::InvalidArgumentError(where + ": unknown attestation backend '" +
                                     *backend + "' (use \"tdx\" or \"dev\")");
 }

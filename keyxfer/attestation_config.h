@@ -13,7 +13,10 @@ namespace gputravel {
 // Builds this process's Attester and its Verifier for peers from the
 // "attestation" section of a daemon's configuration:
 //
-//   {"backend": "tdx", "tdx": {...}}                        (production)
+//   {"backend": "tdx", "tdx": {"configfs_root": DIR (default the kernel's),
+//    "root_ca": PEM (default the compiled-in Intel SGX Root CA),
+//    "peer_policy": {"mrtd": .., "rtmr0".., "allow_debug": false,
+//                    "min_tee_tcb_svn": ..}}}                (production)
 //   {"backend": "dev", "allow_insecure_dev_attestation": true,
 //    "dev_key": PEM, "dev_cert": PEM, "dev_root_ca": PEM,
 //    "peer_mrtd": [hex, ...], "allow_debug": false}         (development)

@@ -29,20 +29,55 @@ absl::Status FieldError(absl::string_view field, absl::string_view problem) {
 }
 
 template <size_t N>
-absl::Status ReadHex(const Json& j, const char* field,
-                     std::optional<std::array<uint8_t, N>>* out) {
-  if (!j.contains(field)) return absl::OkStatus();
-  const Json& v = j.at(field);
+absl::StatusOr<std::array<uint8_t, N>> DecodeHex(const Json& v,
+                                                 const char* field) {
   if (!v.is_string()) {
-    return FieldError(field, absl::StrFormat("must be a string of %d hex "
-                                             "characters",
-                                             N * 2));
+    return FieldError(field, absl::StrFormat(
+                                 "must be a string of %d hex characters%s",
+                                 N * 2, N == 48 ? " or a list of them" : ""));
   }
   auto bytes = FromHex(v.get_ref<const std::string&>(), N);
   if (!bytes.ok()) return FieldError(field, bytes.status().message());
   std::array<uint8_t, N> a;
   std::copy(bytes->begin(), bytes->end(), a.begin());
-  *out = a;
+  return a;
+}
+
+template <size_t N>
+absl::Status ReadHex(const Json& j, const char* field,
+                     std::optional<std::array<uint8_t, N>>* out) {
+  if (!j.contains(field)) return absl::OkStatus();
+  auto a = DecodeHex<N>(j.at(field), field);
+  if (!a.ok()) return a.status();
+  *out = *a;
+  return absl::OkStatus();
+}
+
+// A measurement: one hex string, or a non-empty list of allowed values.
+absl::Status ReadMeasurements(const Json& j, const char* field,
+                              std::vector<Measurement>* out) {
+  if (!j.contains(field)) return absl::OkStatus();
+  const Json& v = j.at(field);
+  if (!v.is_array()) {
+    auto m = DecodeHex<48>(v, field);
+    if (!m.ok()) return m.status();
+    out->push_back(*m);
+    return absl::OkStatus();
+  }
+  if (v.empty()) {
+    return FieldError(field,
+                      "empty list would refuse every TD; omit the field to "
+                      "leave it unchecked");
+  }
+  for (size_t i = 0; i < v.size(); ++i) {
+    auto m = DecodeHex<48>(v.at(i), field);
+    if (!m.ok()) {
+      return absl::Status(m.status().code(),
+                          absl::StrCat(m.status().message(), " (list entry ",
+                                       i, ")"));
+    }
+    out->push_back(*m);
+  }
   return absl::OkStatus();
 }
 
@@ -54,14 +89,24 @@ absl::Status ReadBool(const Json& j, const char* field, bool* out) {
   return absl::OkStatus();
 }
 
-template <size_t N>
-absl::Status CheckEqual(absl::string_view name,
-                        const std::optional<std::array<uint8_t, N>>& expected,
-                        const std::array<uint8_t, N>& actual) {
-  if (!expected.has_value() || *expected == actual) return absl::OkStatus();
+absl::Status CheckAllowed(absl::string_view name,
+                          const std::vector<Measurement>& allowed,
+                          const Measurement& actual) {
+  if (allowed.empty() ||
+      std::find(allowed.begin(), allowed.end(), actual) != allowed.end()) {
+    return absl::OkStatus();
+  }
+  std::string expected;
+  if (allowed.size() == 1) {
+    expected = ToHex(allowed[0]);
+  } else {
+    std::vector<std::string> hex;
+    for (const Measurement& m : allowed) hex.push_back(ToHex(m));
+    expected = absl::StrCat("one of [", absl::StrJoin(hex, ", "), "]");
+  }
   return absl::PermissionDeniedError(
       absl::StrFormat("TDX policy: %s mismatch: expected %s, actual %s", name,
-                      ToHex(*expected), ToHex(actual)));
+                      expected, ToHex(actual)));
 }
 
 }  // namespace
@@ -72,6 +117,10 @@ absl::StatusOr<Policy> Policy::FromJson(absl::string_view json) {
   if (j.is_discarded()) {
     return absl::InvalidArgumentError("TDX policy is not valid JSON");
   }
+  return FromJsonValue(j);
+}
+
+absl::StatusOr<Policy> Policy::FromJsonValue(const Json& j) {
   if (!j.is_object()) {
     return absl::InvalidArgumentError("TDX policy must be a JSON object");
   }
@@ -89,15 +138,15 @@ absl::StatusOr<Policy> Policy::FromJson(absl::string_view json) {
   auto collect = [&s](absl::Status st) {
     if (s.ok()) s = std::move(st);
   };
-  collect(ReadHex(j, "mrtd", &p.mrtd));
+  collect(ReadMeasurements(j, "mrtd", &p.mrtd));
   for (int i = 0; i < 4; ++i) {
     std::string field = absl::StrCat("rtmr", i);
-    collect(ReadHex(j, field.c_str(), &p.rtmr[i]));
+    collect(ReadMeasurements(j, field.c_str(), &p.rtmr[i]));
   }
-  collect(ReadHex(j, "mrseam", &p.mrseam));
-  collect(ReadHex(j, "mrconfigid", &p.mrconfigid));
-  collect(ReadHex(j, "mrowner", &p.mrowner));
-  collect(ReadHex(j, "mrownerconfig", &p.mrownerconfig));
+  collect(ReadMeasurements(j, "mrseam", &p.mrseam));
+  collect(ReadMeasurements(j, "mrconfigid", &p.mrconfigid));
+  collect(ReadMeasurements(j, "mrowner", &p.mrowner));
+  collect(ReadMeasurements(j, "mrownerconfig", &p.mrownerconfig));
   collect(ReadBool(j, "allow_debug", &p.allow_debug));
   collect(ReadHex(j, "min_tee_tcb_svn", &p.min_tee_tcb_svn));
   collect(ReadBool(j, "require_report_data", &p.require_report_data));
@@ -114,20 +163,20 @@ absl::Status Policy::Check(
         "allow_debug is false (expected DEBUG clear, actual set)",
         body.td_attributes));
   }
-  if (auto s = CheckEqual("MRTD", mrtd, body.mr_td); !s.ok()) return s;
+  if (auto s = CheckAllowed("MRTD", mrtd, body.mr_td); !s.ok()) return s;
   for (int i = 0; i < 4; ++i) {
-    if (auto s = CheckEqual(absl::StrCat("RTMR", i), rtmr[i], body.rtmr[i]);
+    if (auto s = CheckAllowed(absl::StrCat("RTMR", i), rtmr[i], body.rtmr[i]);
         !s.ok()) {
       return s;
     }
   }
-  if (auto s = CheckEqual("MRSEAM", mrseam, body.mr_seam); !s.ok()) return s;
-  if (auto s = CheckEqual("MRCONFIGID", mrconfigid, body.mr_config_id);
+  if (auto s = CheckAllowed("MRSEAM", mrseam, body.mr_seam); !s.ok()) return s;
+  if (auto s = CheckAllowed("MRCONFIGID", mrconfigid, body.mr_config_id);
       !s.ok()) {
     return s;
   }
-  if (auto s = CheckEqual("MROWNER", mrowner, body.mr_owner); !s.ok()) return s;
-  if (auto s = CheckEqual("MROWNERCONFIG", mrownerconfig, body.mr_owner_config);
+  if (auto s = CheckAllowed("MROWNER", mrowner, body.mr_owner); !s.ok()) return s;
+  if (auto s = CheckAllowed("MROWNERCONFIG", mrownerconfig, body.mr_owner_config);
       !s.ok()) {
     return s;
   }

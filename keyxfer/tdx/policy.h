@@ -4,32 +4,36 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "keyxfer/tdx/quote.h"
+#include "nlohmann/json_fwd.hpp"
 
 namespace gputravel::tdx {
 
-// What a relying party requires of an authentic TD report. Unset optional
-// fields are not checked. JSON form (every key optional, unknown keys refused
-// so a misspelt pin cannot silently disable itself):
+// What a relying party requires of an authentic TD report. JSON form (every
+// key optional; unknown keys refused so a misspelt pin cannot silently
+// disable itself):
 //   {
-//     "mrtd": "<96 hex>", "rtmr0" .. "rtmr3": "<96 hex>",
-//     "mrseam": "<96 hex>", "mrconfigid": "<96 hex>", "mrowner": "<96 hex>",
-//     "mrownerconfig": "<96 hex>",
+//     "mrtd": "<96 hex>" or ["<96 hex>", ...],   // any of the listed values
+//     "rtmr0" .. "rtmr3", "mrseam", "mrconfigid", "mrowner",
+//     "mrownerconfig": same form as "mrtd",
 //     "allow_debug": false,              // default false
 //     "min_tee_tcb_svn": "<32 hex>",     // each of the 16 bytes is a minimum
 //     "require_report_data": true        // default true
 //   }
+// A list lets both the old and the new image pass while a fleet is upgraded.
 struct Policy {
-  std::optional<Measurement> mrtd;
-  std::array<std::optional<Measurement>, 4> rtmr;
-  std::optional<Measurement> mrseam;
-  std::optional<Measurement> mrconfigid;
-  std::optional<Measurement> mrowner;
-  std::optional<Measurement> mrownerconfig;
+  // Allowed values; empty means the register is not checked.
+  std::vector<Measurement> mrtd;
+  std::array<std::vector<Measurement>, 4> rtmr;
+  std::vector<Measurement> mrseam;
+  std::vector<Measurement> mrconfigid;
+  std::vector<Measurement> mrowner;
+  std::vector<Measurement> mrownerconfig;
   // A debug TD's memory and registers are readable by the host, so none of
   // its measurements mean anything for confidentiality.
   bool allow_debug = false;
@@ -42,6 +46,9 @@ struct Policy {
   bool require_report_data = true;
 
   static absl::StatusOr<Policy> FromJson(absl::string_view json);
+  // The same from an already parsed JSON value (e.g. a section of a daemon's
+  // configuration file).
+  static absl::StatusOr<Policy> FromJsonValue(const nlohmann::json& json);
 
   // OK if `body` satisfies the policy. Errors are kPermissionDenied and name
   // the field with the expected and actual values in hex, e.g.

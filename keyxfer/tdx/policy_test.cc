@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "keyxfer/tdx/hex.h"
 #include "keyxfer/tdx/testdata.h"
+#include "nlohmann/json.hpp"
 
 namespace gputravel::tdx {
 namespace {
@@ -53,7 +54,7 @@ TEST_F(PolicyTest, EmptyPolicyHasSafeDefaults) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_FALSE(p->allow_debug);
   EXPECT_TRUE(p->require_report_data);
-  EXPECT_FALSE(p->mrtd.has_value());
+  EXPECT_TRUE(p->mrtd.empty());
   EXPECT_TRUE(p->Check(body_, kZeros).ok());
 }
 
@@ -70,10 +71,10 @@ TEST_F(PolicyTest, FullPolicyMatchingTheRealQuotePasses) {
       R"( "require_report_data": true})");
   auto p = Parse(json);
   ASSERT_TRUE(p.ok()) << p.status();
-  ASSERT_TRUE(p->mrtd.has_value());
-  EXPECT_EQ(*p->mrtd, body_.mr_td);
-  ASSERT_TRUE(p->rtmr[2].has_value());
-  EXPECT_EQ(*p->rtmr[2], body_.rtmr[2]);
+  ASSERT_EQ(p->mrtd.size(), 1u);
+  EXPECT_EQ(p->mrtd[0], body_.mr_td);
+  ASSERT_EQ(p->rtmr[2].size(), 1u);
+  EXPECT_EQ(p->rtmr[2][0], body_.rtmr[2]);
   EXPECT_TRUE(p->Check(body_, kZeros).ok()) << p->Check(body_, kZeros);
 }
 
@@ -167,6 +168,41 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<MeasurementField>& info) {
       return std::string(info.param.json_key);
     });
+
+TEST_F(PolicyTest, ListOfAllowedValuesAcceptsAnyOfThem) {
+  std::string other(96, 'e');
+  std::string actual = ToHex(body_.mr_td);
+  EXPECT_EQ(CheckError(absl::StrCat(R"({"mrtd": [")", other, R"(", ")", actual,
+                                    R"("]})")),
+            "<ok>");
+  EXPECT_EQ(CheckError(absl::StrCat(R"({"rtmr1": [")", other, R"(", ")",
+                                    std::string(96, 'd'), R"("]})")),
+            absl::StrCat("TDX policy: RTMR1 mismatch: expected one of [", other,
+                         ", ", std::string(96, 'd'), "], actual ",
+                         ToHex(body_.rtmr[1])));
+}
+
+TEST_F(PolicyTest, ListsMustBeNonEmptyAndWellFormed) {
+  EXPECT_THAT(ParseError(R"({"mrowner": []})"),
+              HasSubstr("TDX policy field \"mrowner\": empty list would "
+                        "refuse every TD"));
+  EXPECT_THAT(
+      ParseError(absl::StrCat(R"({"mrtd": [")", std::string(96, '0'),
+                              R"(", "00"]})")),
+      HasSubstr("TDX policy field \"mrtd\": expected 96 hex characters (48 "
+                "bytes), got 2 characters (list entry 1)"));
+  EXPECT_THAT(ParseError(R"({"mrtd": [true]})"),
+              HasSubstr("\"mrtd\": must be a string"));
+}
+
+TEST_F(PolicyTest, FromJsonValueTakesAParsedSection) {
+  nlohmann::json j = {{"mrtd", ToHex(body_.mr_td)}, {"allow_debug", true}};
+  auto p = Policy::FromJsonValue(j);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->allow_debug);
+  EXPECT_TRUE(p->Check(body_, kZeros).ok());
+  EXPECT_FALSE(Policy::FromJsonValue(nlohmann::json::array()).ok());
+}
 
 TEST_F(PolicyTest, RefusesUnknownFieldByName) {
   std::string e = ParseError(R"({"mrdt": "00"})");

@@ -184,7 +184,7 @@ TEST_F(TdxVerifierTest, OtherExpectedReportDataFailsNamingReportData) {
 
 TEST_F(TdxVerifierTest, OtherMrtdFailsNamingMrtd) {
   Policy p = MatchingPolicy();
-  (*p.mrtd)[0] ^= 1;
+  p.mrtd[0][0] ^= 1;
   auto v = MakeVerifier(p);
   ASSERT_NE(v, nullptr);
   auto id = v->Verify(evidence_, kZeros);
@@ -194,7 +194,7 @@ TEST_F(TdxVerifierTest, OtherMrtdFailsNamingMrtd) {
 
 TEST_F(TdxVerifierTest, OtherRtmrFailsNamingRtmr) {
   Policy p = MatchingPolicy();
-  (*p.rtmr[2])[47] ^= 1;
+  p.rtmr[2][0][47] ^= 1;
   auto v = MakeVerifier(p);
   ASSERT_NE(v, nullptr);
   EXPECT_THAT(std::string(v->Verify(evidence_, kZeros).status().message()),
