@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the Debian packages GPU Travelling builds and tests with, when any
+# is missing. Idempotent; needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+PACKAGES=(
+  bazel-bootstrap bazel-platforms bazel-rules-java
+  g++ pkg-config
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libssl-dev openssl
+  libvirt-dev libvirt-clients libxml2-utils
+  nlohmann-json3-dev
+  libgtest-dev libgmock-dev
+  libsqlite3-dev
+  libabsl-dev
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    SUDO="sudo"
+  else
+    echo "setup: missing packages (${missing[*]}) and not root: run as root or install them" >&2
+    exit 1
+  fi
+fi
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
