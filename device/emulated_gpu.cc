@@ -18,7 +18,23 @@ EmulatedGpu::EmulatedGpu(EmulatedGpuOptions options, EcKey identity_key,
       identity_key_(std::move(identity_key)),
       certificate_der_(std::move(certificate_der)) {}
 
+absl::Time EmulatedGpu::Now() const {
+  return options_.clock ? options_.clock() : absl::Now();
+}
+
 absl::Status EmulatedGpu::CheckOwnerLocked(const std::string& domain) {
+  if (options_.heartbeat_period > absl::ZeroDuration() && session_ != nullptr &&
+      Now() - last_heartbeat_ > 2 * options_.heartbeat_period) {
+    // As the real GPU: a missed heartbeat ends the CC session for good.
+    session_.reset();
+    for (auto& b : buffers_) Zeroize(b.second.data(), b.second.size());
+    needs_reset_ = true;
+  }
+  if (needs_reset_) {
+    return absl::FailedPreconditionError(
+        "GPU " + options_.serial + " missed its CC heartbeat and needs a reset "
+        "(ask the MUX to reset it); its session and memory are gone");
+  }
   if (domain.empty() || domain != owner_) {
     return absl::FailedPreconditionError(
         "GPU " + options_.serial + " is not routed to domain '" + domain +
@@ -70,6 +86,7 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
   session->lce_h2d = std::move(*lce);
   // The old session, and with it every key a holder was handed, dies here.
   session_ = std::move(session);
+  last_heartbeat_ = Now();
   v1::KeyExchangeResponse resp;
   resp.set_device_public_key(eph->PublicPoint());
   resp.set_device_nonce(nonce);
@@ -178,6 +195,10 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd) {
       std::memset(it->second.data(), 0, it->second.size());
       r.set_bytes_scrubbed(it->second.size());
       r.set_buffer_id(it->first);
+      return r;
+    }
+    case v1::DeviceCommand::kHeartbeat: {
+      last_heartbeat_ = Now();
       return r;
     }
     case v1::DeviceCommand::kQuery: {
@@ -291,6 +312,7 @@ void EmulatedGpu::Reset() {
   for (auto& b : buffers_) Zeroize(b.second.data(), b.second.size());
   buffers_.clear();
   bounces_.clear();
+  needs_reset_ = false;
   ++resets_;
 }
 
@@ -309,6 +331,7 @@ v1::DeviceStatus EmulatedGpu::Status() {
   st.set_buffers(buffers_.size());
   st.set_resets(resets_);
   st.set_rejected_chunks(rejected_chunks_);
+  st.set_needs_reset(needs_reset_);
   return st;
 }
 

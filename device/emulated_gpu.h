@@ -2,6 +2,7 @@
 #define GPUTRAVEL_DEVICE_EMULATED_GPU_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "device/bounce_buffer.h"
 #include "keyxfer/cc_channel.h"
 #include "keyxfer/device_session.h"
@@ -24,6 +26,12 @@ struct EmulatedGpuOptions {
   // number of encryptions on a key. Past it the copy engine refuses the key
   // until a fresh key exchange (the driver's default upper threshold).
   uint64_t rotation_threshold = 24296003999ull;
+  // Heartbeat period (the driver allows 4-255 s; zero disables it). A session
+  // that sees no heartbeat for twice the period puts the device into a state
+  // where it refuses everything until a reset.
+  absl::Duration heartbeat_period = absl::ZeroDuration();
+  // Time source (tests advance it); null: absl::Now.
+  std::function<absl::Time()> clock;
 };
 
 // The emulated H100 in CC mode: the state and rules of the real device where
@@ -71,8 +79,10 @@ class EmulatedGpu {
     uint64_t rotation_usage = 0;  // bytes/16 + encryptions
   };
 
+  // Owner check, and the heartbeat rule (a miss wipes the session).
   absl::Status CheckOwnerLocked(const std::string& domain)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Time Now() const;
   v1::DeviceReply ExecuteLocked(const v1::DeviceCommand& cmd)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t MemoryInUseLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -93,6 +103,8 @@ class EmulatedGpu {
   std::vector<uint8_t> scratch_ ABSL_GUARDED_BY(mu_);
   uint64_t resets_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t rejected_chunks_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_heartbeat_ ABSL_GUARDED_BY(mu_);
+  bool needs_reset_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace gputravel

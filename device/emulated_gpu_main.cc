@@ -24,7 +24,7 @@ int Run(int argc, char** argv) {
               "and tests only; the real GPU is reached through the NVIDIA driver).\n"
               "Config JSON: {\"serial\", \"memory_bytes\", \"identity_key\" (PEM),\n"
               "\"identity_cert\" (PEM), \"socket_dir\", \"domains\": [..],\n"
-              "\"admin_socket\", \"rotation_threshold\" (optional)}.");
+              "\"admin_socket\", \"rotation_threshold\" and \"heartbeat_period_seconds\"\n(optional)}.");
   flags.String("config", "", "Path of the device configuration (JSON).");
   flags.String("ready_file", "", "File written once all sockets serve.");
   flags.String("v", "1", "Log verbosity: 0 errors, 1 info, 2 debug, 3 trace.");
@@ -75,6 +75,15 @@ int Run(int argc, char** argv) {
       return 2;
     }
     opts.rotation_threshold = *t;
+  }
+  if (cfg->contains("heartbeat_period_seconds")) {
+    auto t = JsonUint(*cfg, where, "heartbeat_period_seconds");
+    if (!t.ok() || (*t != 0 && (*t < 4 || *t > 255))) {
+      std::fprintf(stderr, "emulated_gpu: %s: 'heartbeat_period_seconds' must be 0 (off) "
+                   "or 4..255, as the driver's RmConfComputeHeartbeatPeriod\n", where.c_str());
+      return 2;
+    }
+    opts.heartbeat_period = absl::Seconds(*t);
   }
   auto key_pem = ReadFile(*key_path);
   auto cert_pem = ReadFile(*cert_path);

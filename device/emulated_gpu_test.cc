@@ -263,6 +263,44 @@ TEST_F(EmulatedGpuTest, RotationThresholdEnforced) {
   EXPECT_EQ(st.status().code(), absl::StatusCode::kResourceExhausted);
 }
 
+TEST_F(EmulatedGpuTest, HeartbeatMissForcesReset) {
+  absl::Time now = absl::FromUnixSeconds(1000);
+  auto ca = *EcKey::Generate(Curve::kP384);
+  auto ca_der = *IssueCertificate(ca, "ca", ca, "", true, 1);
+  auto id = *EcKey::Generate(Curve::kP384);
+  EmulatedGpuOptions o;
+  o.serial = "EMU-1";
+  o.heartbeat_period = absl::Seconds(4);
+  o.clock = [&now] { return now; };
+  auto cert = *IssueCertificate(id, "EMU-1", ca, ca_der, false, 1);
+  gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
+  gpu_->SetOwner(kOwner);
+  Establish();
+  buffer_ = Alloc(4096);
+  v1::DeviceCommand hb;
+  hb.mutable_heartbeat();
+  now += absl::Seconds(7);
+  ASSERT_TRUE(Command(hb).ok());  // within 2 x period: kept alive
+  now += absl::Seconds(7);
+  ASSERT_TRUE(Command(hb).ok());
+  now += absl::Seconds(9);  // missed: more than 8 s without a heartbeat
+  auto st = Command(hb);
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.status().message().find("heartbeat"), std::string::npos);
+  EXPECT_TRUE(gpu_->Status().needs_reset());
+  EXPECT_EQ(gpu_->Status().session_id(), 0u);
+  // Even a new key exchange is refused until the reset.
+  auto eph = *EcKey::Generate(Curve::kP384);
+  v1::KeyExchangeRequest req;
+  req.set_requester_public_key(eph.PublicPoint());
+  req.set_requester_nonce(RandomString(32));
+  EXPECT_FALSE(gpu_->KeyExchange(kOwner, req).ok());
+  gpu_->Reset();
+  EXPECT_FALSE(gpu_->Status().needs_reset());
+  Establish();
+  EXPECT_GT(session_, 0u);
+}
+
 // Property: random interleavings of valid and invalid chunks never let an
 // invalid one change device memory, and valid ones land exactly.
 TEST_F(EmulatedGpuTest, InvalidChunksNeverChangeMemory) {

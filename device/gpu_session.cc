@@ -167,6 +167,12 @@ absl::Status GpuSession::ScrubAndVerify(uint64_t buffer_id, uint64_t size) {
   return absl::OkStatus();
 }
 
+absl::Status GpuSession::Heartbeat() {
+  v1::DeviceCommand cmd;
+  cmd.mutable_heartbeat();
+  return Command(cmd).status();
+}
+
 absl::StatusOr<v1::DeviceReply> GpuSession::QueryChannel() {
   v1::DeviceCommand cmd;
   cmd.mutable_query();

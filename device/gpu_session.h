@@ -40,6 +40,8 @@ class GpuSession {
                                    uint64_t length);
   // Zeroes on the device, then reads every byte back and checks it (P2).
   absl::Status ScrubAndVerify(uint64_t buffer_id, uint64_t size);
+  // Keeps the session alive on a device with a heartbeat period.
+  absl::Status Heartbeat();
   // Next counter and totals of the LCE H2D channel.
   absl::StatusOr<v1::DeviceReply> QueryChannel();
 
