@@ -194,20 +194,26 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
                          ? options.dataset_bytes[i]
                          : (3u << 20) + uint64_t(i) * (5u << 19);
     bytes &= ~uint64_t{1};
-    std::mt19937 rng(1000 + i);
-    std::vector<uint16_t> tokens(bytes / 2);
-    for (auto& t : tokens) t = static_cast<uint16_t>(rng() % 50257);
     std::string path = d + "/data/" + h.name + (i == 2 ? ".raw" : ".bin");
-    if (i == 2) {
-      s = WriteFile(path, std::string(reinterpret_cast<char*>(tokens.data()), bytes), 0600);
+    std::string format = i == 2 ? "raw" : "llmc-tokens";
+    if (i < static_cast<int>(options.dataset_files.size())) {
+      path = options.dataset_files[i];
+      format = "auto";
     } else {
-      s = WriteLlmcShard(path, tokens.data(), tokens.size());
+      std::mt19937 rng(1000 + i);
+      std::vector<uint16_t> tokens(bytes / 2);
+      for (auto& t : tokens) t = static_cast<uint16_t>(rng() % 50257);
+      if (i == 2) {
+        s = WriteFile(path, std::string(reinterpret_cast<char*>(tokens.data()), bytes), 0600);
+      } else {
+        s = WriteLlmcShard(path, tokens.data(), tokens.size());
+      }
+      if (!s.ok()) return s;
     }
-    if (!s.ok()) return s;
     json hc = {{"name", h.name},
                {"domain", h.domain},
                {"listen", h.endpoint},
-               {"dataset", {{"path", path}, {"format", i == 2 ? "raw" : "llmc-tokens"}}},
+               {"dataset", {{"path", path}, {"format", format}}},
                {"device_endpoint", st->device_socket(h.domain)},
                {"threads", options.threads},
                {"bounce_dir", d + "/shm"},

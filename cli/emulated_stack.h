@@ -19,6 +19,8 @@ struct StackOptions {
   int holders = 3;
   // Payload bytes per holder; empty: 3 MiB + 2.5 MiB * i (all different).
   std::vector<uint64_t> dataset_bytes;
+  // Existing dataset files per holder (format "auto"); overrides generation.
+  std::vector<std::string> dataset_files;
   uint64_t buffer_bytes = 8u << 20;
   uint32_t chunk_bytes = 1u << 20;
   int threads = 2;

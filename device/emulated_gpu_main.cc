@@ -141,10 +141,10 @@ int Run(int argc, char** argv) {
   int sig = WaitForTerminationSignal();
   GT_LOG(1, "signal ", sig, ": shutting down, wiping device memory");
   // One deadline for all sockets: connected clients must not stretch shutdown.
-  const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(200);
   for (auto& s : servers) s->Shutdown(deadline);
   gpu.Reset();
-  return 0;
+  ExitAfterShutdown(0);
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ int Run(int argc, char** argv) {
   int sig = WaitForTerminationSignal();
   GT_LOG(1, "signal ", sig, ": shutting down");
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  return 0;
+  ExitAfterShutdown(0);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -46,6 +47,11 @@ absl::Status PrepareUnixSocketPath(const std::string& path) {
     }
   }
   return absl::OkStatus();
+}
+
+void ExitAfterShutdown(int code) {
+  std::fflush(nullptr);
+  ::_exit(code);
 }
 
 void AnnounceReady(const std::string& path) {

@@ -16,6 +16,12 @@ int WaitForTerminationSignal();
 // Removes a stale Unix socket file before binding (refuses non-sockets).
 absl::Status PrepareUnixSocketPath(const std::string& path);
 
+// Ends the process at once after a clean shutdown. gRPC 1.51's library
+// teardown (in ~Server) can block for ~10 s joining an idle executor thread
+// that sleeps in epoll_wait; once the servers are shut down and state is
+// wiped there is nothing left for destructors to do.
+[[noreturn]] void ExitAfterShutdown(int code);
+
 // Writes "ready\n" to `path` (if non-empty) once the daemon serves, so a
 // supervisor can wait for readiness without polling the socket.
 void AnnounceReady(const std::string& path);

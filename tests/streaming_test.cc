@@ -1,0 +1,70 @@
+// Streaming: a 4 GiB dataset provisioned in 256 MiB trips through the real
+// processes keeps the holder agent's resident memory under 64 MiB.
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "cli/emulated_stack.h"
+#include "gtest/gtest.h"
+
+namespace gputravel {
+namespace {
+
+// Peak resident set (VmHWM) of a process, in KiB.
+long PeakRssKib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+TEST(StreamingTest, FourGiBIn256MiBTripsKeepsHolderUnder64MiB) {
+  char tmpl[] = "/tmp/gputravel-big-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  const uint64_t kSize = 4ull << 30;
+  // A sparse raw file: 4 GiB of payload without 4 GiB of disk.
+  std::string path = dir + "/big.raw";
+  int fd = ::open(path.c_str(), O_CREAT | O_WRONLY, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, kSize), 0);
+  ASSERT_EQ(::pwrite(fd, "gputravel", 9, kSize / 2), 9);  // not all zeros
+  ::close(fd);
+
+  StackOptions o;
+  o.holders = 1;
+  o.dataset_files = {path};
+  o.buffer_bytes = 256u << 20;
+  o.chunk_bytes = 2u << 20;
+  o.gpu_memory_bytes = 512u << 20;
+  o.trip_timeout_seconds = 300;
+  o.log_level = 0;
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto report = (*stack)->RunCampaign();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->ok()) << report->error();
+  EXPECT_EQ(report->trips_size(), 16);
+  uint64_t total = 0;
+  for (const auto& t : report->trips()) {
+    total += t.bytes();
+    EXPECT_TRUE(t.digest_match());
+    EXPECT_TRUE(t.scrub_verified());
+  }
+  EXPECT_EQ(total, kSize);
+  long peak = PeakRssKib((*stack)->process("holder-a")->pid());
+  ASSERT_GT(peak, 0);
+  RecordProperty("holder_peak_rss_kib", std::to_string(peak));
+  std::printf("holder-a peak RSS: %ld KiB\n", peak);
+  EXPECT_LT(peak, 64 * 1024) << "holder peak RSS " << peak << " KiB";
+  (*stack)->Stop();
+  ::unlink(path.c_str());
+  ::rmdir(dir.c_str());
+}
+
+}  // namespace
+}  // namespace gputravel
