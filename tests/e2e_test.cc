@@ -96,6 +96,36 @@ TEST(EndToEndTest, HolderNotRunningFailsCleanlyNamingIt) {
   EXPECT_EQ(report->trips_size(), 0) << "nothing may leave before every holder answers";
 }
 
+TEST(EndToEndTest, MissingDatasetStopsStartNamingTheFile) {
+  StackOptions o;
+  o.holders = 2;
+  o.dataset_files = {"/nonexistent/gputravel/train_000.bin"};
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_FALSE(stack.ok());
+  EXPECT_NE(stack.status().message().find("/nonexistent/gputravel/train_000.bin"),
+            std::string::npos) << stack.status();
+  EXPECT_NE(stack.status().message().find("holder-a"), std::string::npos);
+}
+
+TEST(EndToEndTest, MalformedDatasetStopsStartNamingTheProblem) {
+  char tmpl[] = "/tmp/gputravel-bad-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::string path = dir + "/bad.bin";
+  std::string header(1024, '\0');
+  int32_t magic = 20240520, version = 1, count = 1000;  // claims 1000 tokens
+  std::memcpy(&header[0], &magic, 4);
+  std::memcpy(&header[4], &version, 4);
+  std::memcpy(&header[8], &count, 4);
+  ASSERT_TRUE(WriteFile(path, header + std::string(10, 'x')).ok());
+  StackOptions o;
+  o.holders = 1;
+  o.dataset_files = {path};
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_FALSE(stack.ok());
+  EXPECT_NE(stack.status().message().find("1000 tokens"), std::string::npos) << stack.status();
+  (void)system(("rm -rf " + dir).c_str());
+}
+
 // A holder that keeps its key after its trip (what P3 must make useless).
 // It runs the real protocol with the real crypto, in this test process.
 class KeyKeepingHolder final : public v1::HolderAgent::Service {
