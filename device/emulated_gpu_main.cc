@@ -9,9 +9,8 @@
 #include "device/emulated_gpu.h"
 #include "grpcpp/grpcpp.h"
 #include "keyxfer/x509.h"
-#include "util/daemon.h"
+#include "util/daemon_main.h"
 #include "util/files.h"
-#include "util/flags.h"
 #include "util/grpc_status.h"
 #include "util/log.h"
 
@@ -19,28 +18,16 @@ namespace gputravel {
 namespace {
 
 int Run(int argc, char** argv) {
-  Flags flags("emulated_gpu",
-              "Emulated NVIDIA H100 in confidential-computing mode (development\n"
-              "and tests only; the real GPU is reached through the NVIDIA driver).\n"
-              "Config JSON: {\"serial\", \"memory_bytes\", \"identity_key\" (PEM),\n"
-              "\"identity_cert\" (PEM), \"socket_dir\", \"domains\": [..],\n"
-              "\"admin_socket\", \"rotation_threshold\" and \"heartbeat_period_seconds\"\n(optional)}.");
-  flags.String("config", "", "Path of the device configuration (JSON).");
-  flags.String("ready_file", "", "File written once all sockets serve.");
-  flags.String("v", "1", "Log verbosity: 0 errors, 1 info, 2 debug, 3 trace.");
-  absl::Status ps = flags.Parse(argc, argv);
-  if (flags.help_requested()) {
-    std::printf("%s", flags.Help().c_str());
-    return 0;
-  }
-  if (!ps.ok() || flags.Get("config").empty()) {
-    std::fprintf(stderr, "emulated_gpu: %s\n",
-                 ps.ok() ? "--config is required" : std::string(ps.message()).c_str());
-    return 2;
-  }
-  SetLogLevel(flags.GetInt("v"));
-  BlockTerminationSignals();
-  const std::string where = flags.Get("config");
+  const std::string kProgram = "emulated_gpu";
+  DaemonArgs args = ParseDaemonArgsOrExit(
+      argc, argv, kProgram,
+      "Emulated NVIDIA H100 in confidential-computing mode (development\n"
+      "and tests only; the real GPU is reached through the NVIDIA driver).\n"
+      "Config JSON: {\"serial\", \"memory_bytes\", \"identity_key\" (PEM),\n"
+      "\"identity_cert\" (PEM), \"socket_dir\", \"domains\": [..],\n"
+      "\"admin_socket\", \"rotation_threshold\" and \"heartbeat_period_seconds\"\n"
+      "(optional)}.");
+  const std::string where = args.config;
   auto cfg = ReadJsonFile(where);
   if (!cfg.ok()) {
     std::fprintf(stderr, "emulated_gpu: %s\n", std::string(cfg.status().message()).c_str());
@@ -101,26 +88,7 @@ int Run(int argc, char** argv) {
   EmulatedGpu gpu(opts, std::move(*key), *cert);
 
   std::vector<std::unique_ptr<DeviceServiceImpl>> services;
-  std::vector<std::unique_ptr<grpc::Server>> servers;
-  auto start = [&](const std::string& path, grpc::Service* svc) -> bool {
-    absl::Status s = PrepareUnixSocketPath(path);
-    if (!s.ok()) {
-      std::fprintf(stderr, "emulated_gpu: %s\n", std::string(s.message()).c_str());
-      return false;
-    }
-    grpc::ServerBuilder b;
-    b.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
-    b.SetMaxReceiveMessageSize(kMaxMessageBytes);
-    b.SetMaxSendMessageSize(kMaxMessageBytes);
-    b.RegisterService(svc);
-    auto server = b.BuildAndStart();
-    if (!server) {
-      std::fprintf(stderr, "emulated_gpu: cannot listen on %s\n", path.c_str());
-      return false;
-    }
-    servers.push_back(std::move(server));
-    return true;
-  };
+  std::vector<std::pair<std::string, grpc::Service*>> endpoints;
   for (const auto& d : (*cfg)["domains"]) {
     if (!d.is_string() || d.get<std::string>().empty() ||
         d.get<std::string>().find('/') != std::string::npos) {
@@ -129,22 +97,15 @@ int Run(int argc, char** argv) {
       return 2;
     }
     services.push_back(std::make_unique<DeviceServiceImpl>(&gpu, d.get<std::string>()));
-    if (!start(*socket_dir + "/" + d.get<std::string>() + ".sock", services.back().get())) {
-      return 1;
-    }
+    endpoints.push_back({"unix:" + *socket_dir + "/" + d.get<std::string>() + ".sock",
+                         services.back().get()});
   }
   DeviceAdminServiceImpl admin_service(&gpu);
-  if (!start(*admin, &admin_service)) return 1;
+  endpoints.push_back({"unix:" + *admin, &admin_service});
   GT_LOG(1, "serving ", services.size(), " domain socket(s) in ", *socket_dir,
          ", memory ", opts.memory_bytes, " bytes");
-  AnnounceReady(flags.Get("ready_file"));
-  int sig = WaitForTerminationSignal();
-  GT_LOG(1, "signal ", sig, ": shutting down, wiping device memory");
-  // One deadline for all sockets: connected clients must not stretch shutdown.
-  const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(200);
-  for (auto& s : servers) s->Shutdown(deadline);
-  gpu.Reset();
-  ExitAfterShutdown(0);
+  // On shutdown the device memory is wiped, as a power-off would.
+  ServeUntilSignal(kProgram, endpoints, args.ready_file, [&gpu] { gpu.Reset(); });
 }
 
 }  // namespace

@@ -1,0 +1,75 @@
+#include "util/daemon_main.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "util/daemon.h"
+#include "util/flags.h"
+#include "util/grpc_status.h"
+#include "util/log.h"
+
+namespace gputravel {
+
+void ExitStartupError(const std::string& program, const std::string& message) {
+  std::fprintf(stderr, "%s: %s\n", program.c_str(), message.c_str());
+  std::exit(2);
+}
+
+DaemonArgs ParseDaemonArgsOrExit(int argc, char** argv, const std::string& program,
+                                 const std::string& summary) {
+  Flags flags(program, summary);
+  flags.String("config", "", "Path of the configuration (JSON). Required.");
+  flags.String("ready_file", "", "File written once the daemon serves.");
+  flags.String("v", "1", "Log verbosity: 0 errors, 1 info, 2 debug, 3 trace.");
+  absl::Status ps = flags.Parse(argc, argv);
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Help().c_str());
+    std::exit(0);
+  }
+  if (!ps.ok()) ExitStartupError(program, std::string(ps.message()));
+  if (flags.Get("config").empty()) {
+    ExitStartupError(program, "--config is required (see --help)");
+  }
+  if (!flags.positional().empty()) {
+    ExitStartupError(program, "unexpected argument '" + flags.positional()[0] + "'");
+  }
+  SetLogLevel(flags.GetInt("v"));
+  SetLogPrefix(program);
+  BlockTerminationSignals();
+  return DaemonArgs{flags.Get("config"), flags.Get("ready_file")};
+}
+
+void ServeUntilSignal(const std::string& program,
+                      const std::vector<std::pair<std::string, grpc::Service*>>& endpoints,
+                      const std::string& ready_file,
+                      const std::function<void()>& after_shutdown) {
+  std::vector<std::unique_ptr<grpc::Server>> servers;
+  for (const auto& e : endpoints) {
+    if (e.first.rfind("unix:", 0) == 0) {
+      absl::Status s = PrepareUnixSocketPath(e.first.substr(5));
+      if (!s.ok()) ExitStartupError(program, std::string(s.message()));
+    }
+    grpc::ServerBuilder b;
+    b.AddListeningPort(e.first, grpc::InsecureServerCredentials());
+    b.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    b.SetMaxSendMessageSize(kMaxMessageBytes);
+    b.RegisterService(e.second);
+    auto server = b.BuildAndStart();
+    if (!server) ExitStartupError(program, "cannot listen on " + e.first);
+    servers.push_back(std::move(server));
+  }
+  GT_LOG(1, "serving on ", endpoints.size(), " endpoint(s), first ",
+         endpoints.empty() ? "" : endpoints[0].first);
+  AnnounceReady(ready_file);
+  int sig = WaitForTerminationSignal();
+  GT_LOG(1, "signal ", sig, ": shutting down");
+  // One deadline for all servers: connected clients must not stretch it.
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(500);
+  for (auto& s : servers) s->Shutdown(deadline);
+  if (after_shutdown) after_shutdown();
+  ExitAfterShutdown(0);
+}
+
+}  // namespace gputravel
