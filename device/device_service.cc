@@ -41,6 +41,12 @@ grpc::Status DeviceServiceImpl::AttachBounce(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
+grpc::Status DeviceServiceImpl::DetachBounce(grpc::ServerContext*,
+                                             const v1::DetachBounceRequest* req,
+                                             v1::DetachBounceResponse*) {
+  return ToGrpc(gpu_->DetachBounce(domain_, req->bounce_id()));
+}
+
 grpc::Status DeviceServiceImpl::SubmitH2D(grpc::ServerContext*,
                                           const v1::SubmitH2DRequest* req,
                                           v1::SubmitH2DResponse* out) {

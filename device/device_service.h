@@ -23,6 +23,8 @@ class DeviceServiceImpl final : public v1::Device::Service {
                        v1::SealedMessage* out) override;
   grpc::Status AttachBounce(grpc::ServerContext*, const v1::AttachBounceRequest* req,
                             v1::AttachBounceResponse* out) override;
+  grpc::Status DetachBounce(grpc::ServerContext*, const v1::DetachBounceRequest* req,
+                            v1::DetachBounceResponse*) override;
   grpc::Status SubmitH2D(grpc::ServerContext*, const v1::SubmitH2DRequest* req,
                          v1::SubmitH2DResponse* out) override;
 

@@ -84,8 +84,10 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
   auto lce = ChannelCipher::Create(keys->lce_h2d);
   if (!lce.ok()) return lce.status();
   session->lce_h2d = std::move(*lce);
-  // The old session, and with it every key a holder was handed, dies here.
+  // The old session, and with it every key a holder was handed, dies here;
+  // the bounce rings staged for it are of no further use.
   session_ = std::move(session);
+  bounces_.clear();
   last_heartbeat_ = Now();
   v1::KeyExchangeResponse resp;
   resp.set_device_public_key(eph->PublicPoint());
@@ -228,6 +230,14 @@ absl::StatusOr<uint64_t> EmulatedGpu::AttachBounce(
   return id;
 }
 
+absl::Status EmulatedGpu::DetachBounce(const std::string& domain, uint64_t bounce_id) {
+  absl::MutexLock l(&mu_);
+  absl::Status s = CheckOwnerLocked(domain);
+  if (!s.ok()) return s;
+  if (bounces_.erase(bounce_id) == 0) return absl::NotFoundError("no such bounce buffer");
+  return absl::OkStatus();
+}
+
 absl::StatusOr<uint32_t> EmulatedGpu::SubmitH2D(
     const std::string& domain, const v1::SubmitH2DRequest& req) {
   absl::MutexLock l(&mu_);
@@ -332,6 +342,7 @@ v1::DeviceStatus EmulatedGpu::Status() {
   st.set_resets(resets_);
   st.set_rejected_chunks(rejected_chunks_);
   st.set_needs_reset(needs_reset_);
+  st.set_bounce_buffers(bounces_.size());
   return st;
 }
 

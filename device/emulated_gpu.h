@@ -57,6 +57,7 @@ class EmulatedGpu {
                                             const v1::SealedMessage& request);
   absl::StatusOr<uint64_t> AttachBounce(const std::string& domain,
                                         const v1::AttachBounceRequest& request);
+  absl::Status DetachBounce(const std::string& domain, uint64_t bounce_id);
   absl::StatusOr<uint32_t> SubmitH2D(const std::string& domain,
                                      const v1::SubmitH2DRequest& request);
 

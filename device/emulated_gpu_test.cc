@@ -170,6 +170,11 @@ TEST_F(EmulatedGpuTest, KeyFromBeforeRekeyRefused) {
   ChannelMaterial old_key = keys_.lce_h2d.Clone();
   uint64_t old_session = session_;
   Establish();
+  v1::AttachBounceRequest ab;  // the old session's ring went with it
+  ab.set_path(bounce_->path());
+  ab.set_slots(4);
+  ab.set_slot_size(4096);
+  bounce_id_ = *gpu_->AttachBounce(kOwner, ab);
   auto r = Stage(old_key, 1, 0, 0, std::string(64, 'a'));
   // Claiming the old session: refused as dead.
   r.set_session_id(old_session);
@@ -261,6 +266,20 @@ TEST_F(EmulatedGpuTest, RotationThresholdEnforced) {
   ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, 64, std::string(64, 'a'))).ok());
   auto st = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 3, 2, 128, std::string(64, 'a')));
   EXPECT_EQ(st.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(EmulatedGpuTest, BounceRingsDetachedAndDroppedWithTheSession) {
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), 1u);
+  EXPECT_TRUE(gpu_->DetachBounce(kOwner, bounce_id_).ok());
+  EXPECT_EQ(gpu_->DetachBounce(kOwner, bounce_id_).code(), absl::StatusCode::kNotFound);
+  v1::AttachBounceRequest ab;
+  ab.set_path(bounce_->path());
+  ab.set_slots(4);
+  ab.set_slot_size(4096);
+  ASSERT_TRUE(gpu_->AttachBounce(kOwner, ab).ok());
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), 1u);
+  Establish();  // a new session drops the old session's rings
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), 0u);
 }
 
 TEST_F(EmulatedGpuTest, HeartbeatMissForcesReset) {

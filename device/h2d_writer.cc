@@ -129,11 +129,13 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
           int64_t i = sl.chunk;
           uint32_t n = chunk_len(i);
           std::string aad = ChunkAad(session_id, buffer_id, dest_offset + uint64_t(i) * cs, n);
+          // The staging area (private TD memory) is overwritten by the next
+          // read and zeroized when the write ends, not after every chunk:
+          // that wipe would sit on the encryption's critical path.
           absl::Status st = ciphers[t]->Encrypt(
               window.first + static_cast<uint32_t>(i),
               reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
               sl.staging.data(), n, (*ring)->slot(s), sl.tag);
-          Zeroize(sl.staging.data(), n);
           std::lock_guard<std::mutex> l(mu);
           if (!st.ok() && error.ok()) error = st;
           sl.encrypted = true;
@@ -210,6 +212,15 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
     }
     for (auto& w : workers) w.join();
     for (auto& sl : ring_state) Zeroize(sl.staging.data(), sl.staging.size());
+    {
+      // Best effort: the device also drops rings when the session ends.
+      v1::DetachBounceRequest dreq;
+      dreq.set_bounce_id(bounce_id);
+      v1::DetachBounceResponse dresp;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      (void)stub_->DetachBounce(&ctx, dreq, &dresp);
+    }
     if (!error.ok()) return error;
     H2dWriteStats stats;
     stats.bytes = length;

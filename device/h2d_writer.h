@@ -38,7 +38,7 @@ using ChunkSource = std::function<absl::Status(uint64_t offset, uint8_t* dst, si
 // The holder's copy-engine path: chunks get their counters in order, are
 // encrypted in parallel into a ring of shared-memory bounce slots, and are
 // rung in order so the device decrypts slot k while slot k+1 is encrypted.
-// The plaintext staging areas are zeroized after each chunk.
+// The plaintext staging areas are zeroized when the write ends.
 class H2dWriter {
  public:
   H2dWriter(std::shared_ptr<grpc::Channel> device, H2dWriterOptions options)

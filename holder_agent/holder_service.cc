@@ -24,7 +24,8 @@ HolderService::HolderService(HolderOptions options, std::unique_ptr<Dataset> dat
     : options_(std::move(options)),
       dataset_(std::move(dataset)),
       attester_(attester),
-      verifier_(verifier) {}
+      verifier_(verifier),
+      device_(MakeChannel(options_.device_endpoint)) {}
 
 grpc::Status HolderService::GetInfo(grpc::ServerContext*, const v1::GetInfoRequest*,
                                     v1::HolderInfo* out) {
@@ -114,7 +115,7 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
   }
   H2dWriterOptions wo = options_.writer;
   wo.chunk_size = b.chunk_size();
-  H2dWriter writer(MakeChannel(options_.device_endpoint), wo);
+  H2dWriter writer(device_, wo);
   const uint64_t base = b.window_offset();
   auto stats = writer.Write(
       *key, b.gpu_session(), b.buffer_id(), 0, b.window_length(),

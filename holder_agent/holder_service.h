@@ -7,6 +7,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "device/h2d_writer.h"
+#include "grpcpp/grpcpp.h"
 #include "holder_agent/dataset.h"
 #include "keyxfer/attested_channel.h"
 #include "keyxfer/attester.h"
@@ -44,6 +45,8 @@ class HolderService final : public v1::HolderAgent::Service {
   const std::unique_ptr<Dataset> dataset_;
   Attester* const attester_;
   Verifier* const verifier_;
+  // One channel to the GPU for every trip (connection set-up is per-trip cost).
+  const std::shared_ptr<grpc::Channel> device_;
 
   absl::Mutex mu_;
   // Channels opened but not yet used; each is consumed by one Provision.

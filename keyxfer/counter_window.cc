@@ -68,12 +68,9 @@ absl::StatusOr<CounterWindowAllocator> CounterWindowAllocator::Open(
     }
     next = stored_next;
   }
-  CounterWindowAllocator a(std::move(state_path), std::move(key_id), next);
-  if (!in) {
-    absl::Status s = a.Persist(next);
-    if (!s.ok()) return s;
-  }
-  return a;
+  // A missing file needs no write here: nothing was handed out yet, and
+  // Allocate persists before it hands anything out.
+  return CounterWindowAllocator(std::move(state_path), std::move(key_id), next);
 }
 
 absl::Status CounterWindowAllocator::Persist(uint64_t next) {

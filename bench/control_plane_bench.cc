@@ -1,0 +1,191 @@
+#include "bench/control_plane_bench.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+
+#include "bench/plaintext_source.h"
+#include "device/h2d_writer.h"
+#include "keyxfer/attested_channel.h"
+#include "keyxfer/counter_window.h"
+#include "keyxfer/dev_attester.h"
+#include "keyxfer/ec_key.h"
+#include "keyxfer/handoff.h"
+#include "keyxfer/random.h"
+#include "keyxfer/x509.h"
+#include "proto/device.grpc.pb.h"
+#include "util/grpc_status.h"
+
+namespace gputravel {
+namespace bench {
+namespace {
+
+constexpr uint64_t kWindow = 4096;
+
+// Runs `step` `iterations` times (after one untimed warm-up); `prepare` runs
+// untimed before each sample.
+absl::StatusOr<Summary> TimeStep(int iterations, const std::function<absl::Status()>& prepare,
+                                 const std::function<absl::Status()>& step) {
+  std::vector<double> samples;
+  for (int i = 0; i <= iterations; ++i) {
+    if (prepare) {
+      absl::Status p = prepare();
+      if (!p.ok()) return p;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    absl::Status s = step();
+    double dt = SecondsSince(t0);
+    if (!s.ok()) return s;
+    if (i > 0) samples.push_back(dt);
+  }
+  return Summarize(std::move(samples));
+}
+
+// A development attester and a verifier trusting it, as the emulated stack
+// configures both ends.
+struct DevAttestation {
+  std::unique_ptr<DevAttester> orchestrator, holder;
+  std::unique_ptr<DevVerifier> verifier;
+};
+
+absl::StatusOr<DevAttestation> MakeDevAttestation() {
+  auto root = EcKey::Generate(Curve::kP256);
+  if (!root.ok()) return root.status();
+  auto root_der = IssueCertificate(*root, "bench-attestation-root", *root, "", true, 1);
+  if (!root_der.ok()) return root_der.status();
+  DevAttestation a;
+  for (auto* slot : {&a.orchestrator, &a.holder}) {
+    auto key = EcKey::Generate(Curve::kP256);
+    if (!key.ok()) return key.status();
+    const std::string domain = slot == &a.holder ? "td-holder" : "orchestrator";
+    auto cert = IssueCertificate(*key, domain, *root, *root_der, false, 1);
+    if (!cert.ok()) return cert.status();
+    auto attester = DevAttester::Create(domain, std::move(*key), *cert, std::string(48, '\x5a'));
+    if (!attester.ok()) return attester.status();
+    *slot = std::move(*attester);
+  }
+  a.verifier = std::make_unique<DevVerifier>(*root_der, DevPolicy{});
+  return a;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ComponentTiming>> MeasureControlPlaneComponents(
+    DeviceRig& rig, uint64_t buffer_id, const std::string& state_dir, int iterations) {
+  std::vector<ComponentTiming> out;
+  auto add = [&](const std::string& name, const std::string& what, int per_trip,
+                 const std::function<absl::Status()>& prepare,
+                 const std::function<absl::Status()>& step) -> absl::Status {
+    auto s = TimeStep(iterations, prepare, step);
+    if (!s.ok()) return absl::Status(s.status().code(), name + ": " + std::string(s.status().message()));
+    out.push_back(ComponentTiming{name, what, per_trip, *s});
+    return absl::OkStatus();
+  };
+  rig.RouteHome();
+  GpuSession& gpu = rig.session();
+  absl::Status s = gpu.Establish();
+  if (!s.ok()) return s;
+
+  auto raw = v1::Device::NewStub(MakeChannel(rig.orch_endpoint()));
+  s = add("grpc_unary_rtt",
+          "one unary gRPC call on a Unix socket (Device.GetIdentity); per trip: the "
+          "transport of the holder's OpenChannel and Provision",
+          2,
+          nullptr, [&] {
+            v1::DeviceIdentity id;
+            grpc::ClientContext ctx;
+            return FromGrpc(raw->GetIdentity(&ctx, {}, &id), "GetIdentity");
+          });
+  if (!s.ok()) return s;
+  s = add("gpu_establish",
+          "GpuSession::Establish: P-384 ECDHE both sides, device signs, driver verifies "
+          "certificate and signature, 2 RPCs",
+          1, nullptr, [&] { return gpu.Establish(); });
+  if (!s.ok()) return s;
+  s = add("sealed_command", "one AES-GCM sealed control command round trip (Query)",
+          2, nullptr, [&] { return gpu.QueryChannel().status(); });
+  if (!s.ok()) return s;
+  s = add("read_4k", "sealed Read of the 4 KiB window (digest check)", 1, nullptr,
+          [&] { return gpu.Read(buffer_id, 0, kWindow).status(); });
+  if (!s.ok()) return s;
+  s = add("scrub_and_verify_4k", "ScrubAndVerify of a 4 KiB buffer (2 sealed commands)", 1,
+          nullptr, [&] { return gpu.ScrubAndVerify(buffer_id, kWindow); });
+  if (!s.ok()) return s;
+
+  auto attestation = MakeDevAttestation();
+  if (!attestation.ok()) return attestation.status();
+  s = add("attested_channel",
+          "mutual attested key agreement, crypto only: 2 P-384 ECDHE, 2 dev evidence "
+          "signatures, 2 evidence + certificate verifications",
+          1, nullptr, [&]() -> absl::Status {
+            auto init = ChannelInitiator::Create();
+            if (!init.ok()) return init.status();
+            auto resp = ChannelResponder::Respond(init->public_key(), init->nonce(),
+                                                  *attestation->holder);
+            if (!resp.ok()) return resp.status();
+            Evidence own;
+            auto ch = init->Complete(resp->public_key(), resp->nonce(), resp->evidence(),
+                                     *attestation->verifier, *attestation->orchestrator, &own);
+            if (!ch.ok()) return ch.status();
+            return resp->Confirm(own, *attestation->verifier).status();
+          });
+  if (!s.ok()) return s;
+
+  SecretBytes handoff_key = SecretBytes::FromString(RandomString(32));
+  s = add("handoff_wrap_unwrap", "WrapHandoff + UnwrapHandoff of the LCE key", 1, nullptr,
+          [&]() -> absl::Status {
+            v1::HandoffBinding b;
+            b.set_campaign("bench");
+            b.set_trip(1);
+            b.set_window_length(kWindow);
+            ChannelMaterial lce = gpu.LceH2dForHandoff();
+            auto blob = WrapHandoff(handoff_key, b, lce);
+            if (!blob.ok()) return blob.status();
+            return UnwrapHandoff(handoff_key, b, *blob).status();
+          });
+  if (!s.ok()) return s;
+
+  const std::string state_file = state_dir + "/bench-durable-write";
+  s = add("durable_write",
+          "WriteFileAtomically in " + state_dir +
+              " (write, fsync, rename, fsync dir): the orchestrator's trip counter and "
+              "counter window x2 (the MUX's own are inside its Route)",
+          3, nullptr, [&] { return WriteFileAtomically(state_file, "orchestrator 12345\n"); });
+  ::unlink(state_file.c_str());
+  ::unlink((state_file + ".tmp").c_str());
+  if (!s.ok()) return s;
+
+  PlaintextSource source(kWindow);
+  RigHandoff handoff;
+  auto hand = [&]() -> absl::Status {
+    auto h = rig.HandToHolder();
+    if (!h.ok()) return h.status();
+    handoff = std::move(*h);
+    return absl::OkStatus();
+  };
+  H2dWriterOptions wo;
+  wo.chunk_size = kWindow;
+  wo.bounce_dir = "/dev/shm";
+  auto write_with = [&](std::shared_ptr<grpc::Channel> channel) -> absl::Status {
+    H2dWriter writer(std::move(channel), wo);
+    return writer
+        .Write(handoff.key, handoff.session_id, buffer_id, 0, kWindow,
+               CounterWindow{handoff.next_counter, 1}, source.AsChunkSource())
+        .status();
+  };
+  s = add("h2d_write_4k_new_channel",
+          "holder's H2dWriter::Write of 4 KiB on a new gRPC channel, as the holder agent "
+          "does per trip (connect, bounce ring create + AttachBounce, 3 threads, 1 SubmitH2D)",
+          1, hand, [&] { return write_with(MakeChannel(rig.holder_endpoint())); });
+  if (!s.ok()) return s;
+  s = add("h2d_write_4k_reused_channel",
+          "the same on an already connected channel", 0, hand,
+          [&] { return write_with(rig.holder_channel()); });
+  rig.RouteHome();
+  if (!s.ok()) return s;
+  return out;
+}
+
+}  // namespace bench
+}  // namespace gputravel

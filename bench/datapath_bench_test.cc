@@ -1,0 +1,164 @@
+// The benchmark's measuring functions on tiny sizes: they must run, agree
+// with the real writer and produce sane numbers. Timings are never asserted.
+#include <cmath>
+
+#include "bench/datapath_runner.h"
+#include "bench/device_rig.h"
+#include "bench/gcm_reference.h"
+#include "bench/plaintext_source.h"
+#include "bench/provision_bench.h"
+#include "bench/report.h"
+#include "bench/stage_pipeline.h"
+#include "bench/stats.h"
+#include "bench/trip_bench.h"
+#include "device/h2d_writer.h"
+#include "gtest/gtest.h"
+#include "keyxfer/random.h"
+#include "nlohmann/json.hpp"
+
+namespace gputravel {
+namespace bench {
+namespace {
+
+ChannelMaterial TestKey() {
+  ChannelMaterial key;
+  key.key = SecretBytes::FromString(RandomString(32));
+  RandomBytes(key.iv_mask.data(), key.iv_mask.size());
+  key.channel_counter = 7;
+  return key;
+}
+
+TEST(StatsTest, NearestRankPercentiles) {
+  std::vector<double> v;
+  for (int i = 100; i >= 1; --i) v.push_back(i);
+  Summary s = Summarize(v);
+  EXPECT_EQ(s.n, 100u);
+  EXPECT_EQ(s.min, 1);
+  EXPECT_EQ(s.p50, 50);
+  EXPECT_EQ(s.p99, 99);
+  EXPECT_EQ(s.max, 100);
+  EXPECT_DOUBLE_EQ(s.mean, 50.5);
+  EXPECT_EQ(Summarize({}).n, 0u);
+  EXPECT_EQ(Summarize({3.0}).p99, 3.0);
+}
+
+TEST(GcmReferenceTest, ProducesAFigure) {
+  auto r = MeasureGcmReference(16 << 10, 0.01);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->messages, 0u);
+  EXPECT_GT(r->mbps, 0);
+  EXPECT_TRUE(std::isfinite(r->mbps));
+  EXPECT_FALSE(MeasureGcmReference(0, 0.01).ok());
+}
+
+TEST(StagePipelineTest, SameTagsAsTheWriterAndSaneNumbers) {
+  const uint64_t kLength = (1u << 20) + 4096;  // last chunk short
+  PlaintextSource source(kLength);
+  ChannelMaterial key = TestKey();
+  for (int threads : {1, 2}) {
+    StageOptions o;
+    o.chunk_size = 64 << 10;
+    o.threads = threads;
+    auto r = RunEncryptAndStage(key, 3, 9, kLength, 5, source.AsChunkSource(), o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->bytes, kLength);
+    EXPECT_EQ(r->chunks, 17u);
+    EXPECT_GT(r->mbps, 0);
+    EXPECT_TRUE(std::isfinite(r->mbps));
+    EXPECT_GT(r->encrypt_seconds, 0);
+    // Counters, AAD and tag order as the real writer: the digests agree.
+    auto expected = WindowDigest(key, 3, 9, 0, source.Prefix(kLength), o.chunk_size, 5);
+    ASSERT_TRUE(expected.ok());
+    EXPECT_EQ(r->digest, *expected) << threads << " thread(s)";
+  }
+}
+
+TEST(ProvisionBenchTest, WindowLandsOnTheDevice) {
+  auto rig = DeviceRig::Start(8u << 20);
+  ASSERT_TRUE(rig.ok()) << rig.status();
+  const uint64_t kLength = 3u << 20;
+  auto buffer = (*rig)->session().AllocBuffer(kLength);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  PlaintextSource source(kLength);
+  H2dWriterOptions wo;
+  wo.chunk_size = 256 << 10;
+  wo.threads = 2;
+  for (int pass = 0; pass < 2; ++pass) {  // a second pass re-keys and works too
+    auto r = MeasureProvision(**rig, *buffer, kLength, source.AsChunkSource(), wo);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->bytes, kLength);
+    EXPECT_EQ(r->chunks, 12u);
+    EXPECT_GT(r->mbps, 0);
+  }
+  std::string back = *(*rig)->session().Read(*buffer, 0, kLength);
+  EXPECT_TRUE(back == source.Prefix(kLength));
+}
+
+TEST(DatapathRunnerTest, TinyRunGivesFiniteRatiosAndValidJson) {
+  BenchConfig c = BenchConfig::Quick();
+  c.reference_seconds = 0.01;
+  c.chunk_sizes = {64u << 10, 256u << 10};
+  c.stage_window = 1u << 20;
+  c.stage_passes = 2;
+  c.device_window = 1u << 20;
+  c.device_passes = 1;
+  c.provision_window = 2u << 20;
+  c.provision_chunk = 1u << 20;
+  c.provision_passes = 1;
+  c.source_bytes = 1u << 20;
+  c.component_iterations = 2;
+  c.run_trips = false;
+  auto r = RunDatapathBench(c, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // In place at 16 KiB, 64 KiB, 256 KiB, 1 MiB; into the ring at the last three.
+  EXPECT_EQ(r->reference.size(), 7u);
+  ASSERT_EQ(r->stage.size(), 4u);
+  ASSERT_EQ(r->stage_device.size(), 4u);
+  for (const auto* figs : {&r->stage, &r->stage_device}) {
+    for (const auto& f : *figs) {
+      EXPECT_GT(f.mbps, 0);
+      EXPECT_GT(f.reference_mbps, 0);
+      EXPECT_GT(f.ring_reference_mbps, 0);
+      EXPECT_TRUE(std::isfinite(f.ratio) && f.ratio > 0);
+    }
+  }
+  ASSERT_EQ(r->device_ceiling.size(), 2u);
+  for (const auto& c : r->device_ceiling) {
+    EXPECT_EQ(c.bytes, 1u << 20);
+    EXPECT_GT(c.mbps, 0);
+  }
+  EXPECT_GT(r->provision.mbps, 0);
+  EXPECT_TRUE(std::isfinite(r->provision.ratio_single) && r->provision.ratio_single > 0);
+  EXPECT_GE(r->components.size(), 9u);
+  for (const auto& comp : r->components) {
+    EXPECT_EQ(comp.seconds.n, 2u) << comp.name;
+    EXPECT_GT(comp.seconds.p50, 0) << comp.name;
+  }
+  EXPECT_EQ(r->trips_error, "skipped");
+  auto j = nlohmann::json::parse(ReportJson(*r), nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_GT(j["machine"]["nproc"].get<int>(), 0);
+  EXPECT_EQ(j["encrypt_and_stage"]["figures"].size(), 4u);
+  EXPECT_FALSE(ReportTable(*r).empty());
+}
+
+TEST(TripBenchTest, FewTripsOverTheRealStack) {
+  TripBenchOptions o;
+  o.rounds = 3;
+  o.route_samples = 2;
+  auto r = MeasureTrips(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->trips, 3u);
+  EXPECT_EQ(r->failed_trips, 0u);
+  EXPECT_EQ(r->trip_seconds.n, 3u);
+  EXPECT_GT(r->trip_seconds.p50, 0);
+  EXPECT_GT(r->holder_seconds.p50, 0);
+  EXPECT_LT(r->holder_seconds.p50, r->trip_seconds.max);
+  EXPECT_EQ(r->phase_trips, 3u);
+  EXPECT_GT(r->away_mean, 0);
+  EXPECT_EQ(r->mux_route_seconds.n, 2u);
+}
+
+}  // namespace
+}  // namespace bench
+}  // namespace gputravel

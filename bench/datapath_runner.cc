@@ -1,0 +1,204 @@
+#include "bench/datapath_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "bench/device_rig.h"
+#include "bench/plaintext_source.h"
+#include "bench/provision_bench.h"
+#include "bench/stage_pipeline.h"
+#include "bench/stats.h"
+#include "keyxfer/random.h"
+
+namespace gputravel {
+namespace bench {
+namespace {
+
+void Say(const std::function<void(const std::string&)>& progress, const std::string& line) {
+  if (progress) progress(line);
+}
+
+// Index of the median of `v` (lower median for even sizes).
+size_t MedianIndex(const std::vector<double>& v) {
+  std::vector<size_t> idx(v.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+  return idx[(idx.size() - 1) / 2];
+}
+
+}  // namespace
+
+BenchConfig BenchConfig::Full() { return BenchConfig(); }
+
+BenchConfig BenchConfig::Quick() {
+  BenchConfig c;
+  c.reference_seconds = 0.1;
+  c.stage_window = 32ull << 20;
+  c.stage_passes = 3;
+  c.device_window = 16ull << 20;
+  c.device_passes = 2;
+  c.provision_window = 64ull << 20;
+  c.provision_passes = 2;
+  c.source_bytes = 16u << 20;
+  c.component_iterations = 10;
+  c.trips.rounds = 20;
+  c.trips.route_samples = 10;
+  return c;
+}
+
+absl::StatusOr<BenchReport> RunDatapathBench(
+    const BenchConfig& config, const std::function<void(const std::string&)>& progress) {
+  auto start = std::chrono::steady_clock::now();
+  BenchReport report;
+  report.machine = CollectMachineInfo();
+  report.bounce_dir = config.bounce_dir;
+
+  // (ref) OpenSSL at 16 KiB and at every chunk size in play.
+  std::set<size_t> sizes = {16u << 10, config.provision_chunk};
+  for (uint32_t cs : config.chunk_sizes) sizes.insert(cs);
+  Say(progress, "(ref) OpenSSL AES-256-GCM single thread");
+  for (size_t n : sizes) {
+    auto r = MeasureGcmReference(n, config.reference_seconds);
+    if (!r.ok()) return r.status();
+    report.reference.push_back(*r);
+  }
+  for (size_t n : sizes) {
+    if (n == (16u << 10)) continue;
+    auto r = MeasureGcmIntoBounceRing(n, 4, config.bounce_dir, config.reference_seconds);
+    if (!r.ok()) return r.status();
+    report.reference.push_back(*r);
+  }
+
+  PlaintextSource source(config.source_bytes);
+  ChannelMaterial key;
+  key.key = SecretBytes::FromString(RandomString(32));
+  RandomBytes(key.iv_mask.data(), key.iv_mask.size());
+
+  // (a) encrypt-and-stage without the device.
+  Say(progress, "(a) encrypt-and-stage into the bounce ring, no device");
+  for (int threads : config.threads) {
+    for (uint32_t cs : config.chunk_sizes) {
+      ThroughputFigure f;
+      f.chunk_size = cs;
+      f.threads = threads;
+      f.window_bytes = config.stage_window;
+      StageOptions so;
+      so.chunk_size = cs;
+      so.threads = threads;
+      so.bounce_dir = config.bounce_dir;
+      std::vector<StageResult> passes;
+      uint32_t counter = kFirstMessageCounter;
+      for (int p = 0; p < config.stage_passes; ++p) {
+        auto r = RunEncryptAndStage(key, 1, 1, config.stage_window, counter,
+                                    source.AsChunkSource(), so);
+        if (!r.ok()) return r.status();
+        counter += static_cast<uint32_t>(r->chunks);
+        f.pass_mbps.push_back(r->mbps);
+        passes.push_back(*r);
+      }
+      FinishFigure(report, &f);
+      const StageResult& m = passes[MedianIndex(f.pass_mbps)];
+      f.seconds = m.seconds;
+      f.cpu_seconds = m.cpu_seconds;
+      f.read_seconds = m.read_seconds;
+      f.encrypt_seconds = m.encrypt_seconds;
+      f.zeroize_seconds = m.zeroize_seconds;
+      report.stage.push_back(f);
+    }
+  }
+
+  // (a') and (b): the real writer into the in-process device.
+  const uint64_t device_buffer_bytes = std::max(config.provision_window, config.device_window);
+  auto rig = DeviceRig::Start(device_buffer_bytes + (1u << 20));
+  if (!rig.ok()) return rig.status();
+  // The device keeps every bounce ring it was ever attached to until a reset
+  // (there is no detach), so each configuration starts from a reset device.
+  auto fresh_buffer = [&]() { return (*rig)->ResetAndAlloc(device_buffer_bytes); };
+  auto big = fresh_buffer();
+  if (!big.ok()) return big.status();
+  Say(progress, "(a') encrypt-and-stage through H2dWriter into the in-process device");
+  for (int threads : config.threads) {
+    for (uint32_t cs : config.chunk_sizes) {
+      ThroughputFigure f;
+      f.chunk_size = cs;
+      f.threads = threads;
+      f.window_bytes = config.device_window;
+      H2dWriterOptions wo;
+      wo.chunk_size = cs;
+      wo.threads = threads;
+      wo.bounce_dir = config.bounce_dir;
+      std::vector<ProvisionResult> passes;
+      for (int p = 0; p < config.device_passes; ++p) {
+        auto r = MeasureProvision(**rig, *big, config.device_window, source.AsChunkSource(), wo);
+        if (!r.ok()) return r.status();
+        f.pass_mbps.push_back(r->mbps);
+        passes.push_back(*r);
+      }
+      FinishFigure(report, &f);
+      const ProvisionResult& m = passes[MedianIndex(f.pass_mbps)];
+      f.seconds = m.seconds;
+      f.cpu_seconds = m.cpu_seconds;
+      report.stage_device.push_back(f);
+      big = fresh_buffer();
+      if (!big.ok()) return big.status();
+    }
+  }
+  for (uint32_t cs : config.chunk_sizes) {
+    auto c = MeasureDeviceCeiling(**rig, *big, config.device_window, cs, source.AsChunkSource(),
+                                  config.bounce_dir);
+    if (!c.ok()) return c.status();
+    report.device_ceiling.push_back(*c);
+  }
+  big = fresh_buffer();
+  if (!big.ok()) return big.status();
+  Say(progress, "(b) end-to-end provisioning of the window");
+  {
+    ThroughputFigure& f = report.provision;
+    f.chunk_size = config.provision_chunk;
+    f.threads = config.provision_threads;
+    f.window_bytes = config.provision_window;
+    H2dWriterOptions wo;
+    wo.chunk_size = config.provision_chunk;
+    wo.threads = config.provision_threads;
+    wo.bounce_dir = config.bounce_dir;
+    std::vector<ProvisionResult> passes;
+    for (int p = 0; p < config.provision_passes; ++p) {
+      auto r = MeasureProvision(**rig, *big, config.provision_window, source.AsChunkSource(), wo);
+      if (!r.ok()) return r.status();
+      f.pass_mbps.push_back(r->mbps);
+      passes.push_back(*r);
+    }
+    FinishFigure(report, &f);
+    const ProvisionResult& m = passes[MedianIndex(f.pass_mbps)];
+    f.seconds = m.seconds;
+    f.cpu_seconds = m.cpu_seconds;
+  }
+  // (c) the steps of a trip in process, then the real stack.
+  Say(progress, "(c) control-plane steps in process");
+  auto small = (*rig)->ResetAndAlloc(4096);
+  if (!small.ok()) return small.status();
+  auto comps = MeasureControlPlaneComponents(**rig, *small, config.state_dir,
+                                             config.component_iterations);
+  if (!comps.ok()) return comps.status();
+  report.components = std::move(*comps);
+  rig->reset();
+
+  if (config.run_trips) {
+    Say(progress, "(c) trips over the multi-process emulated stack");
+    auto trips = MeasureTrips(config.trips);
+    if (trips.ok()) {
+      report.trips = *trips;
+    } else {
+      report.trips_error = std::string(trips.status().message());
+    }
+  } else {
+    report.trips_error = "skipped";
+  }
+  report.load_average_end = LoadAverage();
+  report.total_seconds = SecondsSince(start);
+  return report;
+}
+
+}  // namespace bench
+}  // namespace gputravel

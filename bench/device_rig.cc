@@ -1,0 +1,103 @@
+#include "bench/device_rig.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "keyxfer/ec_key.h"
+#include "keyxfer/x509.h"
+#include "util/grpc_status.h"
+
+namespace gputravel {
+namespace bench {
+namespace {
+
+constexpr char kSerial[] = "EMU-BENCH-0001";
+
+std::unique_ptr<grpc::Server> ServeOn(const std::string& socket_path,
+                                      grpc::Service* service) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.RegisterService(service);
+  return builder.BuildAndStart();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DeviceRig>> DeviceRig::Start(uint64_t memory_bytes) {
+  std::unique_ptr<DeviceRig> rig(new DeviceRig());
+  char tmpl[] = "/tmp/gputravel-bench-XXXXXX";  // short: socket paths are limited
+  if (::mkdtemp(tmpl) == nullptr) {
+    return absl::UnavailableError("cannot create a temporary directory");
+  }
+  rig->dir_ = tmpl;
+
+  auto ca = EcKey::Generate(Curve::kP384);
+  if (!ca.ok()) return ca.status();
+  auto ca_der = IssueCertificate(*ca, "bench-device-ca", *ca, "", true, 1);
+  if (!ca_der.ok()) return ca_der.status();
+  rig->ca_der_ = *ca_der;
+  auto identity = EcKey::Generate(Curve::kP384);
+  if (!identity.ok()) return identity.status();
+  auto cert = IssueCertificate(*identity, kSerial, *ca, rig->ca_der_, false, 1);
+  if (!cert.ok()) return cert.status();
+
+  EmulatedGpuOptions options;
+  options.serial = kSerial;
+  options.memory_bytes = memory_bytes;
+  rig->gpu_ = std::make_unique<EmulatedGpu>(options, std::move(*identity), *cert);
+  rig->orch_service_ = std::make_unique<DeviceServiceImpl>(rig->gpu_.get(), "orch");
+  rig->holder_service_ = std::make_unique<DeviceServiceImpl>(rig->gpu_.get(), "holder");
+  rig->orch_server_ = ServeOn(rig->dir_ + "/orch.sock", rig->orch_service_.get());
+  rig->holder_server_ = ServeOn(rig->dir_ + "/holder.sock", rig->holder_service_.get());
+  if (rig->orch_server_ == nullptr || rig->holder_server_ == nullptr) {
+    return absl::UnavailableError("cannot listen on the rig's Unix sockets in " + rig->dir_);
+  }
+  rig->gpu_->SetOwner("orch");
+  rig->session_ = std::make_unique<GpuSession>(MakeChannel(rig->orch_endpoint()),
+                                               rig->ca_der_, kSerial);
+  absl::Status s = rig->session_->Establish();
+  if (!s.ok()) return s;
+  rig->holder_channel_ = MakeChannel(rig->holder_endpoint());
+  return rig;
+}
+
+DeviceRig::~DeviceRig() {
+  session_.reset();
+  holder_channel_.reset();
+  for (auto* server : {orch_server_.get(), holder_server_.get()}) {
+    if (server != nullptr) server->Shutdown();
+  }
+  if (gpu_ != nullptr) gpu_->Reset();
+  if (!dir_.empty()) {
+    ::unlink((dir_ + "/orch.sock").c_str());
+    ::unlink((dir_ + "/holder.sock").c_str());
+    ::rmdir(dir_.c_str());
+  }
+}
+
+absl::StatusOr<uint64_t> DeviceRig::ResetAndAlloc(uint64_t bytes) {
+  RouteHome();
+  gpu_->Reset();
+  absl::Status s = session_->Establish();
+  if (!s.ok()) return s;
+  return session_->AllocBuffer(bytes);
+}
+
+absl::StatusOr<RigHandoff> DeviceRig::HandToHolder() {
+  RouteHome();
+  absl::Status s = session_->Establish();
+  if (!s.ok()) return s;
+  auto query = session_->QueryChannel();
+  if (!query.ok()) return query.status();
+  RigHandoff h;
+  h.key = session_->LceH2dForHandoff();
+  h.session_id = session_->session_id();
+  h.next_counter = query->h2d_next_counter();
+  gpu_->SetOwner("holder");
+  return h;
+}
+
+}  // namespace bench
+}  // namespace gputravel

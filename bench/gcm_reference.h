@@ -1,0 +1,42 @@
+#ifndef GPUTRAVEL_BENCH_GCM_REFERENCE_H_
+#define GPUTRAVEL_BENCH_GCM_REFERENCE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace gputravel {
+namespace bench {
+
+// One single-thread OpenSSL AES-256-GCM figure.
+struct GcmReference {
+  size_t message_bytes = 0;
+  bool into_ring = false;  // out of place, private staging -> /dev/shm ring
+  uint64_t messages = 0;
+  double seconds = 0;
+  double mbps = 0;  // 1e6 bytes/s, as `openssl speed` reports (in 1000s)
+};
+
+// The yardstick of every ratio: OpenSSL EVP AES-256-GCM on one thread,
+// encrypting one `message_bytes` buffer in place again and again for about
+// `min_seconds`, like `openssl speed -evp aes-256-gcm -bytes N`. Each message
+// is a whole AEAD operation (fresh IV, 32 bytes of AAD, final, tag), as the
+// data path does per chunk; the key schedule is set up once.
+absl::StatusOr<GcmReference> MeasureGcmReference(size_t message_bytes,
+                                                 double min_seconds);
+
+// The same single-thread loop, but out of place as the stage does it: message
+// k is read from private staging buffer k % slots and written to slot
+// k % slots of a BounceBuffer ring in `bounce_dir` (no reader, no zeroize, no
+// threads). The gap to MeasureGcmReference is the cost of memory traffic; the
+// gap from this to the stage is the pipeline's own overhead.
+absl::StatusOr<GcmReference> MeasureGcmIntoBounceRing(size_t message_bytes, uint32_t slots,
+                                                      const std::string& bounce_dir,
+                                                      double min_seconds);
+
+}  // namespace bench
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_BENCH_GCM_REFERENCE_H_

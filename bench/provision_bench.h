@@ -1,0 +1,56 @@
+#ifndef GPUTRAVEL_BENCH_PROVISION_BENCH_H_
+#define GPUTRAVEL_BENCH_PROVISION_BENCH_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "bench/device_rig.h"
+#include "device/h2d_writer.h"
+
+namespace gputravel {
+namespace bench {
+
+struct ProvisionResult {
+  uint64_t bytes = 0;
+  uint64_t chunks = 0;
+  double seconds = 0;       // H2dWriter::Write, as the caller sees it
+  double mbps = 0;
+  // Process CPU time over the write: holder threads, gRPC, and the device's
+  // decryption (all in this process).
+  double cpu_seconds = 0;
+  double read_seconds = 0;  // writer's own figure: time in the source callback
+};
+
+// One window through the real holder path: H2dWriter (reader, encrypt
+// workers, bounce ring in options.bounce_dir, in-order SubmitH2D over gRPC)
+// into the rig's EmulatedGpu, which decrypts each chunk at its own counter
+// into device buffer `buffer_id` from offset 0. The session is re-keyed
+// before and the device's H2D byte count checked after (untimed); the holder
+// reuses the rig's connected channel, so connection setup is not timed.
+absl::StatusOr<ProvisionResult> MeasureProvision(DeviceRig& rig, uint64_t buffer_id,
+                                                 uint64_t length,
+                                                 const ChunkSource& source,
+                                                 const H2dWriterOptions& options);
+
+// The device's own ceiling: EmulatedGpu::SubmitH2D called directly (no
+// gRPC, no holder threads) on chunks of `chunk_size` staged one at a time in a
+// one-slot ring in `bounce_dir`; only the SubmitH2D calls are timed (decrypt
+// at the device's counter into scratch, tag check, copy into device memory,
+// scratch wipe). `bytes` in all, into device buffer `buffer_id`.
+struct DeviceCeiling {
+  uint32_t chunk_size = 0;
+  uint64_t bytes = 0;
+  double seconds = 0;  // sum of the SubmitH2D calls
+  double mbps = 0;
+  double per_chunk_us = 0;
+};
+absl::StatusOr<DeviceCeiling> MeasureDeviceCeiling(DeviceRig& rig, uint64_t buffer_id,
+                                                   uint64_t bytes, uint32_t chunk_size,
+                                                   const ChunkSource& source,
+                                                   const std::string& bounce_dir);
+
+}  // namespace bench
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_BENCH_PROVISION_BENCH_H_

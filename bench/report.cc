@@ -1,0 +1,268 @@
+#include "bench/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+
+#include "nlohmann/json.hpp"
+
+namespace gputravel {
+namespace bench {
+namespace {
+
+using json = nlohmann::json;
+
+std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string Format(const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+std::string SizeName(uint64_t bytes) {
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + " KiB";
+  return std::to_string(bytes) + " B";
+}
+
+double Finite(double v) { return std::isfinite(v) ? v : 0.0; }
+
+json SummaryJson(const Summary& s, double scale = 1.0) {
+  return json{{"n", s.n},
+              {"min", s.min * scale},
+              {"p50", s.p50 * scale},
+              {"p90", s.p90 * scale},
+              {"p99", s.p99 * scale},
+              {"max", s.max * scale},
+              {"mean", s.mean * scale}};
+}
+
+json FigureJson(const ThroughputFigure& f, bool with_breakdown) {
+  json j = {{"chunk_bytes", f.chunk_size},
+            {"threads", f.threads},
+            {"window_bytes", f.window_bytes},
+            {"passes", f.pass_mbps.size()},
+            {"pass_mbps", f.pass_mbps},
+            {"mbps_median", f.mbps},
+            {"mbps_best", f.best_mbps},
+            {"openssl_single_thread_mbps", f.reference_mbps},
+            {"openssl_single_thread_into_shm_ring_mbps", f.ring_reference_mbps},
+            {"ratio_vs_threads_x_openssl", Finite(f.ratio)},
+            {"ratio_vs_openssl_single_thread", Finite(f.ratio_single)}};
+  j["median_pass"] = {{"seconds", f.seconds},
+                      {"process_cpu_seconds", f.cpu_seconds},
+                      {"cpus_busy", f.seconds > 0 ? f.cpu_seconds / f.seconds : 0.0}};
+  if (with_breakdown) {
+    j["median_pass"]["reader_copy_seconds"] = f.read_seconds;
+    j["median_pass"]["encrypt_seconds_all_workers"] = f.encrypt_seconds;
+    j["median_pass"]["zeroize_seconds_all_workers"] = f.zeroize_seconds;
+  }
+  return j;
+}
+
+}  // namespace
+
+double ReferenceMbps(const BenchReport& report, size_t message_bytes, bool into_ring) {
+  for (const auto& r : report.reference) {
+    if (r.message_bytes == message_bytes && r.into_ring == into_ring) return r.mbps;
+  }
+  return 0;
+}
+
+void FinishFigure(const BenchReport& report, ThroughputFigure* f) {
+  std::vector<double> v = f->pass_mbps;
+  if (v.empty()) return;
+  std::sort(v.begin(), v.end());
+  f->mbps = v[(v.size() - 1) / 2];
+  f->best_mbps = v.back();
+  f->reference_mbps = ReferenceMbps(report, f->chunk_size);
+  f->ring_reference_mbps = ReferenceMbps(report, f->chunk_size, true);
+  if (f->reference_mbps > 0) {
+    f->ratio_single = f->mbps / f->reference_mbps;
+    f->ratio = f->mbps / (std::max(1, f->threads) * f->reference_mbps);
+  }
+}
+
+std::string ReportJson(const BenchReport& r) {
+  json j;
+  j["benchmark"] = "datapath_bench";
+  j["command_line"] = r.command_line;
+  j["quick"] = r.quick;
+  j["total_seconds"] = r.total_seconds;
+  j["machine"] = {{"nproc", r.machine.nproc},
+                  {"cpu_model", r.machine.cpu_model},
+                  {"cpu_crypto_flags", r.machine.cpu_crypto_flags},
+                  {"kernel", r.machine.kernel},
+                  {"openssl", r.machine.openssl},
+                  {"build", r.machine.build},
+                  {"load_average_start", r.machine.load_average},
+                  {"load_average_end", r.load_average_end}};
+  j["targets"] = {{"stage_ratio_min", kStageTargetRatio},
+                  {"trip_p50_max_seconds", kTripP50TargetSeconds}};
+  json ref = json::array();
+  for (const auto& x : r.reference) {
+    ref.push_back({{"message_bytes", x.message_bytes},
+                   {"mode", x.into_ring ? "out_of_place_staging_to_shm_ring" : "in_place"},
+                   {"messages", x.messages},
+                   {"seconds", x.seconds},
+                   {"mbps", x.mbps}});
+  }
+  j["openssl_reference"] = ref;
+  json stage = json::array();
+  for (const auto& f : r.stage) stage.push_back(FigureJson(f, true));
+  j["encrypt_and_stage"] = {{"bounce_dir", r.bounce_dir}, {"figures", stage}};
+  json dev = json::array();
+  for (const auto& f : r.stage_device) dev.push_back(FigureJson(f, false));
+  json ceil = json::array();
+  for (const auto& c : r.device_ceiling) {
+    ceil.push_back({{"chunk_bytes", c.chunk_size},
+                    {"bytes", c.bytes},
+                    {"seconds", c.seconds},
+                    {"mbps", c.mbps},
+                    {"per_chunk_us", c.per_chunk_us}});
+  }
+  j["encrypt_and_stage_with_device"] = {
+      {"bounce_dir", r.bounce_dir}, {"figures", dev}, {"device_submit_h2d_ceiling", ceil}};
+  j["provision_end_to_end"] = FigureJson(r.provision, false);
+  json comps = json::array();
+  for (const auto& c : r.components) {
+    comps.push_back({{"name", c.name},
+                     {"what", c.what},
+                     {"per_trip", c.per_trip},
+                     {"seconds", SummaryJson(c.seconds)}});
+  }
+  const TripBenchResult& t = r.trips;
+  j["trip_control_plane"] = {
+      {"error", r.trips_error},
+      {"stack_start_seconds", t.stack_start_seconds},
+      {"campaign_seconds", t.campaign_seconds},
+      {"trips", t.trips},
+      {"failed_trips", t.failed_trips},
+      {"trip_seconds", SummaryJson(t.trip_seconds)},
+      {"holder_provision_seconds", SummaryJson(t.holder_seconds)},
+      {"orchestrator_side_seconds", SummaryJson(t.orchestrator_seconds)},
+      {"phases_from_logs",
+       {{"trips", t.phase_trips},
+        {"setup_mean_seconds", t.setup_mean},
+        {"away_mean_seconds", t.away_mean},
+        {"return_mean_seconds", t.return_mean}}},
+      {"mux_route_seconds", SummaryJson(t.mux_route_seconds)},
+      {"device_bounce_mappings_after_campaign", t.device_bounce_mappings},
+      {"device_bounce_bytes_after_campaign", t.device_bounce_bytes},
+      {"p50_meets_target", t.trip_seconds.n > 0 && t.trip_seconds.p50 <= kTripP50TargetSeconds},
+      {"components_in_process", comps}};
+  return j.dump(2) + "\n";
+}
+
+std::string ReportTable(const BenchReport& r) {
+  std::string o;
+  o += "GPU Travelling data-path benchmark" + std::string(r.quick ? " (--quick)" : "") + "\n";
+  o += Format("machine: %d CPU(s), %s [%s], %s, %s, build %s\n", r.machine.nproc,
+              r.machine.cpu_model.c_str(), r.machine.cpu_crypto_flags.c_str(),
+              r.machine.kernel.c_str(), r.machine.openssl.c_str(), r.machine.build.c_str());
+  o += "load average: start " + r.machine.load_average + ", end " + r.load_average_end + "\n";
+  o += "command: " + r.command_line + "\n\n";
+
+  o += "(ref) OpenSSL EVP AES-256-GCM, one thread (MB/s = 1e6 bytes/s)\n";
+  o += Format("  %-10s %12s %28s\n", "message", "in place", ("private -> " + r.bounce_dir + " ring").c_str());
+  for (const auto& x : r.reference) {
+    if (x.into_ring) continue;
+    double ring = ReferenceMbps(r, x.message_bytes, true);
+    o += Format("  %-10s %12.0f %28s\n", SizeName(x.message_bytes).c_str(), x.mbps,
+                ring > 0 ? Format("%.0f", ring).c_str() : "-");
+  }
+
+  auto table = [&](const std::vector<ThroughputFigure>& figs, bool breakdown) {
+    o += Format("  %-8s %-7s %9s %9s %9s %9s %12s %7s", "chunk", "threads", "MB/s", "best",
+                "ref", "ring ref", "vs thr x ref", "target");
+    o += Format(" %5s", "CPUs");
+    if (breakdown) o += Format("  %s", "read/encrypt/zeroize, % of wall");
+    o += "\n";
+    for (const auto& f : figs) {
+      o += Format("  %-8s %-7d %9.0f %9.0f %9.0f %9.0f %12.2f %7s",
+                  SizeName(f.chunk_size).c_str(), f.threads, f.mbps, f.best_mbps,
+                  f.reference_mbps, f.ring_reference_mbps, f.ratio,
+                  f.ratio >= kStageTargetRatio ? "met" : "MISSED");
+      o += Format(" %5.2f", f.seconds > 0 ? f.cpu_seconds / f.seconds : 0.0);
+      if (breakdown && f.seconds > 0) {
+        o += Format("  %3.0f%% / %3.0f%% / %3.0f%%", 100 * f.read_seconds / f.seconds,
+                    100 * f.encrypt_seconds / f.seconds, 100 * f.zeroize_seconds / f.seconds);
+      }
+      o += "\n";
+    }
+  };
+  o += "\n(a) encrypt-and-stage into the bounce ring in " + r.bounce_dir +
+       ", no device (target >= " + Format("%.1f", kStageTargetRatio) +
+       " x threads x ref)\n";
+  table(r.stage, true);
+  o += "\n(a') the same through H2dWriter into the in-process emulated device "
+       "(gRPC doorbells, device decrypts)\n";
+  table(r.stage_device, false);
+  o += "  device side alone (EmulatedGpu::SubmitH2D called directly, one thread):";
+  for (const auto& c : r.device_ceiling) {
+    o += Format("  %s %.0f MB/s (%.0f us/chunk)", SizeName(c.chunk_size).c_str(), c.mbps,
+                c.per_chunk_us);
+  }
+  o += "\n";
+
+  const ThroughputFigure& p = r.provision;
+  o += "\n(b) end-to-end provisioning, H2dWriter -> gRPC -> DeviceServiceImpl -> EmulatedGpu\n";
+  o += Format("  window %s, chunk %s, %d threads: %.0f MB/s median (best %.0f) over %zu "
+              "passes, %.2f CPUs busy;\n  %.2f x OpenSSL single thread (%.0f MB/s), "
+              "%.2f x threads x OpenSSL\n",
+              SizeName(p.window_bytes).c_str(), SizeName(p.chunk_size).c_str(), p.threads,
+              p.mbps, p.best_mbps, p.pass_mbps.size(),
+              p.seconds > 0 ? p.cpu_seconds / p.seconds : 0.0, p.ratio_single,
+              p.reference_mbps, p.ratio);
+
+  o += "\n(c) control plane: trips of a 4 KiB window over the multi-process stack\n";
+  if (!r.trips_error.empty()) {
+    o += "  NOT MEASURED: " + r.trips_error + "\n";
+  } else {
+    const TripBenchResult& t = r.trips;
+    o += Format("  %llu trips (%llu failed), stack start %.2f s, campaign %.2f s\n",
+                (unsigned long long)t.trips, (unsigned long long)t.failed_trips,
+                t.stack_start_seconds, t.campaign_seconds);
+    o += Format("  %-28s %9s %9s %9s %9s %9s\n", "ms", "p50", "p90", "p99", "mean", "max");
+    auto row = [&](const char* name, const Summary& s) {
+      o += Format("  %-28s %9.2f %9.2f %9.2f %9.2f %9.2f\n", name, s.p50 * 1e3, s.p90 * 1e3,
+                  s.p99 * 1e3, s.mean * 1e3, s.max * 1e3);
+    };
+    row("trip (trip_seconds)", t.trip_seconds);
+    row("  holder Provision (seconds)", t.holder_seconds);
+    row("  orchestrator side (rest)", t.orchestrator_seconds);
+    row("MUX Route RPC (after)", t.mux_route_seconds);
+    o += Format("  target p50 <= %.0f ms: %s\n", kTripP50TargetSeconds * 1e3,
+                t.trip_seconds.n > 0 && t.trip_seconds.p50 <= kTripP50TargetSeconds ? "met"
+                                                                                 : "MISSED");
+    o += Format("  phases from daemon logs (mean of %llu trips): setup %.2f ms, away %.2f ms, "
+                "return %.2f ms\n",
+                (unsigned long long)t.phase_trips, t.setup_mean * 1e3, t.away_mean * 1e3,
+                t.return_mean * 1e3);
+    o += Format("  bounce rings still mapped by the device after the campaign: %llu (%llu bytes)\n",
+                (unsigned long long)t.device_bounce_mappings,
+                (unsigned long long)t.device_bounce_bytes);
+  }
+  o += "\n  trip steps timed in process (p50 ms; per trip = times one trip takes the step)\n";
+  double modelled = 0;
+  for (const auto& c : r.components) {
+    o += Format("  %-28s %8.3f ms  x%d  %s\n", c.name.c_str(), c.seconds.p50 * 1e3, c.per_trip,
+                c.what.c_str());
+    modelled += c.per_trip * c.seconds.p50;
+  }
+  if (!r.trips_error.empty() || r.trips.mux_route_seconds.n == 0) {
+    o += Format("  sum over one trip's steps: %.2f ms (MUX routes not included)\n", modelled * 1e3);
+  } else {
+    o += Format("  sum over one trip's steps + 2 MUX routes: %.2f ms\n",
+                (modelled + 2 * r.trips.mux_route_seconds.p50) * 1e3);
+  }
+  o += Format("\ntotal benchmark time %.1f s\n", r.total_seconds);
+  return o;
+}
+
+}  // namespace bench
+}  // namespace gputravel

@@ -1,0 +1,72 @@
+#ifndef GPUTRAVEL_BENCH_REPORT_H_
+#define GPUTRAVEL_BENCH_REPORT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/control_plane_bench.h"
+#include "bench/gcm_reference.h"
+#include "bench/machine_info.h"
+#include "bench/provision_bench.h"
+#include "bench/trip_bench.h"
+
+namespace gputravel {
+namespace bench {
+
+// Targets the figures are judged against.
+inline constexpr double kStageTargetRatio = 0.9;      // (a) vs threads x OpenSSL
+inline constexpr double kTripP50TargetSeconds = 0.005;  // (c)
+
+// One throughput configuration, measured over several passes.
+struct ThroughputFigure {
+  uint32_t chunk_size = 0;
+  int threads = 0;
+  uint64_t window_bytes = 0;      // bytes per pass
+  std::vector<double> pass_mbps;  // every pass, in order
+  double mbps = 0;                // median pass
+  double best_mbps = 0;
+  double reference_mbps = 0;      // OpenSSL single thread at chunk_size
+  double ring_reference_mbps = 0; // the same out of place into a /dev/shm ring
+  double ratio = 0;               // mbps / (threads x reference_mbps)
+  double ratio_single = 0;        // mbps / reference_mbps
+  // Median pass: wall, process CPU (cpu/wall = CPUs busy on average), and
+  // (pure stage only) thread time per step.
+  double seconds = 0, cpu_seconds = 0;
+  double read_seconds = 0, encrypt_seconds = 0, zeroize_seconds = 0;
+};
+
+struct BenchReport {
+  MachineInfo machine;
+  std::string command_line;
+  bool quick = false;
+  std::string bounce_dir;
+  std::string load_average_end;
+  double total_seconds = 0;
+
+  std::vector<GcmReference> reference;           // (ref), both kinds
+  std::vector<ThroughputFigure> stage;           // (a) without the device
+  std::vector<ThroughputFigure> stage_device;    // (a') H2dWriter -> in-process device
+  std::vector<DeviceCeiling> device_ceiling;     // (a') the device side alone
+  ThroughputFigure provision;                    // (b) 256 MiB window end to end
+  std::vector<ComponentTiming> components;       // (c) steps, in process
+  TripBenchResult trips;                         // (c) multi-process stack
+  std::string trips_error;                       // set when (c) could not run
+};
+
+// Reference figure for `message_bytes` (0 if it was not measured): in place
+// (the yardstick), or into the bounce ring.
+double ReferenceMbps(const BenchReport& report, size_t message_bytes, bool into_ring = false);
+
+// Fills mbps/best/ratios of `f` from its passes and the report's reference.
+void FinishFigure(const BenchReport& report, ThroughputFigure* f);
+
+// One JSON object with every figure, the machine and the command line.
+std::string ReportJson(const BenchReport& report);
+// Human-readable tables.
+std::string ReportTable(const BenchReport& report);
+
+}  // namespace bench
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_BENCH_REPORT_H_

@@ -1,0 +1,54 @@
+#ifndef GPUTRAVEL_BENCH_STAGE_PIPELINE_H_
+#define GPUTRAVEL_BENCH_STAGE_PIPELINE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "device/h2d_writer.h"
+#include "keyxfer/cc_channel.h"
+
+namespace gputravel {
+namespace bench {
+
+struct StageOptions {
+  uint32_t chunk_size = 2u << 20;
+  uint32_t slots = 4;  // raised to threads + 1, as H2dWriter does
+  int threads = 2;
+  std::string bounce_dir = "/dev/shm";
+};
+
+struct StageResult {
+  uint64_t bytes = 0;
+  uint64_t chunks = 0;
+  double seconds = 0;  // ring creation .. last chunk released
+  double mbps = 0;
+  double cpu_seconds = 0;  // process CPU time over the same interval
+  // Where the time of the stage's threads went (summed over threads, so the
+  // encrypt figure can exceed `seconds` with several workers).
+  double read_seconds = 0;     // reader: source -> private staging copy
+  double encrypt_seconds = 0;  // workers: ChannelCipher::Encrypt into the bounce slot
+  double zeroize_seconds = 0;  // workers: wiping the plaintext staging
+  // SHA-256 over the label and the tags in counter order: equal to what
+  // WindowDigest computes, which proves counters and AAD match the writer's.
+  std::string digest;
+};
+
+// The holder's encrypt-and-stage stage without the device: the same
+// structure as H2dWriter::Write (a reader filling private staging slots in
+// order, `threads` workers each with its own ChannelCipher encrypting into a
+// shared-memory BounceBuffer ring, an in-order submitter), except that the
+// submitter releases each slot at once instead of ringing the device. Chunk i
+// uses counter first_counter + i and the writer's AAD.
+absl::StatusOr<StageResult> RunEncryptAndStage(const ChannelMaterial& key,
+                                               uint64_t session_id,
+                                               uint64_t buffer_id,
+                                               uint64_t length,
+                                               uint32_t first_counter,
+                                               const ChunkSource& source,
+                                               const StageOptions& options);
+
+}  // namespace bench
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_BENCH_STAGE_PIPELINE_H_

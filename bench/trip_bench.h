@@ -1,0 +1,51 @@
+#ifndef GPUTRAVEL_BENCH_TRIP_BENCH_H_
+#define GPUTRAVEL_BENCH_TRIP_BENCH_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "bench/stats.h"
+
+namespace gputravel {
+namespace bench {
+
+struct TripBenchOptions {
+  uint32_t rounds = 100;          // trips (one holder, one window per round)
+  uint64_t window_bytes = 4096;   // dataset = buffer = chunk = one window
+  int route_samples = 50;         // MUX Route calls timed after the campaign
+  std::string bin_dir;            // daemons; empty: Bazel runfiles
+};
+
+struct TripBenchResult {
+  double stack_start_seconds = 0;  // five processes up and ready
+  double campaign_seconds = 0;     // RunCampaign RPC, wall
+  uint64_t trips = 0, failed_trips = 0;
+  Summary trip_seconds;            // report: route out .. scrub, whole trip
+  Summary holder_seconds;          // report: holder's Provision handler
+  Summary orchestrator_seconds;    // trip_seconds - holder seconds, per trip
+  // Phases from the daemons' own timestamps (orchestrator log: ms; MUX audit
+  // log: us), averaged over the trips where every mark was found.
+  uint64_t phase_trips = 0;
+  double setup_mean = 0;   // trip start .. MUX moved the GPU to the holder
+  double away_mean = 0;    // .. MUX moved it back (includes Provision)
+  double return_mean = 0;  // .. trip done (re-key, read, digest, scrub)
+  // MUX Route RPC (SetOwner + GetStatus on the device, audit fsync, durable
+  // route table), timed against the live stack after the campaign.
+  Summary mux_route_seconds;
+  // Bounce rings the device still maps after the campaign (its AttachBounce
+  // has no detach): count and bytes, from /proc/<gpu pid>/maps.
+  uint64_t device_bounce_mappings = 0;
+  uint64_t device_bounce_bytes = 0;
+};
+
+// Starts the real multi-process stack (EmulatedStack: emulated GPU, MUX,
+// one holder agent, orchestrator), runs one campaign of `rounds` trips of a
+// `window_bytes` window and reads the per-trip figures of the report, the
+// phase marks of the logs, and MUX routing cost.
+absl::StatusOr<TripBenchResult> MeasureTrips(const TripBenchOptions& options);
+
+}  // namespace bench
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_BENCH_TRIP_BENCH_H_
