@@ -38,7 +38,7 @@ absl::StatusOr<std::array<uint8_t, N>> DecodeHex(const Json& v,
   }
   auto bytes = FromHex(v.get_ref<const std::string&>(), N);
   if (!bytes.ok()) return FieldError(field, bytes.status().message());
-  std::array<uint8_t, N> a;
+  std::array<uint8_t, N> a{};
   std::copy(bytes->begin(), bytes->end(), a.begin());
   return a;
 }
