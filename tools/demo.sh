@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
-exec bazel run --ui_event_filters=-info,-stdout,-stderr --noshow_progress //:gputravel -- demo "$@"
+exec bazel run --ui_event_filters=-info --noshow_progress //:gputravel -- demo "$@"
