@@ -9,12 +9,15 @@
 #include <sys/wait.h>
 
 #include <cstdio>
-#include <random>
+#include <thread>
 
+#include "auth/pki.h"
 #include "holder_agent/dataset.h"
 #include "keyxfer/dev_attester.h"
+#include "keyxfer/random.h"
 #include "nlohmann/json.hpp"
 #include "proto/orchestrator.grpc.pb.h"
+#include "trainer/synthetic_corpus.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
 
@@ -52,6 +55,10 @@ std::string Daemon(const std::string& bin_dir, int index) {
 
 absl::Status WriteJson(const std::string& path, const json& j) {
   return WriteFile(path, j.dump(2) + "\n", 0600);
+}
+
+json TlsJson(const TlsFiles& f) {
+  return json{{"ca", f.ca}, {"cert", f.cert}, {"key", f.key}};
 }
 
 json DevAttestation(const DevPki& pki, const std::string& domain,
@@ -104,23 +111,41 @@ Subprocess* EmulatedStack::process(const std::string& name) {
   return nullptr;
 }
 
+TlsFiles EmulatedStack::tls(const Identity& id) const {
+  return TlsFiles{CaCertPath(tls_dir()), IdentityCertPath(tls_dir(), id),
+                  IdentityKeyPath(tls_dir(), id)};
+}
+
 absl::Status EmulatedStack::Launch(const std::string& name, const std::string& binary,
                                    const std::string& config) {
-  auto proc = std::make_unique<Subprocess>();
+  launch_[name] = {binary, config};
+  procs_.emplace_back(name, std::make_unique<Subprocess>());
+  return WaitReady(name);
+}
+
+absl::Status EmulatedStack::WaitReady(const std::string& name) {
+  Subprocess* p = process(name);
   const std::string ready = dir_ + "/run/" + name + ".ready";
   const std::string log = dir_ + "/logs/" + name + ".log";
-  absl::Status s = proc->Start({binary, "--config=" + config, "--ready_file=" + ready,
-                                "--v=" + std::to_string(options_.log_level)},
-                               log);
+  ::unlink(ready.c_str());
+  absl::Status s = p->Start({launch_[name].first, "--config=" + launch_[name].second,
+                             "--ready_file=" + ready,
+                             "--v=" + std::to_string(options_.log_level)},
+                            log);
   if (!s.ok()) return s;
-  Subprocess* p = proc.get();
-  procs_.emplace_back(name, std::move(proc));
   s = WaitForFile(ready, p, name, 20000);
   if (!s.ok()) {
     return absl::Status(s.code(), std::string(s.message()) + "; its log ends with:\n" +
                                       LogTail(log));
   }
   return absl::OkStatus();
+}
+
+absl::Status EmulatedStack::Restart(const std::string& name) {
+  Subprocess* p = process(name);
+  if (p == nullptr) return absl::NotFoundError("no daemon named " + name);
+  if (p->Running()) return absl::FailedPreconditionError(name + " is still running");
+  return WaitReady(name);
 }
 
 absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions options) {
@@ -141,12 +166,13 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
   }
 
   std::vector<std::string> domains = {kOrchestratorDomain};
-  std::vector<HolderConfig> holders;
+  std::vector<StackHolder> holders;
   for (int i = 0; i < options.holders; ++i) {
-    HolderConfig h;
+    StackHolder h;
     h.name = "holder-" + std::string(1, static_cast<char>('a' + i));
     h.domain = "td-" + h.name;
     h.endpoint = "unix:" + d + "/" + h.name + ".sock";
+    h.dataset = h.name + "-tokens";
     holders.push_back(h);
     domains.push_back(h.domain);
   }
@@ -154,6 +180,22 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
   auto pki = CreateDevPki(d + "/pki", kGpuSerial, domains);
   if (!pki.ok()) return pki.status();
   st->pki_ = *pki;
+  st->holders_ = holders;
+  for (const auto& h : options.extra_holders) st->holders_.push_back(h);
+
+  // The campaign CA and one certificate per identity (what `gputravel pki`
+  // does for a real deployment).
+  absl::Status s = InitCampaignCa(st->tls_dir(), options.campaign, 30);
+  if (!s.ok()) return s;
+  std::vector<Identity> ids = {{kRoleOrchestrator, "orchestrator"},
+                               {kRoleMux, "mux"},
+                               {kRoleOperator, "operator"},
+                               {kRoleScheduler, "scheduler"}};
+  for (const auto& h : st->holders_) ids.push_back({kRoleHolder, h.name});
+  for (const auto& id : ids) {
+    auto issued = IssueIdentity(st->tls_dir(), id, 30);
+    if (!issued.ok()) return issued.status();
+  }
 
   auto holder_mrtd = MeasureFile(Daemon(st->bin_dir_, 2));
   auto orch_mrtd = MeasureFile(Daemon(st->bin_dir_, 3));
@@ -170,7 +212,7 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
               {"socket_dir", d + "/dev"},
               {"domains", domains},
               {"admin_socket", d + "/device-admin.sock"}};
-  absl::Status s = WriteJson(d + "/device.json", dev);
+  s = WriteJson(d + "/device.json", dev);
   if (!s.ok()) return s;
   s = st->Launch("gpu", Daemon(st->bin_dir_, 0), d + "/device.json");
   if (!s.ok()) return s;
@@ -180,6 +222,7 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
               {"backend", "emulated"},
               {"state_file", d + "/state/mux-routes.json"},
               {"audit_log", d + "/logs/mux-audit.jsonl"},
+              {"tls", TlsJson(st->tls({kRoleMux, "mux"}))},
               {"gpus", json::array({{{"name", "gpu0"},
                                      {"admin_endpoint", st->device_admin_endpoint()}}})}};
   s = WriteJson(d + "/mux.json", mux);
@@ -187,9 +230,11 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
   s = st->Launch("mux", Daemon(st->bin_dir_, 1), d + "/mux.json");
   if (!s.ok()) return s;
 
-  // Holders and their datasets (llm.c shards; the third is a raw file).
+  // Holders and their datasets (llm.c shards; the third is a raw file), all
+  // drawn from one synthetic language so the trainer's loss falls as the
+  // GPU visits them.
   for (int i = 0; i < options.holders; ++i) {
-    const HolderConfig& h = holders[i];
+    const StackHolder& h = holders[i];
     uint64_t bytes = i < static_cast<int>(options.dataset_bytes.size())
                          ? options.dataset_bytes[i]
                          : (3u << 20) + uint64_t(i) * (5u << 19);
@@ -200,9 +245,7 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
       path = options.dataset_files[i];
       format = "auto";
     } else {
-      std::mt19937 rng(1000 + i);
-      std::vector<uint16_t> tokens(bytes / 2);
-      for (auto& t : tokens) t = static_cast<uint16_t>(rng() % 50257);
+      std::vector<uint16_t> tokens = GenerateCorpus(1000 + i, bytes / 2);
       if (i == 2) {
         s = WriteFile(path, std::string(reinterpret_cast<char*>(tokens.data()), bytes), 0600);
       } else {
@@ -213,7 +256,8 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
     json hc = {{"name", h.name},
                {"domain", h.domain},
                {"listen", h.endpoint},
-               {"dataset", {{"path", path}, {"format", format}}},
+               {"dataset", {{"name", h.dataset}, {"path", path}, {"format", format}}},
+               {"tls", TlsJson(st->tls({kRoleHolder, h.name}))},
                {"device_endpoint", st->device_socket(h.domain)},
                {"threads", options.threads},
                {"bounce_dir", d + "/shm"},
@@ -226,29 +270,17 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
   }
 
   // The orchestrator.
-  json hs = json::array();
-  for (const auto& h : holders) {
-    hs.push_back({{"name", h.name}, {"endpoint", h.endpoint}, {"domain", h.domain}});
-  }
-  for (const auto& h : options.extra_holders) {
-    hs.push_back({{"name", h.name}, {"endpoint", h.endpoint}, {"domain", h.domain}});
-  }
   json orch = {
-      {"listen", "unix:" + d + "/orchestrator.sock"},
+      {"listen", st->orchestrator_endpoint()},
       {"domain", kOrchestratorDomain},
       {"state_dir", d + "/state"},
       {"mux_endpoint", st->mux_endpoint()},
-      {"gpu", {{"name", "gpu0"},
-               {"device_endpoint", st->device_socket(kOrchestratorDomain)},
-               {"device_ca", st->pki_.device_ca_cert},
-               {"serial", kGpuSerial}}},
+      {"gpus", json::array({{{"name", "gpu0"},
+                             {"device_endpoint", st->device_socket(kOrchestratorDomain)},
+                             {"device_ca", st->pki_.device_ca_cert},
+                             {"serial", kGpuSerial}}})},
       {"attestation", DevAttestation(st->pki_, kOrchestratorDomain, allowed_holders)},
-      {"campaigns", json::array({{{"name", options.campaign},
-                                  {"buffer_bytes", options.buffer_bytes},
-                                  {"chunk_bytes", options.chunk_bytes},
-                                  {"rounds", options.rounds},
-                                  {"trip_timeout_seconds", options.trip_timeout_seconds},
-                                  {"holders", hs}}})}};
+      {"tls", TlsJson(st->tls({kRoleOrchestrator, "orchestrator"}))}};
   s = WriteJson(d + "/orchestrator.json", orch);
   if (!s.ok()) return s;
   s = st->Launch("orchestrator", Daemon(st->bin_dir_, 3), d + "/orchestrator.json");
@@ -256,16 +288,99 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
   return st;
 }
 
-absl::StatusOr<v1::CampaignReport> EmulatedStack::RunCampaign() {
-  auto stub = v1::Orchestrator::NewStub(MakeChannel("unix:" + dir_ + "/orchestrator.sock"));
-  v1::RunCampaignRequest req;
-  req.set_campaign(options_.campaign);
-  v1::CampaignReport report;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(20));
-  absl::Status s = FromGrpc(stub->RunCampaign(&ctx, req, &report), "orchestrator RunCampaign");
-  if (!s.ok()) return s;
-  return report;
+json EmulatedStack::CampaignSpec() const {
+  json hs = json::array();
+  for (const auto& h : holders_) {
+    hs.push_back({{"name", h.name},
+                  {"endpoint", h.endpoint},
+                  {"domain", h.domain},
+                  {"dataset", {{"name", h.dataset}}}});
+  }
+  json spec = {{"name", options_.campaign},
+               {"gpu", "gpu0"},
+               {"buffer_bytes", options_.buffer_bytes},
+               {"chunk_bytes", options_.chunk_bytes},
+               {"rounds", options_.rounds},
+               {"schedule", options_.schedule},
+               {"holder_timeout_seconds", options_.holder_timeout_seconds},
+               {"on_holder_failure", options_.on_holder_failure},
+               {"holders", hs}};
+  spec["trainer"] = options_.trainer ? json{{"kind", "next-token"}, {"batch_tokens", 16384}}
+                                     : json{{"kind", "none"}};
+  return spec;
+}
+
+std::unique_ptr<v1::Orchestrator::Stub> EmulatedStack::OperatorClient() const {
+  auto channel = MakeSecureChannel(orchestrator_endpoint(), tls({kRoleOperator, "operator"}),
+                                   Identity{kRoleOrchestrator, "orchestrator"});
+  if (!channel.ok()) return nullptr;
+  return v1::Orchestrator::NewStub(*channel);
+}
+
+absl::StatusOr<v1::Campaign> EmulatedStack::WaitForFinal(const std::string& name,
+                                                         double seconds) const {
+  auto stub = OperatorClient();
+  if (stub == nullptr) return absl::InternalError("cannot build the operator's TLS channel");
+  auto until = std::chrono::steady_clock::now() +
+               std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  while (true) {
+    // Watch until the stream ends (the campaign is final), then read it.
+    grpc::ClientContext wctx;
+    wctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::WatchCampaignRequest wreq;
+    wreq.set_name(name);
+    auto reader = stub->WatchCampaign(&wctx, wreq);
+    v1::Event ev;
+    while (reader->Read(&ev)) {
+    }
+    (void)reader->Finish();
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::GetCampaignRequest req;
+    req.set_name(name);
+    req.set_include_trips(true);
+    v1::Campaign c;
+    absl::Status s = FromGrpc(stub->GetCampaign(&ctx, req, &c), "orchestrator GetCampaign");
+    if (s.ok() && (c.state() == v1::COMPLETED || c.state() == v1::FAILED ||
+                   c.state() == v1::CANCELLED)) {
+      return c;
+    }
+    if (std::chrono::steady_clock::now() > until) {
+      return absl::DeadlineExceededError("campaign '" + name + "' not final after " +
+                                         std::to_string(seconds) + " s (state " +
+                                         v1::CampaignState_Name(c.state()) + ")" +
+                                         (s.ok() ? "" : ": " + std::string(s.message())));
+    }
+    if (!s.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+absl::StatusOr<v1::Campaign> EmulatedStack::RunCampaign(const json* spec) {
+  auto stub = OperatorClient();
+  if (stub == nullptr) return absl::InternalError("cannot build the operator's TLS channel");
+  json body = spec != nullptr ? *spec : CampaignSpec();
+  v1::CreateCampaignRequest req;
+  req.set_request_id(HexEncode(RandomString(16)));
+  req.set_spec_json(body.dump());
+  v1::CreateCampaignResponse created;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    absl::Status s =
+        FromGrpc(stub->CreateCampaign(&ctx, req, &created), "orchestrator CreateCampaign");
+    if (!s.ok()) return s;
+  }
+  const std::string name = created.campaign().name();
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::CampaignRef ref;
+    ref.set_name(name);
+    v1::Campaign c;
+    absl::Status s = FromGrpc(stub->StartCampaign(&ctx, ref, &c), "orchestrator StartCampaign");
+    if (!s.ok()) return s;
+  }
+  return WaitForFinal(name, 1200);
 }
 
 void EmulatedStack::Stop() {

@@ -8,12 +8,22 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "auth/identity.h"
+#include "auth/tls_config.h"
 #include "cli/dev_pki.h"
-#include "orchestrator/campaign_config.h"
-#include "proto/orchestrator.pb.h"
+#include "nlohmann/json.hpp"
+#include "proto/orchestrator.grpc.pb.h"
 #include "util/subprocess.h"
 
 namespace gputravel {
+
+// A holder of the emulated campaign.
+struct StackHolder {
+  std::string name;
+  std::string endpoint;
+  std::string domain;
+  std::string dataset;  // dataset name the agent serves
+};
 
 struct StackOptions {
   int holders = 3;
@@ -26,13 +36,17 @@ struct StackOptions {
   int threads = 2;
   int log_level = 1;
   uint64_t gpu_memory_bytes = 256u << 20;
-  double trip_timeout_seconds = 60;
+  double holder_timeout_seconds = 60;
   uint32_t rounds = 1;
+  std::string schedule = "round-robin";
+  std::string on_holder_failure = "skip";
+  bool trainer = true;  // the built-in next-token trainer
   std::string bin_dir;  // empty: found next to this program (Bazel runfiles)
   std::string campaign = "demo";
   // Holders served by the caller (tests): added to the campaign and given a
-  // device socket and attestation key; their MRTDs (hex) are allowed.
-  std::vector<HolderConfig> extra_holders;
+  // device socket, an attestation key and a TLS certificate; their MRTDs
+  // (hex) are allowed.
+  std::vector<StackHolder> extra_holders;
   std::vector<std::string> extra_holder_mrtd_hex;
   bool keep = false;  // keep the temporary directory (logs, configs)
 };
@@ -40,15 +54,26 @@ struct StackOptions {
 // The whole emulated deployment on one machine, as real processes talking
 // real gRPC over Unix sockets in a fresh temporary directory: the emulated
 // GPU, the MUX (emulated backend), one holder_agent per holder and the
-// orchestrator, with a development PKI and development attestation enabled
-// explicitly in each configuration. The destructor stops every process and
-// removes the directory (unless keep).
+// orchestrator. A campaign CA (auth/pki.h) issues a certificate per identity
+// and every connection except the emulated PCIe bus is mTLS; development
+// attestation is enabled explicitly in each configuration. The destructor
+// stops every process and removes the directory (unless keep).
 class EmulatedStack {
  public:
   static absl::StatusOr<std::unique_ptr<EmulatedStack>> Start(StackOptions options);
   ~EmulatedStack();
 
-  absl::StatusOr<v1::CampaignReport> RunCampaign();
+  // The campaign specification the options describe (tests may edit it).
+  nlohmann::json CampaignSpec() const;
+  // Creates the campaign (CampaignSpec() unless `spec` is given), starts it,
+  // waits until it is final and returns it with its trips.
+  absl::StatusOr<v1::Campaign> RunCampaign(const nlohmann::json* spec = nullptr);
+  // A client of the orchestrator API with the operator's certificate.
+  std::unique_ptr<v1::Orchestrator::Stub> OperatorClient() const;
+  // Waits until the campaign is in a final state (or `seconds` pass).
+  absl::StatusOr<v1::Campaign> WaitForFinal(const std::string& name, double seconds) const;
+  // Starts a daemon again with its configuration (after Kill, for crash tests).
+  absl::Status Restart(const std::string& name);
   // Stops every daemon (SIGTERM, then SIGKILL). Idempotent.
   void Stop();
 
@@ -57,6 +82,11 @@ class EmulatedStack {
   std::string device_socket(const std::string& domain) const;
   std::string mux_endpoint() const { return "unix:" + dir_ + "/mux.sock"; }
   std::string device_admin_endpoint() const { return "unix:" + dir_ + "/device-admin.sock"; }
+  std::string orchestrator_endpoint() const { return "unix:" + dir_ + "/orchestrator.sock"; }
+  // The campaign PKI directory and the TLS files of one identity (issued for
+  // the orchestrator, the MUX, every holder, "operator" and "scheduler").
+  std::string tls_dir() const { return dir_ + "/pki/tls"; }
+  TlsFiles tls(const Identity& id) const;
   const std::vector<std::string>& holder_names() const { return holder_names_; }
   // Every daemon's log file, by daemon name.
   std::map<std::string, std::string> logs() const;
@@ -69,11 +99,14 @@ class EmulatedStack {
   EmulatedStack() = default;
   absl::Status Launch(const std::string& name, const std::string& binary,
                       const std::string& config);
+  absl::Status WaitReady(const std::string& name);
 
   StackOptions options_;
   std::string dir_, bin_dir_;
   DevPki pki_;
   std::vector<std::string> holder_names_;
+  std::vector<StackHolder> holders_;  // every holder of the campaign
+  std::map<std::string, std::pair<std::string, std::string>> launch_;  // binary, config
   std::vector<std::pair<std::string, std::unique_ptr<Subprocess>>> procs_;
 };
 

@@ -88,7 +88,7 @@ int Run(int argc, char** argv) {
   EmulatedGpu gpu(opts, std::move(*key), *cert);
 
   std::vector<std::unique_ptr<DeviceServiceImpl>> services;
-  std::vector<std::pair<std::string, grpc::Service*>> endpoints;
+  std::vector<ServedEndpoint> endpoints;  // the emulated PCIe bus: plaintext
   for (const auto& d : (*cfg)["domains"]) {
     if (!d.is_string() || d.get<std::string>().empty() ||
         d.get<std::string>().find('/') != std::string::npos) {
@@ -98,10 +98,10 @@ int Run(int argc, char** argv) {
     }
     services.push_back(std::make_unique<DeviceServiceImpl>(&gpu, d.get<std::string>()));
     endpoints.push_back({"unix:" + *socket_dir + "/" + d.get<std::string>() + ".sock",
-                         services.back().get()});
+                         {services.back().get()}, nullptr});
   }
   DeviceAdminServiceImpl admin_service(&gpu);
-  endpoints.push_back({"unix:" + *admin, &admin_service});
+  endpoints.push_back({"unix:" + *admin, {&admin_service}, nullptr});
   GT_LOG(1, "serving ", services.size(), " domain socket(s) in ", *socket_dir,
          ", memory ", opts.memory_bytes, " bytes");
   // On shutdown the device memory is wiped, as a power-off would.

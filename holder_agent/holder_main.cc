@@ -1,6 +1,8 @@
 // holder_agent: the data holder's agent inside its TD.
 #include "holder_agent/dataset.h"
 #include "holder_agent/holder_service.h"
+#include "auth/identity.h"
+#include "auth/tls_config.h"
 #include "keyxfer/attestation_config.h"
 #include "util/daemon_main.h"
 #include "util/files.h"
@@ -15,7 +17,9 @@ int main(int argc, char** argv) {
       "hand-off per trip and provisions its dataset window onto the GPU\n"
       "over the encrypted copy-engine path.\n"
       "Config JSON: {\"name\", \"domain\", \"listen\" (unix:PATH or\n"
-      "HOST:PORT), \"dataset\": {\"path\", \"format\": auto|llmc-tokens|raw},\n"
+      "HOST:PORT), \"dataset\": {\"name\", \"path\", \"format\":\n"
+      "auto|llmc-tokens|raw}, \"tls\": {\"ca\", \"cert\", \"key\"} (certificate of\n"
+      "role holder for this name; only the orchestrator may call),\n"
       "\"device_endpoint\", \"threads\", \"bounce_slots\", \"bounce_dir\",\n"
       "\"attestation\": {...}} (see docs/operations.md).");
   auto Fail = [&kProgram](const std::string& m) { ExitStartupError(kProgram, m); };
@@ -54,6 +58,9 @@ int main(int argc, char** argv) {
   const auto& ds = (*cfg)["dataset"];
   auto ds_path = JsonString(ds, where + ": dataset", "path");
   if (!ds_path.ok()) Fail(std::string(ds_path.status().message()));
+  auto ds_name = JsonString(ds, where + ": dataset", "name");
+  if (!ds_name.ok()) Fail(std::string(ds_name.status().message()));
+  opts.dataset_name = *ds_name;
   std::string fmt = ds.contains("format") && ds["format"].is_string()
                         ? ds["format"].get<std::string>() : "auto";
   auto dataset = Dataset::Open(*ds_path, fmt);
@@ -66,7 +73,25 @@ int main(int argc, char** argv) {
   GT_LOG(1, "dataset ", *ds_path, " (", (*dataset)->format(), ", ",
          (*dataset)->payload_bytes(), " bytes), attestation backend ", att->backend);
 
+  if (!cfg->contains("tls")) {
+    Fail(where + ": missing object 'tls' ({\"ca\", \"cert\", \"key\"}): every connection is mTLS");
+  }
+  auto tls = ParseTlsConfig((*cfg)["tls"], where + ": tls");
+  if (!tls.ok()) Fail(std::string(tls.status().message()));
+  // The certificate must name this holder: the orchestrator checks it, so a
+  // mismatch would only fail later and less clearly.
+  auto cert_pem = ReadFile(tls->cert);
+  if (!cert_pem.ok()) Fail(std::string(cert_pem.status().message()));
+  auto me = IdentityFromCertificate(*cert_pem);
+  if (!me.ok()) Fail(tls->cert + ": " + std::string(me.status().message()));
+  if (*me != Identity{kRoleHolder, opts.name}) {
+    Fail(where + ": tls.cert is for " + DescribeIdentity(*me) + ", this agent is holder '" +
+         opts.name + "'");
+  }
+  auto creds = MakeServerCredentials(*tls);
+  if (!creds.ok()) Fail(std::string(creds.status().message()));
+
   HolderService service(opts, std::move(*dataset), att->attester.get(),
                         att->verifier.get());
-  ServeUntilSignal(kProgram, {{*listen, &service}}, args.ready_file);
+  ServeUntilSignal(kProgram, {{*listen, {&service}, *creds}}, args.ready_file);
 }

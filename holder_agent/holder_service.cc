@@ -1,6 +1,9 @@
 #include "holder_agent/holder_service.h"
 
+#include <atomic>
 #include <chrono>
+
+#include "auth/authorize.h"
 
 #include "keyxfer/handoff.h"
 #include "keyxfer/random.h"
@@ -27,18 +30,23 @@ HolderService::HolderService(HolderOptions options, std::unique_ptr<Dataset> dat
       verifier_(verifier),
       device_(MakeChannel(options_.device_endpoint)) {}
 
-grpc::Status HolderService::GetInfo(grpc::ServerContext*, const v1::GetInfoRequest*,
+grpc::Status HolderService::GetInfo(grpc::ServerContext* ctx, const v1::GetInfoRequest*,
                                     v1::HolderInfo* out) {
+  grpc::Status auth = Authorize(*ctx, {kRoleOrchestrator});
+  if (!auth.ok()) return auth;
   out->set_name(options_.name);
+  out->set_dataset_name(options_.dataset_name);
   out->set_dataset_format(dataset_->format());
   out->set_dataset_bytes(dataset_->payload_bytes());
   out->set_domain(options_.domain);
   return grpc::Status::OK;
 }
 
-grpc::Status HolderService::OpenChannel(grpc::ServerContext*,
+grpc::Status HolderService::OpenChannel(grpc::ServerContext* ctx,
                                         const v1::OpenChannelRequest* req,
                                         v1::OpenChannelResponse* out) {
+  grpc::Status auth = Authorize(*ctx, {kRoleOrchestrator});
+  if (!auth.ok()) return auth;
   auto responder = ChannelResponder::Respond(req->orchestrator_public_key(),
                                              req->orchestrator_nonce(), *attester_);
   if (!responder.ok()) return ToGrpc(responder.status());
@@ -54,20 +62,44 @@ grpc::Status HolderService::OpenChannel(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status HolderService::Provision(grpc::ServerContext*,
+grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
                                       const v1::ProvisionRequest* req,
-                                      v1::ProvisionReport* out) {
-  auto r = DoProvision(*req);
+                                      grpc::ServerWriter<v1::ProvisionUpdate>* out) {
+  grpc::Status auth = Authorize(*ctx, {kRoleOrchestrator});
+  if (!auth.ok()) return auth;
+  // Progress comes from the encryption threads; one writer at a time, at most
+  // one message per interval.
+  absl::Mutex write_mu;
+  auto last = std::chrono::steady_clock::now();
+  const auto interval = std::chrono::duration<double>(options_.progress_interval_seconds);
+  const uint64_t total = req->binding().window_length();
+  std::atomic<uint64_t> done{0};
+  auto progress = [&](uint64_t bytes) {
+    if (ctx->IsCancelled()) return false;
+    uint64_t now_done = done.fetch_add(bytes) + bytes;
+    absl::MutexLock l(&write_mu);
+    auto now = std::chrono::steady_clock::now();
+    if (now - last < interval) return true;
+    last = now;
+    v1::ProvisionUpdate u;
+    u.mutable_progress()->set_bytes(now_done);
+    u.mutable_progress()->set_window_length(total);
+    return out->Write(u);
+  };
+  auto r = DoProvision(*req, progress);
   if (!r.ok()) {
     GT_LOG(0, "provisioning refused or failed: ", r.status().message());
     return ToGrpc(r.status());
   }
-  *out = std::move(*r);
+  v1::ProvisionUpdate u;
+  *u.mutable_report() = std::move(*r);
+  absl::MutexLock l(&write_mu);
+  if (!out->Write(u)) return grpc::Status(grpc::StatusCode::CANCELLED, "caller went away");
   return grpc::Status::OK;
 }
 
 absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
-    const v1::ProvisionRequest& req) {
+    const v1::ProvisionRequest& req, const std::function<bool(uint64_t)>& progress) {
   absl::MutexLock serial(&provision_mu_);
   auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<ChannelResponder> responder;
@@ -120,8 +152,13 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
   auto stats = writer.Write(
       *key, b.gpu_session(), b.buffer_id(), 0, b.window_length(),
       CounterWindow{b.first_counter(), b.counter_count()},
-      [this, base](uint64_t off, uint8_t* dst, size_t n) {
-        return dataset_->Read(base + off, dst, n);
+      [this, base, &progress](uint64_t off, uint8_t* dst, size_t n) {
+        if (!progress(0)) {
+          return absl::CancelledError("the orchestrator cancelled provisioning");
+        }
+        absl::Status s = dataset_->Read(base + off, dst, n);
+        if (s.ok()) progress(n);
+        return s;
       });
   // The key dies here, whatever the outcome (SecretBytes zeroizes).
   key->key.Clear();

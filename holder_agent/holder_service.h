@@ -1,6 +1,7 @@
 #ifndef GPUTRAVEL_HOLDER_AGENT_HOLDER_SERVICE_H_
 #define GPUTRAVEL_HOLDER_AGENT_HOLDER_SERVICE_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,15 +18,19 @@ namespace gputravel {
 
 struct HolderOptions {
   std::string name;            // holder name, bound into every hand-off
+  std::string dataset_name;    // what campaigns call this holder's dataset
   std::string domain;          // TD the MUX routes the GPU to for this holder
   std::string device_endpoint; // the GPU as seen from this TD
   H2dWriterOptions writer;     // bounce ring, threads (chunk size comes per trip)
+  double progress_interval_seconds = 0.25;  // Provision progress messages
 };
 
 // The data-holder agent: answers attested channel requests, accepts one
 // hand-off per channel, provisions its dataset window onto the GPU and drops
 // the key. It trusts nothing from the host: the hand-off is opened only after
 // the orchestrator's evidence verified, and only if bound to this holder.
+// Every RPC is refused unless the caller's certificate has the role
+// "orchestrator" (auth/authorize.h).
 class HolderService final : public v1::HolderAgent::Service {
  public:
   HolderService(HolderOptions options, std::unique_ptr<Dataset> dataset,
@@ -35,11 +40,14 @@ class HolderService final : public v1::HolderAgent::Service {
                        v1::HolderInfo* out) override;
   grpc::Status OpenChannel(grpc::ServerContext*, const v1::OpenChannelRequest* req,
                            v1::OpenChannelResponse* out) override;
-  grpc::Status Provision(grpc::ServerContext*, const v1::ProvisionRequest* req,
-                         v1::ProvisionReport* out) override;
+  grpc::Status Provision(grpc::ServerContext* ctx, const v1::ProvisionRequest* req,
+                         grpc::ServerWriter<v1::ProvisionUpdate>* out) override;
 
  private:
-  absl::StatusOr<v1::ProvisionReport> DoProvision(const v1::ProvisionRequest& req);
+  // `progress(bytes)` is called from the encryption threads as chunks are
+  // read; it returns false once the caller has gone (cancel).
+  absl::StatusOr<v1::ProvisionReport> DoProvision(
+      const v1::ProvisionRequest& req, const std::function<bool(uint64_t)>& progress);
 
   const HolderOptions options_;
   const std::unique_ptr<Dataset> dataset_;

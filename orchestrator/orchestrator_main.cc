@@ -1,10 +1,14 @@
 // orchestrator: the daemon inside the orchestrator TD.
 #include <sys/stat.h>
 
+#include "auth/tls_config.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "keyxfer/attestation_config.h"
-#include "orchestrator/campaign_config.h"
-#include "orchestrator/campaign_runner.h"
+#include "orchestrator/campaign_engine.h"
+#include "orchestrator/daemon_config.h"
 #include "orchestrator/orchestrator_service.h"
+#include "orchestrator/state_store.h"
 #include "util/daemon_main.h"
 #include "util/files.h"
 #include "util/log.h"
@@ -14,11 +18,16 @@ int main(int argc, char** argv) {
   const std::string kProgram = "orchestrator";
   DaemonArgs args = ParseDaemonArgsOrExit(
       argc, argv, kProgram,
-      "GPU Travelling orchestrator: owns the GPU's CC session, attests the\n"
-      "holders, routes the GPU through the MUX and runs campaigns of trips.\n"
+      "GPU Travelling orchestrator: owns the GPUs' CC sessions, attests the\n"
+      "holders, routes the GPU through the MUX and runs campaigns of trips,\n"
+      "with durable state (SQLite, WAL) in state_dir and crash recovery at\n"
+      "start-up. Serves the scheduler API (proto/orchestrator.proto), the\n"
+      "standard gRPC health service and reflection, all over mTLS.\n"
       "Config JSON: {\"listen\", \"domain\", \"state_dir\", \"mux_endpoint\",\n"
-      "\"gpu\": {...}, \"attestation\": {...}, \"campaigns\": [...]}\n"
-      "(docs/operations.md).");
+      "\"mux_name\", \"gpus\": [{\"name\", \"device_endpoint\", \"device_ca\",\n"
+      "\"serial\"}], \"attestation\": {...}, \"tls\": {\"ca\", \"cert\", \"key\"}}\n"
+      "(docs/operations.md). Campaigns are created through the API\n"
+      "(`gputravel create`).");
   auto json = ReadJsonFile(args.config);
   if (!json.ok()) ExitStartupError(kProgram, std::string(json.status().message()));
   auto cfg = ParseOrchestratorConfig(*json, args.config);
@@ -30,7 +39,19 @@ int main(int argc, char** argv) {
                                        cfg->domain);
   if (!att.ok()) ExitStartupError(kProgram, std::string(att.status().message()));
   GT_LOG(1, "attestation backend ", att->backend);
-  CampaignRunner runner(&*cfg, att->attester.get(), att->verifier.get());
-  OrchestratorService service(&runner);
-  ServeUntilSignal(kProgram, {{cfg->listen, &service}}, args.ready_file);
+  auto store = StateStore::Open(cfg->state_dir + "/orchestrator.db");
+  if (!store.ok()) ExitStartupError(kProgram, std::string(store.status().message()));
+  auto creds = MakeServerCredentials(cfg->tls);
+  if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));
+
+  CampaignEngine engine(&*cfg, store->get(), att->attester.get(), att->verifier.get());
+  absl::Status s = engine.Start();  // recovery of interrupted trips runs first
+  if (!s.ok()) ExitStartupError(kProgram, std::string(s.message()));
+  OrchestratorService service(&engine);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // On SIGTERM the engine stops first: a trip in flight is cancelled and made
+  // safe, and open watch streams end.
+  ServeUntilSignal(kProgram, {{cfg->listen, {&service}, *creds}}, args.ready_file, nullptr,
+                   [&engine] { engine.Shutdown(); });
 }

@@ -3,27 +3,49 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <thread>
 
 #include "device/h2d_writer.h"
 #include "keyxfer/attested_channel.h"
 #include "keyxfer/counter_window.h"
 #include "keyxfer/handoff.h"
+#include "keyxfer/secret_bytes.h"
+#include "orchestrator/state_store.h"
 #include "util/grpc_status.h"
 #include "util/log.h"
 
 namespace gputravel {
 namespace {
 
-double Since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 std::chrono::system_clock::time_point Deadline(double seconds) {
   return std::chrono::system_clock::now() +
          std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
+std::string Seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g s", s);
+  return buf;
+}
+
 }  // namespace
+
+void TripControl::Cancel() {
+  absl::MutexLock l(&mu_);
+  cancelled_ = true;
+  if (call_ != nullptr) call_->TryCancel();
+}
+
+bool TripControl::cancelled() const {
+  absl::MutexLock l(&mu_);
+  return cancelled_;
+}
+
+void TripControl::SetCall(grpc::ClientContext* ctx) {
+  absl::MutexLock l(&mu_);
+  call_ = ctx;
+  if (call_ != nullptr && cancelled_) call_->TryCancel();
+}
 
 absl::Status TripRunner::RouteTo(const std::string& domain, uint64_t token) {
   v1::RouteRequest req;
@@ -39,32 +61,108 @@ absl::Status TripRunner::RouteTo(const std::string& domain, uint64_t token) {
 
 absl::Status TripRunner::RouteHome(uint64_t token) { return RouteTo(domain_, token); }
 
-absl::Status TripRunner::SafeReturn(const TripPlan& plan, v1::TripReport* report) {
+absl::Status TripRunner::MakeSafe(uint64_t token, uint64_t buffer_id,
+                                  uint64_t buffer_bytes) {
+  absl::Status s = RouteHome(token);
+  if (!s.ok()) return s;
+  s = gpu_->Establish();
+  if (!s.ok()) return s;
+  if (buffer_id == 0) return absl::OkStatus();
+  s = gpu_->ScrubAndVerify(buffer_id, buffer_bytes);
+  if (absl::IsNotFound(s)) {
+    GT_LOG(1, "buffer ", buffer_id, " is gone (a device reset wipes memory)");
+    return absl::OkStatus();
+  }
+  return s;
+}
+
+absl::Status TripRunner::SafeReturn(const TripPlan& plan, TripOutcome* out) {
   absl::Status s = RouteHome(plan.trip);
   if (!s.ok()) return s;
   const uint64_t old_session = gpu_->session_id();
   // Whatever happened, the session whose key the holder saw must end.
   s = gpu_->Establish();
   if (!s.ok()) return s;
-  report->set_rekeyed(gpu_->session_id() != old_session);
+  out->rekeyed = gpu_->session_id() != old_session;
   s = gpu_->ScrubAndVerify(plan.buffer_id, plan.buffer_bytes);
   if (!s.ok()) return s;
-  report->set_scrub_verified(true);
+  out->scrub_verified = true;
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::TripReport> TripRunner::Run(const TripPlan& plan,
-                                               v1::HolderAgent::Stub* holder) {
-  auto t0 = std::chrono::steady_clock::now();
-  v1::TripReport report;
-  report.set_trip(plan.trip);
-  report.set_holder(plan.holder->name);
-  report.set_window_offset(plan.window_offset);
-  const HolderConfig& h = *plan.holder;
-  GT_LOG(1, "trip ", plan.trip, ": ", h.name, " window [", plan.window_offset, ", +",
-         plan.window_length, ")");
+absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* holder,
+                                   const v1::ProvisionRequest& req, TripHooks* hooks,
+                                   TripControl* control, v1::ProvisionReport* report) {
+  grpc::ClientContext ctx;
+  control->SetCall(&ctx);
+  // Watchdog: a holder that sends nothing for holder_timeout_seconds (it
+  // streams progress while it writes) is cut off.
+  absl::Mutex mu;
+  bool done = false, timed_out = false;
+  auto last = std::chrono::steady_clock::now();
+  const auto limit = std::chrono::duration<double>(plan.holder_timeout_seconds);
+  std::thread watchdog([&] {
+    absl::MutexLock l(&mu);
+    while (!done) {
+      mu.AwaitWithTimeout(absl::Condition(&done), absl::Milliseconds(50));
+      if (!done && std::chrono::steady_clock::now() - last > limit) {
+        timed_out = true;
+        ctx.TryCancel();
+        return;
+      }
+    }
+  });
+  auto reader = holder->Provision(&ctx, req);
+  v1::ProvisionUpdate u;
+  bool got_report = false;
+  while (reader->Read(&u)) {
+    {
+      absl::MutexLock l(&mu);
+      last = std::chrono::steady_clock::now();
+    }
+    if (u.has_progress()) hooks->Progress(u.progress().bytes(), u.progress().window_length());
+    if (u.has_report()) {
+      *report = u.report();
+      got_report = true;
+    }
+  }
+  grpc::Status st = reader->Finish();
+  {
+    absl::MutexLock l(&mu);
+    done = true;
+  }
+  watchdog.join();
+  control->SetCall(nullptr);
+  if (timed_out) {
+    return absl::DeadlineExceededError("holder " + plan.holder + " made no progress for " +
+                                       Seconds(plan.holder_timeout_seconds) +
+                                       " (holder_timeout_seconds)");
+  }
+  if (control->cancelled()) return absl::CancelledError("the campaign was cancelled");
+  absl::Status s = FromGrpc(st, "holder " + plan.holder + " Provision");
+  if (!s.ok()) return s;
+  if (!got_report) {
+    return absl::InternalError("holder " + plan.holder + " ended Provision without a report");
+  }
+  return absl::OkStatus();
+}
 
-  // Before anything leaves: the channel with the holder, mutually attested.
+absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
+                                            v1::HolderAgent::Stub* holder,
+                                            TripHooks* hooks, TripControl* control) {
+  TripOutcome out;
+  GT_LOG(1, "trip ", plan.trip, ": ", plan.holder, " window [", plan.window_offset, ", +",
+         plan.window_length, ")");
+  // Before the GPU leaves nothing needs making safe: the buffer is clean and
+  // no key has been handed out.
+  auto fail_early = [&](const std::string& msg, bool holder_fault) {
+    out.error = msg;
+    out.holder_fault = holder_fault;
+    out.cancelled = control->cancelled();
+    return out;
+  };
+
+  // The channel with the holder, mutually attested, before anything leaves.
   auto initiator = ChannelInitiator::Create();
   if (!initiator.ok()) return initiator.status();
   v1::OpenChannelRequest oreq;
@@ -73,23 +171,22 @@ absl::StatusOr<v1::TripReport> TripRunner::Run(const TripPlan& plan,
   v1::OpenChannelResponse oresp;
   {
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline(plan.timeout_seconds));
+    ctx.set_deadline(Deadline(plan.holder_timeout_seconds));
+    control->SetCall(&ctx);
     absl::Status s = FromGrpc(holder->OpenChannel(&ctx, oreq, &oresp),
-                              "holder " + h.name + " OpenChannel");
-    if (!s.ok()) {
-      report.set_error(std::string(s.message()));
-      report.set_trip_seconds(Since(t0));
-      return report;  // nothing left the orchestrator yet
-    }
+                              "holder " + plan.holder + " OpenChannel");
+    control->SetCall(nullptr);
+    if (control->cancelled()) return fail_early("cancelled", false);
+    if (!s.ok()) return fail_early(std::string(s.message()), true);
   }
   v1::ProvisionRequest preq;
   auto channel = initiator->Complete(oresp.holder_public_key(), oresp.holder_nonce(),
                                      oresp.evidence(), *verifier_, *attester_,
                                      preq.mutable_orchestrator_evidence());
   if (!channel.ok()) {
-    report.set_error("holder " + h.name + ": " + std::string(channel.status().message()));
-    report.set_trip_seconds(Since(t0));
-    return report;
+    return fail_early("holder " + plan.holder + ": " +
+                          std::string(channel.status().message()),
+                      true);
   }
 
   // The counter window on the session's LCE H2D key, persisted before use (P4).
@@ -114,7 +211,7 @@ absl::StatusOr<v1::TripReport> TripRunner::Run(const TripPlan& plan,
   b->set_trip(plan.trip);
   b->set_gpu_serial(gpu_->serial());
   b->set_gpu_session(gpu_->session_id());
-  b->set_holder(h.name);
+  b->set_holder(plan.holder);
   b->set_buffer_id(plan.buffer_id);
   b->set_window_offset(plan.window_offset);
   b->set_window_length(plan.window_length);
@@ -129,42 +226,53 @@ absl::StatusOr<v1::TripReport> TripRunner::Run(const TripPlan& plan,
   preq.set_channel_id(oresp.channel_id());
   preq.set_wrapped_handoff(*blob);
 
-  // Route out: from here on the GPU is away and every exit goes through
-  // SafeReturn.
-  absl::Status s = RouteTo(h.domain, plan.trip);
+  // Route out: committed first, and from here on every exit goes through the
+  // safe path.
+  absl::Status s = hooks->Step(kStepRouteOut, "routing " + gpu_name_ + " to " +
+                                                  plan.holder_domain);
+  if (s.ok() && control->cancelled()) s = absl::CancelledError("the campaign was cancelled");
   if (!s.ok()) {
-    report.set_error(std::string(s.message()));
-    absl::Status safe = SafeReturn(plan, &report);
-    if (!safe.ok()) return safe;
-    report.set_trip_seconds(Since(t0));
-    return report;
+    lce.key.Clear();
+    return fail_early(std::string(s.message()), false);
   }
+  s = RouteTo(plan.holder_domain, plan.trip);
+  bool holder_fault = false;
   v1::ProvisionReport prep;
-  {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline(plan.timeout_seconds));
-    s = FromGrpc(holder->Provision(&ctx, preq, &prep), "holder " + h.name + " Provision");
+  if (s.ok()) s = hooks->Step(kStepProvision, "hand-off and provisioning");
+  if (s.ok() && control->cancelled()) s = absl::CancelledError("the campaign was cancelled");
+  if (s.ok()) {
+    s = Provision(plan, holder, preq, hooks, control, &prep);
+    // Everything that goes wrong inside Provision is the holder's side
+    // (refused, timed out, unreachable), unless we cancelled it.
+    holder_fault = !s.ok() && !control->cancelled();
   }
+  preq.clear_wrapped_handoff();
+
   // Route back and re-key whether or not provisioning worked.
+  absl::Status commit = hooks->Step(kStepRouteBack, "routing " + gpu_name_ + " home");
+  if (!commit.ok()) GT_LOG(0, "trip ", plan.trip, ": ", commit.message());
   absl::Status back = RouteHome(plan.trip);
   if (!back.ok()) return back;
+  commit = hooks->Step(kStepRekey, "same-device check and fresh key agreement");
+  if (!commit.ok()) GT_LOG(0, "trip ", plan.trip, ": ", commit.message());
   absl::Status same = gpu_->VerifyStillSameSession();
   if (!same.ok()) {
     GT_LOG(0, "trip ", plan.trip, ": the GPU that came back does not hold our session: ",
            same.message());
   }
   absl::Status rekey = gpu_->Establish();
-  if (!rekey.ok()) return rekey;  // cannot prove a safe state: stop the campaign
-  report.set_rekeyed(gpu_->session_id() != handed_session);
-  if (!s.ok() || !same.ok()) {
-    report.set_error(!s.ok() ? std::string(s.message())
-                             : "GPU substitution detected: " + std::string(same.message()));
-  } else {
-    report.set_bytes(prep.bytes());
-    report.set_chunks(prep.chunks());
-    report.set_seconds(prep.seconds());
-    // Consume: read the window back through the new session and check that
-    // the device holds exactly what the holder encrypted.
+  if (!rekey.ok()) return rekey;  // cannot prove a safe state
+  out.rekeyed = gpu_->session_id() != handed_session;
+  if (!s.ok()) {
+    out.error = std::string(s.message());
+    out.holder_fault = holder_fault;
+  } else if (!same.ok()) {
+    out.error = "GPU substitution detected: " + std::string(same.message());
+  }
+  bool trained = false;
+  if (out.error.empty()) {
+    // Read the window back through the new session: the device must hold
+    // exactly what the holder encrypted.
     std::string data;
     data.reserve(plan.window_length);
     absl::Status rd;
@@ -173,25 +281,55 @@ absl::StatusOr<v1::TripReport> TripRunner::Run(const TripPlan& plan,
                               std::min<uint64_t>(8u << 20, plan.window_length - off));
       if (!piece.ok()) rd = piece.status(); else data += *piece;
     }
+    bool digest_match = false;
     if (rd.ok()) {
       auto digest = WindowDigest(lce, handed_session, plan.buffer_id, 0, data,
                                  plan.chunk_bytes, window->first);
-      report.set_digest_match(digest.ok() && *digest == prep.digest() &&
-                              prep.bytes() == plan.window_length);
-      if (!report.digest_match()) report.set_error("digest mismatch: device contents differ");
+      digest_match = digest.ok() && *digest == prep.digest() &&
+                     prep.bytes() == plan.window_length;
+    }
+    absl::Status rec = hooks->Provisioned(prep.bytes(), prep.chunks(), prep.seconds(),
+                                          digest_match);
+    if (!rd.ok()) {
+      out.error = std::string(rd.message());
+    } else if (!digest_match) {
+      out.error = "digest mismatch: the device holds something other than what holder " +
+                  plan.holder + " reported";
+      out.holder_fault = true;
+    } else if (!rec.ok()) {
+      out.error = std::string(rec.message());
+    } else if (control->cancelled()) {
+      out.error = "cancelled";
     } else {
-      report.set_error(std::string(rd.message()));
+      absl::Status st = hooks->Step(kStepTrain, "training on the window");
+      if (st.ok()) {
+        auto t = hooks->Train(data);
+        if (t.ok()) {
+          trained = *t;
+          out.trained = *t;
+        } else {
+          out.error = std::string(t.status().message());
+        }
+      } else {
+        out.error = std::string(st.message());
+      }
     }
     Zeroize(&data[0], data.size());
   }
   lce.key.Clear();
   ::unlink(counter_file.c_str());
-  // Scrub before any other holder can get the GPU (P2).
+  // Scrub before any other holder can get the GPU (P2). A trained trip is
+  // already at "scrub" (committed with the checkpoint).
+  if (!trained) {
+    commit = hooks->Step(kStepScrub, "zeroing and verifying the buffer");
+    if (!commit.ok()) GT_LOG(0, "trip ", plan.trip, ": ", commit.message());
+  }
   absl::Status scrub = gpu_->ScrubAndVerify(plan.buffer_id, plan.buffer_bytes);
-  if (!scrub.ok()) return scrub;  // residue cannot be ruled out: stop everything
-  report.set_scrub_verified(true);
-  report.set_trip_seconds(Since(t0));
-  return report;
+  if (!scrub.ok()) return scrub;  // residue cannot be ruled out
+  out.scrub_verified = true;
+  out.cancelled = control->cancelled();
+  out.ok = out.error.empty() && out.rekeyed && out.scrub_verified;
+  return out;
 }
 
 }  // namespace gputravel

@@ -6,55 +6,116 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "device/gpu_session.h"
 #include "keyxfer/attester.h"
-#include "orchestrator/campaign_config.h"
 #include "proto/holder.grpc.pb.h"
 #include "proto/mux.grpc.pb.h"
-#include "proto/orchestrator.pb.h"
 
 namespace gputravel {
 
 // What one trip moves: holder H's dataset window into device buffer B.
 struct TripPlan {
   std::string campaign;
-  uint64_t trip = 0;
-  const HolderConfig* holder = nullptr;
+  uint64_t trip = 0;  // also the MUX fencing token
+  std::string holder;
+  std::string holder_domain;
   uint64_t window_offset = 0;
   uint64_t window_length = 0;
   uint64_t buffer_id = 0;
   uint64_t buffer_bytes = 0;
   uint32_t chunk_bytes = 0;
-  double timeout_seconds = 120;
+  // A holder that does not answer (or, while provisioning, makes no progress)
+  // for this long fails the trip.
+  double holder_timeout_seconds = 120;
 };
 
-// The steps of ARCHITECTURE section 4 for one trip, in order: hand-off channel
-// (mutual attestation), route out, hand-off + provisioning, route back,
-// same-GPU check and fresh re-key, consume (read back and compare digests),
-// scrub and verify. Any failure after route-out takes the safe path: route
-// back, re-key, scrub, verify, so no holder keeps a working key and no other
+// How a trip ended. `ok` means: provisioned, digest matched, trained (if a
+// trainer is configured), re-keyed, scrubbed and verified.
+struct TripOutcome {
+  bool ok = false;
+  std::string error;
+  // The failure is the holder's (unreachable, timed out, refused, wrong
+  // digest), as opposed to a cancel or an orchestrator-side problem.
+  bool holder_fault = false;
+  bool cancelled = false;
+  bool rekeyed = false;
+  bool scrub_verified = false;
+  bool trained = false;
+};
+
+// Callbacks through which the engine makes each step durable and observable.
+class TripHooks {
+ public:
+  virtual ~TripHooks() = default;
+  // Commits the move to `step` (state_store.h kStep*) BEFORE its side effect.
+  // An error stops the trip, which then takes the safe path.
+  virtual absl::Status Step(const char* step, const std::string& message) = 0;
+  // Live provisioning progress from the holder (not durable).
+  virtual void Progress(uint64_t bytes, uint64_t total) = 0;
+  // The holder's report and the digest check, after the re-key.
+  virtual absl::Status Provisioned(uint64_t bytes, uint64_t chunks, double seconds,
+                                   bool digest_match) = 0;
+  // Trains on the window's plaintext (zeroized by the caller afterwards) and
+  // commits the result with the model checkpoint; the trip is then at step
+  // "scrub". Returns false (without committing) if no trainer is configured,
+  // in which case the runner commits "scrub" itself.
+  virtual absl::StatusOr<bool> Train(const std::string& plaintext) = 0;
+};
+
+// Lets another thread stop a trip promptly: cancels the holder call in
+// flight; every later step notices and takes the safe path.
+class TripControl {
+ public:
+  void Cancel();
+  bool cancelled() const;
+  // The runner registers its in-flight holder call (nullptr to clear).
+  void SetCall(grpc::ClientContext* ctx);
+
+ private:
+  mutable absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* call_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
+// The steps of ARCHITECTURE section 4 for one trip, in order, each committed
+// through TripHooks::Step before it happens: attested channel with the holder
+// (still "planned": nothing has left), route out, hand-off + provisioning,
+// route back, same-GPU check and fresh re-key, read-back + digest + training,
+// scrub and verify. Any failure after route-out takes the safe path (route
+// back, re-key, scrub, verify), so no holder keeps a working key and no other
 // party finds residue.
 class TripRunner {
  public:
-  TripRunner(std::string orchestrator_domain, std::string gpu_name,
-             v1::Mux::Stub* mux, GpuSession* gpu, Attester* attester,
-             Verifier* verifier, std::string state_dir)
+  TripRunner(std::string orchestrator_domain, std::string gpu_name, v1::Mux::Stub* mux,
+             GpuSession* gpu, Attester* attester, Verifier* verifier,
+             std::string state_dir)
       : domain_(std::move(orchestrator_domain)), gpu_name_(std::move(gpu_name)),
         mux_(mux), gpu_(gpu), attester_(attester), verifier_(verifier),
         state_dir_(std::move(state_dir)) {}
 
-  // Always returns a report; report.error() says what failed. A non-OK status
-  // means the GPU could not be brought back to a safe state: stop everything.
-  absl::StatusOr<v1::TripReport> Run(const TripPlan& plan,
-                                     v1::HolderAgent::Stub* holder);
+  // Always returns an outcome for a trip that ended in a safe state. A non-OK
+  // status means the GPU could not be brought back to a safe state (route
+  // home, re-key or scrub failed): the caller must stop using the GPU.
+  absl::StatusOr<TripOutcome> Run(const TripPlan& plan, v1::HolderAgent::Stub* holder,
+                                  TripHooks* hooks, TripControl* control);
 
-  // Routes the GPU to the orchestrator with `token`.
+  // Routes the GPU home with `token`, establishes a fresh session (every key
+  // of the previous one dies) and scrubs + verifies `buffer_id` if it is not
+  // 0. A buffer the device no longer has (a reset wiped it) counts as clean.
+  // Used at start-up and by crash recovery.
+  absl::Status MakeSafe(uint64_t token, uint64_t buffer_id, uint64_t buffer_bytes);
+
   absl::Status RouteHome(uint64_t token);
 
  private:
   absl::Status RouteTo(const std::string& domain, uint64_t token);
-  // Route back, re-key, scrub + verify. Fills the report's safety fields.
-  absl::Status SafeReturn(const TripPlan& plan, v1::TripReport* report);
+  // Route back, re-key, scrub + verify.
+  absl::Status SafeReturn(const TripPlan& plan, TripOutcome* out);
+  // Streams the holder's Provision, with the no-progress watchdog.
+  absl::Status Provision(const TripPlan& plan, v1::HolderAgent::Stub* holder,
+                         const v1::ProvisionRequest& req, TripHooks* hooks,
+                         TripControl* control, v1::ProvisionReport* report);
 
   const std::string domain_, gpu_name_;
   v1::Mux::Stub* const mux_;

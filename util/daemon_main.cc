@@ -42,29 +42,32 @@ DaemonArgs ParseDaemonArgsOrExit(int argc, char** argv, const std::string& progr
 }
 
 void ServeUntilSignal(const std::string& program,
-                      const std::vector<std::pair<std::string, grpc::Service*>>& endpoints,
+                      const std::vector<ServedEndpoint>& endpoints,
                       const std::string& ready_file,
-                      const std::function<void()>& after_shutdown) {
+                      const std::function<void()>& after_shutdown,
+                      const std::function<void()>& before_shutdown) {
   std::vector<std::unique_ptr<grpc::Server>> servers;
   for (const auto& e : endpoints) {
-    if (e.first.rfind("unix:", 0) == 0) {
-      absl::Status s = PrepareUnixSocketPath(e.first.substr(5));
+    if (e.address.rfind("unix:", 0) == 0) {
+      absl::Status s = PrepareUnixSocketPath(e.address.substr(5));
       if (!s.ok()) ExitStartupError(program, std::string(s.message()));
     }
     grpc::ServerBuilder b;
-    b.AddListeningPort(e.first, grpc::InsecureServerCredentials());
+    b.AddListeningPort(e.address, e.credentials ? e.credentials
+                                                : grpc::InsecureServerCredentials());
     b.SetMaxReceiveMessageSize(kMaxMessageBytes);
     b.SetMaxSendMessageSize(kMaxMessageBytes);
-    b.RegisterService(e.second);
+    for (grpc::Service* service : e.services) b.RegisterService(service);
     auto server = b.BuildAndStart();
-    if (!server) ExitStartupError(program, "cannot listen on " + e.first);
+    if (!server) ExitStartupError(program, "cannot listen on " + e.address);
     servers.push_back(std::move(server));
   }
   GT_LOG(1, "serving on ", endpoints.size(), " endpoint(s), first ",
-         endpoints.empty() ? "" : endpoints[0].first);
+         endpoints.empty() ? "" : endpoints[0].address);
   AnnounceReady(ready_file);
   int sig = WaitForTerminationSignal();
   GT_LOG(1, "signal ", sig, ": shutting down");
+  if (before_shutdown) before_shutdown();
   // One deadline for all servers: connected clients must not stretch it.
   const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(500);
   for (auto& s : servers) s->Shutdown(deadline);

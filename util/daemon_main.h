@@ -2,6 +2,7 @@
 #define GPUTRAVEL_UTIL_DAEMON_MAIN_H_
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,14 +27,26 @@ DaemonArgs ParseDaemonArgsOrExit(int argc, char** argv, const std::string& progr
 // Prints "program: message" and exits 2 (start-up errors).
 [[noreturn]] void ExitStartupError(const std::string& program, const std::string& message);
 
-// Serves each (endpoint, service) on its own server ("unix:PATH" or
-// "HOST:PORT"; stale sockets removed) until SIGINT/SIGTERM, announces
-// readiness, then shuts every server down within one short deadline, runs
-// `after_shutdown` and exits 0. Exits 2 if an endpoint cannot be served.
-[[noreturn]] void ServeUntilSignal(
-    const std::string& program,
-    const std::vector<std::pair<std::string, grpc::Service*>>& endpoints,
-    const std::string& ready_file, const std::function<void()>& after_shutdown = nullptr);
+// One listening endpoint of a daemon.
+struct ServedEndpoint {
+  std::string address;                  // "unix:PATH" or "HOST:PORT"
+  std::vector<grpc::Service*> services;
+  // mTLS credentials (auth/tls_config.h). Null means plaintext, which only the
+  // emulated device's sockets use: they stand for the PCIe bus, and every
+  // byte that crosses them is sealed by the CC channel.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+};
+
+// Serves each endpoint on its own server (stale sockets removed) until
+// SIGINT/SIGTERM, announces readiness, then shuts every server down within
+// one short deadline, runs `after_shutdown` and exits 0. Exits 2 if an
+// endpoint cannot be served. `before_shutdown` runs first on a signal (stop
+// background work that holds streams open).
+[[noreturn]] void ServeUntilSignal(const std::string& program,
+                                   const std::vector<ServedEndpoint>& endpoints,
+                                   const std::string& ready_file,
+                                   const std::function<void()>& after_shutdown = nullptr,
+                                   const std::function<void()>& before_shutdown = nullptr);
 
 }  // namespace gputravel
 

@@ -1,4 +1,5 @@
 // vfio_mux: the host daemon that routes GPUs between trust domains.
+#include "auth/tls_config.h"
 #include "util/daemon_main.h"
 #include "util/files.h"
 #include "util/log.h"
@@ -15,7 +16,9 @@ int main(int argc, char** argv) {
       "fencing tokens, a durable route table and an audit log. Untrusted by\n"
       "design: no security property depends on it.\n"
       "Config JSON: {\"listen\", \"backend\": emulated|sysfs|libvirt,\n"
-      "\"state_file\", \"audit_log\", ...} (docs/operations.md).");
+      "\"state_file\", \"audit_log\", \"tls\": {\"ca\", \"cert\", \"key\"}, ...}\n"
+      "(docs/operations.md). Callers need a certificate of the campaign CA:\n"
+      "role orchestrator to route or reset, orchestrator or operator to read.");
   auto cfg = ReadJsonFile(args.config);
   if (!cfg.ok()) ExitStartupError(kProgram, std::string(cfg.status().message()));
   auto listen = JsonString(*cfg, args.config, "listen");
@@ -28,7 +31,15 @@ int main(int argc, char** argv) {
   if (!backend.ok()) ExitStartupError(kProgram, std::string(backend.status().message()));
   auto table = RouteTable::Open(backend->get(), *state, *audit);
   if (!table.ok()) ExitStartupError(kProgram, std::string(table.status().message()));
+  if (!cfg->contains("tls")) {
+    ExitStartupError(kProgram, args.config + ": missing object 'tls' ({\"ca\", \"cert\", "
+                               "\"key\"}): every connection is mTLS");
+  }
+  auto tls = ParseTlsConfig((*cfg)["tls"], args.config + ": tls");
+  if (!tls.ok()) ExitStartupError(kProgram, std::string(tls.status().message()));
+  auto creds = MakeServerCredentials(*tls);
+  if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));
   MuxService service(table->get(), (*backend)->Name());
   GT_LOG(1, "backend ", (*backend)->Name());
-  ServeUntilSignal(kProgram, {{*listen, &service}}, args.ready_file);
+  ServeUntilSignal(kProgram, {{*listen, {&service}, *creds}}, args.ready_file);
 }

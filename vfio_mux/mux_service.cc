@@ -1,5 +1,7 @@
 #include "vfio_mux/mux_service.h"
 
+#include "auth/authorize.h"
+
 #include "util/grpc_status.h"
 #include "util/log.h"
 
@@ -13,14 +15,18 @@ void MuxService::Fill(const std::string& gpu, const gputravel::Route& r,
   out->set_backend(backend_name_);
 }
 
-grpc::Status MuxService::ListGpus(grpc::ServerContext*, const v1::ListGpusRequest*,
+grpc::Status MuxService::ListGpus(grpc::ServerContext* ctx, const v1::ListGpusRequest*,
                                   v1::ListGpusResponse* out) {
+  grpc::Status auth = Authorize(*ctx, {kRoleOrchestrator, kRoleOperator});
+  if (!auth.ok()) return auth;
   for (const auto& r : table_->All()) Fill(r.first, r.second, out->add_gpus());
   return grpc::Status::OK;
 }
 
-grpc::Status MuxService::Route(grpc::ServerContext*, const v1::RouteRequest* req,
+grpc::Status MuxService::Route(grpc::ServerContext* ctx, const v1::RouteRequest* req,
                                v1::RouteResponse* out) {
+  grpc::Status auth = Authorize(*ctx, {kRoleOrchestrator});
+  if (!auth.ok()) return auth;
   auto r = table_->RouteTo(req->gpu(), req->domain(), req->fencing_token());
   if (!r.ok()) {
     GT_LOG(0, "route ", req->gpu(), " -> '", req->domain(), "' refused: ", r.status().message());
@@ -31,16 +37,20 @@ grpc::Status MuxService::Route(grpc::ServerContext*, const v1::RouteRequest* req
   return grpc::Status::OK;
 }
 
-grpc::Status MuxService::GetRoute(grpc::ServerContext*, const v1::GetRouteRequest* req,
+grpc::Status MuxService::GetRoute(grpc::ServerContext* ctx, const v1::GetRouteRequest* req,
                                   v1::GpuRoute* out) {
+  grpc::Status auth = Authorize(*ctx, {kRoleOrchestrator, kRoleOperator});
+  if (!auth.ok()) return auth;
   auto r = table_->Get(req->gpu());
   if (!r.ok()) return ToGrpc(r.status());
   Fill(req->gpu(), *r, out);
   return grpc::Status::OK;
 }
 
-grpc::Status MuxService::Reset(grpc::ServerContext*, const v1::ResetGpuRequest* req,
+grpc::Status MuxService::Reset(grpc::ServerContext* ctx, const v1::ResetGpuRequest* req,
                                v1::ResetGpuResponse*) {
+  grpc::Status auth = Authorize(*ctx, {kRoleOrchestrator});
+  if (!auth.ok()) return auth;
   absl::Status s = table_->Reset(req->gpu(), req->fencing_token());
   GT_LOG(1, "reset ", req->gpu(), ": ", s.ok() ? "ok" : std::string(s.message()));
   return ToGrpc(s);

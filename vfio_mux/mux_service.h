@@ -8,7 +8,9 @@
 
 namespace gputravel {
 
-// The MUX's gRPC API over a RouteTable.
+// The MUX's gRPC API over a RouteTable. Callers authenticate with mTLS:
+// routing and resets need the role "orchestrator"; reading routes also allows
+// "operator" (auth/authorize.h).
 class MuxService final : public v1::Mux::Service {
  public:
   MuxService(RouteTable* table, std::string backend_name)

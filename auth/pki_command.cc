@@ -1,0 +1,226 @@
+#include "auth/pki_command.h"
+
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "auth/identity.h"
+#include "auth/pki.h"
+#include "nlohmann/json.hpp"
+#include "util/files.h"
+#include "util/flags.h"
+
+namespace gputravel {
+namespace {
+
+constexpr int kOk = 0;
+constexpr int kFailure = 1;
+constexpr int kUsage = 2;
+
+constexpr int kDefaultCaDays = 3650;
+constexpr int kDefaultIdentityDays = 365;
+
+std::string PkiUsage() {
+  return absl::StrCat(
+      "Usage: gputravel pki SUBCOMMAND [flags]\n"
+      "\n"
+      "The campaign PKI for mutual TLS between the daemons and clients of GPU\n"
+      "Travelling. Every connection presents a certificate from the campaign CA;\n"
+      "servers authorize each call by the caller's role and name.\n"
+      "\n"
+      "Subcommands:\n"
+      "  init    Create the campaign CA: DIR/ca.pem and DIR/ca.key (ECDSA P-384).\n"
+      "  issue   Issue a certificate for one identity: DIR/<role>-<name>.pem and\n"
+      "          DIR/<role>-<name>.key, signed by the CA in DIR.\n"
+      "  show    Print the role, name, issuer and expiry of a certificate.\n"
+      "\n"
+      "Roles: ", absl::StrJoin(AllRoleNames(), ", "), "\n"
+      "Names: 1-63 characters of a-z, 0-9, '.', '_', '-', starting with a letter or\n"
+      "digit. Private keys are written with mode 0600; existing files are never\n"
+      "overwritten. Exit status: 0 success, 1 failure, 2 usage error.\n"
+      "\n"
+      "Run `gputravel pki SUBCOMMAND --help` for the flags of a subcommand.\n");
+}
+
+int UsageError(const std::string& cmd, const std::string& msg) {
+  std::fprintf(stderr, "%s: %s (see %s --help)\n", cmd.c_str(), msg.c_str(), cmd.c_str());
+  return kUsage;
+}
+
+int Failure(const std::string& cmd, const absl::Status& s) {
+  std::fprintf(stderr, "%s: %s\n", cmd.c_str(), std::string(s.message()).c_str());
+  return kFailure;
+}
+
+// Parses; returns -1 to continue, or an exit status (help printed, bad usage).
+int ParseFlags(Flags& flags, const std::string& cmd, int argc, char** argv) {
+  absl::Status ps = flags.Parse(argc, argv, 3);
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Help().c_str());
+    return kOk;
+  }
+  if (!ps.ok()) return UsageError(cmd, std::string(ps.message()));
+  if (!flags.positional().empty()) {
+    return UsageError(cmd, "unexpected argument '" + flags.positional()[0] + "'");
+  }
+  return -1;
+}
+
+int RequireFlags(const Flags& flags, const std::string& cmd,
+                 std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (!flags.IsSet(n) || flags.Get(n).empty()) {
+      return UsageError(cmd, std::string("--") + n + " is required");
+    }
+  }
+  return -1;
+}
+
+// --days: an integer in [kMinValidDays, kMaxValidDays].
+bool ParseDays(const Flags& flags, const std::string& cmd, int* days, int* status) {
+  if (!absl::SimpleAtoi(flags.Get("days"), days) || *days < kMinValidDays ||
+      *days > kMaxValidDays) {
+    *status = UsageError(cmd, absl::StrCat("--days must be an integer in ", kMinValidDays,
+                                           "..", kMaxValidDays, ", not '",
+                                           flags.Get("days"), "'"));
+    return false;
+  }
+  return true;
+}
+
+int Init(int argc, char** argv) {
+  const std::string cmd = "gputravel pki init";
+  Flags flags(cmd,
+              "Creates the campaign CA: DIR/ca.pem (certificate) and DIR/ca.key\n"
+              "(private key, mode 0600), ECDSA P-384, self-signed, X.509 v3 with\n"
+              "basicConstraints CA:TRUE. Creates DIR (mode 0700) if missing. Refuses to\n"
+              "overwrite an existing CA. Keep ca.key offline: whoever holds it can\n"
+              "issue any identity. Exit status: 0 success, 1 failure, 2 usage error.");
+  flags.String("dir", "", "Directory of the campaign PKI (required).");
+  flags.String("campaign", "", "Campaign name, the CA's CN (required; same rules as names).");
+  flags.String("days", std::to_string(kDefaultCaDays), "Validity of the CA in days.");
+  int rc = ParseFlags(flags, cmd, argc, argv);
+  if (rc >= 0) return rc;
+  if ((rc = RequireFlags(flags, cmd, {"dir", "campaign"})) >= 0) return rc;
+  int days = 0;
+  if (!ParseDays(flags, cmd, &days, &rc)) return rc;
+  absl::Status valid = ValidateName(flags.Get("campaign"));
+  if (!valid.ok()) return UsageError(cmd, "--campaign: " + std::string(valid.message()));
+  const std::string dir = flags.Get("dir");
+  absl::Status s = InitCampaignCa(dir, flags.Get("campaign"), days);
+  if (!s.ok()) return Failure(cmd, s);
+  std::printf("Created the CA of campaign '%s' (valid %d days).\n",
+              flags.Get("campaign").c_str(), days);
+  std::printf("Wrote %s\n", CaCertPath(dir).c_str());
+  std::printf("Wrote %s (private key, mode 0600)\n", CaKeyPath(dir).c_str());
+  return kOk;
+}
+
+int Issue(int argc, char** argv) {
+  const std::string cmd = "gputravel pki issue";
+  Flags flags(cmd,
+              "Issues a certificate for one identity, signed by the campaign CA in DIR:\n"
+              "DIR/<role>-<name>.pem and DIR/<role>-<name>.key (mode 0600). The\n"
+              "certificate carries Subject CN=<name>, OU=<role> and the SANs\n"
+              "DNS:<name>.<role>.gputravel (the server name clients verify) and\n"
+              "URI:gputravel://<role>/<name>; it is valid for TLS client and server\n"
+              "authentication. Refuses to overwrite existing files.\n"
+              "Roles: " + absl::StrJoin(AllRoleNames(), ", ") + ".\n"
+              "Exit status: 0 success, 1 failure, 2 usage error.");
+  flags.String("dir", "", "Directory of the campaign PKI, holding ca.pem and ca.key (required).");
+  flags.String("role", "", "Role of the identity (required).");
+  flags.String("name", "", "Name of the identity, e.g. hospital-a (required).");
+  flags.String("days", std::to_string(kDefaultIdentityDays),
+               "Validity in days (at most the CA's remaining validity).");
+  int rc = ParseFlags(flags, cmd, argc, argv);
+  if (rc >= 0) return rc;
+  if ((rc = RequireFlags(flags, cmd, {"dir", "role", "name"})) >= 0) return rc;
+  int days = 0;
+  if (!ParseDays(flags, cmd, &days, &rc)) return rc;
+  Identity id{flags.Get("role"), flags.Get("name")};
+  absl::StatusOr<Role> role = ParseRole(id.role);
+  if (!role.ok()) return UsageError(cmd, "--role: " + std::string(role.status().message()));
+  absl::Status valid = ValidateName(id.name);
+  if (!valid.ok()) return UsageError(cmd, "--name: " + std::string(valid.message()));
+  absl::StatusOr<IssuedFiles> files = IssueIdentity(flags.Get("dir"), id, days);
+  if (!files.ok()) return Failure(cmd, files.status());
+  std::printf("Issued %s (server name %s, valid %d days).\n", DescribeIdentity(id).c_str(),
+              ServerNameFor(id).c_str(), days);
+  std::printf("Wrote %s\n", files->cert.c_str());
+  std::printf("Wrote %s (private key, mode 0600)\n", files->key.c_str());
+  return kOk;
+}
+
+int Show(int argc, char** argv) {
+  const std::string cmd = "gputravel pki show";
+  Flags flags(cmd,
+              "Prints what a certificate says: role, name, server name, subject,\n"
+              "issuer, serial and validity (a campaign CA shows as role 'ca'). Does not\n"
+              "verify the signature. Exit status: 0 success, 1 failure (unreadable or\n"
+              "not a GPU Travelling certificate), 2 usage error.");
+  flags.String("cert", "", "Certificate file, PEM or DER (required).");
+  flags.Bool("json", "Print one JSON object instead of text.");
+  int rc = ParseFlags(flags, cmd, argc, argv);
+  if (rc >= 0) return rc;
+  if ((rc = RequireFlags(flags, cmd, {"cert"})) >= 0) return rc;
+  const std::string path = flags.Get("cert");
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return Failure(cmd, text.status());
+  absl::StatusOr<CertificateInfo> info = DescribeCertificate(*text);
+  if (!info.ok()) {
+    return Failure(cmd, absl::InvalidArgumentError(
+                            absl::StrCat(path, ": ", info.status().message())));
+  }
+  const std::string role = info->is_ca ? "ca" : info->identity.role;
+  const std::string server_name = info->is_ca ? "" : ServerNameFor(info->identity);
+  if (flags.IsSet("json")) {
+    nlohmann::json j = {{"file", path},
+                        {"ca", info->is_ca},
+                        {"role", role},
+                        {"name", info->is_ca ? "" : info->identity.name},
+                        {"server_name", server_name},
+                        {"subject", info->subject},
+                        {"issuer", info->issuer},
+                        {"serial", info->serial},
+                        {"not_before", info->not_before},
+                        {"not_after", info->not_after}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return kOk;
+  }
+  std::printf("file:        %s\n", path.c_str());
+  std::printf("role:        %s\n", info->is_ca ? "ca (campaign CA)" : role.c_str());
+  if (!info->is_ca) {
+    std::printf("name:        %s\n", info->identity.name.c_str());
+    std::printf("server name: %s\n", server_name.c_str());
+  }
+  std::printf("subject:     %s\n", info->subject.c_str());
+  std::printf("issuer:      %s\n", info->issuer.c_str());
+  std::printf("serial:      %s\n", info->serial.c_str());
+  std::printf("not before:  %s\n", info->not_before.c_str());
+  std::printf("not after:   %s\n", info->not_after.c_str());
+  return kOk;
+}
+
+}  // namespace
+
+int PkiCommand(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "gputravel pki: missing subcommand\n\n%s", PkiUsage().c_str());
+    return kUsage;
+  }
+  const std::string sub = argv[2];
+  if (sub == "--help" || sub == "-h" || sub == "help") {
+    std::printf("%s", PkiUsage().c_str());
+    return kOk;
+  }
+  if (sub == "init") return Init(argc, argv);
+  if (sub == "issue") return Issue(argc, argv);
+  if (sub == "show") return Show(argc, argv);
+  std::fprintf(stderr, "gputravel pki: unknown subcommand '%s'\n\n%s", sub.c_str(),
+               PkiUsage().c_str());
+  return kUsage;
+}
+
+}  // namespace gputravel

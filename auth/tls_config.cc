@@ -1,0 +1,194 @@
+#include "auth/tls_config.h"
+
+#include <openssl/x509v3.h>
+
+#include <functional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "auth/x509_util.h"
+#include "keyxfer/secret_bytes.h"
+#include "util/files.h"
+#include "util/grpc_status.h"
+
+namespace gputravel {
+namespace {
+
+// Names a field in errors: "orch.json: tls.cert" or "TLS cert".
+using Labeler = std::function<std::string(const char* field)>;
+
+struct Loaded {
+  std::string ca_pem;
+  std::string cert_pem;
+  SecretBytes key_pem;
+  Identity identity;
+};
+
+absl::StatusOr<Loaded> Load(const TlsFiles& f, const Labeler& label) {
+  Loaded out;
+  const std::pair<const char*, const std::string*> paths[] = {
+      {"ca", &f.ca}, {"cert", &f.cert}, {"key", &f.key}};
+  for (const auto& p : paths) {
+    if (p.second->empty()) {
+      return absl::InvalidArgumentError(label(p.first) + ": empty path");
+    }
+  }
+  absl::StatusOr<std::string> ca = ReadFile(f.ca);
+  if (!ca.ok()) return absl::InvalidArgumentError(label("ca") + ": " + std::string(ca.status().message()));
+  absl::StatusOr<std::string> cert = ReadFile(f.cert);
+  if (!cert.ok()) return absl::InvalidArgumentError(label("cert") + ": " + std::string(cert.status().message()));
+  absl::StatusOr<std::string> key = ReadFile(f.key);
+  if (!key.ok()) return absl::InvalidArgumentError(label("key") + ": " + std::string(key.status().message()));
+  out.key_pem = SecretBytes::FromString(*key);
+  Zeroize(&(*key)[0], key->size());
+
+  X509Ptr ca_x = ParseCertificate(*ca);
+  if (!ca_x) {
+    return absl::InvalidArgumentError(label("ca") + ": " + f.ca + " is not a PEM certificate");
+  }
+  if (X509_check_ca(ca_x.get()) == 0) {
+    return absl::InvalidArgumentError(
+        label("ca") + ": " + f.ca +
+        " is not a CA certificate (it should be the campaign's ca.pem; were ca and cert swapped?)");
+  }
+  X509Ptr cert_x = ParseCertificate(*cert);
+  if (!cert_x) {
+    return absl::InvalidArgumentError(label("cert") + ": " + f.cert + " is not a PEM certificate");
+  }
+  PkeyPtr key_x = ParsePrivateKey(absl::string_view(
+      reinterpret_cast<const char*>(out.key_pem.data()), out.key_pem.size()));
+  if (!key_x) {
+    return absl::InvalidArgumentError(label("key") + ": " + f.key + " is not a PEM private key");
+  }
+  if (!KeyMatchesCertificate(key_x.get(), cert_x.get())) {
+    return absl::InvalidArgumentError(
+        label("key") + ": " + f.key + " is not the private key of the certificate " + f.cert +
+        " (use the .key written next to that .pem by `gputravel pki issue`)");
+  }
+  absl::Status chain = VerifyChainsTo(cert_x.get(), ca_x.get());
+  if (!chain.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        label("cert"), ": ", f.cert, " does not chain to the CA ", f.ca, " (",
+        chain.message(),
+        "); use a certificate issued by this campaign's CA (`gputravel pki issue`) "
+        "or the ca.pem of the campaign that issued it"));
+  }
+  absl::StatusOr<Identity> id = IdentityFromCertificate(*cert);
+  if (!id.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label("cert"), ": ", f.cert, ": ", id.status().message()));
+  }
+  out.ca_pem = std::move(*ca);
+  out.cert_pem = std::move(*cert);
+  out.identity = *id;
+  return out;
+}
+
+Labeler FileLabeler() {
+  return [](const char* field) { return std::string("TLS ") + field; };
+}
+
+// gRPC wants the key as std::string; this copy is wiped once gRPC has its own.
+class KeyString {
+ public:
+  explicit KeyString(const SecretBytes& b)
+      : s_(reinterpret_cast<const char*>(b.data()), b.size()) {}
+  ~KeyString() {
+    if (!s_.empty()) Zeroize(&s_[0], s_.size());
+  }
+  std::string& get() { return s_; }
+
+ private:
+  std::string s_;
+};
+
+}  // namespace
+
+absl::StatusOr<TlsFiles> ParseTlsConfig(const nlohmann::json& j, const std::string& where) {
+  if (j.is_null()) {
+    return absl::InvalidArgumentError(
+        where + ": missing (want an object {\"ca\": PATH, \"cert\": PATH, \"key\": PATH})");
+  }
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError(
+        where + ": must be an object {\"ca\": PATH, \"cert\": PATH, \"key\": PATH}");
+  }
+  for (const auto& item : j.items()) {
+    if (item.key() != "ca" && item.key() != "cert" && item.key() != "key") {
+      return absl::InvalidArgumentError(where + "." + item.key() +
+                                        ": unknown field (allowed: ca, cert, key)");
+    }
+  }
+  TlsFiles out;
+  const std::pair<const char*, std::string*> fields[] = {
+      {"ca", &out.ca}, {"cert", &out.cert}, {"key", &out.key}};
+  for (const auto& f : fields) {
+    std::string label = where + "." + f.first;
+    if (!j.contains(f.first)) return absl::InvalidArgumentError(label + ": missing");
+    const nlohmann::json& v = j[f.first];
+    if (!v.is_string()) {
+      return absl::InvalidArgumentError(label + ": must be a string (a file path)");
+    }
+    *f.second = v.get<std::string>();
+    if (f.second->empty()) return absl::InvalidArgumentError(label + ": empty path");
+  }
+  absl::StatusOr<Loaded> loaded =
+      Load(out, [&](const char* field) { return where + "." + field; });
+  if (!loaded.ok()) return loaded.status();
+  return out;
+}
+
+absl::Status CheckTlsFiles(const TlsFiles& files) {
+  return Load(files, FileLabeler()).status();
+}
+
+absl::StatusOr<Identity> LocalIdentity(const TlsFiles& files) {
+  absl::StatusOr<Loaded> loaded = Load(files, FileLabeler());
+  if (!loaded.ok()) return loaded.status();
+  return loaded->identity;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
+    const TlsFiles& files) {
+  absl::StatusOr<Loaded> loaded = Load(files, FileLabeler());
+  if (!loaded.ok()) return loaded.status();
+  KeyString key(loaded->key_pem);
+  grpc::SslServerCredentialsOptions options(
+      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  options.pem_root_certs = loaded->ca_pem;
+  options.pem_key_cert_pairs.push_back({key.get(), loaded->cert_pem});
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::SslServerCredentials(options);
+  std::string& copy = options.pem_key_cert_pairs[0].private_key;
+  if (!copy.empty()) Zeroize(&copy[0], copy.size());
+  if (!creds) return absl::InternalError("gRPC: cannot create TLS server credentials");
+  return creds;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeSecureChannel(
+    const std::string& endpoint, const TlsFiles& files, const Identity& expected_server) {
+  if (endpoint.empty()) {
+    return absl::InvalidArgumentError("empty endpoint (want unix:/path or host:port)");
+  }
+  absl::Status valid = ValidateIdentity(expected_server);
+  if (!valid.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected server identity: ", valid.message()));
+  }
+  absl::StatusOr<Loaded> loaded = Load(files, FileLabeler());
+  if (!loaded.ok()) return loaded.status();
+  KeyString key(loaded->key_pem);
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = loaded->ca_pem;
+  options.pem_private_key = key.get();
+  options.pem_cert_chain = loaded->cert_pem;
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::SslCredentials(options);
+  Zeroize(&options.pem_private_key[0], options.pem_private_key.size());
+  if (!creds) return absl::InternalError("gRPC: cannot create TLS channel credentials");
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride(ServerNameFor(expected_server));
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  return grpc::CreateCustomChannel(endpoint, creds, args);
+}
+
+}  // namespace gputravel

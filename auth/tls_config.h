@@ -1,0 +1,53 @@
+#ifndef GPUTRAVEL_AUTH_TLS_CONFIG_H_
+#define GPUTRAVEL_AUTH_TLS_CONFIG_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "auth/identity.h"
+#include "grpcpp/grpcpp.h"
+#include "nlohmann/json.hpp"
+
+namespace gputravel {
+
+// Paths of one party's mTLS material: the campaign CA certificate, its own
+// certificate and its own private key (PEM, from `gputravel pki`).
+struct TlsFiles {
+  std::string ca;
+  std::string cert;
+  std::string key;
+};
+
+// Parses {"ca": PATH, "cert": PATH, "key": PATH}. `where` names the object for
+// errors, e.g. "orch.json: tls" gives "orch.json: tls.cert: missing". Checks
+// that the three files are readable, that the key is the certificate's key,
+// that the certificate chains to the CA and is valid now, and that it encodes
+// a GPU Travelling identity. Relative paths are used as given (relative to
+// the working directory).
+absl::StatusOr<TlsFiles> ParseTlsConfig(const nlohmann::json& j, const std::string& where);
+
+// The same checks for files given otherwise (flags); errors name the files.
+absl::Status CheckTlsFiles(const TlsFiles& files);
+
+// The identity in `files.cert`.
+absl::StatusOr<Identity> LocalIdentity(const TlsFiles& files);
+
+// Server side of mTLS: presents files.cert, and requires and verifies a client
+// certificate chaining to files.ca (GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_
+// CERTIFICATE_AND_VERIFY): a client without one fails the TLS handshake and
+// its calls never reach a service. Authorization is then Authorize() per call.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
+    const TlsFiles& files);
+
+// Client side of mTLS to "unix:/path" or "host:port": presents files.cert and
+// accepts only a server whose certificate chains to files.ca and names
+// `expected_server` (its SAN DNS name ServerNameFor(expected_server), set as
+// GRPC_SSL_TARGET_NAME_OVERRIDE_ARG), so a holder cannot pose as another
+// holder or as the MUX. Messages up to kMaxMessageBytes both ways.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeSecureChannel(
+    const std::string& endpoint, const TlsFiles& files, const Identity& expected_server);
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_AUTH_TLS_CONFIG_H_

@@ -1,0 +1,235 @@
+#include "auth/tls_config.h"
+
+#include <chrono>
+
+#include "auth/pki.h"
+#include "auth/test_server.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "proto/holder.grpc.pb.h"
+#include "util/files.h"
+
+namespace gputravel {
+namespace {
+
+const Identity kOrch{"orchestrator", "orch"};
+const Identity kHolderA{"holder", "a"};
+const Identity kHolderB{"holder", "b"};
+const Identity kMux{"mux", "host1"};
+
+class TlsConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(tmp_.path().empty());
+    ASSERT_TRUE(MakeTestPki(Pki(), {kOrch, kHolderA, kHolderB, kMux}).ok());
+    // A second campaign, with an identically named holder.
+    ASSERT_TRUE(MakeTestPki(OtherPki(), {kHolderA, kOrch}).ok());
+  }
+  std::string Pki() const { return tmp_.path() + "/pki"; }
+  std::string OtherPki() const { return tmp_.path() + "/other"; }
+  std::string Sock(const std::string& n) const { return "unix:" + tmp_.path() + "/" + n; }
+
+  nlohmann::json Json(const TlsFiles& f) {
+    return {{"ca", f.ca}, {"cert", f.cert}, {"key", f.key}};
+  }
+  std::string ParseError(const nlohmann::json& j) {
+    absl::StatusOr<TlsFiles> r = ParseTlsConfig(j, "orch.json: tls");
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? "" : std::string(r.status().message());
+  }
+
+  // A server presenting `server_id` that lets orchestrators call GetInfo.
+  std::unique_ptr<RunningServer> Serve(const std::string& address, const TlsFiles& files) {
+    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
+        MakeServerCredentials(files);
+    EXPECT_TRUE(creds.ok()) << creds.status();
+    if (!creds.ok()) return nullptr;
+    absl::StatusOr<std::unique_ptr<RunningServer>> s =
+        StartServer(address, *creds,
+                    std::make_unique<AuthProbeService>(std::vector<std::string>{"orchestrator"}));
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  grpc::Status GetInfo(std::shared_ptr<grpc::Channel> channel, v1::HolderInfo* out) {
+    auto stub = v1::HolderAgent::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return stub->GetInfo(&ctx, v1::GetInfoRequest(), out);
+  }
+
+  grpc::Status GetInfoAs(const std::string& endpoint, const TlsFiles& client,
+                         const Identity& expected_server, v1::HolderInfo* out) {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> ch =
+        MakeSecureChannel(endpoint, client, expected_server);
+    EXPECT_TRUE(ch.ok()) << ch.status();
+    if (!ch.ok()) return grpc::Status(grpc::StatusCode::INTERNAL, "no channel");
+    return GetInfo(*ch, out);
+  }
+
+  TempDir tmp_;
+};
+
+TEST_F(TlsConfigTest, ParsesGoodConfig) {
+  TlsFiles want = TestFiles(Pki(), kHolderA);
+  absl::StatusOr<TlsFiles> f = ParseTlsConfig(Json(want), "holder.json: tls");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->ca, want.ca);
+  EXPECT_EQ(f->cert, want.cert);
+  EXPECT_EQ(f->key, want.key);
+  absl::StatusOr<Identity> id = LocalIdentity(*f);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(*id, kHolderA);
+  EXPECT_TRUE(CheckTlsFiles(*f).ok());
+}
+
+TEST_F(TlsConfigTest, FieldErrorsNameTheField) {
+  nlohmann::json j = Json(TestFiles(Pki(), kOrch));
+  j.erase("cert");
+  EXPECT_EQ(ParseError(j), "orch.json: tls.cert: missing");
+  j = Json(TestFiles(Pki(), kOrch));
+  j["key"] = 5;
+  EXPECT_EQ(ParseError(j), "orch.json: tls.key: must be a string (a file path)");
+  j["key"] = "";
+  EXPECT_EQ(ParseError(j), "orch.json: tls.key: empty path");
+  j = Json(TestFiles(Pki(), kOrch));
+  j["certs"] = "x";
+  EXPECT_EQ(ParseError(j), "orch.json: tls.certs: unknown field (allowed: ca, cert, key)");
+  EXPECT_NE(ParseError(nlohmann::json()).find("orch.json: tls: missing"), std::string::npos);
+  EXPECT_NE(ParseError(nlohmann::json("x")).find("orch.json: tls: must be an object"),
+            std::string::npos);
+}
+
+TEST_F(TlsConfigTest, UnreadableFile) {
+  nlohmann::json j = Json(TestFiles(Pki(), kOrch));
+  j["cert"] = tmp_.path() + "/nope.pem";
+  std::string e = ParseError(j);
+  EXPECT_EQ(e.rfind("orch.json: tls.cert: cannot read " + tmp_.path() + "/nope.pem", 0), 0u)
+      << e;
+  j = Json(TestFiles(Pki(), kOrch));
+  j["ca"] = tmp_.path() + "/nope.pem";
+  EXPECT_EQ(ParseError(j).rfind("orch.json: tls.ca: cannot read", 0), 0u);
+  j = Json(TestFiles(Pki(), kOrch));
+  j["key"] = Pki();  // A directory.
+  EXPECT_EQ(ParseError(j).rfind("orch.json: tls.key:", 0), 0u);
+}
+
+TEST_F(TlsConfigTest, KeyMustMatchCertificate) {
+  nlohmann::json j = Json(TestFiles(Pki(), kOrch));
+  j["key"] = TestFiles(Pki(), kMux).key;
+  std::string e = ParseError(j);
+  EXPECT_EQ(e.rfind("orch.json: tls.key: " + j["key"].get<std::string>() +
+                        " is not the private key of the certificate",
+                    0),
+            0u)
+      << e;
+  j["key"] = TestFiles(Pki(), kOrch).cert;  // Not a key at all.
+  EXPECT_NE(ParseError(j).find("is not a PEM private key"), std::string::npos);
+}
+
+TEST_F(TlsConfigTest, CertificateMustChainToCa) {
+  TlsFiles f = TestFiles(OtherPki(), kOrch);
+  f.ca = CaCertPath(Pki());
+  std::string e = ParseError(Json(f));
+  EXPECT_EQ(e.rfind("orch.json: tls.cert: " + f.cert + " does not chain to the CA " + f.ca, 0),
+            0u)
+      << e;
+  // Swapped ca and cert.
+  f = TestFiles(Pki(), kOrch);
+  std::swap(f.ca, f.cert);
+  EXPECT_NE(ParseError(Json(f)).find("tls.ca: " + f.ca + " is not a CA certificate"),
+            std::string::npos);
+}
+
+TEST_F(TlsConfigTest, MtlsOverUnixSocket) {
+  auto server = Serve(Sock("a.sock"), TestFiles(Pki(), kHolderA));
+  ASSERT_TRUE(server);
+  v1::HolderInfo info;
+  grpc::Status s = GetInfoAs(server->endpoint, TestFiles(Pki(), kOrch), kHolderA, &info);
+  ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+  EXPECT_EQ(info.name(), "orch");
+  EXPECT_EQ(info.domain(), "orchestrator");
+}
+
+TEST_F(TlsConfigTest, MtlsOverTcpLoopback) {
+  auto server = Serve("127.0.0.1:0", TestFiles(Pki(), kHolderA));
+  ASSERT_TRUE(server);
+  ASSERT_NE(server->endpoint, "127.0.0.1:0");
+  v1::HolderInfo info;
+  grpc::Status s = GetInfoAs(server->endpoint, TestFiles(Pki(), kOrch), kHolderA, &info);
+  ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+  EXPECT_EQ(info.name(), "orch");
+  EXPECT_EQ(info.domain(), "orchestrator");
+}
+
+TEST_F(TlsConfigTest, ClientWithoutCertificateIsRefused) {
+  auto server = Serve(Sock("a.sock"), TestFiles(Pki(), kHolderA));
+  ASSERT_TRUE(server);
+  // TLS, trusting the server, but presenting no certificate.
+  grpc::SslCredentialsOptions opts;
+  opts.pem_root_certs = *ReadFile(CaCertPath(Pki()));
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride(ServerNameFor(kHolderA));
+  v1::HolderInfo info;
+  grpc::Status s = GetInfo(
+      grpc::CreateCustomChannel(server->endpoint, grpc::SslCredentials(opts), args), &info);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  // No TLS at all.
+  s = GetInfo(grpc::CreateChannel(server->endpoint, grpc::InsecureChannelCredentials()), &info);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+}
+
+TEST_F(TlsConfigTest, ClientFromAnotherCaIsRefused) {
+  auto server = Serve(Sock("a.sock"), TestFiles(Pki(), kHolderA));
+  ASSERT_TRUE(server);
+  // Trusts this campaign's CA (so it would accept the server) but presents an
+  // orchestrator certificate of another campaign.
+  TlsFiles other = TestFiles(OtherPki(), kOrch);
+  grpc::SslCredentialsOptions opts;
+  opts.pem_root_certs = *ReadFile(CaCertPath(Pki()));
+  opts.pem_cert_chain = *ReadFile(other.cert);
+  opts.pem_private_key = *ReadFile(other.key);
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride(ServerNameFor(kHolderA));
+  v1::HolderInfo info;
+  grpc::Status s = GetInfo(
+      grpc::CreateCustomChannel(server->endpoint, grpc::SslCredentials(opts), args), &info);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  // MakeSecureChannel itself refuses such a mixture up front.
+  other.ca = CaCertPath(Pki());
+  EXPECT_FALSE(MakeSecureChannel(server->endpoint, other, kHolderA).ok());
+}
+
+TEST_F(TlsConfigTest, ClientRefusesServerWithOtherIdentity) {
+  // Holder 'b' and the MUX answer where the orchestrator expects holder 'a'.
+  auto b = Serve(Sock("b.sock"), TestFiles(Pki(), kHolderB));
+  auto mux = Serve(Sock("mux.sock"), TestFiles(Pki(), kMux));
+  auto other = Serve(Sock("other.sock"), TestFiles(OtherPki(), kHolderA));
+  ASSERT_TRUE(b && mux && other);
+  v1::HolderInfo info;
+  for (const std::string& endpoint : {b->endpoint, mux->endpoint, other->endpoint}) {
+    grpc::Status s = GetInfoAs(endpoint, TestFiles(Pki(), kOrch), kHolderA, &info);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE)
+        << endpoint << ": " << s.error_message();
+  }
+  // The same servers are accepted under their own names.
+  EXPECT_TRUE(GetInfoAs(b->endpoint, TestFiles(Pki(), kOrch), kHolderB, &info).ok());
+  EXPECT_TRUE(GetInfoAs(mux->endpoint, TestFiles(Pki(), kOrch), kMux, &info).ok());
+}
+
+TEST_F(TlsConfigTest, CredentialConstructorsCheckInputs) {
+  TlsFiles bad = TestFiles(Pki(), kOrch);
+  bad.key = TestFiles(Pki(), kMux).key;
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> sc = MakeServerCredentials(bad);
+  ASSERT_FALSE(sc.ok());
+  EXPECT_NE(sc.status().message().find("TLS key: "), std::string::npos) << sc.status();
+  EXPECT_FALSE(MakeSecureChannel(Sock("x"), bad, kHolderA).ok());
+  EXPECT_FALSE(MakeSecureChannel("", TestFiles(Pki(), kOrch), kHolderA).ok());
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> ch =
+      MakeSecureChannel(Sock("x"), TestFiles(Pki(), kOrch), Identity{"root", "a"});
+  ASSERT_FALSE(ch.ok());
+  EXPECT_NE(ch.status().message().find("unknown role 'root'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gputravel

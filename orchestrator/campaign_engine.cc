@@ -1,0 +1,706 @@
+#include "orchestrator/campaign_engine.h"
+
+#include <chrono>
+
+#include "auth/identity.h"
+#include "auth/tls_config.h"
+#include "device/gpu_session.h"
+#include "keyxfer/x509.h"
+#include "orchestrator/schedule.h"
+#include "trainer/builtin_trainer.h"
+#include "util/files.h"
+#include "util/grpc_status.h"
+#include "util/log.h"
+
+namespace gputravel {
+
+struct CampaignEngine::Gpu {
+  GpuConfig config;
+  std::thread thread;
+  // Guarded by the engine's mu_.
+  std::string campaign;            // running on this GPU now
+  TripControl* control = nullptr;  // of the trip in flight
+  DataLoader* loader = nullptr;    // of the campaign's trainer
+};
+
+namespace {
+
+bool IsTerminal(const std::string& state) {
+  return state == kCampaignCompleted || state == kCampaignFailed ||
+         state == kCampaignCancelled;
+}
+
+std::chrono::system_clock::time_point Deadline(double seconds) {
+  return std::chrono::system_clock::now() +
+         std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+std::string Pct(double loss) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.4f", loss);
+  return buf;
+}
+
+}  // namespace
+
+// The hooks of one trip: every step goes to the store first.
+class CampaignEngine::Hooks final : public TripHooks {
+ public:
+  Hooks(CampaignEngine* engine, const TripPlan* plan, DataLoader* loader,
+        BuiltinTrainer* trainer, double train_timeout_seconds)
+      : engine_(engine), plan_(plan), loader_(loader), trainer_(trainer),
+        train_timeout_(train_timeout_seconds) {}
+
+  absl::Status Step(const char* step, const std::string& message) override {
+    auto seqs = engine_->store_->SetTripStep(plan_->trip, step, message);
+    engine_->Notify(seqs);
+    return seqs.status();
+  }
+  void Progress(uint64_t bytes, uint64_t total) override {
+    engine_->SetProgress(plan_->campaign, plan_->trip, plan_->holder, bytes, total);
+  }
+  absl::Status Provisioned(uint64_t bytes, uint64_t chunks, double seconds,
+                           bool digest_match) override {
+    engine_->SetProgress(plan_->campaign, plan_->trip, plan_->holder, bytes,
+                         plan_->window_length);
+    auto seqs = engine_->store_->RecordProvisioned(plan_->trip, bytes, chunks, seconds,
+                                                   digest_match);
+    engine_->Notify(seqs);
+    return seqs.status();
+  }
+  absl::StatusOr<bool> Train(const std::string& plaintext) override {
+    if (trainer_ == nullptr) return false;
+    TrainingWindow w;
+    w.campaign = plan_->campaign;
+    w.trip = plan_->trip;
+    w.holder = plan_->holder;
+    w.window_offset = plan_->window_offset;
+    w.tokens = plaintext;  // the loader zeroizes its copy once consumed
+    auto r = loader_->Offer(std::move(w), absl::Seconds(train_timeout_));
+    if (!r.ok()) return r.status();
+    auto seqs = engine_->store_->RecordTrained(plan_->trip, r->mean_loss,
+                                               trainer_->Checkpoint());
+    engine_->Notify(seqs);
+    if (!seqs.ok()) return seqs.status();
+    GT_LOG(1, "trip ", plan_->trip, ": trained ", r->tokens, " tokens, mean loss ",
+           Pct(r->mean_loss));
+    return true;
+  }
+
+ private:
+  CampaignEngine* const engine_;
+  const TripPlan* const plan_;
+  DataLoader* const loader_;
+  BuiltinTrainer* const trainer_;
+  const double train_timeout_;
+};
+
+CampaignEngine::CampaignEngine(const OrchestratorConfig* config, StateStore* store,
+                               Attester* attester, Verifier* verifier)
+    : config_(config), store_(store), attester_(attester), verifier_(verifier) {
+  for (const auto& g : config_->gpus) {
+    auto gpu = std::make_unique<Gpu>();
+    gpu->config = g;
+    gpus_.push_back(std::move(gpu));
+  }
+}
+
+CampaignEngine::~CampaignEngine() { Shutdown(); }
+
+absl::Status CampaignEngine::Start() {
+  auto channel = MakeSecureChannel(config_->mux_endpoint, config_->tls,
+                                   Identity{kRoleMux, config_->mux_name});
+  if (!channel.ok()) return channel.status();
+  mux_ = v1::Mux::NewStub(*channel);
+  auto seq = store_->LastEventSeq();
+  if (!seq.ok()) return seq.status();
+  {
+    absl::MutexLock l(&mu_);
+    last_seq_ = *seq;
+  }
+  for (auto& g : gpus_) {
+    Gpu* gpu = g.get();
+    gpu->thread = std::thread([this, gpu] { Worker(gpu); });
+  }
+  return absl::OkStatus();
+}
+
+void CampaignEngine::Shutdown() {
+  {
+    absl::MutexLock l(&mu_);
+    if (stopping_) {
+      // Already stopping; still join below if needed.
+    }
+    stopping_ = true;
+    for (auto& g : gpus_) {
+      if (g->control != nullptr) g->control->Cancel();
+      if (g->loader != nullptr) g->loader->AbandonCurrent();
+    }
+  }
+  for (auto& g : gpus_) {
+    if (g->thread.joinable()) g->thread.join();
+  }
+}
+
+void CampaignEngine::Notify(const absl::StatusOr<EventSeqs>& seqs) {
+  if (!seqs.ok()) {
+    GT_LOG(0, "committing state: ", seqs.status().message());
+    return;
+  }
+  if (seqs->empty()) return;
+  absl::MutexLock l(&mu_);
+  last_seq_ = std::max(last_seq_, seqs->back());
+}
+
+void CampaignEngine::SetProgress(const std::string& campaign, uint64_t trip,
+                                 const std::string& holder, uint64_t bytes,
+                                 uint64_t total) {
+  absl::MutexLock l(&mu_);
+  LiveProgress& p = progress_[campaign];
+  p.trip = trip;
+  p.holder = holder;
+  p.bytes = bytes;
+  p.total = total;
+  p.version = ++progress_version_;
+}
+
+void CampaignEngine::ClearProgress(const std::string& campaign) {
+  absl::MutexLock l(&mu_);
+  progress_.erase(campaign);
+}
+
+void CampaignEngine::Wake() {
+  absl::MutexLock l(&mu_);
+  ++wake_;
+}
+
+void CampaignEngine::WaitForChange(int64_t seen_seq, uint64_t seen_progress,
+                                   absl::Duration timeout) {
+  absl::MutexLock l(&mu_);
+  auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || last_seq_ > seen_seq || progress_version_ > seen_progress;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
+}
+
+LiveProgress CampaignEngine::Progress(const std::string& campaign) {
+  absl::MutexLock l(&mu_);
+  auto it = progress_.find(campaign);
+  return it == progress_.end() ? LiveProgress{} : it->second;
+}
+
+std::map<std::string, std::string> CampaignEngine::GpuAssignments() {
+  absl::MutexLock l(&mu_);
+  std::map<std::string, std::string> out;
+  for (const auto& g : gpus_) out[g->config.name] = g->campaign;
+  return out;
+}
+
+SpecOptions CampaignEngine::MakeSpecOptions() const {
+  SpecOptions o;
+  for (const auto& g : config_->gpus) o.known_gpus.push_back(g.name);
+  o.reserved_domains = {config_->domain};
+  return o;
+}
+
+absl::StatusOr<CampaignSpec> CampaignEngine::SpecOf(const CampaignRow& row) {
+  return ParseCampaignSpecText(row.spec_json, "campaign '" + row.name + "' spec: ",
+                               MakeSpecOptions());
+}
+
+absl::StatusOr<std::unique_ptr<v1::HolderAgent::Stub>> CampaignEngine::HolderStub(
+    const HolderSpec& h) {
+  // The holder must present a certificate naming exactly this holder: a
+  // holder cannot answer for another (or the host for any).
+  auto channel = MakeSecureChannel(h.endpoint, config_->tls, Identity{kRoleHolder, h.name});
+  if (!channel.ok()) return channel.status();
+  return v1::HolderAgent::NewStub(*channel);
+}
+
+absl::StatusOr<CreateResult> CampaignEngine::Create(const std::string& request_id,
+                                                    const std::string& spec_json) {
+  if (request_id.empty() || request_id.size() > 128) {
+    return absl::InvalidArgumentError("request_id: must be 1..128 characters");
+  }
+  for (char c : request_id) {
+    if (c < 0x21 || c > 0x7e) {
+      return absl::InvalidArgumentError("request_id: must be printable ASCII without spaces");
+    }
+  }
+  auto spec = ParseCampaignSpecText(spec_json, "spec_json: ", MakeSpecOptions());
+  if (!spec.ok()) return spec.status();
+  // A retry of a request that already succeeded must not need the holders.
+  auto existing = store_->GetCampaign(spec->name);
+  if (existing.ok() && existing->request_id == request_id &&
+      existing->spec_json == CanonicalSpecJson(*spec)) {
+    CreateResult r;
+    r.campaign = *existing;
+    r.created = false;
+    return r;
+  }
+  std::vector<HolderRow> holders;
+  for (size_t i = 0; i < spec->holders.size(); ++i) {
+    const HolderSpec& h = spec->holders[i];
+    auto stub = HolderStub(h);
+    if (!stub.ok()) return stub.status();
+    v1::HolderInfo info;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline(std::min(spec->holder_timeout_seconds, 30.0)));
+    absl::Status s = FromGrpc((*stub)->GetInfo(&ctx, {}, &info),
+                              "holders[" + std::to_string(i) + "] '" + h.name + "' at " +
+                                  h.endpoint + " GetInfo");
+    if (!s.ok()) return s;
+    if (info.name() != h.name) {
+      return absl::FailedPreconditionError("holders[" + std::to_string(i) + "]: the agent at " +
+                                           h.endpoint + " calls itself '" + info.name() + "'");
+    }
+    if (info.dataset_name() != h.dataset.name) {
+      return absl::FailedPreconditionError(
+          "holders[" + std::to_string(i) + "].dataset.name: holder '" + h.name +
+          "' serves dataset '" + info.dataset_name() + "', not '" + h.dataset.name + "'");
+    }
+    if (h.dataset.format != "auto" && info.dataset_format() != h.dataset.format) {
+      return absl::FailedPreconditionError(
+          "holders[" + std::to_string(i) + "].dataset.format: holder '" + h.name +
+          "' serves format '" + info.dataset_format() + "', not '" + h.dataset.format + "'");
+    }
+    if (info.domain() != h.domain) {
+      return absl::FailedPreconditionError(
+          "holders[" + std::to_string(i) + "].domain: holder '" + h.name + "' runs in TD '" +
+          info.domain() + "', not '" + h.domain + "'");
+    }
+    HolderRow row;
+    row.name = h.name;
+    row.position = static_cast<int32_t>(i);
+    row.dataset_bytes = info.dataset_bytes();
+    holders.push_back(row);
+  }
+  CampaignRow c;
+  c.name = spec->name;
+  c.request_id = request_id;
+  c.spec_json = CanonicalSpecJson(*spec);
+  c.gpu = spec->gpu;
+  c.rounds = spec->rounds;
+  auto r = store_->CreateCampaign(c, holders);
+  if (r.ok()) Notify(r->event_seqs);
+  return r;
+}
+
+absl::StatusOr<CampaignRow> CampaignEngine::StartCampaign(const std::string& name) {
+  auto c = store_->GetCampaign(name);
+  if (!c.ok()) return c.status();
+  if (c->state == kCampaignRunning) return c;
+  if (c->state != kCampaignCreated) {
+    return absl::FailedPreconditionError("campaign '" + name + "' is " + c->state +
+                                         "; only a created campaign can be started"
+                                         " (resume a paused one)");
+  }
+  Notify(store_->SetCampaignState(name, kCampaignRunning, "", "started"));
+  Wake();
+  return store_->GetCampaign(name);
+}
+
+absl::StatusOr<CampaignRow> CampaignEngine::Pause(const std::string& name) {
+  auto c = store_->GetCampaign(name);
+  if (!c.ok()) return c.status();
+  if (c->state == kCampaignPaused) return c;
+  if (c->state != kCampaignRunning) {
+    return absl::FailedPreconditionError("campaign '" + name + "' is " + c->state +
+                                         "; only a running campaign can be paused");
+  }
+  Notify(store_->SetCampaignState(name, kCampaignPaused, "",
+                                  "paused by request: the trip in progress completes"));
+  return store_->GetCampaign(name);
+}
+
+absl::StatusOr<CampaignRow> CampaignEngine::Resume(const std::string& name) {
+  auto c = store_->GetCampaign(name);
+  if (!c.ok()) return c.status();
+  if (c->state == kCampaignRunning) return c;
+  if (c->state != kCampaignPaused && c->state != kCampaignCreated) {
+    return absl::FailedPreconditionError("campaign '" + name + "' is " + c->state +
+                                         "; only a paused or created campaign can be resumed");
+  }
+  auto spec = SpecOf(*c);
+  if (!spec.ok()) return spec.status();
+  if (spec->on_holder_failure == HolderFailurePolicy::kPause) {
+    auto holders = store_->ListHolders(name);
+    if (!holders.ok()) return holders.status();
+    for (const auto& h : *holders) {
+      if (h.state == kHolderFailed) {
+        Notify(store_->MarkHolderState(name, h.name, kHolderActive,
+                                       "given another chance on resume"));
+      }
+    }
+  }
+  Notify(store_->SetCampaignState(name, kCampaignRunning, "", "resumed"));
+  Wake();
+  return store_->GetCampaign(name);
+}
+
+absl::StatusOr<CampaignRow> CampaignEngine::Cancel(const std::string& name) {
+  auto c = store_->GetCampaign(name);
+  if (!c.ok()) return c.status();
+  if (c->state == kCampaignCancelling) return c;
+  if (IsTerminal(c->state)) {
+    return absl::FailedPreconditionError("campaign '" + name + "' is already " + c->state);
+  }
+  {
+    // Under mu_ so a worker cannot pick the campaign between the check and
+    // the state change.
+    absl::MutexLock l(&mu_);
+    Gpu* running = nullptr;
+    for (auto& g : gpus_) {
+      if (g->campaign == name) running = g.get();
+    }
+    if (running == nullptr) {
+      auto seqs = store_->SetCampaignState(name, kCampaignCancelled, "", "cancelled");
+      if (!seqs.ok()) return seqs.status();
+      if (!seqs->empty()) last_seq_ = std::max(last_seq_, seqs->back());
+    } else {
+      auto seqs = store_->SetCampaignState(
+          name, kCampaignCancelling, "",
+          "cancelling: the trip in progress is being made safe (route home, re-key, scrub)");
+      if (!seqs.ok()) return seqs.status();
+      if (!seqs->empty()) last_seq_ = std::max(last_seq_, seqs->back());
+      if (running->control != nullptr) running->control->Cancel();
+      if (running->loader != nullptr) running->loader->AbandonCurrent();
+    }
+  }
+  return store_->GetCampaign(name);
+}
+
+std::optional<std::string> CampaignEngine::PickCampaign(const std::string& gpu) {
+  auto all = store_->ListCampaigns();
+  if (!all.ok()) {
+    GT_LOG(0, "listing campaigns: ", all.status().message());
+    return std::nullopt;
+  }
+  for (const auto& c : *all) {  // ordered by creation: oldest first
+    if (c.gpu == gpu && c.state == kCampaignRunning) return c.name;
+  }
+  return std::nullopt;
+}
+
+bool CampaignEngine::RecoverTrips(Gpu* gpu, TripRunner* runner) {
+  auto trips = store_->UnfinishedTrips();
+  if (!trips.ok()) {
+    GT_LOG(0, "recovery: ", trips.status().message());
+    return false;
+  }
+  for (const TripRow& t : *trips) {
+    auto c = store_->GetCampaign(t.campaign);
+    if (!c.ok() || c->gpu != gpu->config.name) continue;
+    auto spec = SpecOf(*c);
+    if (!spec.ok()) {
+      GT_LOG(0, "recovery: ", spec.status().message());
+      return false;
+    }
+    GT_LOG(0, "recovery: trip ", t.id, " of campaign '", t.campaign, "' (", t.holder,
+           ") was interrupted at step ", t.step, "; making it safe");
+    auto token = store_->NextTripId();
+    if (!token.ok()) return false;
+    absl::Status s = runner->MakeSafe(*token, c->buffer_id, spec->buffer_bytes);
+    if (!s.ok()) {
+      EventRow e;
+      e.campaign = t.campaign;
+      e.trip = t.id;
+      e.kind = "error";
+      e.step = t.step;
+      e.message = "recovery could not make the GPU safe yet (will retry): " +
+                  std::string(s.message());
+      auto seq = store_->AppendEvent(e);
+      if (seq.ok()) Notify(EventSeqs{*seq});
+      GT_LOG(0, "recovery: ", s.message());
+      return false;
+    }
+    EventRow e;
+    e.campaign = t.campaign;
+    e.trip = t.id;
+    e.kind = "recovery";
+    e.step = t.step;
+    TripFinish f;
+    f.scrub_verified = true;
+    f.rekeyed = true;
+    if (t.trained && t.step == std::string(kStepScrub)) {
+      // Training was committed with its checkpoint: the window counts.
+      f.outcome = kOutcomeOk;
+      f.advance_cursor = true;
+      e.message = "interrupted after training; GPU routed home, re-keyed, buffer scrubbed"
+                  " and verified; the trip counts as done";
+    } else {
+      f.outcome = kOutcomeAborted;
+      f.error = "interrupted at step " + t.step +
+                " by an orchestrator restart; made safe (routed home, re-keyed, scrubbed)";
+      e.message = f.error + "; the window will be planned again";
+    }
+    auto seq = store_->AppendEvent(e);
+    if (seq.ok()) Notify(EventSeqs{*seq});
+    Notify(store_->FinishTrip(t.id, f));
+  }
+  // Campaigns whose cancel was interrupted are now safe.
+  auto all = store_->ListCampaigns();
+  if (all.ok()) {
+    for (const auto& c : *all) {
+      if (c.gpu == gpu->config.name && c.state == kCampaignCancelling) {
+        Notify(store_->SetCampaignState(c.name, kCampaignCancelled, "", "cancelled"));
+      }
+    }
+  }
+  return true;
+}
+
+void CampaignEngine::Worker(Gpu* gpu) {
+  SetLogPrefix("orchestrator");
+  auto ca_pem = ReadFile(gpu->config.device_ca);
+  absl::StatusOr<std::string> ca_der =
+      ca_pem.ok() ? CertificatePemToDer(*ca_pem) : absl::StatusOr<std::string>(ca_pem.status());
+  if (!ca_der.ok()) {
+    GT_LOG(0, "GPU ", gpu->config.name, ": device CA ", gpu->config.device_ca, ": ",
+           ca_der.status().message(), "; this GPU will not be used");
+    return;
+  }
+  GpuSession session(MakeChannel(gpu->config.device_endpoint), *ca_der, gpu->config.serial);
+  TripRunner runner(config_->domain, gpu->config.name, mux_.get(), &session, attester_,
+                    verifier_, config_->state_dir);
+  uint64_t seen_wake = 0;
+  while (true) {
+    {
+      absl::MutexLock l(&mu_);
+      if (stopping_) return;
+    }
+    if (!RecoverTrips(gpu, &runner)) {
+      absl::MutexLock l(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Seconds(2));
+      continue;
+    }
+    std::optional<std::string> name;
+    {
+      absl::MutexLock l(&mu_);
+      name = PickCampaign(gpu->config.name);
+      if (name) gpu->campaign = *name;
+      seen_wake = wake_;
+    }
+    if (!name) {
+      absl::MutexLock l(&mu_);
+      auto woken = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || wake_ != seen_wake;
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&woken), absl::Seconds(1));
+      continue;
+    }
+    RunCampaign(gpu, *name, &session, &runner);
+    absl::MutexLock l(&mu_);
+    gpu->campaign.clear();
+  }
+}
+
+void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* session,
+                                 TripRunner* runner) {
+  auto fail = [&](const std::string& state, const std::string& msg) {
+    GT_LOG(0, "campaign ", name, ": ", msg);
+    Notify(store_->SetCampaignState(name, state, msg, msg));
+  };
+  auto row = store_->GetCampaign(name);
+  if (!row.ok()) return;
+  auto spec = SpecOf(*row);
+  if (!spec.ok()) return fail(kCampaignFailed, std::string(spec.status().message()));
+
+  std::map<std::string, std::unique_ptr<v1::HolderAgent::Stub>> stubs;
+  std::map<std::string, const HolderSpec*> holder_specs;
+  for (const auto& h : spec->holders) {
+    auto stub = HolderStub(h);
+    if (!stub.ok()) return fail(kCampaignFailed, std::string(stub.status().message()));
+    stubs[h.name] = std::move(*stub);
+    holder_specs[h.name] = &h;
+  }
+
+  // The GPU home, a fresh session, the campaign's old buffer (if any)
+  // scrubbed and released, a new one allocated.
+  auto token = store_->NextTripId();
+  if (!token.ok()) return fail(kCampaignPaused, std::string(token.status().message()));
+  absl::Status s = runner->MakeSafe(*token, row->buffer_id, spec->buffer_bytes);
+  if (!s.ok()) {
+    return fail(kCampaignPaused, "the GPU could not be brought home and re-keyed: " +
+                                     std::string(s.message()));
+  }
+  if (row->buffer_id != 0) (void)session->FreeBuffer(row->buffer_id);
+  GT_LOG(1, "campaign ", name, ": CC session ", session->session_id(), " with GPU ",
+         session->serial());
+  auto buffer = session->AllocBuffer(spec->buffer_bytes);
+  if (!buffer.ok()) {
+    return fail(kCampaignPaused, "allocating the dataset buffer: " +
+                                     std::string(buffer.status().message()));
+  }
+  Notify(store_->SetCampaignBuffer(name, *buffer));
+
+  // The trainer, continuing from the last checkpoint.
+  std::unique_ptr<BuiltinTrainer> trainer;
+  DataLoader loader(spec->trainer.batch_tokens);
+  if (spec->trainer.kind == "next-token") {
+    NextTokenModelConfig mc;
+    mc.vocab = spec->trainer.vocab;
+    mc.dim = spec->trainer.dim;
+    mc.learning_rate = static_cast<float>(spec->trainer.learning_rate);
+    mc.seed = spec->trainer.seed;
+    auto created = BuiltinTrainer::Create(mc);
+    if (!created.ok()) {
+      return fail(kCampaignFailed, "trainer: " + std::string(created.status().message()));
+    }
+    trainer = std::move(*created);
+    if (!row->model.empty()) {
+      absl::Status rs = trainer->Restore(row->model);
+      if (!rs.ok()) {
+        return fail(kCampaignFailed, "trainer checkpoint: " + std::string(rs.message()));
+      }
+    }
+    absl::Status ts = trainer->Start(&loader);
+    if (!ts.ok()) return fail(kCampaignFailed, "trainer: " + std::string(ts.message()));
+  }
+  {
+    absl::MutexLock l(&mu_);
+    gpu->loader = &loader;
+  }
+
+  while (true) {
+    {
+      absl::MutexLock l(&mu_);
+      if (stopping_) break;
+    }
+    auto c = store_->GetCampaign(name);
+    if (!c.ok() || c->state != kCampaignRunning) break;
+    auto holders = store_->ListHolders(name);
+    if (!holders.ok()) {
+      fail(kCampaignPaused, std::string(holders.status().message()));
+      break;
+    }
+    std::vector<HolderProgress> progress;
+    std::optional<size_t> last;
+    for (size_t i = 0; i < holders->size(); ++i) {
+      const HolderRow& h = (*holders)[i];
+      progress.push_back(HolderProgress{h.dataset_bytes, h.cursor_offset, h.round,
+                                        h.state != kHolderFailed});
+      if (h.name == c->last_holder) last = i;
+    }
+    auto next = PickNextHolder(spec->schedule, progress, spec->rounds, last);
+    if (!next) {
+      bool any_ok = false;
+      for (const auto& h : *holders) any_ok = any_ok || h.state == kHolderDone;
+      (void)session->FreeBuffer(*buffer);
+      Notify(store_->SetCampaignBuffer(name, 0));
+      if (any_ok) {
+        Notify(store_->SetCampaignState(name, kCampaignCompleted, "",
+                                        "every active holder did every round"));
+      } else {
+        fail(kCampaignFailed, "every holder failed; nothing was trained");
+      }
+      break;
+    }
+    const HolderRow& h = (*holders)[*next];
+    const HolderSpec& hs = *holder_specs[h.name];
+    Window w = NextWindow(progress[*next], spec->buffer_bytes);
+    auto trip_id = store_->NextTripId();
+    if (!trip_id.ok()) {
+      fail(kCampaignPaused, std::string(trip_id.status().message()));
+      break;
+    }
+    TripRow t;
+    t.id = *trip_id;
+    t.campaign = name;
+    t.holder = h.name;
+    t.window_offset = w.offset;
+    t.window_length = w.length;
+    t.round = h.round;
+    auto begun = store_->BeginTrip(t);
+    Notify(begun);
+    if (!begun.ok()) {
+      fail(kCampaignPaused, std::string(begun.status().message()));
+      break;
+    }
+    TripPlan plan;
+    plan.campaign = name;
+    plan.trip = t.id;
+    plan.holder = h.name;
+    plan.holder_domain = hs.domain;
+    plan.window_offset = w.offset;
+    plan.window_length = w.length;
+    plan.buffer_id = *buffer;
+    plan.buffer_bytes = spec->buffer_bytes;
+    plan.chunk_bytes = spec->chunk_bytes;
+    plan.holder_timeout_seconds = spec->holder_timeout_seconds;
+    TripControl control;
+    {
+      absl::MutexLock l(&mu_);
+      gpu->control = &control;
+      if (stopping_) control.Cancel();
+    }
+    // A cancel that raced with BeginTrip.
+    auto again = store_->GetCampaign(name);
+    if (again.ok() && again->state == kCampaignCancelling) control.Cancel();
+    Hooks hooks(this, &plan, &loader, trainer.get(),
+                std::max(600.0, spec->holder_timeout_seconds));
+    auto outcome = runner->Run(plan, stubs[h.name].get(), &hooks, &control);
+    {
+      absl::MutexLock l(&mu_);
+      gpu->control = nullptr;
+    }
+    ClearProgress(name);
+    if (!outcome.ok()) {
+      // The GPU is in an unknown state: the trip stays unfinished, and the
+      // worker's recovery makes it safe before anything else runs.
+      fail(kCampaignPaused, "trip " + std::to_string(t.id) +
+                                " could not be made safe (it will be, before anything"
+                                " else runs): " + std::string(outcome.status().message()));
+      break;
+    }
+    TripFinish f;
+    f.scrub_verified = outcome->scrub_verified;
+    f.rekeyed = outcome->rekeyed;
+    f.error = outcome->error;
+    if (outcome->ok) {
+      f.outcome = kOutcomeOk;
+      f.advance_cursor = true;
+    } else if (outcome->cancelled) {
+      f.outcome = kOutcomeAborted;
+      if (f.error.empty()) f.error = "cancelled";
+    } else {
+      f.outcome = kOutcomeFailed;
+      f.fail_holder = outcome->holder_fault;
+    }
+    Notify(store_->FinishTrip(t.id, f));
+    GT_LOG(1, "trip ", t.id, " ", h.name, ": ", f.outcome, ", scrub ",
+           f.scrub_verified ? "verified" : "NOT verified", ", re-keyed ",
+           f.rekeyed ? "yes" : "no", f.error.empty() ? "" : ", error: " + f.error);
+    if (!outcome->ok && !outcome->cancelled) {
+      if (!outcome->holder_fault) {
+        // Not the holder's doing: retrying would fail the same way.
+        fail(kCampaignPaused, "trip " + std::to_string(t.id) + " failed: " + f.error);
+        break;
+      }
+      if (spec->on_holder_failure == HolderFailurePolicy::kPause) {
+        fail(kCampaignPaused, "holder " + h.name + " failed (policy: pause): " + f.error);
+        break;
+      }
+      EventRow e;
+      e.campaign = name;
+      e.trip = t.id;
+      e.kind = "error";
+      e.message = "holder " + h.name + " failed and is skipped for the rest of the campaign"
+                  " (policy: skip): " + f.error;
+      auto seq = store_->AppendEvent(e);
+      if (seq.ok()) Notify(EventSeqs{*seq});
+    }
+  }
+  {
+    absl::MutexLock l(&mu_);
+    gpu->loader = nullptr;
+  }
+  loader.Close();
+  if (trainer) trainer->Stop();
+  auto c = store_->GetCampaign(name);
+  if (c.ok() && c->state == kCampaignCancelling) {
+    Notify(store_->SetCampaignState(name, kCampaignCancelled, "", "cancelled; GPU safe"));
+  }
+}
+
+}  // namespace gputravel

@@ -1,0 +1,121 @@
+#ifndef GPUTRAVEL_ORCHESTRATOR_CAMPAIGN_ENGINE_H_
+#define GPUTRAVEL_ORCHESTRATOR_CAMPAIGN_ENGINE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "keyxfer/attester.h"
+#include "orchestrator/campaign_spec.h"
+#include "orchestrator/daemon_config.h"
+#include "orchestrator/state_store.h"
+#include "orchestrator/trip_runner.h"
+#include "proto/holder.grpc.pb.h"
+#include "proto/mux.grpc.pb.h"
+#include "trainer/data_loader.h"
+
+namespace gputravel {
+
+// Live provisioning progress of a campaign's current trip (not durable).
+struct LiveProgress {
+  uint64_t trip = 0;
+  std::string holder;
+  uint64_t bytes = 0;
+  uint64_t total = 0;
+  uint64_t version = 0;  // increases with every update
+};
+
+// The campaign engine: one worker thread per GPU runs the campaigns assigned
+// to it, trip after trip, committing every step to the StateStore before its
+// side effect (P7). At start-up, and whenever a trip could not be made safe,
+// a worker first brings every unfinished trip of its GPU to a safe state:
+// route home with a fresh fencing token, fresh key agreement (the holder's
+// key dies), scrub and verify the buffer; a trip whose training was already
+// committed is then counted as done, any other is aborted and its window
+// planned again under a new trip id. So a window is trained at most once and
+// every trip is counted exactly once.
+//
+// The API methods are thread-safe and return quickly; the work happens on
+// the workers. Events are committed to the store; WaitForChange lets
+// watchers block until something new is committed or live progress moves.
+class CampaignEngine {
+ public:
+  CampaignEngine(const OrchestratorConfig* config, StateStore* store, Attester* attester,
+                 Verifier* verifier);
+  ~CampaignEngine();
+
+  // Starts the GPU workers.
+  absl::Status Start();
+  // Stops the workers. A trip in flight is cancelled and made safe (it is
+  // aborted and will be planned again); campaigns keep their state, so a
+  // restart continues them.
+  void Shutdown();
+
+  // Validates the spec (field-named errors), asks every holder who it is and
+  // what it serves (the holder must be reachable, authenticate as itself and
+  // serve the named dataset), then records the campaign (idempotent on
+  // request_id).
+  absl::StatusOr<CreateResult> Create(const std::string& request_id,
+                                      const std::string& spec_json);
+  absl::StatusOr<CampaignRow> StartCampaign(const std::string& name);
+  absl::StatusOr<CampaignRow> Pause(const std::string& name);
+  absl::StatusOr<CampaignRow> Resume(const std::string& name);
+  absl::StatusOr<CampaignRow> Cancel(const std::string& name);
+
+  // Blocks until an event after `seen_seq` is committed, the live progress
+  // version passes `seen_progress`, Shutdown, or `timeout`.
+  void WaitForChange(int64_t seen_seq, uint64_t seen_progress, absl::Duration timeout);
+  // The campaign's live progress (version 0 when there is none).
+  LiveProgress Progress(const std::string& campaign);
+  // GPU name -> campaign currently running on it ("" when idle).
+  std::map<std::string, std::string> GpuAssignments();
+
+  StateStore* store() { return store_; }
+  const OrchestratorConfig& config() const { return *config_; }
+
+ private:
+  struct Gpu;
+  class Hooks;
+
+  void Worker(Gpu* gpu);
+  // Brings unfinished trips of this GPU to a safe state; false if one could
+  // not be (the GPU is unusable until it can).
+  bool RecoverTrips(Gpu* gpu, TripRunner* runner);
+  // Runs the campaign until it is not RUNNING any more.
+  void RunCampaign(Gpu* gpu, const std::string& name, GpuSession* session,
+                   TripRunner* runner);
+  std::optional<std::string> PickCampaign(const std::string& gpu);
+  absl::StatusOr<std::unique_ptr<v1::HolderAgent::Stub>> HolderStub(const HolderSpec& h);
+  absl::StatusOr<CampaignSpec> SpecOf(const CampaignRow& row);
+  SpecOptions MakeSpecOptions() const;
+  // Publishes committed events (wakes watchers) and logs failures to commit.
+  void Notify(const absl::StatusOr<EventSeqs>& seqs);
+  void SetProgress(const std::string& campaign, uint64_t trip, const std::string& holder,
+                   uint64_t bytes, uint64_t total);
+  void ClearProgress(const std::string& campaign);
+  void Wake();
+
+  const OrchestratorConfig* const config_;
+  StateStore* const store_;
+  Attester* const attester_;
+  Verifier* const verifier_;
+  std::unique_ptr<v1::Mux::Stub> mux_;
+  std::vector<std::unique_ptr<Gpu>> gpus_;
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t last_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t progress_version_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t wake_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, LiveProgress> progress_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_ORCHESTRATOR_CAMPAIGN_ENGINE_H_

@@ -1,0 +1,592 @@
+#include "orchestrator/campaign_spec.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <utility>
+
+namespace gputravel {
+namespace {
+
+using nlohmann::json;
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * kKiB;
+constexpr uint64_t kGiB = 1024 * kMiB;
+constexpr size_t kMaxHolders = 256;
+constexpr size_t kMaxUnixPath = 107;  // sun_path is 108 bytes, NUL included
+constexpr size_t kMaxDatasetName = 256;
+
+const std::vector<std::string> kTopFields = {
+    "name",   "gpu",   "buffer_bytes", "chunk_bytes", "rounds", "schedule", "holder_timeout_seconds",
+    "on_holder_failure", "holders", "trainer"};
+const std::vector<std::string> kHolderFields = {"name", "endpoint", "domain", "dataset"};
+const std::vector<std::string> kDatasetFields = {"name", "format"};
+const std::vector<std::string> kTrainerFields = {"kind", "vocab", "dim", "learning_rate",
+                                                 "batch_tokens", "seed"};
+const std::vector<std::string> kFormats = {"auto", "llmc-tokens", "raw"};
+const std::vector<std::string> kSchedules = {"round-robin", "proportional"};
+const std::vector<std::string> kFailurePolicies = {"skip", "pause"};
+const std::vector<std::string> kTrainerKinds = {"next-token", "none"};
+
+// Path of a member inside the object at `path` ("" is the top level).
+std::string Sub(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+std::string Index(const std::string& path, size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+// `where` already ends with its own separator ("campaign.json: ").
+absl::Status Err(const std::string& where, const std::string& path, const std::string& msg) {
+  return absl::InvalidArgumentError(where + (path.empty() ? "" : path + ": ") + msg);
+}
+
+std::string Quote(const std::string& s) { return json(s).dump(); }
+
+// A short description of a JSON value for "(got ...)": the value itself for
+// scalars (strings quoted, so "8" is visibly not 8), the kind for containers.
+std::string Describe(const json& v) {
+  if (v.is_object()) return "an object";
+  if (v.is_array()) return "an array";
+  if (v.is_binary()) return "binary";
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 64) s = s.substr(0, 61) + "...";
+  return s;
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + v[i];
+  return out;
+}
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// Unknown fields are errors: a misspelt optional field would otherwise be
+// silently replaced by its default. A near miss gets a suggestion.
+absl::Status CheckFields(const json& obj, const std::string& where, const std::string& path,
+                         const std::vector<std::string>& allowed) {
+  for (const auto& item : obj.items()) {
+    const std::string& key = item.key();
+    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+    std::string msg = "unknown field";
+    for (const auto& a : allowed) {
+      if (EditDistance(key, a) <= 2) {
+        msg += " (did you mean " + Quote(a) + "?)";
+        break;
+      }
+    }
+    return Err(where, Sub(path, key), msg);
+  }
+  return absl::OkStatus();
+}
+
+// Typed accessors. Each returns true in *present when the field exists, and
+// only fails on a present field of the wrong type/range, or on a missing
+// required one.
+absl::Status GetString(const json& obj, const std::string& where, const std::string& path,
+                       const std::string& key, bool required, std::string* out,
+                       bool* present = nullptr) {
+  auto it = obj.find(key);
+  if (present) *present = it != obj.end();
+  if (it == obj.end()) {
+    return required ? Err(where, Sub(path, key), "missing (required)") : absl::OkStatus();
+  }
+  if (!it->is_string()) {
+    return Err(where, Sub(path, key), "must be a string (got " + Describe(*it) + ")");
+  }
+  *out = it->get<std::string>();
+  return absl::OkStatus();
+}
+
+absl::Status GetUint(const json& obj, const std::string& where, const std::string& path,
+                     const std::string& key, bool required, uint64_t min, uint64_t max,
+                     uint64_t* out) {
+  auto it = obj.find(key);
+  const std::string p = Sub(path, key);
+  if (it == obj.end()) {
+    return required ? Err(where, p, "missing (required)") : absl::OkStatus();
+  }
+  uint64_t v = 0;
+  if (it->is_number_unsigned()) {
+    v = it->get<uint64_t>();
+  } else if (it->is_number_integer()) {
+    // Parsed text puts only negatives here, but a json built in code may hold
+    // a non-negative value as a signed integer.
+    int64_t s = it->get<int64_t>();
+    if (s < 0) {
+      return Err(where, p, "must be a non-negative integer (got " + Describe(*it) + ")");
+    }
+    v = static_cast<uint64_t>(s);
+  } else {
+    return Err(where, p, "must be an integer (got " + Describe(*it) + ")");
+  }
+  if (v < min || v > max) {
+    return Err(where, p,
+               "must be in " + std::to_string(min) + ".." + std::to_string(max) + " (got " +
+                   std::to_string(v) + ")");
+  }
+  *out = v;
+  return absl::OkStatus();
+}
+
+// A number (integer or not) in (0, max].
+absl::Status GetPositiveNumber(const json& obj, const std::string& where,
+                               const std::string& path, const std::string& key, double max,
+                               const char* max_text, double* out) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return absl::OkStatus();  // all such fields are optional
+  const std::string p = Sub(path, key);
+  if (!it->is_number()) {
+    return Err(where, p, "must be a number (got " + Describe(*it) + ")");
+  }
+  double v = it->get<double>();
+  if (!(v > 0 && v <= max)) {
+    return Err(where, p, "must be > 0 and <= " + std::string(max_text) + " (got " + Describe(*it) +
+                             ")");
+  }
+  *out = v;
+  return absl::OkStatus();
+}
+
+// A string from a fixed set.
+absl::Status GetEnum(const json& obj, const std::string& where, const std::string& path,
+                     const std::string& key, const std::vector<std::string>& allowed,
+                     std::string* out) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return absl::OkStatus();  // all enums are optional
+  const std::string p = Sub(path, key);
+  if (!it->is_string() ||
+      std::find(allowed.begin(), allowed.end(), it->get<std::string>()) == allowed.end()) {
+    return Err(where, p, "must be one of " + Join(allowed) + " (got " + Describe(*it) + ")");
+  }
+  *out = it->get<std::string>();
+  return absl::OkStatus();
+}
+
+// Campaign and holder names: [a-z0-9][a-z0-9._-]{0,62}. They end up in file
+// names, logs and hand-offs, so the charset is deliberately narrow.
+bool ValidName(const std::string& s) {
+  if (s.empty() || s.size() > 63) return false;
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(s[0])) return false;
+  for (char c : s) {
+    if (!alnum(c) && c != '.' && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+absl::Status CheckName(const std::string& v, const std::string& where, const std::string& p) {
+  if (ValidName(v)) return absl::OkStatus();
+  return Err(where, p, "must match [a-z0-9][a-z0-9._-]{0,62} (got " + Quote(v) + ")");
+}
+
+bool HasSpaceOrControl(const std::string& s) {
+  for (unsigned char c : s) {
+    if (std::isspace(c) || std::iscntrl(c)) return true;
+  }
+  return false;
+}
+
+// "" when `e` is a valid endpoint, else why not. Accepted forms:
+//   unix:/abs/path          (gRPC's unix: scheme, absolute path)
+//   host:port               (DNS name or IPv4 address)
+//   [ipv6]:port
+std::string EndpointProblem(const std::string& e) {
+  const std::string kForms = "must be \"unix:/abs/path\" or \"host:port\"";
+  if (e.empty()) return kForms;
+  if (HasSpaceOrControl(e)) return "must not contain whitespace or control characters";
+  if (e.rfind("unix:", 0) == 0) {
+    std::string path = e.substr(5);
+    if (path.empty() || path[0] != '/') return "unix endpoint needs an absolute path (unix:/abs/path)";
+    if (path.size() < 2 || path.back() == '/') return "unix endpoint must name a socket file";
+    if (path.size() > kMaxUnixPath) {
+      return "unix socket path is longer than " + std::to_string(kMaxUnixPath) + " bytes";
+    }
+    return "";
+  }
+  if (e.find('/') != std::string::npos) return kForms;  // some other URI scheme
+  std::string host, port;
+  if (e[0] == '[') {
+    size_t close = e.find(']');
+    if (close == std::string::npos) return "IPv6 address has no closing ']'";
+    host = e.substr(1, close - 1);
+    if (host.empty() || host.find(':') == std::string::npos ||
+        host.find_first_not_of("0123456789abcdefABCDEF:.") != std::string::npos) {
+      return "invalid IPv6 address in brackets";
+    }
+    if (close + 1 >= e.size() || e[close + 1] != ':') return "missing :port after ]";
+    port = e.substr(close + 2);
+  } else {
+    size_t colon = e.rfind(':');
+    if (colon == std::string::npos) return kForms;
+    host = e.substr(0, colon);
+    port = e.substr(colon + 1);
+    if (host.find(':') != std::string::npos) {
+      return "IPv6 addresses must be in brackets ([::1]:port)";
+    }
+    if (host.empty()) return "missing host before :port";
+    for (unsigned char c : host) {
+      if (!std::isalnum(c) && c != '.' && c != '-' && c != '_') {
+        return "host has invalid characters";
+      }
+    }
+  }
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(port) < 1 || std::stoul(port) > 65535) {
+    return "port must be 1..65535";
+  }
+  return "";
+}
+
+absl::Status ParseDataset(const json& d, const std::string& where, const std::string& path,
+                          DatasetSpec* out) {
+  if (!d.is_object()) return Err(where, path, "must be an object (got " + Describe(d) + ")");
+  absl::Status s = CheckFields(d, where, path, kDatasetFields);
+  if (!s.ok()) return s;
+  s = GetString(d, where, path, "name", true, &out->name);
+  if (!s.ok()) return s;
+  if (out->name.empty() || out->name.size() > kMaxDatasetName || HasSpaceOrControl(out->name)) {
+    return Err(where, Sub(path, "name"),
+               "must be 1.." + std::to_string(kMaxDatasetName) +
+                   " bytes without whitespace (got " + Quote(out->name) + ")");
+  }
+  out->format = "auto";
+  return GetEnum(d, where, path, "format", kFormats, &out->format);
+}
+
+absl::Status ParseHolder(const json& h, const std::string& where, const std::string& path,
+                         const SpecOptions& opts, HolderSpec* out) {
+  if (!h.is_object()) return Err(where, path, "must be an object (got " + Describe(h) + ")");
+  absl::Status s = CheckFields(h, where, path, kHolderFields);
+  if (!s.ok()) return s;
+
+  s = GetString(h, where, path, "name", true, &out->name);
+  if (!s.ok()) return s;
+  s = CheckName(out->name, where, Sub(path, "name"));
+  if (!s.ok()) return s;
+
+  s = GetString(h, where, path, "endpoint", true, &out->endpoint);
+  if (!s.ok()) return s;
+  std::string problem = EndpointProblem(out->endpoint);
+  if (!problem.empty()) {
+    return Err(where, Sub(path, "endpoint"), problem + " (got " + Quote(out->endpoint) + ")");
+  }
+
+  s = GetString(h, where, path, "domain", true, &out->domain);
+  if (!s.ok()) return s;
+  if (out->domain.empty() || HasSpaceOrControl(out->domain)) {
+    return Err(where, Sub(path, "domain"),
+               "must be a non-empty TD name without whitespace (got " + Quote(out->domain) + ")");
+  }
+  // The GPU must never be routed to the orchestrator's or the MUX's own TD
+  // under the guise of a holder.
+  for (const auto& r : opts.reserved_domains) {
+    if (out->domain == r) {
+      return Err(where, Sub(path, "domain"),
+                 Quote(r) + " is reserved (the orchestrator's or the MUX's domain)");
+    }
+  }
+
+  auto it = h.find("dataset");
+  if (it == h.end()) return Err(where, Sub(path, "dataset"), "missing (required)");
+  return ParseDataset(*it, where, Sub(path, "dataset"), &out->dataset);
+}
+
+absl::Status ParseTrainer(const json& t, const std::string& where, const std::string& path,
+                          TrainerSpec* out) {
+  if (!t.is_object()) return Err(where, path, "must be an object (got " + Describe(t) + ")");
+  absl::Status s = CheckFields(t, where, path, kTrainerFields);
+  if (!s.ok()) return s;
+  s = GetEnum(t, where, path, "kind", kTrainerKinds, &out->kind);
+  if (!s.ok()) return s;
+  uint64_t v = out->vocab;
+  s = GetUint(t, where, path, "vocab", false, 2, 65536, &v);
+  if (!s.ok()) return s;
+  out->vocab = static_cast<uint32_t>(v);
+  v = out->dim;
+  s = GetUint(t, where, path, "dim", false, 1, 1024, &v);
+  if (!s.ok()) return s;
+  out->dim = static_cast<uint32_t>(v);
+  s = GetPositiveNumber(t, where, path, "learning_rate", 100, "100", &out->learning_rate);
+  if (!s.ok()) return s;
+  s = GetUint(t, where, path, "batch_tokens", false, 2, 16u << 20, &out->batch_tokens);
+  if (!s.ok()) return s;
+  return GetUint(t, where, path, "seed", false, 0, UINT64_MAX, &out->seed);
+}
+
+// Checks JSON text event by event before it becomes a DOM: records where a
+// syntax error is (byte position) and rejects keys that appear twice in one
+// object, with their path.
+class TextChecker : public nlohmann::json_sax<json> {
+ public:
+  explicit TextChecker(std::string where) : where_(std::move(where)) {}
+  const absl::Status& status() const { return status_; }
+
+  bool null() override { return Value(); }
+  bool boolean(bool) override { return Value(); }
+  bool number_integer(number_integer_t) override { return Value(); }
+  bool number_unsigned(number_unsigned_t) override { return Value(); }
+  bool number_float(number_float_t, const string_t&) override { return Value(); }
+  bool string(string_t&) override { return Value(); }
+  bool binary(binary_t&) override { return Value(); }
+  bool start_object(std::size_t) override {
+    frames_.push_back(Frame{false, 0, "", {}, Begin()});
+    return true;
+  }
+  bool key(string_t& k) override {
+    Frame& f = frames_.back();
+    if (!f.keys.insert(k).second) {
+      status_ = Err(where_, Sub(f.path, k), "appears twice in the same object");
+      return false;
+    }
+    f.key = k;
+    return true;
+  }
+  bool end_object() override {
+    frames_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    frames_.push_back(Frame{true, 0, "", {}, Begin()});
+    return true;
+  }
+  bool end_array() override {
+    frames_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&,
+                   const nlohmann::detail::exception& ex) override {
+    // ex.what() is "[json.exception.parse_error.101] parse error at line L,
+    // column C: ..."; keep the human part.
+    std::string what = ex.what();
+    size_t close = what.find("] ");
+    if (close != std::string::npos) what = what.substr(close + 2);
+    status_ = absl::InvalidArgumentError(where_ + "invalid JSON at byte " +
+                                         std::to_string(position) + ": " + what);
+    return false;
+  }
+
+ private:
+  struct Frame {
+    bool is_array;
+    size_t index;           // next element index (arrays)
+    std::string key;        // current key (objects)
+    std::set<std::string> keys;
+    std::string path;
+  };
+
+  // The path of the value that starts now; advances the enclosing array.
+  std::string Begin() {
+    if (frames_.empty()) return "";
+    Frame& f = frames_.back();
+    if (f.is_array) return Index(f.path, f.index++);
+    return Sub(f.path, f.key);
+  }
+  bool Value() {
+    Begin();
+    return true;
+  }
+
+  std::string where_;
+  std::vector<Frame> frames_;
+  absl::Status status_;
+};
+
+}  // namespace
+
+bool operator==(const DatasetSpec& a, const DatasetSpec& b) {
+  return a.name == b.name && a.format == b.format;
+}
+bool operator==(const HolderSpec& a, const HolderSpec& b) {
+  return a.name == b.name && a.endpoint == b.endpoint && a.domain == b.domain &&
+         a.dataset == b.dataset;
+}
+bool operator==(const TrainerSpec& a, const TrainerSpec& b) {
+  return a.kind == b.kind && a.vocab == b.vocab && a.dim == b.dim &&
+         a.learning_rate == b.learning_rate && a.batch_tokens == b.batch_tokens &&
+         a.seed == b.seed;
+}
+bool operator==(const CampaignSpec& a, const CampaignSpec& b) {
+  return a.name == b.name && a.gpu == b.gpu && a.buffer_bytes == b.buffer_bytes &&
+         a.chunk_bytes == b.chunk_bytes && a.rounds == b.rounds && a.schedule == b.schedule &&
+         a.holder_timeout_seconds == b.holder_timeout_seconds &&
+         a.on_holder_failure == b.on_holder_failure && a.holders == b.holders &&
+         a.trainer == b.trainer;
+}
+
+const char* SchedulePolicyName(SchedulePolicy p) {
+  switch (p) {
+    case SchedulePolicy::kRoundRobin:
+      return "round-robin";
+    case SchedulePolicy::kProportional:
+      return "proportional";
+  }
+  return "unknown";
+}
+
+const char* HolderFailurePolicyName(HolderFailurePolicy p) {
+  switch (p) {
+    case HolderFailurePolicy::kSkip:
+      return "skip";
+    case HolderFailurePolicy::kPause:
+      return "pause";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<CampaignSpec> ParseCampaignSpec(const json& j, const std::string& where,
+                                               const SpecOptions& opts) {
+  if (!j.is_object()) {
+    return Err(where, "", "the spec must be a JSON object (got " + Describe(j) + ")");
+  }
+  absl::Status s = CheckFields(j, where, "", kTopFields);
+  if (!s.ok()) return s;
+  CampaignSpec spec;
+
+  s = GetString(j, where, "", "name", true, &spec.name);
+  if (!s.ok()) return s;
+  s = CheckName(spec.name, where, "name");
+  if (!s.ok()) return s;
+
+  s = GetString(j, where, "", "gpu", true, &spec.gpu);
+  if (!s.ok()) return s;
+  if (std::find(opts.known_gpus.begin(), opts.known_gpus.end(), spec.gpu) ==
+      opts.known_gpus.end()) {
+    return Err(where, "gpu",
+               "unknown GPU " + Quote(spec.gpu) +
+                   (opts.known_gpus.empty() ? " (no GPUs are configured)"
+                                            : " (known: " + Join(opts.known_gpus) + ")"));
+  }
+
+  // Sizes: the device buffer and H2D chunks are written in 32-byte units.
+  s = GetUint(j, where, "", "buffer_bytes", true, 32, 64 * kGiB, &spec.buffer_bytes);
+  if (!s.ok()) return s;
+  if (spec.buffer_bytes % 32 != 0) {
+    return Err(where, "buffer_bytes",
+               "must be a multiple of 32 (got " + std::to_string(spec.buffer_bytes) + ")");
+  }
+  uint64_t v = spec.chunk_bytes;
+  s = GetUint(j, where, "", "chunk_bytes", false, 32, 64 * kMiB, &v);
+  if (!s.ok()) return s;
+  if (v % 32 != 0) {
+    return Err(where, "chunk_bytes", "must be a multiple of 32 (got " + std::to_string(v) + ")");
+  }
+  spec.chunk_bytes = static_cast<uint32_t>(v);
+  v = spec.rounds;
+  s = GetUint(j, where, "", "rounds", false, 1, 1000000, &v);
+  if (!s.ok()) return s;
+  spec.rounds = static_cast<uint32_t>(v);
+
+  std::string e = SchedulePolicyName(spec.schedule);
+  s = GetEnum(j, where, "", "schedule", kSchedules, &e);
+  if (!s.ok()) return s;
+  spec.schedule = e == "proportional" ? SchedulePolicy::kProportional : SchedulePolicy::kRoundRobin;
+
+  s = GetPositiveNumber(j, where, "", "holder_timeout_seconds", 86400, "86400",
+                        &spec.holder_timeout_seconds);
+  if (!s.ok()) return s;
+
+  e = HolderFailurePolicyName(spec.on_holder_failure);
+  s = GetEnum(j, where, "", "on_holder_failure", kFailurePolicies, &e);
+  if (!s.ok()) return s;
+  spec.on_holder_failure = e == "pause" ? HolderFailurePolicy::kPause : HolderFailurePolicy::kSkip;
+
+  auto hs = j.find("holders");
+  if (hs == j.end()) return Err(where, "holders", "missing (required)");
+  if (!hs->is_array()) {
+    return Err(where, "holders", "must be an array (got " + Describe(*hs) + ")");
+  }
+  if (hs->empty() || hs->size() > kMaxHolders) {
+    return Err(where, "holders",
+               "must have 1.." + std::to_string(kMaxHolders) + " entries (got " +
+                   std::to_string(hs->size()) + ")");
+  }
+  // Each of these identifies a holder somewhere (hand-offs, MUX routing, the
+  // connection), so two holders may not share one.
+  std::map<std::string, size_t> names, endpoints, domains;
+  auto unique = [&](std::map<std::string, size_t>& seen, const std::string& value, size_t i,
+                    const std::string& field) -> absl::Status {
+    auto [it, fresh] = seen.emplace(value, i);
+    if (fresh) return absl::OkStatus();
+    return Err(where, Index("holders", i) + "." + field,
+               Quote(value) + " is already used by " + Index("holders", it->second));
+  };
+  for (size_t i = 0; i < hs->size(); ++i) {
+    HolderSpec h;
+    s = ParseHolder((*hs)[i], where, Index("holders", i), opts, &h);
+    if (!s.ok()) return s;
+    if (!(s = unique(names, h.name, i, "name")).ok()) return s;
+    if (!(s = unique(endpoints, h.endpoint, i, "endpoint")).ok()) return s;
+    if (!(s = unique(domains, h.domain, i, "domain")).ok()) return s;
+    spec.holders.push_back(std::move(h));
+  }
+
+  auto t = j.find("trainer");
+  if (t != j.end()) {
+    s = ParseTrainer(*t, where, "trainer", &spec.trainer);
+    if (!s.ok()) return s;
+  }
+  return spec;
+}
+
+absl::StatusOr<CampaignSpec> ParseCampaignSpecText(const std::string& text,
+                                                   const std::string& where,
+                                                   const SpecOptions& opts) {
+  TextChecker checker(where);
+  if (!json::sax_parse(text, &checker)) {
+    if (!checker.status().ok()) return checker.status();
+    return absl::InvalidArgumentError(where + "invalid JSON");
+  }
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError(where + "invalid JSON");
+  return ParseCampaignSpec(j, where, opts);
+}
+
+json CampaignSpecToJson(const CampaignSpec& spec) {
+  json holders = json::array();
+  for (const auto& h : spec.holders) {
+    holders.push_back({{"name", h.name},
+                       {"endpoint", h.endpoint},
+                       {"domain", h.domain},
+                       {"dataset", {{"name", h.dataset.name}, {"format", h.dataset.format}}}});
+  }
+  return {{"name", spec.name},
+          {"gpu", spec.gpu},
+          {"buffer_bytes", spec.buffer_bytes},
+          {"chunk_bytes", spec.chunk_bytes},
+          {"rounds", spec.rounds},
+          {"schedule", SchedulePolicyName(spec.schedule)},
+          {"holder_timeout_seconds", spec.holder_timeout_seconds},
+          {"on_holder_failure", HolderFailurePolicyName(spec.on_holder_failure)},
+          {"holders", std::move(holders)},
+          {"trainer",
+           {{"kind", spec.trainer.kind},
+            {"vocab", spec.trainer.vocab},
+            {"dim", spec.trainer.dim},
+            {"learning_rate", spec.trainer.learning_rate},
+            {"batch_tokens", spec.trainer.batch_tokens},
+            {"seed", spec.trainer.seed}}}};
+}
+
+std::string CanonicalSpecJson(const CampaignSpec& spec) {
+  // nlohmann::json objects are std::maps: keys come out sorted, so equal
+  // specs give byte-equal strings.
+  return CampaignSpecToJson(spec).dump();
+}
+
+}  // namespace gputravel

@@ -1,0 +1,132 @@
+#ifndef GPUTRAVEL_ORCHESTRATOR_CAMPAIGN_SPEC_H_
+#define GPUTRAVEL_ORCHESTRATOR_CAMPAIGN_SPEC_H_
+
+// The campaign spec: the JSON document a scheduler or operator submits to
+// create a campaign (a file, or CreateCampaign.spec_json). It is parsed and
+// validated here, in one place, so that every entry point rejects the same
+// things with the same messages. Every error names the field path inside the
+// spec, prefixed by the caller's `where`, e.g.
+//   campaign.json: holders[2].dataset.format: must be one of auto, llmc-tokens, raw (got "csv")
+// Unknown fields are errors too, so a typo ("endpiont") is not silently ignored.
+//
+// Schema (defaults in parentheses):
+//   name                    required, [a-z0-9][a-z0-9._-]{0,62}
+//   gpu                     required, one of SpecOptions::known_gpus
+//   buffer_bytes            required, multiple of 32 in 32..64 GiB
+//   chunk_bytes             (2 MiB) multiple of 32 in 32..64 MiB
+//   rounds                  (1) 1..1000000 passes over every dataset
+//   schedule                ("round-robin") "round-robin" | "proportional"
+//   holder_timeout_seconds  (120) number, > 0 and <= 86400
+//   on_holder_failure       ("skip") "skip" | "pause"
+//   holders                 required, 1..256 entries; names, domains and
+//                           endpoints unique
+//     name                  required, same charset as the campaign name
+//     endpoint              required, "unix:/abs/path" or "host:port"
+//                           (port 1..65535, IPv6 hosts in [brackets])
+//     domain                required, TD name at the MUX: non-empty, no
+//                           whitespace, not one of SpecOptions::reserved_domains
+//     dataset               required object
+//       name                required: the dataset the holder agent serves
+//                           (non-empty, at most 256 bytes, no whitespace)
+//       format              ("auto") "auto" | "llmc-tokens" | "raw"
+//   trainer                 ({"kind": "next-token"})
+//     kind                  ("next-token") "next-token" | "none"
+//     vocab                 (512) 2..65536
+//     dim                   (32) 1..1024
+//     learning_rate         (0.5) number, > 0 and <= 100
+//     batch_tokens          (65536) 2..16777216
+//     seed                  (1) any uint64
+// Integer fields must be JSON integers: 1.5, 8.0, "8" and negative numbers
+// are rejected. JSON null is not "absent": it is a wrong type.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace gputravel {
+
+struct DatasetSpec {
+  std::string name;            // the dataset the holder agent serves
+  std::string format = "auto";  // "auto" | "llmc-tokens" | "raw"
+};
+
+struct HolderSpec {
+  std::string name;      // unique within the campaign; bound into hand-offs
+  std::string endpoint;  // holder agent gRPC endpoint
+  std::string domain;    // TD the MUX routes the GPU to
+  DatasetSpec dataset;
+};
+
+struct TrainerSpec {
+  std::string kind = "next-token";  // "next-token" (built-in) | "none"
+  uint32_t vocab = 512;
+  uint32_t dim = 32;
+  double learning_rate = 0.5;
+  uint64_t batch_tokens = 65536;
+  uint64_t seed = 1;
+};
+
+// Which holder goes next (see orchestrator/schedule.h).
+enum class SchedulePolicy { kRoundRobin, kProportional };
+// What a holder failure does to the campaign.
+enum class HolderFailurePolicy {
+  kSkip,   // the failed holder is dropped, the campaign goes on
+  kPause,  // the campaign pauses for an operator
+};
+
+struct CampaignSpec {
+  std::string name;
+  std::string gpu;
+  uint64_t buffer_bytes = 0;
+  uint32_t chunk_bytes = 2u << 20;
+  uint32_t rounds = 1;
+  SchedulePolicy schedule = SchedulePolicy::kRoundRobin;
+  double holder_timeout_seconds = 120;
+  HolderFailurePolicy on_holder_failure = HolderFailurePolicy::kSkip;
+  std::vector<HolderSpec> holders;
+  TrainerSpec trainer;
+};
+
+// Field-by-field equality (doubles compared exactly: the JSON round trip is
+// exact).
+bool operator==(const DatasetSpec& a, const DatasetSpec& b);
+bool operator==(const HolderSpec& a, const HolderSpec& b);
+bool operator==(const TrainerSpec& a, const TrainerSpec& b);
+bool operator==(const CampaignSpec& a, const CampaignSpec& b);
+inline bool operator!=(const CampaignSpec& a, const CampaignSpec& b) { return !(a == b); }
+
+// What the parser checks the spec against, from the daemon's configuration.
+struct SpecOptions {
+  std::vector<std::string> known_gpus;        // valid values of "gpu"
+  std::vector<std::string> reserved_domains;  // e.g. the orchestrator's and the MUX's TD
+};
+
+// Parses and validates a spec. Errors are InvalidArgument, with messages
+// `where` + field path + ": " + what is wrong, `where` being e.g.
+// "campaign.json: " or "CreateCampaign.spec_json: ". Never throws.
+absl::StatusOr<CampaignSpec> ParseCampaignSpec(const nlohmann::json& j,
+                                               const std::string& where,
+                                               const SpecOptions& opts);
+// The same from text. JSON syntax errors give the byte position; a key that
+// appears twice in one object (which a JSON object would silently collapse to
+// the last value) is an error naming its path.
+absl::StatusOr<CampaignSpec> ParseCampaignSpecText(const std::string& text,
+                                                   const std::string& where,
+                                                   const SpecOptions& opts);
+
+// The canonical form with every default filled in;
+// ParseCampaignSpec(CampaignSpecToJson(s)) == s for every valid s.
+nlohmann::json CampaignSpecToJson(const CampaignSpec& spec);
+// dump() of the canonical form (keys sorted): two submissions describe the
+// same campaign iff their canonical strings are equal (idempotent creates).
+std::string CanonicalSpecJson(const CampaignSpec& spec);
+
+const char* SchedulePolicyName(SchedulePolicy p);            // "round-robin" | "proportional"
+const char* HolderFailurePolicyName(HolderFailurePolicy p);  // "skip" | "pause"
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_ORCHESTRATOR_CAMPAIGN_SPEC_H_

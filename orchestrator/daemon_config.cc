@@ -1,0 +1,79 @@
+#include "orchestrator/daemon_config.h"
+
+#include <set>
+
+#include "util/files.h"
+
+namespace gputravel {
+namespace {
+
+const std::set<std::string> kKnownFields = {"listen",      "domain", "state_dir",
+                                            "mux_endpoint", "mux_name", "gpus",
+                                            "attestation",  "tls"};
+const std::set<std::string> kKnownGpuFields = {"name", "device_endpoint", "device_ca",
+                                               "serial"};
+
+#define ASSIGN_OR_RETURN_CFG(lhs, expr) \
+  {                                     \
+    auto _r = (expr);                   \
+    if (!_r.ok()) return _r.status();   \
+    lhs = *_r;                          \
+  }
+
+absl::Status CheckKnown(const nlohmann::json& j, const std::set<std::string>& known,
+                        const std::string& at) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!known.count(it.key())) {
+      return absl::InvalidArgumentError(at + "." + it.key() + ": unknown field");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<OrchestratorConfig> ParseOrchestratorConfig(const nlohmann::json& j,
+                                                           const std::string& where) {
+  if (!j.is_object()) return absl::InvalidArgumentError(where + ": must be a JSON object");
+  absl::Status s = CheckKnown(j, kKnownFields, where + ":");
+  if (!s.ok()) return s;
+  OrchestratorConfig cfg;
+  ASSIGN_OR_RETURN_CFG(cfg.listen, JsonString(j, where, "listen"));
+  ASSIGN_OR_RETURN_CFG(cfg.domain, JsonString(j, where, "domain"));
+  ASSIGN_OR_RETURN_CFG(cfg.state_dir, JsonString(j, where, "state_dir"));
+  ASSIGN_OR_RETURN_CFG(cfg.mux_endpoint, JsonString(j, where, "mux_endpoint"));
+  if (j.contains("mux_name")) ASSIGN_OR_RETURN_CFG(cfg.mux_name, JsonString(j, where, "mux_name"));
+  if (!j.contains("gpus") || !j["gpus"].is_array() || j["gpus"].empty()) {
+    return absl::InvalidArgumentError(where + ": gpus: must be a non-empty array");
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < j["gpus"].size(); ++i) {
+    const auto& g = j["gpus"][i];
+    const std::string gat = where + ": gpus[" + std::to_string(i) + "]";
+    if (!g.is_object()) return absl::InvalidArgumentError(gat + ": must be an object");
+    s = CheckKnown(g, kKnownGpuFields, gat);
+    if (!s.ok()) return s;
+    GpuConfig gc;
+    ASSIGN_OR_RETURN_CFG(gc.name, JsonString(g, gat, "name"));
+    ASSIGN_OR_RETURN_CFG(gc.device_endpoint, JsonString(g, gat, "device_endpoint"));
+    ASSIGN_OR_RETURN_CFG(gc.device_ca, JsonString(g, gat, "device_ca"));
+    if (g.contains("serial")) ASSIGN_OR_RETURN_CFG(gc.serial, JsonString(g, gat, "serial"));
+    if (gc.name.empty()) return absl::InvalidArgumentError(gat + ".name: must not be empty");
+    if (!names.insert(gc.name).second) {
+      return absl::InvalidArgumentError(gat + ".name: GPU '" + gc.name + "' appears twice");
+    }
+    cfg.gpus.push_back(std::move(gc));
+  }
+  if (!j.contains("attestation") || !j["attestation"].is_object()) {
+    return absl::InvalidArgumentError(where + ": attestation: missing object");
+  }
+  cfg.attestation = j["attestation"];
+  if (!j.contains("tls")) {
+    return absl::InvalidArgumentError(
+        where + ": tls: missing object ({\"ca\", \"cert\", \"key\"}); every connection is mTLS");
+  }
+  ASSIGN_OR_RETURN_CFG(cfg.tls, ParseTlsConfig(j["tls"], where + ": tls"));
+  return cfg;
+}
+
+}  // namespace gputravel

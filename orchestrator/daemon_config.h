@@ -1,0 +1,42 @@
+#ifndef GPUTRAVEL_ORCHESTRATOR_DAEMON_CONFIG_H_
+#define GPUTRAVEL_ORCHESTRATOR_DAEMON_CONFIG_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "auth/tls_config.h"
+#include "nlohmann/json.hpp"
+
+namespace gputravel {
+
+// One GPU this orchestrator drives.
+struct GpuConfig {
+  std::string name;             // MUX name ("gpu0"); campaigns name it
+  std::string device_endpoint;  // the GPU as seen from the orchestrator TD
+  std::string device_ca;        // PEM file of the pinned device CA
+  std::string serial;           // optional: pin one device serial (P5)
+};
+
+// The orchestrator daemon's configuration. Campaigns are not configured
+// here: schedulers create them through the API (campaign_spec.h).
+struct OrchestratorConfig {
+  std::string listen;       // scheduler/operator API endpoint (mTLS)
+  std::string domain;       // the orchestrator TD's name at the MUX
+  std::string state_dir;    // SQLite database and counter-window files
+  std::string mux_endpoint;
+  std::string mux_name = "mux";  // name in the MUX's certificate
+  std::vector<GpuConfig> gpus;
+  nlohmann::json attestation;
+  TlsFiles tls;              // this orchestrator's identity (role orchestrator)
+};
+
+// Parses and validates; every error names the file and the field
+// (e.g. "orch.json: gpus[1].device_ca: missing"). Checks that the TLS files
+// are readable and consistent (auth/tls_config.h).
+absl::StatusOr<OrchestratorConfig> ParseOrchestratorConfig(const nlohmann::json& j,
+                                                           const std::string& where);
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_ORCHESTRATOR_DAEMON_CONFIG_H_

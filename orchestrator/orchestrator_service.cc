@@ -1,0 +1,305 @@
+#include "orchestrator/orchestrator_service.h"
+
+#include <map>
+
+#include "auth/authorize.h"
+#include "util/grpc_status.h"
+#include "util/log.h"
+
+namespace gputravel {
+namespace {
+
+// Operators and schedulers drive campaigns; nobody else.
+grpc::Status AuthorizeControl(grpc::ServerContext* ctx) {
+  return Authorize(*ctx, {kRoleOperator, kRoleScheduler});
+}
+
+v1::CampaignState StateToProto(const std::string& s) {
+  static const std::map<std::string, v1::CampaignState> m = {
+      {kCampaignCreated, v1::CREATED},       {kCampaignRunning, v1::RUNNING},
+      {kCampaignPaused, v1::PAUSED},         {kCampaignCancelling, v1::CANCELLING},
+      {kCampaignCompleted, v1::COMPLETED},   {kCampaignFailed, v1::FAILED},
+      {kCampaignCancelled, v1::CANCELLED}};
+  auto it = m.find(s);
+  return it == m.end() ? v1::CAMPAIGN_STATE_UNSPECIFIED : it->second;
+}
+
+v1::TripStep StepToProto(const std::string& s) {
+  static const std::map<std::string, v1::TripStep> m = {
+      {kStepPlanned, v1::PLANNED},     {kStepRouteOut, v1::ROUTE_OUT},
+      {kStepProvision, v1::PROVISION}, {kStepRouteBack, v1::ROUTE_BACK},
+      {kStepRekey, v1::REKEY},         {kStepTrain, v1::TRAIN},
+      {kStepScrub, v1::SCRUB},         {kStepDone, v1::DONE},
+      {kStepAborted, v1::ABORTED}};
+  auto it = m.find(s);
+  return it == m.end() ? v1::TRIP_STEP_UNSPECIFIED : it->second;
+}
+
+v1::EventKind KindToProto(const std::string& s) {
+  static const std::map<std::string, v1::EventKind> m = {
+      {"campaign_state", v1::CAMPAIGN_STATE}, {"trip_started", v1::TRIP_STARTED},
+      {"step", v1::STEP},                     {"provisioned", v1::PROVISIONED},
+      {"trained", v1::TRAINED},               {"scrubbed", v1::SCRUBBED},
+      {"trip_finished", v1::TRIP_FINISHED},   {"error", v1::ERROR},
+      {"recovery", v1::RECOVERY}};
+  auto it = m.find(s);
+  return it == m.end() ? v1::EVENT_KIND_UNSPECIFIED : it->second;
+}
+
+bool IsTerminal(v1::CampaignState s) {
+  return s == v1::COMPLETED || s == v1::FAILED || s == v1::CANCELLED;
+}
+
+void TripToProto(const TripRow& t, v1::Trip* out) {
+  out->set_id(t.id);
+  out->set_campaign(t.campaign);
+  out->set_holder(t.holder);
+  out->set_window_offset(t.window_offset);
+  out->set_window_length(t.window_length);
+  out->set_round(t.round);
+  out->set_step(StepToProto(t.step));
+  out->set_outcome(t.outcome);
+  out->set_error(t.error);
+  out->set_bytes(t.bytes);
+  out->set_chunks(t.chunks);
+  out->set_provision_seconds(t.provision_seconds);
+  out->set_digest_match(t.digest_match);
+  out->set_scrub_verified(t.scrub_verified);
+  out->set_rekeyed(t.rekeyed);
+  out->set_has_loss(t.loss.has_value());
+  out->set_loss(t.loss.value_or(0));
+  out->set_started_unix_ms(t.started_ms);
+  out->set_ended_unix_ms(t.ended_ms);
+}
+
+void HolderToProto(const HolderRow& h, const HolderSpec* spec, v1::HolderStatus* out) {
+  out->set_campaign(h.campaign);
+  out->set_name(h.name);
+  if (spec != nullptr) {
+    out->set_endpoint(spec->endpoint);
+    out->set_domain(spec->domain);
+    out->set_dataset(spec->dataset.name);
+  }
+  out->set_dataset_bytes(h.dataset_bytes);
+  out->set_cursor_offset(h.cursor_offset);
+  out->set_round(h.round);
+  out->set_state(h.state);
+  out->set_error(h.error);
+  out->set_trips(h.trips);
+  out->set_bytes(h.bytes);
+}
+
+}  // namespace
+
+grpc::Status OrchestratorService::Fill(const CampaignRow& row, bool include_trips,
+                                       v1::Campaign* out) {
+  out->set_name(row.name);
+  out->set_state(StateToProto(row.state));
+  out->set_spec_json(row.spec_json);
+  out->set_gpu(row.gpu);
+  out->set_error(row.error);
+  out->set_trips_ok(row.trips_ok);
+  out->set_trips_failed(row.trips_failed + row.trips_aborted);
+  out->set_bytes_provisioned(row.bytes_provisioned);
+  out->set_has_loss(row.last_loss.has_value());
+  out->set_last_loss(row.last_loss.value_or(0));
+  out->set_created_unix_ms(row.created_ms);
+  out->set_updated_unix_ms(row.updated_ms);
+  auto holders = engine_->store()->ListHolders(row.name);
+  if (!holders.ok()) return ToGrpc(holders.status());
+  auto spec = ParseCampaignSpecText(row.spec_json, "", SpecOptions{{row.gpu}, {}});
+  uint64_t total = 0;
+  for (const auto& h : *holders) {
+    const HolderSpec* hs = nullptr;
+    if (spec.ok()) {
+      for (const auto& s : spec->holders) {
+        if (s.name == h.name) hs = &s;
+      }
+    }
+    HolderToProto(h, hs, out->add_holders());
+    total += h.dataset_bytes * row.rounds;
+  }
+  out->set_bytes_total(total);
+  if (include_trips) {
+    auto trips = engine_->store()->ListTrips(row.name);
+    if (!trips.ok()) return ToGrpc(trips.status());
+    for (const auto& t : *trips) TripToProto(t, out->add_trips());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status OrchestratorService::CreateCampaign(grpc::ServerContext* ctx,
+                                                 const v1::CreateCampaignRequest* req,
+                                                 v1::CreateCampaignResponse* out) {
+  Identity who;
+  grpc::Status auth = Authorize(*ctx, {kRoleOperator, kRoleScheduler}, &who);
+  if (!auth.ok()) return auth;
+  auto r = engine_->Create(req->request_id(), req->spec_json());
+  if (!r.ok()) return ToGrpc(r.status());
+  GT_LOG(1, DescribeIdentity(who), " created campaign '", r->campaign.name, "'",
+         r->created ? "" : " (repeated request)");
+  out->set_created(r->created);
+  return Fill(r->campaign, false, out->mutable_campaign());
+}
+
+grpc::Status OrchestratorService::GetCampaign(grpc::ServerContext* ctx,
+                                              const v1::GetCampaignRequest* req,
+                                              v1::Campaign* out) {
+  grpc::Status auth = AuthorizeControl(ctx);
+  if (!auth.ok()) return auth;
+  auto row = engine_->store()->GetCampaign(req->name());
+  if (!row.ok()) return ToGrpc(row.status());
+  return Fill(*row, req->include_trips(), out);
+}
+
+grpc::Status OrchestratorService::ListCampaigns(grpc::ServerContext* ctx,
+                                                const v1::ListCampaignsRequest*,
+                                                v1::ListCampaignsResponse* out) {
+  grpc::Status auth = AuthorizeControl(ctx);
+  if (!auth.ok()) return auth;
+  auto rows = engine_->store()->ListCampaigns();
+  if (!rows.ok()) return ToGrpc(rows.status());
+  // Newest first.
+  for (auto it = rows->rbegin(); it != rows->rend(); ++it) {
+    grpc::Status s = Fill(*it, false, out->add_campaigns());
+    if (!s.ok()) return s;
+  }
+  return grpc::Status::OK;
+}
+
+#define GT_CONTROL_RPC(Method, EngineCall, Verb)                                        \
+  grpc::Status OrchestratorService::Method(grpc::ServerContext* ctx,                    \
+                                           const v1::CampaignRef* req,                  \
+                                           v1::Campaign* out) {                         \
+    Identity who;                                                                       \
+    grpc::Status auth = Authorize(*ctx, {kRoleOperator, kRoleScheduler}, &who);         \
+    if (!auth.ok()) return auth;                                                        \
+    auto row = engine_->EngineCall(req->name());                                        \
+    if (!row.ok()) return ToGrpc(row.status());                                         \
+    GT_LOG(1, DescribeIdentity(who), " " Verb " campaign '", req->name(), "'");         \
+    return Fill(*row, false, out);                                                      \
+  }
+
+GT_CONTROL_RPC(StartCampaign, StartCampaign, "started")
+GT_CONTROL_RPC(PauseCampaign, Pause, "paused")
+GT_CONTROL_RPC(ResumeCampaign, Resume, "resumed")
+GT_CONTROL_RPC(CancelCampaign, Cancel, "cancelled")
+
+#undef GT_CONTROL_RPC
+
+grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
+                                                const v1::WatchCampaignRequest* req,
+                                                grpc::ServerWriter<v1::Event>* out) {
+  grpc::Status auth = AuthorizeControl(ctx);
+  if (!auth.ok()) return auth;
+  StateStore* store = engine_->store();
+  auto row = store->GetCampaign(req->name());
+  if (!row.ok()) return ToGrpc(row.status());
+  int64_t seq = req->after_seq();
+  uint64_t progress_seen = 0;
+  std::map<uint64_t, std::string> trip_holder;
+  while (!ctx->IsCancelled()) {
+    auto latest = store->LastEventSeq();
+    if (!latest.ok()) return ToGrpc(latest.status());
+    auto events = store->EventsAfter(req->name(), seq, 256);
+    if (!events.ok()) return ToGrpc(events.status());
+    bool final_sent = false;
+    for (const EventRow& e : *events) {
+      seq = e.seq;
+      v1::Event ev;
+      ev.set_seq(e.seq);
+      ev.set_campaign(e.campaign);
+      ev.set_kind(KindToProto(e.kind));
+      if (ev.kind() == v1::EVENT_KIND_UNSPECIFIED) continue;  // internal bookkeeping
+      ev.set_trip(e.trip);
+      if (e.trip != 0) {
+        auto it = trip_holder.find(e.trip);
+        if (it == trip_holder.end()) {
+          auto t = store->GetTrip(e.trip);
+          it = trip_holder.emplace(e.trip, t.ok() ? t->holder : "").first;
+        }
+        ev.set_holder(it->second);
+      }
+      if (e.kind == "campaign_state") {
+        ev.set_campaign_state(StateToProto(e.step));
+        final_sent = IsTerminal(ev.campaign_state());
+      } else {
+        ev.set_step(StepToProto(e.step));
+      }
+      ev.set_message(e.message);
+      ev.set_bytes(e.bytes);
+      ev.set_loss(e.loss.value_or(0));
+      ev.set_time_unix_ms(e.time_ms);
+      if (!out->Write(ev)) return grpc::Status::OK;  // the watcher left
+    }
+    if (final_sent) return grpc::Status::OK;
+    if (events->size() == 256) continue;  // more to replay
+    // A campaign that was already final before the watch began and whose
+    // final event was replayed earlier than after_seq: end now.
+    auto now = store->GetCampaign(req->name());
+    if (now.ok() && IsTerminal(StateToProto(now->state)) && seq >= *latest) {
+      return grpc::Status::OK;
+    }
+    LiveProgress p = engine_->Progress(req->name());
+    if (p.version > progress_seen) {
+      progress_seen = p.version;
+      v1::Event ev;
+      ev.set_campaign(req->name());
+      ev.set_kind(v1::PROGRESS);
+      ev.set_trip(p.trip);
+      ev.set_holder(p.holder);
+      ev.set_step(v1::PROVISION);
+      ev.set_bytes(p.bytes);
+      ev.set_total_bytes(p.total);
+      ev.set_time_unix_ms(absl::ToUnixMillis(absl::Now()));
+      if (!out->Write(ev)) return grpc::Status::OK;
+    }
+    engine_->WaitForChange(seq, progress_seen, absl::Milliseconds(250));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status OrchestratorService::ListHolders(grpc::ServerContext* ctx,
+                                              const v1::ListHoldersRequest* req,
+                                              v1::ListHoldersResponse* out) {
+  Identity who;
+  grpc::Status auth = Authorize(*ctx, {kRoleOperator, kRoleScheduler, kRoleHolder}, &who);
+  if (!auth.ok()) return auth;
+  auto rows = engine_->store()->ListCampaigns();
+  if (!rows.ok()) return ToGrpc(rows.status());
+  bool found = req->campaign().empty();
+  for (const auto& c : *rows) {
+    if (!req->campaign().empty() && c.name != req->campaign()) continue;
+    found = true;
+    v1::Campaign full;
+    grpc::Status s = Fill(c, false, &full);
+    if (!s.ok()) return s;
+    for (const auto& h : full.holders()) {
+      // A holder sees only itself.
+      if (who.role == kRoleHolder && h.name() != who.name) continue;
+      *out->add_holders() = h;
+    }
+  }
+  if (!found) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "no campaign named '" + req->campaign() + "'");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status OrchestratorService::ListGpus(grpc::ServerContext* ctx,
+                                           const v1::ListCampaignGpusRequest*,
+                                           v1::ListCampaignGpusResponse* out) {
+  grpc::Status auth = AuthorizeControl(ctx);
+  if (!auth.ok()) return auth;
+  auto assigned = engine_->GpuAssignments();
+  for (const auto& g : engine_->config().gpus) {
+    auto* gpu = out->add_gpus();
+    gpu->set_name(g.name);
+    gpu->set_serial(g.serial);
+    gpu->set_campaign(assigned[g.name]);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace gputravel

@@ -1,0 +1,310 @@
+#ifndef GPUTRAVEL_ORCHESTRATOR_STATE_STORE_H_
+#define GPUTRAVEL_ORCHESTRATOR_STATE_STORE_H_
+
+// The orchestrator's durable state: campaigns, their holders' progress, every
+// trip's step, and an append-only event log, in one SQLite database (WAL,
+// synchronous=FULL).
+//
+// Crash safety (P7) rests on one rule the engine follows: a trip step is
+// committed here BEFORE its side effect is performed. After a crash, the
+// persisted step therefore names the side effect that may have been half done,
+// and UnfinishedTrips() lists every trip that recovery must bring to a safe
+// state (route back, re-key, scrub, then FinishTrip(aborted)). Campaign
+// progress (holder cursors, trip counters) moves only in FinishTrip, once per
+// trip, in the same transaction that marks the trip finished, so a crash can
+// neither lose a finished trip nor count one twice.
+//
+// Every mutating method is one transaction that also appends the events it
+// describes and returns their sequence numbers, so a caller can wake watchers
+// (event streams) only after the change is durable.
+//
+// Thread-safe: one connection, guarded by a mutex. Several processes may also
+// open the same file (SQLite's own locking; busy_timeout applies), which the
+// tests use to simulate crashes.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace gputravel {
+
+// Campaign states. Terminal: completed, failed, cancelled.
+inline constexpr char kCampaignCreated[] = "created";
+inline constexpr char kCampaignRunning[] = "running";
+inline constexpr char kCampaignPaused[] = "paused";
+inline constexpr char kCampaignCancelling[] = "cancelling";
+inline constexpr char kCampaignCompleted[] = "completed";
+inline constexpr char kCampaignFailed[] = "failed";
+inline constexpr char kCampaignCancelled[] = "cancelled";
+
+// Holder states.
+inline constexpr char kHolderActive[] = "active";
+inline constexpr char kHolderDone[] = "done";
+inline constexpr char kHolderFailed[] = "failed";
+
+// Trip steps, in the order a trip moves through them (ARCHITECTURE.md §4).
+// "done" and "aborted" are final and only FinishTrip sets them.
+inline constexpr char kStepPlanned[] = "planned";
+inline constexpr char kStepRouteOut[] = "route_out";
+inline constexpr char kStepProvision[] = "provision";
+inline constexpr char kStepRouteBack[] = "route_back";
+inline constexpr char kStepRekey[] = "rekey";
+inline constexpr char kStepTrain[] = "train";
+inline constexpr char kStepScrub[] = "scrub";
+inline constexpr char kStepDone[] = "done";
+inline constexpr char kStepAborted[] = "aborted";
+
+// Trip outcomes ("" while the trip runs).
+inline constexpr char kOutcomeOk[] = "ok";
+inline constexpr char kOutcomeFailed[] = "failed";
+inline constexpr char kOutcomeAborted[] = "aborted";
+
+// Byte counts, offsets and trip ids are unsigned here but stored as SQLite's
+// signed 64-bit integers; values of 2^63 or more are refused (InvalidArgument).
+
+struct CampaignRow {
+  std::string name;
+  std::string request_id;  // client's idempotency token
+  std::string spec_json;   // the validated campaign spec, verbatim
+  std::string gpu;
+  uint32_t rounds = 1;  // passes over every holder's dataset
+  std::string state = kCampaignCreated;
+  std::string error;
+  uint64_t buffer_id = 0;  // device dataset buffer, 0 = none
+  std::string model;       // latest checkpoint (bytes); empty = none
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+  int64_t trips_ok = 0;
+  int64_t trips_failed = 0;        // outcome "failed"
+  int64_t trips_aborted = 0;       // outcome "aborted" (crash recovery, cancel)
+  uint64_t bytes_provisioned = 0;  // sum of bytes of ok trips
+  std::optional<double> last_loss;
+  std::string last_holder;  // holder of the latest BeginTrip (round-robin)
+};
+
+struct HolderRow {
+  std::string campaign;
+  std::string name;
+  int32_t position = 0;  // order in the spec
+  uint64_t dataset_bytes = 0;
+  uint64_t cursor_offset = 0;  // start of the next window to train
+  uint32_t round = 0;          // completed passes over the dataset
+  std::string state = kHolderActive;
+  std::string error;
+  int64_t trips = 0;   // ok trips
+  uint64_t bytes = 0;  // bytes of ok trips
+};
+
+struct TripRow {
+  uint64_t id = 0;  // from NextTripId(); also the MUX fencing token
+  std::string campaign;
+  std::string holder;
+  uint64_t window_offset = 0;
+  uint64_t window_length = 0;
+  uint32_t round = 0;  // holder round the window belongs to
+  std::string step = kStepPlanned;
+  std::string outcome;
+  std::string error;
+  uint64_t bytes = 0;  // provisioned, as the holder reported
+  uint64_t chunks = 0;
+  bool digest_match = false;
+  bool scrub_verified = false;
+  bool rekeyed = false;
+  bool trained = false;  // RecordTrained committed (loss + checkpoint)
+  std::optional<double> loss;
+  double provision_seconds = 0;
+  int64_t started_ms = 0;
+  int64_t ended_ms = 0;  // 0 while unfinished
+};
+
+struct EventRow {
+  int64_t seq = 0;       // assigned by AppendEvent / the mutating methods
+  std::string campaign;  // "" for daemon-wide events
+  uint64_t trip = 0;     // 0 if none
+  // "campaign_state", "buffer", "holder_state", "trip_started", "step",
+  // "provisioned", "trained", "trip_finished", "error", "recovery", ...
+  std::string kind;
+  std::string step;
+  std::string message;
+  uint64_t bytes = 0;
+  std::optional<double> loss;
+  int64_t time_ms = 0;  // 0 in AppendEvent = now
+};
+
+// Sequence numbers of the events a mutation appended, in order.
+using EventSeqs = std::vector<int64_t>;
+
+struct CreateResult {
+  CampaignRow campaign;
+  bool created = false;  // false: an identical earlier request already did it
+  EventSeqs event_seqs;  // empty when created is false
+};
+
+// How a trip ended; see FinishTrip.
+struct TripFinish {
+  std::string outcome;  // kOutcomeOk, kOutcomeFailed or kOutcomeAborted
+  std::string error;    // why, when not ok
+  bool scrub_verified = false;
+  bool rekeyed = false;
+  // Only with outcome ok: the window counts as trained; move the cursor on.
+  bool advance_cursor = false;
+  // Only with outcome failed/aborted: take the holder out of the campaign.
+  bool fail_holder = false;
+};
+
+class StateStore {
+ public:
+  // Schema version kept in PRAGMA user_version.
+  static constexpr int kSchemaVersion = 1;
+
+  // Opens (creating with mode 0600 if missing) the database at `path`, turns
+  // on WAL, synchronous=FULL, foreign keys and a busy timeout, and creates the
+  // schema on first use. Refuses a database written by a newer schema.
+  static absl::StatusOr<std::unique_ptr<StateStore>> Open(
+      const std::string& path);
+
+  ~StateStore();
+  StateStore(const StateStore&) = delete;
+  StateStore& operator=(const StateStore&) = delete;
+
+  // A fresh, never reused id (trip ids and MUX fencing tokens), durable before
+  // it is returned, so no id is issued twice even across crashes.
+  absl::StatusOr<uint64_t> NextTripId();
+
+  // Creates the campaign with `holders` (in spec order; position, cursor,
+  // round, state and counters are set here, as are the campaign's state,
+  // timestamps and counters). Idempotent on request_id: the same request_id,
+  // name and spec_json return the existing campaign with created=false.
+  // AlreadyExists for a request_id reused with another spec or name, or for a
+  // name already created by another request.
+  absl::StatusOr<CreateResult> CreateCampaign(
+      const CampaignRow& c, const std::vector<HolderRow>& holders);
+
+  // GetCampaign includes the model checkpoint; ListCampaigns leaves `model`
+  // empty (it may be large). Ordered by creation.
+  absl::StatusOr<CampaignRow> GetCampaign(const std::string& name);
+  absl::StatusOr<std::vector<CampaignRow>> ListCampaigns();
+  // NotFound for an unknown campaign. Holders by position, trips by id.
+  absl::StatusOr<std::vector<HolderRow>> ListHolders(
+      const std::string& campaign);
+  absl::StatusOr<std::vector<TripRow>> ListTrips(const std::string& campaign);
+  absl::StatusOr<TripRow> GetTrip(uint64_t trip_id);
+
+  // Moves the campaign to `state` and records `error`. A terminal campaign
+  // (completed, failed, cancelled) can only be set to the same state again.
+  absl::StatusOr<EventSeqs> SetCampaignState(const std::string& name,
+                                             const std::string& state,
+                                             const std::string& error,
+                                             const std::string& message);
+  // Records the device dataset buffer (0 = released).
+  absl::StatusOr<EventSeqs> SetCampaignBuffer(const std::string& name,
+                                              uint64_t buffer_id);
+
+  // Inserts trip `t` at step "planned" (t.id from NextTripId; step, outcome,
+  // results and timestamps of `t` are ignored) and makes t.holder the
+  // campaign's last_holder. Requires a running campaign, an active holder, a
+  // window inside its dataset and no unfinished trip in the campaign: one
+  // trip at a time owns the campaign's GPU buffer (P2).
+  absl::StatusOr<EventSeqs> BeginTrip(const TripRow& t);
+
+  // Commits the move to `step` before the caller performs it. Steps only move
+  // forward (repeating the current step is allowed, for a retry); "done" and
+  // "aborted" are FinishTrip's. FailedPrecondition for a finished trip.
+  absl::StatusOr<EventSeqs> SetTripStep(uint64_t trip_id,
+                                        const std::string& step,
+                                        const std::string& message);
+
+  // The holder's provisioning report. Allowed at steps provision..rekey.
+  absl::StatusOr<EventSeqs> RecordProvisioned(uint64_t trip_id, uint64_t bytes,
+                                              uint64_t chunks, double seconds,
+                                              bool digest_match);
+
+  // Training of the trip's window finished: in ONE transaction, stores the
+  // loss on the trip, the checkpoint and last_loss on the campaign, marks the
+  // trip trained and moves it to step "scrub" (the next side effect). The
+  // trip must be at step "train" and not yet trained, so after a crash a
+  // trip found at "train" was not checkpointed (train again or abort), and
+  // one found at "scrub" with trained=true only needs its scrub: a window is
+  // never trained twice into the model.
+  absl::StatusOr<EventSeqs> RecordTrained(uint64_t trip_id, double loss,
+                                          const std::string& model_blob);
+
+  // Finishes the trip exactly once (FailedPrecondition the second time):
+  // step "done" (ok, failed) or "aborted" (aborted), ended_ms, scrub/rekey
+  // results. Outcome ok requires scrub_verified and rekeyed, and counts the
+  // trip and its bytes on the campaign and the holder; with advance_cursor
+  // the holder's cursor moves past the window (which must be the one at the
+  // cursor), wrapping to 0 with round+1 at the end of the dataset; the
+  // holder is "done" when its round reaches the campaign's rounds. Failed /
+  // aborted count in trips_failed / trips_aborted, and fail_holder marks the
+  // holder failed with the trip's error.
+  absl::StatusOr<EventSeqs> FinishTrip(uint64_t trip_id, const TripFinish& f);
+
+  // Trips not done or aborted, by id: what crash recovery must resolve.
+  absl::StatusOr<std::vector<TripRow>> UnfinishedTrips();
+
+  absl::StatusOr<EventSeqs> MarkHolderState(const std::string& campaign,
+                                            const std::string& holder,
+                                            const std::string& state,
+                                            const std::string& error);
+
+  // Appends one free-form event (e.g. "recovery", "error"); returns its seq.
+  absl::StatusOr<int64_t> AppendEvent(const EventRow& e);
+  // Events with seq > after_seq, oldest first, at most `limit` (> 0), of one
+  // campaign or, with campaign "", of all.
+  absl::StatusOr<std::vector<EventRow>> EventsAfter(const std::string& campaign,
+                                                    int64_t after_seq,
+                                                    int limit);
+  // The newest event's seq, 0 when there is none.
+  absl::StatusOr<int64_t> LastEventSeq();
+
+ private:
+  StateStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+
+  absl::Status Configure() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status EnsureSchema() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs `body` inside BEGIN IMMEDIATE (write) or BEGIN DEFERRED (read)
+  // .. COMMIT; rolls back if `body` or the commit fails.
+  template <typename Body>
+  absl::Status InTransaction(Body body, bool write = true)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<int64_t> InsertEvent(const EventRow& e)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::StatusOr<CampaignRow> LoadCampaign(const std::string& name,
+                                           bool with_model)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<HolderRow> LoadHolder(const std::string& campaign,
+                                       const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<TripRow> LoadTrip(uint64_t trip_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::vector<TripRow>> QueryTrips(const char* sql,
+                                                  const std::string* campaign)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  sqlite3* const db_;  // guarded by mu_ (the pointer itself never changes)
+  const std::string path_;
+  // Prepared statements by SQL text; keys are string literals of the .cc, so
+  // each statement is compiled once per connection.
+  std::unordered_map<const char*, sqlite3_stmt*> stmts_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_ORCHESTRATOR_STATE_STORE_H_

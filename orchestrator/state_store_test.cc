@@ -1,0 +1,793 @@
+#include "orchestrator/state_store.h"
+
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gputravel {
+namespace {
+
+using ::testing::HasSubstr;
+
+const absl::Status& AsStatus(const absl::Status& s) { return s; }
+template <typename T>
+const absl::Status& AsStatus(const absl::StatusOr<T>& s) {
+  return s.status();
+}
+
+#define ASSERT_OK(expr)                     \
+  do {                                      \
+    const auto& st_ = (expr);               \
+    ASSERT_TRUE(st_.ok()) << AsStatus(st_); \
+  } while (0)
+#define ASSERT_OK_AND_ASSIGN_IMPL(tmp, lhs, expr) \
+  auto tmp = (expr);                              \
+  ASSERT_TRUE(tmp.ok()) << tmp.status();          \
+  lhs = std::move(*tmp)
+#define SS_TEST_CONCAT_INNER(a, b) a##b
+#define SS_TEST_CONCAT(a, b) SS_TEST_CONCAT_INNER(a, b)
+#define ASSERT_OK_AND_ASSIGN(lhs, expr) \
+  ASSERT_OK_AND_ASSIGN_IMPL(SS_TEST_CONCAT(or_, __COUNTER__), lhs, expr)
+
+EventRow Event(const std::string& campaign, uint64_t trip,
+               const std::string& kind, const std::string& message) {
+  EventRow e;
+  e.campaign = campaign;
+  e.trip = trip;
+  e.kind = kind;
+  e.message = message;
+  return e;
+}
+
+// The campaign spec is opaque to the store; any text works.
+CampaignRow Campaign(const std::string& name, const std::string& request_id,
+                     uint32_t rounds = 1) {
+  CampaignRow c;
+  c.name = name;
+  c.request_id = request_id;
+  c.spec_json = absl::StrCat("{\"name\":\"", name, "\"}");
+  c.gpu = "gpu0";
+  c.rounds = rounds;
+  return c;
+}
+
+std::vector<HolderRow> Holders(
+    std::vector<std::pair<std::string, uint64_t>> hs) {
+  std::vector<HolderRow> out;
+  for (auto& [name, bytes] : hs) {
+    HolderRow h;
+    h.name = name;
+    h.dataset_bytes = bytes;
+    out.push_back(h);
+  }
+  return out;
+}
+
+// Creates `name` and sets it running, as the engine does before any trip.
+absl::Status CreateRunning(StateStore& store, const std::string& name,
+                           std::vector<HolderRow> holders,
+                           uint32_t rounds = 1) {
+  auto r = store.CreateCampaign(Campaign(name, "req-" + name, rounds), holders);
+  if (!r.ok()) return r.status();
+  return store.SetCampaignState(name, kCampaignRunning, "", "start").status();
+}
+
+// Runs one whole trip over [offset, offset+len) the way the engine does:
+// each step committed before its (here imaginary) side effect.
+absl::StatusOr<uint64_t> RunTrip(StateStore& store, const std::string& campaign,
+                                 const std::string& holder, uint64_t offset,
+                                 uint64_t len, uint32_t round,
+                                 bool train = true) {
+  auto id = store.NextTripId();
+  if (!id.ok()) return id.status();
+  TripRow t;
+  t.id = *id;
+  t.campaign = campaign;
+  t.holder = holder;
+  t.window_offset = offset;
+  t.window_length = len;
+  t.round = round;
+  TripFinish f;
+  f.outcome = kOutcomeOk;
+  f.scrub_verified = true;
+  f.rekeyed = true;
+  f.advance_cursor = true;
+  // Stops at the first refusal, as the engine would.
+  std::vector<std::function<absl::StatusOr<EventSeqs>()>> steps = {
+      [&] { return store.BeginTrip(t); },
+      [&] { return store.SetTripStep(*id, kStepRouteOut, ""); },
+      [&] { return store.SetTripStep(*id, kStepProvision, ""); },
+      [&] { return store.RecordProvisioned(*id, len, 1, 0.5, true); },
+      [&] { return store.SetTripStep(*id, kStepRouteBack, ""); },
+      [&] { return store.SetTripStep(*id, kStepRekey, ""); },
+      [&] {
+        return train ? store.SetTripStep(*id, kStepTrain, "")
+                     : store.SetTripStep(*id, kStepScrub, "");
+      },
+      [&] {
+        return train ? store.RecordTrained(*id, static_cast<double>(*id),
+                                           absl::StrCat("model-", *id))
+                     : absl::StatusOr<EventSeqs>(EventSeqs{});
+      },
+      [&] { return store.FinishTrip(*id, f); },
+  };
+  for (auto& step : steps) {
+    auto st = step();
+    if (!st.ok()) return st.status();
+  }
+  return *id;
+}
+
+class StateStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* base = getenv("TEST_TMPDIR");
+    std::string tmpl =
+        absl::StrCat(base ? base : "/tmp", "/state_store_test.XXXXXX");
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/state.db";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<StateStore> OpenOrDie() {
+    auto s = StateStore::Open(path_);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  // Runs one PRAGMA on a separate raw connection and returns its text answer.
+  std::string RawPragma(const std::string& pragma) {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* s = nullptr;
+    std::string out;
+    if (sqlite3_prepare_v2(db, pragma.c_str(), -1, &s, nullptr) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW) {
+      const unsigned char* t = sqlite3_column_text(s, 0);
+      out = t ? reinterpret_cast<const char*>(t) : "";
+    }
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return out;
+  }
+
+  std::string dir_;
+  std::string path_;
+};
+
+TEST_F(StateStoreTest, CreatesSchemaAndStateSurvivesReopen) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}, {"h2", 50}})));
+    ASSERT_OK(store->SetCampaignBuffer("c1", 7));
+    ASSERT_OK(RunTrip(*store, "c1", "h1", 0, 40, 0));
+  }
+  EXPECT_EQ(RawPragma("PRAGMA user_version"),
+            absl::StrCat(StateStore::kSchemaVersion));
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK_AND_ASSIGN(CampaignRow c, store->GetCampaign("c1"));
+  EXPECT_EQ(c.request_id, "req-c1");
+  EXPECT_EQ(c.state, kCampaignRunning);
+  EXPECT_EQ(c.buffer_id, 7u);
+  EXPECT_EQ(c.trips_ok, 1);
+  EXPECT_EQ(c.bytes_provisioned, 40u);
+  EXPECT_EQ(c.last_holder, "h1");
+  EXPECT_EQ(c.model, "model-1");
+  ASSERT_TRUE(c.last_loss.has_value());
+  EXPECT_EQ(*c.last_loss, 1.0);
+  ASSERT_OK_AND_ASSIGN(std::vector<HolderRow> hs, store->ListHolders("c1"));
+  ASSERT_EQ(hs.size(), 2u);
+  EXPECT_EQ(hs[0].name, "h1");
+  EXPECT_EQ(hs[0].position, 0);
+  EXPECT_EQ(hs[0].cursor_offset, 40u);
+  EXPECT_EQ(hs[0].trips, 1);
+  EXPECT_EQ(hs[1].name, "h2");
+  EXPECT_EQ(hs[1].cursor_offset, 0u);
+  ASSERT_OK_AND_ASSIGN(std::vector<TripRow> trips, store->ListTrips("c1"));
+  ASSERT_EQ(trips.size(), 1u);
+  EXPECT_EQ(trips[0].step, kStepDone);
+  EXPECT_EQ(trips[0].outcome, kOutcomeOk);
+  EXPECT_TRUE(trips[0].digest_match);
+  EXPECT_TRUE(trips[0].scrub_verified);
+  EXPECT_GT(trips[0].ended_ms, 0);
+  ASSERT_OK_AND_ASSIGN(std::vector<CampaignRow> all, store->ListCampaigns());
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_TRUE(all[0].model.empty());  // listing leaves checkpoints out
+}
+
+TEST_F(StateStoreTest, UsesWalModeAndPrivateFile) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->NextTripId());
+  EXPECT_EQ(RawPragma("PRAGMA journal_mode"), "wal");
+  EXPECT_TRUE(std::filesystem::exists(path_ + "-wal"));
+  auto perms = std::filesystem::status(path_).permissions();
+  EXPECT_EQ(perms & (std::filesystem::perms::group_all |
+                     std::filesystem::perms::others_all),
+            std::filesystem::perms::none);
+}
+
+TEST_F(StateStoreTest, RefusesNewerSchemaVersion) {
+  EXPECT_EQ(RawPragma("PRAGMA user_version = 2"), "");
+  auto store = StateStore::Open(path_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr("schema version 2"));
+  EXPECT_THAT(store.status().message(), HasSubstr(path_));
+}
+
+TEST_F(StateStoreTest, RefusesForeignDatabase) {
+  RawPragma("CREATE TABLE other (x)");
+  auto store = StateStore::Open(path_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr("not an orchestrator"));
+}
+
+TEST_F(StateStoreTest, TripIdsAreMonotonicAcrossReopen) {
+  uint64_t last = 0;
+  for (int open = 0; open < 3; ++open) {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_OK_AND_ASSIGN(uint64_t id, store->NextTripId());
+      EXPECT_EQ(id, last + 1);
+      last = id;
+    }
+  }
+}
+
+TEST_F(StateStoreTest, CreateCampaignIsIdempotentOnRequestId) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  auto holders = Holders({{"h1", 10}});
+  ASSERT_OK_AND_ASSIGN(CreateResult first,
+                       store->CreateCampaign(Campaign("c1", "r1"), holders));
+  EXPECT_TRUE(first.created);
+  ASSERT_EQ(first.event_seqs.size(), 1u);
+  EXPECT_EQ(first.campaign.state, kCampaignCreated);
+
+  // A client retry: the same row, nothing new.
+  ASSERT_OK_AND_ASSIGN(CreateResult again,
+                       store->CreateCampaign(Campaign("c1", "r1"), holders));
+  EXPECT_FALSE(again.created);
+  EXPECT_TRUE(again.event_seqs.empty());
+  EXPECT_EQ(again.campaign.created_ms, first.campaign.created_ms);
+  ASSERT_OK_AND_ASSIGN(int64_t last, store->LastEventSeq());
+  EXPECT_EQ(last, first.event_seqs[0]);
+
+  CampaignRow changed = Campaign("c1", "r1");
+  changed.spec_json = "{\"name\":\"c1\",\"rounds\":2}";
+  auto conflict = store->CreateCampaign(changed, holders);
+  EXPECT_EQ(conflict.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(conflict.status().message(), HasSubstr("\"r1\""));
+
+  auto other = store->CreateCampaign(Campaign("c1", "r2"), holders);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(other.status().message(), HasSubstr("campaign \"c1\""));
+
+  auto missing = store->GetCampaign("nope");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(), HasSubstr("\"nope\""));
+  EXPECT_EQ(store->ListTrips("nope").status().code(),
+            absl::StatusCode::kNotFound);
+
+  auto dup = store->CreateCampaign(Campaign("c2", "r3"),
+                                   Holders({{"h", 1}, {"h", 2}}));
+  EXPECT_EQ(dup.status().code(), absl::StatusCode::kInvalidArgument);
+  // A refused create leaves nothing behind.
+  EXPECT_EQ(store->GetCampaign("c2").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(StateStoreTest, StepsMoveForwardWithEventsInOrder) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+  ASSERT_OK_AND_ASSIGN(int64_t before, store->LastEventSeq());
+  ASSERT_OK_AND_ASSIGN(uint64_t id, store->NextTripId());
+  TripRow t;
+  t.id = id;
+  t.campaign = "c1";
+  t.holder = "h1";
+  t.window_length = 25;
+  std::vector<int64_t> returned;
+  auto add = [&](const absl::StatusOr<EventSeqs>& seqs) {
+    ASSERT_TRUE(seqs.ok()) << seqs.status();
+    returned.insert(returned.end(), seqs->begin(), seqs->end());
+  };
+  add(store->BeginTrip(t));
+  add(store->SetTripStep(id, kStepRouteOut, "to h1"));
+  add(store->SetTripStep(id, kStepProvision, ""));
+  add(store->RecordProvisioned(id, 25, 2, 0.1, true));
+  add(store->SetTripStep(id, kStepRouteBack, ""));
+  // Backward moves and final steps are refused, and change nothing.
+  EXPECT_EQ(store->SetTripStep(id, kStepProvision, "").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store->SetTripStep(id, kStepDone, "").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->SetTripStep(id, "teleport", "").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  add(store->SetTripStep(id, kStepRekey, ""));
+  add(store->SetTripStep(id, kStepScrub, ""));  // skipping train is allowed
+  TripFinish f;
+  f.outcome = kOutcomeOk;
+  f.scrub_verified = true;
+  f.rekeyed = true;
+  f.advance_cursor = true;
+  add(store->FinishTrip(id, f));
+
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRow> events,
+                       store->EventsAfter("c1", before, 100));
+  std::vector<std::string> got;
+  std::vector<int64_t> seqs;
+  for (const EventRow& e : events) {
+    got.push_back(absl::StrCat(e.kind, ":", e.step));
+    seqs.push_back(e.seq);
+    EXPECT_EQ(e.trip, id);
+    EXPECT_GT(e.time_ms, 0);
+  }
+  EXPECT_THAT(
+      got, ::testing::ElementsAre("trip_started:planned", "step:route_out",
+                                  "step:provision", "provisioned:provision",
+                                  "step:route_back", "step:rekey", "step:scrub",
+                                  "trip_finished:done"));
+  EXPECT_EQ(seqs, returned);
+  for (size_t i = 1; i < seqs.size(); ++i) EXPECT_GT(seqs[i], seqs[i - 1]);
+}
+
+TEST_F(StateStoreTest, TripIsFinishedAndCountedExactlyOnce) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+  ASSERT_OK_AND_ASSIGN(uint64_t id, RunTrip(*store, "c1", "h1", 0, 10, 0));
+  TripFinish f;
+  f.outcome = kOutcomeOk;
+  f.scrub_verified = true;
+  f.rekeyed = true;
+  f.advance_cursor = true;
+  auto again = store->FinishTrip(id, f);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(again.status().message(), HasSubstr("counted once"));
+  f.outcome = kOutcomeAborted;
+  f.advance_cursor = false;
+  EXPECT_EQ(store->FinishTrip(id, f).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store->SetTripStep(id, kStepScrub, "").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_OK_AND_ASSIGN(CampaignRow c, store->GetCampaign("c1"));
+  EXPECT_EQ(c.trips_ok, 1);
+  EXPECT_EQ(c.trips_aborted, 0);
+  ASSERT_OK_AND_ASSIGN(std::vector<HolderRow> hs, store->ListHolders("c1"));
+  EXPECT_EQ(hs[0].cursor_offset, 10u);
+  EXPECT_EQ(hs[0].trips, 1);
+
+  // An ok outcome needs the security steps; a failed one is counted as such.
+  ASSERT_OK_AND_ASSIGN(uint64_t id2, store->NextTripId());
+  TripRow t;
+  t.id = id2;
+  t.campaign = "c1";
+  t.holder = "h1";
+  t.window_offset = 10;
+  t.window_length = 10;
+  ASSERT_OK(store->BeginTrip(t));
+  TripFinish unscrubbed;
+  unscrubbed.outcome = kOutcomeOk;
+  unscrubbed.rekeyed = true;
+  EXPECT_EQ(store->FinishTrip(id2, unscrubbed).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  TripFinish failed;
+  failed.outcome = kOutcomeFailed;
+  failed.error = "digest mismatch";
+  failed.fail_holder = true;
+  ASSERT_OK_AND_ASSIGN(EventSeqs seqs, store->FinishTrip(id2, failed));
+  EXPECT_EQ(seqs.size(), 2u);  // trip_finished + holder_state
+  ASSERT_OK_AND_ASSIGN(c, store->GetCampaign("c1"));
+  EXPECT_EQ(c.trips_ok, 1);
+  EXPECT_EQ(c.trips_failed, 1);
+  EXPECT_EQ(c.bytes_provisioned, 10u);
+  ASSERT_OK_AND_ASSIGN(hs, store->ListHolders("c1"));
+  EXPECT_EQ(hs[0].state, kHolderFailed);
+  EXPECT_EQ(hs[0].error, "digest mismatch");
+  EXPECT_EQ(hs[0].cursor_offset, 10u);
+}
+
+TEST_F(StateStoreTest, CursorWrapsIntoNextRoundAndHolderCompletes) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}}), /*rounds=*/2));
+  auto holder = [&]() {
+    auto hs = store->ListHolders("c1");
+    EXPECT_TRUE(hs.ok());
+    return hs.ok() ? (*hs)[0] : HolderRow();
+  };
+  ASSERT_OK(RunTrip(*store, "c1", "h1", 0, 60, 0, /*train=*/false));
+  EXPECT_EQ(holder().cursor_offset, 60u);
+  ASSERT_OK(RunTrip(*store, "c1", "h1", 60, 40, 0, false));
+  EXPECT_EQ(holder().cursor_offset, 0u);
+  EXPECT_EQ(holder().round, 1u);
+  EXPECT_EQ(holder().state, kHolderActive);
+
+  // A window that is not at the cursor cannot advance it; the whole finish
+  // is rolled back, so the trip stays open for recovery.
+  auto stale = RunTrip(*store, "c1", "h1", 60, 40, 1, false);
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(stale.status().message(), HasSubstr("cursor"));
+  ASSERT_OK_AND_ASSIGN(std::vector<TripRow> open, store->UnfinishedTrips());
+  ASSERT_EQ(open.size(), 1u);
+  TripFinish abort;
+  abort.outcome = kOutcomeAborted;
+  abort.error = "test";
+  ASSERT_OK(store->FinishTrip(open[0].id, abort));
+
+  ASSERT_OK(RunTrip(*store, "c1", "h1", 0, 100, 1, false));
+  HolderRow h = holder();
+  EXPECT_EQ(h.cursor_offset, 0u);
+  EXPECT_EQ(h.round, 2u);
+  EXPECT_EQ(h.state, kHolderDone);
+  EXPECT_EQ(h.trips, 3);
+  EXPECT_EQ(h.bytes, 200u);
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRow> events,
+                       store->EventsAfter("c1", 0, 1000));
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().kind, "holder_state");
+  EXPECT_EQ(events.back().step, kHolderDone);
+  // A done holder takes no more trips.
+  ASSERT_OK_AND_ASSIGN(uint64_t id, store->NextTripId());
+  TripRow t;
+  t.id = id;
+  t.campaign = "c1";
+  t.holder = "h1";
+  t.window_length = 1;
+  EXPECT_EQ(store->BeginTrip(t).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(StateStoreTest, RecordTrainedCheckpointsAndMovesToScrubAtomically) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+  ASSERT_OK_AND_ASSIGN(uint64_t id, store->NextTripId());
+  TripRow t;
+  t.id = id;
+  t.campaign = "c1";
+  t.holder = "h1";
+  t.window_length = 50;
+  ASSERT_OK(store->BeginTrip(t));
+  // Training is only recorded after step train was committed.
+  EXPECT_EQ(store->RecordTrained(id, 1.5, "m").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_OK(store->SetTripStep(id, kStepTrain, ""));
+  EXPECT_EQ(store->RecordTrained(id, std::nan(""), "m").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const std::string model(1 << 16, '\x5a');
+  ASSERT_OK_AND_ASSIGN(EventSeqs seqs, store->RecordTrained(id, 1.5, model));
+  EXPECT_EQ(seqs.size(), 2u);
+  ASSERT_OK_AND_ASSIGN(TripRow after, store->GetTrip(id));
+  EXPECT_TRUE(after.trained);
+  EXPECT_EQ(after.step, kStepScrub);
+  ASSERT_TRUE(after.loss.has_value());
+  EXPECT_EQ(*after.loss, 1.5);
+  ASSERT_OK_AND_ASSIGN(CampaignRow c, store->GetCampaign("c1"));
+  EXPECT_EQ(c.model, model);
+  EXPECT_EQ(c.last_loss, std::optional<double>(1.5));
+  // A window is never trained twice, even if the engine retries.
+  auto twice = store->RecordTrained(id, 1.0, "other");
+  EXPECT_EQ(twice.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(twice.status().message(), HasSubstr("never trained twice"));
+  EXPECT_EQ(store->SetTripStep(id, kStepTrain, "").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_OK_AND_ASSIGN(c, store->GetCampaign("c1"));
+  EXPECT_EQ(c.model, model);
+}
+
+TEST_F(StateStoreTest, UnfinishedTripsSurviveCrashAndBlockNewTrips) {
+  uint64_t id = 0;
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+    ASSERT_OK_AND_ASSIGN(id, store->NextTripId());
+    TripRow t;
+    t.id = id;
+    t.campaign = "c1";
+    t.holder = "h1";
+    t.window_length = 30;
+    ASSERT_OK(store->BeginTrip(t));
+    ASSERT_OK(store->SetTripStep(id, kStepRouteOut, ""));
+    ASSERT_OK(store->SetTripStep(id, kStepProvision, ""));
+    // The store is dropped here with the GPU still at h1: a crash.
+  }
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK_AND_ASSIGN(std::vector<TripRow> open, store->UnfinishedTrips());
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_EQ(open[0].id, id);
+  EXPECT_EQ(open[0].step, kStepProvision);
+
+  // No new trip may use the campaign's buffer until this one is resolved.
+  ASSERT_OK_AND_ASSIGN(uint64_t next, store->NextTripId());
+  EXPECT_GT(next, id);
+  TripRow t;
+  t.id = next;
+  t.campaign = "c1";
+  t.holder = "h1";
+  t.window_length = 30;
+  auto blocked = store->BeginTrip(t);
+  EXPECT_EQ(blocked.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(blocked.status().message(), HasSubstr(absl::StrCat("trip ", id)));
+
+  // Recovery: route back, re-key, scrub, abort; nothing counted as progress.
+  ASSERT_OK(store->AppendEvent(
+      Event("c1", id, "recovery", "aborting interrupted trip")));
+  ASSERT_OK(store->SetTripStep(id, kStepRouteBack, "recovery"));
+  ASSERT_OK(store->SetTripStep(id, kStepRekey, "recovery"));
+  ASSERT_OK(store->SetTripStep(id, kStepScrub, "recovery"));
+  TripFinish f;
+  f.outcome = kOutcomeAborted;
+  f.error = "orchestrator restarted during provision";
+  f.scrub_verified = true;
+  f.rekeyed = true;
+  ASSERT_OK(store->FinishTrip(id, f));
+  ASSERT_OK_AND_ASSIGN(open, store->UnfinishedTrips());
+  EXPECT_TRUE(open.empty());
+  ASSERT_OK_AND_ASSIGN(CampaignRow c, store->GetCampaign("c1"));
+  EXPECT_EQ(c.trips_aborted, 1);
+  EXPECT_EQ(c.trips_ok, 0);
+  ASSERT_OK_AND_ASSIGN(std::vector<HolderRow> hs, store->ListHolders("c1"));
+  EXPECT_EQ(hs[0].cursor_offset, 0u);
+  ASSERT_OK(store->BeginTrip(t));  // the window is re-planned
+}
+
+TEST_F(StateStoreTest, BeginTripValidatesItsInputs) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(
+      store->CreateCampaign(Campaign("c1", "r1"), Holders({{"h1", 100}})));
+  ASSERT_OK_AND_ASSIGN(uint64_t id, store->NextTripId());
+  TripRow t;
+  t.id = id;
+  t.campaign = "c1";
+  t.holder = "h1";
+  t.window_length = 10;
+  auto not_running = store->BeginTrip(t);
+  EXPECT_EQ(not_running.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(not_running.status().message(), HasSubstr("not running"));
+  ASSERT_OK(store->SetCampaignState("c1", kCampaignRunning, "", ""));
+
+  TripRow unissued = t;
+  unissued.id = id + 100;
+  EXPECT_EQ(store->BeginTrip(unissued).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  TripRow outside = t;
+  outside.window_offset = 95;
+  EXPECT_EQ(store->BeginTrip(outside).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  TripRow stranger = t;
+  stranger.holder = "h9";
+  auto unknown = store->BeginTrip(stranger);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(unknown.status().message(), HasSubstr("\"h9\""));
+  ASSERT_OK(store->BeginTrip(t));
+  EXPECT_EQ(store->BeginTrip(t).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(store->GetTrip(id + 50).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(StateStoreTest, TerminalCampaignStatesAreFinal) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+  ASSERT_OK(store->SetCampaignState("c1", kCampaignCancelling, "", "operator"));
+  ASSERT_OK(store->SetCampaignState("c1", kCampaignCancelled, "by operator",
+                                    "cancelled"));
+  auto revive = store->SetCampaignState("c1", kCampaignRunning, "", "");
+  EXPECT_EQ(revive.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(revive.status().message(), HasSubstr("\"c1\""));
+  EXPECT_EQ(store->SetCampaignState("c1", "bogus", "", "").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_OK_AND_ASSIGN(CampaignRow c, store->GetCampaign("c1"));
+  EXPECT_EQ(c.state, kCampaignCancelled);
+  EXPECT_EQ(c.error, "by operator");
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRow> events,
+                       store->EventsAfter("c1", 0, 100));
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().kind, "campaign_state");
+  EXPECT_EQ(events.back().step, kCampaignCancelled);
+  EXPECT_EQ(events.back().message, "cancelled: by operator");
+}
+
+TEST_F(StateStoreTest, EventsAfterFiltersByCampaignAndLimits) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK_AND_ASSIGN(int64_t empty, store->LastEventSeq());
+  EXPECT_EQ(empty, 0);
+  ASSERT_OK(store->CreateCampaign(Campaign("a", "ra"), Holders({{"h", 1}})));
+  ASSERT_OK(store->CreateCampaign(Campaign("b", "rb"), Holders({{"h", 1}})));
+  ASSERT_OK_AND_ASSIGN(
+      int64_t global,
+      store->AppendEvent(Event("", 0, "recovery", "daemon started")));
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_OK(store->AppendEvent(Event("a", 0, "error", absl::StrCat(i))));
+  }
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRow> a,
+                       store->EventsAfter("a", 0, 100));
+  ASSERT_EQ(a.size(), 6u);  // created + 5
+  for (const EventRow& e : a) EXPECT_EQ(e.campaign, "a");
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRow> page,
+                       store->EventsAfter("a", a[1].seq, 2));
+  ASSERT_EQ(page.size(), 2u);
+  EXPECT_EQ(page[0].seq, a[2].seq);
+  EXPECT_EQ(page[1].seq, a[3].seq);
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRow> all,
+                       store->EventsAfter("", 0, 100));
+  EXPECT_EQ(all.size(), 8u);
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRow> b,
+                       store->EventsAfter("b", 0, 100));
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].kind, "campaign_state");
+  EXPECT_LT(b[0].seq, global);
+  ASSERT_OK_AND_ASSIGN(int64_t last, store->LastEventSeq());
+  EXPECT_EQ(last, all.back().seq);
+  EXPECT_EQ(store->EventsAfter("a", 0, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->AppendEvent(Event("a", 0, "", "")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(StateStoreTest, ConcurrentThreadsKeepEveryCountExact) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  constexpr int kThreads = 4;
+  constexpr int kTrips = 4;
+  std::vector<std::thread> threads;
+  std::vector<std::vector<uint64_t>> ids(kThreads);
+  std::atomic<int> failures{0};
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      const std::string name = absl::StrCat("c", i);
+      if (!CreateRunning(*store, name, Holders({{"h", 1000}})).ok()) {
+        ++failures;
+        return;
+      }
+      for (int k = 0; k < kTrips; ++k) {
+        auto id = RunTrip(*store, name, "h", k * 10, 10, 0);
+        if (!id.ok()) {
+          ++failures;
+          return;
+        }
+        ids[i].push_back(*id);
+        // A reader thread's view, interleaved with the other writers.
+        if (!store->EventsAfter("", 0, 10).ok()) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_EQ(failures.load(), 0);
+  std::set<uint64_t> unique;
+  for (const auto& v : ids) unique.insert(v.begin(), v.end());
+  EXPECT_EQ(unique.size(), static_cast<size_t>(kThreads * kTrips));
+  for (int i = 0; i < kThreads; ++i) {
+    ASSERT_OK_AND_ASSIGN(CampaignRow c,
+                         store->GetCampaign(absl::StrCat("c", i)));
+    EXPECT_EQ(c.trips_ok, kTrips);
+    EXPECT_EQ(c.bytes_provisioned, static_cast<uint64_t>(kTrips * 10));
+  }
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRow> all,
+                       store->EventsAfter("", 0, 100000));
+  for (size_t k = 1; k < all.size(); ++k) EXPECT_GT(all[k].seq, all[k - 1].seq);
+}
+
+// A child process runs trips in a loop against its own connection and reports
+// each trip id on a pipe only after FinishTrip committed it. The parent then
+// either lets it _exit(0) without closing the database or SIGKILLs it in the
+// middle of the loop, reopens, and checks that every reported trip is there
+// and that all counts agree with each other (no torn transaction).
+class CrashDurabilityTest : public StateStoreTest,
+                            public ::testing::WithParamInterface<bool> {};
+
+TEST_P(CrashDurabilityTest, CommittedTripsSurviveTheProcess) {
+  const bool kill_mid_loop = GetParam();
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 1ull << 40}})));
+  }
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    auto store = StateStore::Open(path_);
+    if (!store.ok()) _exit(2);
+    const int trips = kill_mid_loop ? 100000 : 12;
+    for (int k = 0; k < trips; ++k) {
+      auto id = RunTrip(**store, "c1", "h1", k, 1, 0);
+      if (!id.ok()) _exit(3);
+      uint64_t v = *id;
+      if (write(fds[1], &v, sizeof(v)) != sizeof(v)) _exit(4);
+    }
+    // No destructor: the WAL is left exactly as a dying process leaves it.
+    _exit(0);
+  }
+  close(fds[1]);
+  std::vector<uint64_t> reported;
+  uint64_t v;
+  while (read(fds[0], &v, sizeof(v)) == sizeof(v)) {
+    reported.push_back(v);
+    if (kill_mid_loop && reported.size() == 8) kill(pid, SIGKILL);
+  }
+  close(fds[0]);
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+  if (kill_mid_loop) {
+    ASSERT_TRUE(WIFSIGNALED(wstatus));
+  } else {
+    ASSERT_TRUE(WIFEXITED(wstatus));
+    ASSERT_EQ(WEXITSTATUS(wstatus), 0);
+    ASSERT_EQ(reported.size(), 12u);
+  }
+  ASSERT_GE(reported.size(), 8u);
+
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK_AND_ASSIGN(std::vector<TripRow> trips, store->ListTrips("c1"));
+  std::set<uint64_t> done;
+  int unfinished = 0;
+  const TripRow* last_trained = nullptr;
+  for (const TripRow& t : trips) {
+    if (t.outcome == kOutcomeOk) done.insert(t.id);
+    if (t.step != kStepDone && t.step != kStepAborted) ++unfinished;
+    if (t.trained) last_trained = &t;
+  }
+  for (uint64_t id : reported) EXPECT_TRUE(done.count(id)) << "trip " << id;
+  EXPECT_LE(unfinished, 1);  // at most the trip the kill interrupted
+  ASSERT_OK_AND_ASSIGN(CampaignRow c, store->GetCampaign("c1"));
+  EXPECT_EQ(c.trips_ok, static_cast<int64_t>(done.size()));
+  EXPECT_EQ(c.bytes_provisioned, done.size());
+  ASSERT_OK_AND_ASSIGN(std::vector<HolderRow> hs, store->ListHolders("c1"));
+  EXPECT_EQ(hs[0].cursor_offset, done.size());
+  EXPECT_EQ(hs[0].trips, static_cast<int64_t>(done.size()));
+  // The checkpoint and last loss belong to the newest trained trip.
+  ASSERT_NE(last_trained, nullptr);
+  EXPECT_EQ(c.model, absl::StrCat("model-", last_trained->id));
+  EXPECT_EQ(c.last_loss, last_trained->loss);
+  // One trip_finished event per finished trip.
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRow> events,
+                       store->EventsAfter("c1", 0, 1000000));
+  size_t finished_events = 0;
+  for (const EventRow& e : events) finished_events += e.kind == "trip_finished";
+  EXPECT_EQ(finished_events, done.size());
+  // The id counter never goes back behind what was issued.
+  ASSERT_OK_AND_ASSIGN(uint64_t next, store->NextTripId());
+  EXPECT_GT(next, trips.empty() ? 0 : trips.back().id);
+}
+
+INSTANTIATE_TEST_SUITE_P(ExitOrKill, CrashDurabilityTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "SigkillMidLoop" : "ExitNoClose";
+                         });
+
+}  // namespace
+}  // namespace gputravel
