@@ -8,6 +8,7 @@
 #include "keyxfer/x509.h"
 #include "orchestrator/schedule.h"
 #include "trainer/builtin_trainer.h"
+#include "util/failpoint.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
 #include "util/log.h"
@@ -54,6 +55,7 @@ class CampaignEngine::Hooks final : public TripHooks {
   absl::Status Step(const char* step, const std::string& message) override {
     auto seqs = engine_->store_->SetTripStep(plan_->trip, step, message);
     engine_->Notify(seqs);
+    if (seqs.ok()) CrashPoint(std::string("after_commit:") + step);
     return seqs.status();
   }
   void Progress(uint64_t bytes, uint64_t total) override {
@@ -82,6 +84,7 @@ class CampaignEngine::Hooks final : public TripHooks {
                                                trainer_->Checkpoint());
     engine_->Notify(seqs);
     if (!seqs.ok()) return seqs.status();
+    CrashPoint(std::string("after_commit:") + kStepScrub);
     GT_LOG(1, "trip ", plan_->trip, ": trained ", r->tokens, " tokens, mean loss ",
            Pct(r->mean_loss));
     return true;
@@ -617,6 +620,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
       fail(kCampaignPaused, std::string(begun.status().message()));
       break;
     }
+    CrashPoint(std::string("after_commit:") + kStepPlanned);
     TripPlan plan;
     plan.campaign = name;
     plan.trip = t.id;

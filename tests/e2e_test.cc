@@ -1,25 +1,22 @@
 // End-to-end: the real daemons (emulated GPU, MUX, holder agents,
-// orchestrator) as separate processes, real gRPC over Unix sockets, real
-// cryptography, real bytes in device memory.
+// orchestrator) as separate processes, real gRPC with mTLS over Unix
+// sockets, real cryptography, real bytes in device memory, driven through
+// the scheduler API.
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
+#include <functional>
+#include <set>
 #include <sstream>
 
-#include "absl/synchronization/mutex.h"
 #include "cli/emulated_stack.h"
-#include "device/h2d_writer.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "keyxfer/attested_channel.h"
-#include "keyxfer/dev_attester.h"
-#include "keyxfer/handoff.h"
 #include "keyxfer/random.h"
-#include "keyxfer/x509.h"
-#include "proto/device.grpc.pb.h"
-#include "proto/holder.grpc.pb.h"
-#include "proto/mux.grpc.pb.h"
+#include "tests/key_keeping_holder.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
 
@@ -33,7 +30,54 @@ std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
-TEST(EndToEndTest, ThreeHoldersEveryTripVerified) {
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+grpc::Status Create(v1::Orchestrator::Stub* stub, const nlohmann::json& spec,
+                    const std::string& request_id, v1::CreateCampaignResponse* out) {
+  v1::CreateCampaignRequest req;
+  req.set_request_id(request_id);
+  req.set_spec_json(spec.dump());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  return stub->CreateCampaign(&ctx, req, out);
+}
+
+grpc::Status Control(v1::Orchestrator::Stub* stub, const std::string& what,
+                     const std::string& name, v1::Campaign* out) {
+  v1::CampaignRef ref;
+  ref.set_name(name);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  if (what == "start") return stub->StartCampaign(&ctx, ref, out);
+  if (what == "pause") return stub->PauseCampaign(&ctx, ref, out);
+  if (what == "resume") return stub->ResumeCampaign(&ctx, ref, out);
+  return stub->CancelCampaign(&ctx, ref, out);
+}
+
+// Streams the campaign's events until `stop` returns true (true) or the
+// stream ends (false).
+bool WatchUntil(v1::Orchestrator::Stub* stub, const std::string& name,
+                const std::function<bool(const v1::Event&)>& stop) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  v1::WatchCampaignRequest req;
+  req.set_name(name);
+  auto reader = stub->WatchCampaign(&ctx, req);
+  v1::Event ev;
+  while (reader->Read(&ev)) {
+    if (stop(ev)) {
+      ctx.TryCancel();
+      (void)reader->Finish();
+      return true;
+    }
+  }
+  (void)reader->Finish();
+  return false;
+}
+
+TEST(EndToEndTest, ThreeHoldersEveryTripVerifiedAndTheLossFalls) {
   StackOptions o;
   o.holders = 3;
   o.log_level = 2;
@@ -41,20 +85,27 @@ TEST(EndToEndTest, ThreeHoldersEveryTripVerified) {
   ASSERT_TRUE(stack.ok()) << stack.status();
   auto report = (*stack)->RunCampaign();
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_TRUE(report->ok()) << report->error();
+  EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
   ASSERT_EQ(report->trips_size(), 3);
   std::set<uint64_t> sizes, trips;
   for (const auto& t : report->trips()) {
+    EXPECT_EQ(t.outcome(), "ok") << t.error();
     EXPECT_TRUE(t.digest_match()) << t.holder();
     EXPECT_TRUE(t.scrub_verified()) << t.holder();
     EXPECT_TRUE(t.rekeyed()) << t.holder();
-    EXPECT_EQ(t.error(), "");
+    EXPECT_TRUE(t.has_loss()) << t.holder();
+    EXPECT_EQ(t.step(), v1::DONE);
     EXPECT_GT(t.bytes(), 0u);
     sizes.insert(t.bytes());
-    trips.insert(t.trip());
+    trips.insert(t.id());
   }
   EXPECT_EQ(sizes.size(), 3u) << "datasets must differ in size";
   EXPECT_EQ(trips.size(), 3u) << "trip ids are unique";
+  // The model learns the holders' shared language as the GPU travels.
+  EXPECT_LT(report->trips(2).loss(), report->trips(0).loss());
+  EXPECT_LT(report->trips(0).loss(), 6.0) << "an untrained model scores ln(512) = 6.24";
+  EXPECT_EQ(report->trips_ok(), 3u);
+  EXPECT_EQ(report->bytes_provisioned(), report->bytes_total());
   // The MUX audited every move: out and back for each trip.
   std::string audit = ReadAll((*stack)->dir() + "/logs/mux-audit.jsonl");
   for (const auto& h : (*stack)->holder_names()) {
@@ -72,7 +123,7 @@ TEST(EndToEndTest, DatasetLargerThanBufferTakesSeveralTrips) {
   ASSERT_TRUE(stack.ok()) << stack.status();
   auto report = (*stack)->RunCampaign();
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_TRUE(report->ok()) << report->error();
+  EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
   ASSERT_EQ(report->trips_size(), 3);
   uint64_t total = 0;
   for (const auto& t : report->trips()) {
@@ -83,17 +134,214 @@ TEST(EndToEndTest, DatasetLargerThanBufferTakesSeveralTrips) {
   EXPECT_EQ(total, (5u << 20) + 1234);
 }
 
-TEST(EndToEndTest, HolderNotRunningFailsCleanlyNamingIt) {
+TEST(EndToEndTest, ProportionalScheduleGivesTheBiggerHolderMoreTrips) {
+  StackOptions o;
+  o.holders = 2;
+  o.dataset_bytes = {1u << 20, 3u << 20};
+  o.buffer_bytes = 512u << 10;
+  o.chunk_bytes = 256u << 10;
+  o.schedule = "proportional";
+  o.trainer = false;
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto report = (*stack)->RunCampaign();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
+  ASSERT_EQ(report->trips_size(), 8);
+  std::string order;
+  for (const auto& t : report->trips()) {
+    order += t.holder().back();
+    EXPECT_FALSE(t.has_loss()) << "trainer kind none";
+  }
+  EXPECT_EQ(order, "abbbabbb");
+}
+
+TEST(EndToEndTest, HolderNotRunningRefusesCreateNamingIt) {
   StackOptions o;
   o.holders = 2;
   auto stack = EmulatedStack::Start(o);
   ASSERT_TRUE(stack.ok()) << stack.status();
   (*stack)->process("holder-b")->Terminate();
   auto report = (*stack)->RunCampaign();
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("holder-b"), std::string::npos) << report.status();
+  auto stub = (*stack)->OperatorClient();
+  v1::ListCampaignsResponse list;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub->ListCampaigns(&ctx, {}, &list).ok());
+  EXPECT_EQ(list.campaigns_size(), 0) << "nothing is recorded before every holder answers";
+}
+
+// A holder that stops answering fails its trip within holder_timeout_seconds
+// with a clear event; under "skip" the campaign goes on without it.
+TEST(EndToEndTest, HolderThatStopsAnsweringIsSkippedWithinTheTimeout) {
+  StackOptions o;
+  o.holders = 2;
+  o.holder_timeout_seconds = 2;
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto stub = (*stack)->OperatorClient();
+  v1::CreateCampaignResponse created;
+  ASSERT_TRUE(Create(stub.get(), (*stack)->CampaignSpec(), "r1", &created).ok());
+  const pid_t b = (*stack)->process("holder-b")->pid();
+  ASSERT_EQ(::kill(b, SIGSTOP), 0);  // hangs: the process is there, answers nothing
+  auto t0 = std::chrono::steady_clock::now();
+  v1::Campaign c;
+  ASSERT_TRUE(Control(stub.get(), "start", "demo", &c).ok());
+  auto report = (*stack)->WaitForFinal("demo", 60);
+  ::kill(b, SIGCONT);
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_FALSE(report->ok());
-  EXPECT_NE(report->error().find("holder-b"), std::string::npos) << report->error();
-  EXPECT_EQ(report->trips_size(), 0) << "nothing may leave before every holder answers";
+  EXPECT_LT(SecondsSince(t0), 20.0) << "never hangs";
+  EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
+  ASSERT_EQ(report->trips_size(), 2);
+  EXPECT_EQ(report->trips(0).outcome(), "ok");
+  EXPECT_EQ(report->trips(1).holder(), "holder-b");
+  EXPECT_EQ(report->trips(1).outcome(), "failed");
+  EXPECT_NE(report->trips(1).error().find("holder-b"), std::string::npos)
+      << report->trips(1).error();
+  for (const auto& h : report->holders()) {
+    EXPECT_EQ(h.state(), h.name() == "holder-b" ? "failed" : "done") << h.name();
+  }
+  bool saw = false;
+  WatchUntil(stub.get(), "demo", [&](const v1::Event& e) {
+    if (e.kind() == v1::ERROR && e.message().find("holder-b") != std::string::npos &&
+        e.message().find("skip") != std::string::npos) {
+      saw = true;
+    }
+    return false;
+  });
+  EXPECT_TRUE(saw) << "an ERROR event names the holder and the policy";
+}
+
+// Under "pause" the campaign stops for an operator, and resumes with the
+// holder given another chance.
+TEST(EndToEndTest, HolderFailureUnderPausePolicyPausesThenResumeCompletes) {
+  StackOptions o;
+  o.holders = 2;
+  o.holder_timeout_seconds = 2;
+  o.on_holder_failure = "pause";
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto stub = (*stack)->OperatorClient();
+  v1::CreateCampaignResponse created;
+  ASSERT_TRUE(Create(stub.get(), (*stack)->CampaignSpec(), "r1", &created).ok());
+  const pid_t b = (*stack)->process("holder-b")->pid();
+  ASSERT_EQ(::kill(b, SIGSTOP), 0);
+  v1::Campaign c;
+  ASSERT_TRUE(Control(stub.get(), "start", "demo", &c).ok());
+  ASSERT_TRUE(WatchUntil(stub.get(), "demo", [](const v1::Event& e) {
+    return e.kind() == v1::CAMPAIGN_STATE && e.campaign_state() == v1::PAUSED;
+  }));
+  ::kill(b, SIGCONT);
+  v1::GetCampaignRequest g;
+  g.set_name("demo");
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->GetCampaign(&ctx, g, &c).ok());
+  }
+  EXPECT_EQ(c.state(), v1::PAUSED);
+  EXPECT_NE(c.error().find("holder-b"), std::string::npos) << c.error();
+  ASSERT_TRUE(Control(stub.get(), "resume", "demo", &c).ok());
+  auto report = (*stack)->WaitForFinal("demo", 60);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
+  for (const auto& h : report->holders()) EXPECT_EQ(h.state(), "done") << h.name();
+}
+
+// Cancel stops a trip in the middle of provisioning, promptly and safely.
+TEST(EndToEndTest, CancelStopsProvisioningPromptlyAndSafely) {
+  StackOptions o;
+  o.holders = 1;
+  o.dataset_bytes = {64u << 20};
+  o.buffer_bytes = 64u << 20;
+  o.chunk_bytes = 64u << 10;  // many small chunks: a long provisioning
+  o.threads = 1;
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto stub = (*stack)->OperatorClient();
+  v1::CreateCampaignResponse created;
+  ASSERT_TRUE(Create(stub.get(), (*stack)->CampaignSpec(), "r1", &created).ok());
+  v1::Campaign c;
+  ASSERT_TRUE(Control(stub.get(), "start", "demo", &c).ok());
+  ASSERT_TRUE(WatchUntil(stub.get(), "demo",
+                         [](const v1::Event& e) { return e.kind() == v1::PROGRESS; }));
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(Control(stub.get(), "cancel", "demo", &c).ok());
+  auto report = (*stack)->WaitForFinal("demo", 60);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_LT(SecondsSince(t0), 10.0) << "cancel stops work promptly";
+  EXPECT_EQ(report->state(), v1::CANCELLED);
+  ASSERT_EQ(report->trips_size(), 1);
+  const auto& t = report->trips(0);
+  EXPECT_EQ(t.outcome(), "aborted");
+  EXPECT_EQ(t.step(), v1::ABORTED);
+  EXPECT_TRUE(t.rekeyed()) << "the holder's key is dead";
+  EXPECT_TRUE(t.scrub_verified()) << "the half-written buffer was scrubbed";
+  // A cancelled campaign cannot be restarted or cancelled again.
+  grpc::Status again = Control(stub.get(), "cancel", "demo", &c);
+  EXPECT_EQ(again.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  again = Control(stub.get(), "start", "demo", &c);
+  EXPECT_EQ(again.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST(EndToEndTest, CreateIsIdempotentAndValidatesTheSpec) {
+  StackOptions o;
+  o.holders = 1;
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto stub = (*stack)->OperatorClient();
+  nlohmann::json spec = (*stack)->CampaignSpec();
+  v1::CreateCampaignResponse first, second;
+  ASSERT_TRUE(Create(stub.get(), spec, "req-1", &first).ok());
+  EXPECT_TRUE(first.created());
+  ASSERT_TRUE(Create(stub.get(), spec, "req-1", &second).ok());
+  EXPECT_FALSE(second.created()) << "a retried create returns the same campaign";
+  EXPECT_EQ(second.campaign().name(), "demo");
+  nlohmann::json other = spec;
+  other["rounds"] = 2;
+  grpc::Status s = Create(stub.get(), other, "req-1", &second);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS) << s.error_message();
+  s = Create(stub.get(), spec, "req-2", &second);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS) << s.error_message();
+  nlohmann::json bad = spec;
+  bad["name"] = "other";
+  bad["holders"][0]["dataset"]["format"] = "csv";
+  s = Create(stub.get(), bad, "req-3", &second);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("holders[0].dataset.format"), std::string::npos)
+      << s.error_message();
+  bad = spec;
+  bad["name"] = "other";
+  bad["holders"][0]["dataset"]["name"] = "not-what-it-serves";
+  s = Create(stub.get(), bad, "req-4", &second);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("holders[0].dataset.name"), std::string::npos)
+      << s.error_message();
+}
+
+// The orchestrator remembers campaigns across a restart and goes on with them.
+TEST(EndToEndTest, CampaignsSurviveAnOrchestratorRestart) {
+  StackOptions o;
+  o.holders = 2;
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  {
+    auto stub = (*stack)->OperatorClient();
+    v1::CreateCampaignResponse created;
+    ASSERT_TRUE(Create(stub.get(), (*stack)->CampaignSpec(), "r1", &created).ok());
+    v1::Campaign c;
+    ASSERT_TRUE(Control(stub.get(), "start", "demo", &c).ok());
+    ASSERT_TRUE(Control(stub.get(), "pause", "demo", &c).ok());
+  }
+  (*stack)->process("orchestrator")->Terminate();
+  ASSERT_TRUE((*stack)->Restart("orchestrator").ok());
+  auto stub = (*stack)->OperatorClient();
+  v1::Campaign c;
+  ASSERT_TRUE(Control(stub.get(), "resume", "demo", &c).ok());
+  auto report = (*stack)->WaitForFinal("demo", 60);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
+  EXPECT_EQ(report->trips_ok(), 2u);
 }
 
 TEST(EndToEndTest, MissingDatasetStopsStartNamingTheFile) {
@@ -126,156 +374,35 @@ TEST(EndToEndTest, MalformedDatasetStopsStartNamingTheProblem) {
   (void)system(("rm -rf " + dir).c_str());
 }
 
-// A holder that keeps its key after its trip (what P3 must make useless).
-// It runs the real protocol with the real crypto, in this test process.
-class KeyKeepingHolder final : public v1::HolderAgent::Service {
- public:
-  KeyKeepingHolder(std::unique_ptr<Attester> attester, std::unique_ptr<Verifier> verifier,
-                   std::string device_endpoint, std::string bounce_dir)
-      : attester_(std::move(attester)), verifier_(std::move(verifier)),
-        device_endpoint_(std::move(device_endpoint)), bounce_dir_(std::move(bounce_dir)) {}
-
-  grpc::Status GetInfo(grpc::ServerContext*, const v1::GetInfoRequest*,
-                       v1::HolderInfo* out) override {
-    out->set_name("keeper");
-    out->set_dataset_bytes(1 << 20);
-    out->set_dataset_format("raw");
-    return grpc::Status::OK;
-  }
-  grpc::Status OpenChannel(grpc::ServerContext*, const v1::OpenChannelRequest* req,
-                           v1::OpenChannelResponse* out) override {
-    auto r = ChannelResponder::Respond(req->orchestrator_public_key(),
-                                       req->orchestrator_nonce(), *attester_);
-    if (!r.ok()) return ToGrpc(r.status());
-    out->set_channel_id("c");
-    out->set_holder_public_key(r->public_key());
-    out->set_holder_nonce(r->nonce());
-    *out->mutable_evidence() = r->evidence();
-    absl::MutexLock l(&mu_);
-    responder_ = std::make_unique<ChannelResponder>(std::move(*r));
-    return grpc::Status::OK;
-  }
-  grpc::Status Provision(grpc::ServerContext*, const v1::ProvisionRequest* req,
-                         v1::ProvisionReport* out) override {
-    absl::MutexLock l(&mu_);
-    auto ch = responder_->Confirm(req->orchestrator_evidence(), *verifier_);
-    if (!ch.ok()) return ToGrpc(ch.status());
-    auto key = UnwrapHandoff(ch->handoff_key, req->binding(), req->wrapped_handoff());
-    if (!key.ok()) return ToGrpc(key.status());
-    kept_ = key->Clone();
-    binding_ = req->binding();
-    H2dWriterOptions wo;
-    wo.chunk_size = req->binding().chunk_size();
-    wo.bounce_dir = bounce_dir_;
-    data_ = RandomString(req->binding().window_length());
-    H2dWriter w(MakeChannel(device_endpoint_), wo);
-    auto stats = w.Write(*key, req->binding().gpu_session(), req->binding().buffer_id(), 0,
-                         data_.size(),
-                         CounterWindow{req->binding().first_counter(),
-                                       req->binding().counter_count()},
-                         [this](uint64_t off, uint8_t* dst, size_t n) {
-                           std::memcpy(dst, data_.data() + off, n);
-                           return absl::OkStatus();
-                         });
-    if (!stats.ok()) return ToGrpc(stats.status());
-    out->set_bytes(stats->bytes);
-    out->set_chunks(stats->chunks);
-    out->set_digest(stats->digest);
-    out->set_seconds(stats->total_seconds);
-    return grpc::Status::OK;
-  }
-
-  absl::Mutex mu_;
-  std::unique_ptr<Attester> attester_;
-  std::unique_ptr<Verifier> verifier_;
-  std::string device_endpoint_, bounce_dir_;
-  std::unique_ptr<ChannelResponder> responder_;
-  ChannelMaterial kept_;
-  v1::HandoffBinding binding_;
-  std::string data_;
-};
-
 TEST(EndToEndTest, HolderRetryingWithItsOldKeyAfterRekeyIsRefused) {
   char tmpl[] = "/tmp/gputravel-keeper-XXXXXX";
   std::string mydir = mkdtemp(tmpl);
-  auto self_mrtd = MeasureFile("/proc/self/exe");
-  ASSERT_TRUE(self_mrtd.ok());
   StackOptions o;
   o.holders = 2;
   o.log_level = 3;  // most verbose: the logs must still hold no key bytes
-  o.extra_holders = {HolderConfig{"keeper", "unix:" + mydir + "/keeper.sock", "td-keeper"}};
-  o.extra_holder_mrtd_hex = {HexEncode(*self_mrtd)};
+  KeyKeepingHolder::AddTo(&o, "keeper", mydir);
   auto stack = EmulatedStack::Start(o);
   ASSERT_TRUE(stack.ok()) << stack.status();
-  const DevPki& pki = (*stack)->pki();
-  auto key = EcKey::FromPrivatePem(*ReadFile(pki.domains.at("td-keeper").key));
-  auto cert = CertificatePemToDer(*ReadFile(pki.domains.at("td-keeper").cert));
-  auto root = CertificatePemToDer(*ReadFile(pki.attestation_root));
-  auto attester = DevAttester::Create("td-keeper", std::move(*key), *cert, *self_mrtd);
-  ASSERT_TRUE(attester.ok());
-  KeyKeepingHolder keeper(std::move(*attester), std::make_unique<DevVerifier>(*root, DevPolicy{}),
-                          (*stack)->device_socket("td-keeper"), mydir);
-  grpc::ServerBuilder b;
-  b.AddListeningPort("unix:" + mydir + "/keeper.sock", grpc::InsecureServerCredentials());
-  b.RegisterService(&keeper);
-  auto server = b.BuildAndStart();
-  ASSERT_TRUE(server);
+  auto keeper = KeyKeepingHolder::Serve(stack->get(), "keeper", mydir);
+  ASSERT_TRUE(keeper.ok()) << keeper.status();
 
   auto report = (*stack)->RunCampaign();
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_TRUE(report->ok()) << report->error();
+  EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
   ASSERT_EQ(report->trips_size(), 3);
-  ASSERT_FALSE(keeper.kept_.key.empty()) << "the keeper took part in the campaign";
+  auto kept = (*keeper)->kept();
+  ASSERT_EQ(kept.size(), 1u) << "the keeper took part in the campaign";
 
-  // A malicious host routes the GPU back to the keeper after its trip.
-  auto mux = v1::Mux::NewStub(MakeChannel((*stack)->mux_endpoint()));
-  v1::RouteRequest rr;
-  rr.set_gpu("gpu0");
-  rr.set_domain("td-keeper");
-  rr.set_fencing_token(1000000);
-  v1::RouteResponse rresp;
-  grpc::ClientContext rctx;
-  ASSERT_TRUE(mux->Route(&rctx, rr, &rresp).ok());
-
-  auto admin = v1::DeviceAdmin::NewStub(MakeChannel((*stack)->device_admin_endpoint()));
-  v1::DeviceStatus before;
-  {
-    grpc::ClientContext c;
-    ASSERT_TRUE(admin->GetStatus(&c, {}, &before).ok());
-  }
-  EXPECT_GT(before.session_id(), keeper.binding_.gpu_session()) << "re-keyed since the trip";
-
-  H2dWriterOptions wo;
-  wo.chunk_size = keeper.binding_.chunk_size();
-  wo.bounce_dir = mydir;
-  H2dWriter w(MakeChannel((*stack)->device_socket("td-keeper")), wo);
-  auto src = [](uint64_t, uint8_t* dst, size_t n) {
-    std::memset(dst, 0x5A, n);
-    return absl::OkStatus();
-  };
-  // With the session it was handed: dead.
-  auto old_session = w.Write(keeper.kept_, keeper.binding_.gpu_session(),
-                             keeper.binding_.buffer_id(), 0, wo.chunk_size,
-                             CounterWindow{1, 1}, src);
-  EXPECT_EQ(old_session.status().code(), absl::StatusCode::kFailedPrecondition)
-      << old_session.status();
-  // Claiming the current session, with the old key: the tag check fails, at
-  // every counter it might guess.
-  for (uint32_t counter : {1u, 2u, keeper.binding_.first_counter() + keeper.binding_.counter_count()}) {
-    auto st = w.Write(keeper.kept_, before.session_id(), keeper.binding_.buffer_id(), 0,
-                      wo.chunk_size, CounterWindow{counter, 1}, src);
-    EXPECT_EQ(st.status().code(), absl::StatusCode::kUnauthenticated) << st.status();
-  }
-  v1::DeviceStatus after;
-  {
-    grpc::ClientContext c;
-    ASSERT_TRUE(admin->GetStatus(&c, {}, &after).ok());
-  }
-  EXPECT_GE(after.rejected_chunks(), before.rejected_chunks() + 4);
-  server->Shutdown();
+  // A malicious host routes the GPU back to the keeper after its trip; the
+  // kept key is dead at its own session and useless at the current one.
+  auto tries = (*keeper)->TryKeptKeys(stack->get());
+  ASSERT_TRUE(tries.ok()) << tries.status();
+  EXPECT_EQ(tries->accepted, 0);
+  EXPECT_EQ(tries->old_session_refused, 3);
+  EXPECT_EQ(tries->tag_refused, 3);
 
   // Key material never reaches a log, even at the most verbose level.
-  std::string raw(reinterpret_cast<const char*>(keeper.kept_.key.data()), 32);
+  std::string raw(reinterpret_cast<const char*>(kept[0].key.key.data()), 32);
   std::string hex = HexEncode(raw);
   for (const auto& log : (*stack)->logs()) {
     std::string text = ReadAll(log.second);
@@ -284,6 +411,7 @@ TEST(EndToEndTest, HolderRetryingWithItsOldKeyAfterRekeyIsRefused) {
     EXPECT_EQ(text.find(hex), std::string::npos) << log.first;
     EXPECT_EQ(text.find(hex.substr(0, 16)), std::string::npos) << log.first;
   }
+  keeper->reset();
   (*stack)->Stop();
   (void)system(("rm -rf " + mydir).c_str());
 }

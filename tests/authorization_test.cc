@@ -1,0 +1,535 @@
+// Authorization across the real emulated stack: every daemon (orchestrator,
+// holder agents, MUX) as its own process, mTLS on every gRPC connection, and
+// one test per rule of who may call what.
+#include <chrono>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "auth/identity.h"
+#include "auth/pki.h"
+#include "auth/test_server.h"
+#include "auth/tls_config.h"
+#include "cli/emulated_stack.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "keyxfer/random.h"
+#include "nlohmann/json.hpp"
+#include "proto/holder.grpc.pb.h"
+#include "proto/mux.grpc.pb.h"
+#include "proto/orchestrator.grpc.pb.h"
+#include "util/files.h"
+
+namespace gputravel {
+namespace {
+
+const Identity kOrch{kRoleOrchestrator, "orchestrator"};
+const Identity kMux{kRoleMux, "mux"};
+const Identity kOperator{kRoleOperator, "operator"};
+const Identity kScheduler{kRoleScheduler, "scheduler"};
+const Identity kTrainer{kRoleTrainer, "trainer"};
+const Identity kHolderA{kRoleHolder, "holder-a"};
+const Identity kHolderB{kRoleHolder, "holder-b"};
+
+constexpr char kControlRoles[] = "allowed roles: operator, scheduler";
+constexpr char kOnlyOrchestrator[] = "allowed roles: orchestrator";
+
+void WithDeadline(grpc::ClientContext* ctx) {
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(15));
+}
+
+// PERMISSION_DENIED whose message names the caller and the allowed roles.
+void ExpectDenied(const grpc::Status& s, const Identity& caller, const std::string& allowed,
+                  const std::string& what) {
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << what << ": " << s.error_code() << " " << s.error_message();
+  EXPECT_NE(s.error_message().find(DescribeIdentity(caller) + " may not call this"),
+            std::string::npos)
+      << what << ": " << s.error_message();
+  EXPECT_NE(s.error_message().find(allowed), std::string::npos)
+      << what << ": " << s.error_message();
+}
+
+// The TLS handshake fails: the call never reaches the service.
+void ExpectRefusedAtHandshake(const grpc::Status& s, const std::string& what) {
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << what << ": " << s.error_code() << " " << s.error_message();
+}
+
+class AuthorizationTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    StackOptions o;
+    o.holders = 2;
+    o.dataset_bytes = {256u << 10, 384u << 10};
+    o.buffer_bytes = 1u << 20;
+    o.chunk_bytes = 256u << 10;
+    o.trainer = false;
+    auto st = EmulatedStack::Start(o);
+    ASSERT_TRUE(st.ok()) << st.status();
+    stack_ = st->release();
+    // Identities the stack does not issue: a trainer, from the campaign CA.
+    auto trainer = IssueIdentity(stack_->tls_dir(), kTrainer, 1);
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    // Another campaign's CA, issuing the same names as this campaign's.
+    other_ = new TempDir();
+    ASSERT_TRUE(MakeTestPki(OtherPki(), {kOrch, kOperator, kHolderA}).ok());
+  }
+  static void TearDownTestSuite() {
+    delete stack_;
+    stack_ = nullptr;
+    delete other_;
+    other_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(stack_, nullptr) << "the stack did not start"; }
+
+  static std::string OtherPki() { return other_->path() + "/other-ca"; }
+  static std::string HolderEndpoint(const std::string& name) {
+    return "unix:" + stack_->dir() + "/" + name + ".sock";
+  }
+
+  // mTLS as `client` (a certificate of this campaign), expecting `server`.
+  static std::shared_ptr<grpc::Channel> As(const Identity& client, const std::string& endpoint,
+                                           const Identity& server) {
+    auto ch = MakeSecureChannel(endpoint, stack_->tls(client), server);
+    EXPECT_TRUE(ch.ok()) << ch.status();
+    return ch.ok() ? *ch : nullptr;
+  }
+  // TLS that trusts the campaign CA but presents no client certificate.
+  static std::shared_ptr<grpc::Channel> NoClientCert(const std::string& endpoint,
+                                                     const Identity& server) {
+    grpc::SslCredentialsOptions opts;
+    opts.pem_root_certs = *ReadFile(CaCertPath(stack_->tls_dir()));
+    grpc::ChannelArguments args;
+    args.SetSslTargetNameOverride(ServerNameFor(server));
+    return grpc::CreateCustomChannel(endpoint, grpc::SslCredentials(opts), args);
+  }
+  // TLS that trusts the campaign CA (so it accepts the server) but presents
+  // `client`'s certificate from another campaign's CA.
+  static std::shared_ptr<grpc::Channel> FromOtherCa(const Identity& client,
+                                                    const std::string& endpoint,
+                                                    const Identity& server) {
+    TlsFiles other = TestFiles(OtherPki(), client);
+    grpc::SslCredentialsOptions opts;
+    opts.pem_root_certs = *ReadFile(CaCertPath(stack_->tls_dir()));
+    opts.pem_cert_chain = *ReadFile(other.cert);
+    opts.pem_private_key = *ReadFile(other.key);
+    grpc::ChannelArguments args;
+    args.SetSslTargetNameOverride(ServerNameFor(server));
+    return grpc::CreateCustomChannel(endpoint, grpc::SslCredentials(opts), args);
+  }
+  static std::shared_ptr<grpc::Channel> Plaintext(const std::string& endpoint) {
+    return grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
+  }
+
+  // One call per API, on a given channel.
+  static grpc::Status ListCampaigns(std::shared_ptr<grpc::Channel> ch,
+                                    v1::ListCampaignsResponse* out = nullptr) {
+    v1::ListCampaignsResponse ignored;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    return v1::Orchestrator::NewStub(ch)->ListCampaigns(&ctx, {}, out ? out : &ignored);
+  }
+  static grpc::Status CreateCampaign(std::shared_ptr<grpc::Channel> ch, const std::string& name,
+                                     v1::CreateCampaignResponse* out = nullptr,
+                                     nlohmann::json spec = nullptr) {
+    if (spec.is_null()) spec = stack_->CampaignSpec();
+    spec["name"] = name;
+    v1::CreateCampaignRequest req;
+    req.set_request_id(HexEncode(RandomString(16)));
+    req.set_spec_json(spec.dump());
+    v1::CreateCampaignResponse ignored;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    return v1::Orchestrator::NewStub(ch)->CreateCampaign(&ctx, req, out ? out : &ignored);
+  }
+  static grpc::Status GetCampaign(std::shared_ptr<grpc::Channel> ch, const std::string& name,
+                                  v1::Campaign* out = nullptr) {
+    v1::GetCampaignRequest req;
+    req.set_name(name);
+    v1::Campaign ignored;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    return v1::Orchestrator::NewStub(ch)->GetCampaign(&ctx, req, out ? out : &ignored);
+  }
+  enum class Control { kStart, kPause, kResume, kCancel };
+  static grpc::Status ControlCampaign(std::shared_ptr<grpc::Channel> ch, Control c,
+                                      const std::string& name) {
+    v1::CampaignRef ref;
+    ref.set_name(name);
+    v1::Campaign out;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    auto stub = v1::Orchestrator::NewStub(ch);
+    switch (c) {
+      case Control::kStart: return stub->StartCampaign(&ctx, ref, &out);
+      case Control::kPause: return stub->PauseCampaign(&ctx, ref, &out);
+      case Control::kResume: return stub->ResumeCampaign(&ctx, ref, &out);
+      case Control::kCancel: return stub->CancelCampaign(&ctx, ref, &out);
+    }
+    return grpc::Status::CANCELLED;
+  }
+  static grpc::Status WatchCampaign(std::shared_ptr<grpc::Channel> ch, const std::string& name) {
+    v1::WatchCampaignRequest req;
+    req.set_name(name);
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    auto reader = v1::Orchestrator::NewStub(ch)->WatchCampaign(&ctx, req);
+    v1::Event ev;
+    int events = 0;
+    while (reader->Read(&ev)) ++events;
+    grpc::Status s = reader->Finish();
+    if (!s.ok()) EXPECT_EQ(events, 0) << "a refused watcher got events";
+    return s;
+  }
+  static grpc::Status ListHolders(std::shared_ptr<grpc::Channel> ch, const std::string& campaign,
+                                  v1::ListHoldersResponse* out = nullptr) {
+    v1::ListHoldersRequest req;
+    req.set_campaign(campaign);
+    v1::ListHoldersResponse ignored;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    return v1::Orchestrator::NewStub(ch)->ListHolders(&ctx, req, out ? out : &ignored);
+  }
+  static grpc::Status OrchListGpus(std::shared_ptr<grpc::Channel> ch) {
+    v1::ListCampaignGpusResponse out;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    return v1::Orchestrator::NewStub(ch)->ListGpus(&ctx, {}, &out);
+  }
+
+  static grpc::Status GetInfo(std::shared_ptr<grpc::Channel> ch, v1::HolderInfo* out = nullptr) {
+    v1::HolderInfo ignored;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    return v1::HolderAgent::NewStub(ch)->GetInfo(&ctx, {}, out ? out : &ignored);
+  }
+  static grpc::Status OpenChannel(std::shared_ptr<grpc::Channel> ch) {
+    v1::OpenChannelRequest req;
+    req.set_orchestrator_nonce(RandomString(32));
+    v1::OpenChannelResponse out;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    grpc::Status s = v1::HolderAgent::NewStub(ch)->OpenChannel(&ctx, req, &out);
+    if (!s.ok()) {
+      EXPECT_TRUE(out.holder_public_key().empty());
+      EXPECT_FALSE(out.has_evidence()) << "a refused caller got the holder's evidence";
+    }
+    return s;
+  }
+  static grpc::Status Provision(std::shared_ptr<grpc::Channel> ch) {
+    v1::ProvisionRequest req;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    auto reader = v1::HolderAgent::NewStub(ch)->Provision(&ctx, req);
+    v1::ProvisionUpdate u;
+    int updates = 0;
+    while (reader->Read(&u)) ++updates;
+    grpc::Status s = reader->Finish();
+    if (!s.ok()) EXPECT_EQ(updates, 0) << "a refused caller got provisioning updates";
+    return s;
+  }
+
+  static grpc::Status MuxListGpus(std::shared_ptr<grpc::Channel> ch,
+                                  v1::ListGpusResponse* out = nullptr) {
+    v1::ListGpusResponse ignored;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    return v1::Mux::NewStub(ch)->ListGpus(&ctx, {}, out ? out : &ignored);
+  }
+  static grpc::Status MuxGetRoute(std::shared_ptr<grpc::Channel> ch) {
+    v1::GetRouteRequest req;
+    req.set_gpu("gpu0");
+    v1::GpuRoute out;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    return v1::Mux::NewStub(ch)->GetRoute(&ctx, req, &out);
+  }
+  // A route the orchestrator would never ask for: to a holder's TD, with a
+  // fencing token far ahead of any it uses.
+  static grpc::Status MuxRoute(std::shared_ptr<grpc::Channel> ch) {
+    v1::RouteRequest req;
+    req.set_gpu("gpu0");
+    req.set_domain("td-holder-a");
+    req.set_fencing_token(1000000000);
+    v1::RouteResponse out;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    return v1::Mux::NewStub(ch)->Route(&ctx, req, &out);
+  }
+  static grpc::Status MuxReset(std::shared_ptr<grpc::Channel> ch) {
+    v1::ResetGpuRequest req;
+    req.set_gpu("gpu0");
+    req.set_fencing_token(1000000000);
+    v1::ResetGpuResponse out;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    return v1::Mux::NewStub(ch)->Reset(&ctx, req, &out);
+  }
+
+  // Where the MUX says gpu0 is, asked with the orchestrator's certificate.
+  static std::string Gpu0Route() {
+    v1::ListGpusResponse list;
+    grpc::Status s = MuxListGpus(As(kOrch, stack_->mux_endpoint(), kMux), &list);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    for (const auto& g : list.gpus()) {
+      if (g.gpu() == "gpu0") return g.domain() + "#" + std::to_string(g.fencing_token());
+    }
+    return "";
+  }
+
+  static EmulatedStack* stack_;
+  static TempDir* other_;
+};
+
+EmulatedStack* AuthorizationTest::stack_ = nullptr;
+TempDir* AuthorizationTest::other_ = nullptr;
+
+TEST_F(AuthorizationTest, ClientsWithoutCertificateAreRefusedByEveryServer) {
+  const std::string orch = stack_->orchestrator_endpoint();
+  const std::string mux = stack_->mux_endpoint();
+  const std::string holder = HolderEndpoint("holder-a");
+  // TLS without a client certificate: the handshake fails.
+  ExpectRefusedAtHandshake(ListCampaigns(NoClientCert(orch, kOrch)), "orchestrator, no cert");
+  ExpectRefusedAtHandshake(CreateCampaign(NoClientCert(orch, kOrch), "anon"),
+                           "orchestrator CreateCampaign, no cert");
+  ExpectRefusedAtHandshake(GetInfo(NoClientCert(holder, kHolderA)), "holder, no cert");
+  ExpectRefusedAtHandshake(OpenChannel(NoClientCert(holder, kHolderA)),
+                           "holder OpenChannel, no cert");
+  ExpectRefusedAtHandshake(MuxListGpus(NoClientCert(mux, kMux)), "mux, no cert");
+  ExpectRefusedAtHandshake(MuxRoute(NoClientCert(mux, kMux)), "mux Route, no cert");
+  // No TLS at all.
+  ExpectRefusedAtHandshake(ListCampaigns(Plaintext(orch)), "orchestrator, plaintext");
+  ExpectRefusedAtHandshake(GetInfo(Plaintext(holder)), "holder, plaintext");
+  ExpectRefusedAtHandshake(Provision(Plaintext(holder)), "holder Provision, plaintext");
+  ExpectRefusedAtHandshake(MuxRoute(Plaintext(mux)), "mux Route, plaintext");
+  EXPECT_EQ(Gpu0Route().rfind("td-holder-a", 0), std::string::npos) << "nothing was routed";
+}
+
+TEST_F(AuthorizationTest, CertificatesFromAnotherCaAreRefusedByEveryServer) {
+  // Same role and name as this campaign's identities, wrong CA.
+  ExpectRefusedAtHandshake(
+      ListCampaigns(FromOtherCa(kOperator, stack_->orchestrator_endpoint(), kOrch)),
+      "orchestrator, other CA operator");
+  ExpectRefusedAtHandshake(
+      GetInfo(FromOtherCa(kOrch, HolderEndpoint("holder-a"), kHolderA)),
+      "holder-a, other CA orchestrator");
+  ExpectRefusedAtHandshake(
+      OpenChannel(FromOtherCa(kOrch, HolderEndpoint("holder-b"), kHolderB)),
+      "holder-b OpenChannel, other CA orchestrator");
+  ExpectRefusedAtHandshake(MuxRoute(FromOtherCa(kOrch, stack_->mux_endpoint(), kMux)),
+                           "mux Route, other CA orchestrator");
+  ExpectRefusedAtHandshake(MuxListGpus(FromOtherCa(kOperator, stack_->mux_endpoint(), kMux)),
+                           "mux ListGpus, other CA operator");
+  // The client side refuses the mixture before dialing.
+  TlsFiles mixed = TestFiles(OtherPki(), kOrch);
+  mixed.ca = CaCertPath(stack_->tls_dir());
+  EXPECT_FALSE(MakeSecureChannel(stack_->mux_endpoint(), mixed, kMux).ok());
+}
+
+TEST_F(AuthorizationTest, OperatorsCannotObtainKeysOrData) {
+  for (const std::string& h : stack_->holder_names()) {
+    auto ch = As(kOperator, HolderEndpoint(h), Identity{kRoleHolder, h});
+    ExpectDenied(OpenChannel(ch), kOperator, kOnlyOrchestrator, h + " OpenChannel");
+    ExpectDenied(Provision(ch), kOperator, kOnlyOrchestrator, h + " Provision");
+    ExpectDenied(GetInfo(ch), kOperator, kOnlyOrchestrator, h + " GetInfo");
+  }
+  const std::string before = Gpu0Route();
+  auto mux = As(kOperator, stack_->mux_endpoint(), kMux);
+  ExpectDenied(MuxRoute(mux), kOperator, kOnlyOrchestrator, "mux Route");
+  ExpectDenied(MuxReset(mux), kOperator, kOnlyOrchestrator, "mux Reset");
+  EXPECT_EQ(Gpu0Route(), before) << "a refused Route/Reset moved the GPU";
+  // Reading the routing table is allowed.
+  v1::ListGpusResponse list;
+  grpc::Status s = MuxListGpus(mux, &list);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(list.gpus_size(), 1);
+  EXPECT_EQ(list.gpus(0).gpu(), "gpu0");
+  s = MuxGetRoute(mux);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
+TEST_F(AuthorizationTest, SchedulersAndOperatorsCreateAndListCampaigns) {
+  auto sched = As(kScheduler, stack_->orchestrator_endpoint(), kOrch);
+  auto op = As(kOperator, stack_->orchestrator_endpoint(), kOrch);
+  v1::CreateCampaignResponse created;
+  grpc::Status s = CreateCampaign(sched, "by-scheduler", &created);
+  ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+  EXPECT_TRUE(created.created());
+  EXPECT_EQ(created.campaign().name(), "by-scheduler");
+  EXPECT_EQ(created.campaign().state(), v1::CREATED);
+  s = CreateCampaign(op, "by-operator", &created);
+  ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+  EXPECT_TRUE(created.created());
+
+  for (const auto& who : {sched, op}) {
+    v1::ListCampaignsResponse list;
+    s = ListCampaigns(who, &list);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    std::set<std::string> names;
+    for (const auto& c : list.campaigns()) names.insert(c.name());
+    EXPECT_TRUE(names.count("by-scheduler")) << "ListCampaigns misses by-scheduler";
+    EXPECT_TRUE(names.count("by-operator")) << "ListCampaigns misses by-operator";
+    v1::Campaign c;
+    s = GetCampaign(who, "by-scheduler", &c);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(c.holders_size(), 2);
+    v1::ListHoldersResponse holders;
+    s = ListHolders(who, "by-operator", &holders);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(holders.holders_size(), 2) << "operators and schedulers see every holder";
+    EXPECT_TRUE(OrchListGpus(who).ok());
+  }
+}
+
+TEST_F(AuthorizationTest, HolderActsOnlyAsItself) {
+  auto op = As(kOperator, stack_->orchestrator_endpoint(), kOrch);
+  grpc::Status s = CreateCampaign(op, "holder-view");
+  ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+
+  auto a = As(kHolderA, stack_->orchestrator_endpoint(), kOrch);
+  ExpectDenied(CreateCampaign(a, "by-holder-a"), kHolderA, kControlRoles, "CreateCampaign");
+  ExpectDenied(GetCampaign(a, "holder-view"), kHolderA, kControlRoles, "GetCampaign");
+  ExpectDenied(ListCampaigns(a), kHolderA, kControlRoles, "ListCampaigns");
+  ExpectDenied(WatchCampaign(a, "holder-view"), kHolderA, kControlRoles, "WatchCampaign");
+  ExpectDenied(OrchListGpus(a), kHolderA, kControlRoles, "ListGpus");
+  for (Control c : {Control::kStart, Control::kPause, Control::kResume, Control::kCancel}) {
+    ExpectDenied(ControlCampaign(a, c, "holder-view"), kHolderA, kControlRoles,
+                 "control " + std::to_string(static_cast<int>(c)));
+  }
+  v1::Campaign after;
+  s = GetCampaign(op, "holder-view", &after);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(after.state(), v1::CREATED) << "refused control calls changed the campaign";
+  v1::ListCampaignsResponse all;
+  ASSERT_TRUE(ListCampaigns(op, &all).ok());
+  for (const auto& c : all.campaigns()) EXPECT_NE(c.name(), "by-holder-a");
+
+  // ListHolders: only its own rows, for one campaign and for all of them.
+  v1::ListHoldersResponse mine;
+  s = ListHolders(a, "holder-view", &mine);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(mine.holders_size(), 1);
+  EXPECT_EQ(mine.holders(0).name(), "holder-a");
+  EXPECT_EQ(mine.holders(0).campaign(), "holder-view");
+  mine.Clear();
+  s = ListHolders(a, "", &mine);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_GE(mine.holders_size(), 1);
+  for (const auto& h : mine.holders()) EXPECT_EQ(h.name(), "holder-a") << h.campaign();
+  v1::ListHoldersResponse theirs;
+  s = ListHolders(As(kHolderB, stack_->orchestrator_endpoint(), kOrch), "holder-view", &theirs);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(theirs.holders_size(), 1);
+  EXPECT_EQ(theirs.holders(0).name(), "holder-b");
+
+  // Holder agents answer only the orchestrator: not another holder, nor itself.
+  auto b_agent = As(kHolderA, HolderEndpoint("holder-b"), kHolderB);
+  ExpectDenied(GetInfo(b_agent), kHolderA, kOnlyOrchestrator, "holder-b GetInfo");
+  ExpectDenied(OpenChannel(b_agent), kHolderA, kOnlyOrchestrator, "holder-b OpenChannel");
+  ExpectDenied(Provision(b_agent), kHolderA, kOnlyOrchestrator, "holder-b Provision");
+  ExpectDenied(GetInfo(As(kHolderA, HolderEndpoint("holder-a"), kHolderA)), kHolderA,
+               kOnlyOrchestrator, "holder-a GetInfo to itself");
+
+  // The MUX: a holder cannot route the GPU (to itself or anywhere).
+  const std::string before = Gpu0Route();
+  auto mux = As(kHolderA, stack_->mux_endpoint(), kMux);
+  ExpectDenied(MuxRoute(mux), kHolderA, kOnlyOrchestrator, "mux Route");
+  ExpectDenied(MuxReset(mux), kHolderA, kOnlyOrchestrator, "mux Reset");
+  ExpectDenied(MuxListGpus(mux), kHolderA, "allowed roles: orchestrator, operator",
+               "mux ListGpus");
+  EXPECT_EQ(Gpu0Route(), before);
+}
+
+TEST_F(AuthorizationTest, TrainerRoleIsDeniedEverywhere) {
+  auto orch = As(kTrainer, stack_->orchestrator_endpoint(), kOrch);
+  ExpectDenied(CreateCampaign(orch, "by-trainer"), kTrainer, kControlRoles, "CreateCampaign");
+  ExpectDenied(ListCampaigns(orch), kTrainer, kControlRoles, "ListCampaigns");
+  ExpectDenied(GetCampaign(orch, "demo"), kTrainer, kControlRoles, "GetCampaign");
+  ExpectDenied(ControlCampaign(orch, Control::kStart, "demo"), kTrainer, kControlRoles,
+               "StartCampaign");
+  ExpectDenied(WatchCampaign(orch, "demo"), kTrainer, kControlRoles, "WatchCampaign");
+  ExpectDenied(OrchListGpus(orch), kTrainer, kControlRoles, "ListGpus");
+  ExpectDenied(ListHolders(orch, ""), kTrainer, "allowed roles: operator, scheduler, holder",
+               "ListHolders");
+  for (const std::string& h : stack_->holder_names()) {
+    auto ch = As(kTrainer, HolderEndpoint(h), Identity{kRoleHolder, h});
+    ExpectDenied(GetInfo(ch), kTrainer, kOnlyOrchestrator, h + " GetInfo");
+    ExpectDenied(OpenChannel(ch), kTrainer, kOnlyOrchestrator, h + " OpenChannel");
+    ExpectDenied(Provision(ch), kTrainer, kOnlyOrchestrator, h + " Provision");
+  }
+  const std::string before = Gpu0Route();
+  ExpectDenied(MuxRoute(As(kTrainer, stack_->mux_endpoint(), kMux)), kTrainer,
+               kOnlyOrchestrator, "mux Route");
+  EXPECT_EQ(Gpu0Route(), before);
+}
+
+// The host holds the MUX's key: with it, it gets neither the holders' keys
+// nor campaign control.
+TEST_F(AuthorizationTest, MuxCertificateReachesNeitherHoldersNorControl) {
+  for (const std::string& h : stack_->holder_names()) {
+    auto ch = As(kMux, HolderEndpoint(h), Identity{kRoleHolder, h});
+    ExpectDenied(GetInfo(ch), kMux, kOnlyOrchestrator, h + " GetInfo");
+    ExpectDenied(OpenChannel(ch), kMux, kOnlyOrchestrator, h + " OpenChannel");
+    ExpectDenied(Provision(ch), kMux, kOnlyOrchestrator, h + " Provision");
+  }
+  auto orch = As(kMux, stack_->orchestrator_endpoint(), kOrch);
+  ExpectDenied(ListCampaigns(orch), kMux, kControlRoles, "ListCampaigns");
+  ExpectDenied(CreateCampaign(orch, "by-mux"), kMux, kControlRoles, "CreateCampaign");
+  ExpectDenied(ListHolders(orch, ""), kMux, "allowed roles: operator, scheduler, holder",
+               "ListHolders");
+  // Nor is the orchestrator's own certificate a control credential.
+  ExpectDenied(ListCampaigns(As(kOrch, stack_->orchestrator_endpoint(), kOrch)), kOrch,
+               kControlRoles, "ListCampaigns as orchestrator");
+}
+
+TEST_F(AuthorizationTest, ServersCannotImpersonateEachOther) {
+  // The orchestrator's certificate, expecting holder-a, dialing holder-b.
+  ExpectRefusedAtHandshake(GetInfo(As(kOrch, HolderEndpoint("holder-b"), kHolderA)),
+                           "holder-b posing as holder-a");
+  ExpectRefusedAtHandshake(OpenChannel(As(kOrch, HolderEndpoint("holder-a"), kHolderB)),
+                           "holder-a posing as holder-b");
+  // Expecting the MUX at a holder's endpoint, and a holder at the MUX's.
+  ExpectRefusedAtHandshake(MuxListGpus(As(kOrch, HolderEndpoint("holder-a"), kMux)),
+                           "holder-a posing as the MUX");
+  ExpectRefusedAtHandshake(GetInfo(As(kOrch, stack_->mux_endpoint(), kHolderA)),
+                           "the MUX posing as holder-a");
+  // Expecting the orchestrator at the MUX's endpoint.
+  ExpectRefusedAtHandshake(ListCampaigns(As(kOperator, stack_->mux_endpoint(), kOrch)),
+                           "the MUX posing as the orchestrator");
+
+  // The orchestrator itself: a campaign whose holder-a points at holder-b's
+  // agent is refused, naming holder-a, and is not created.
+  nlohmann::json spec = stack_->CampaignSpec();
+  ASSERT_EQ(spec["holders"][0]["name"], "holder-a");
+  spec["holders"][0]["endpoint"] = HolderEndpoint("holder-b");
+  spec["holders"].erase(1);
+  auto op = As(kOperator, stack_->orchestrator_endpoint(), kOrch);
+  grpc::Status s = CreateCampaign(op, "swapped-endpoint", nullptr, spec);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_NE(s.error_message().find("'holder-a' at " + HolderEndpoint("holder-b")),
+            std::string::npos)
+      << s.error_message();
+  EXPECT_EQ(GetCampaign(op, "swapped-endpoint").error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(AuthorizationTest, OrchestratorCertificateIsAcceptedByHoldersAndMux) {
+  for (const std::string& h : stack_->holder_names()) {
+    v1::HolderInfo info;
+    grpc::Status s = GetInfo(As(kOrch, HolderEndpoint(h), Identity{kRoleHolder, h}), &info);
+    ASSERT_TRUE(s.ok()) << h << ": " << s.error_message();
+    EXPECT_EQ(info.name(), h);
+    EXPECT_EQ(info.domain(), "td-" + h);
+    EXPECT_GT(info.dataset_bytes(), 0u);
+  }
+  v1::ListGpusResponse list;
+  grpc::Status s = MuxListGpus(As(kOrch, stack_->mux_endpoint(), kMux), &list);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(list.gpus_size(), 1);
+  EXPECT_EQ(list.gpus(0).gpu(), "gpu0");
+  EXPECT_EQ(list.gpus(0).backend(), "emulated");
+}
+
+}  // namespace
+}  // namespace gputravel

@@ -1,0 +1,177 @@
+#include "tests/key_keeping_holder.h"
+
+#include "auth/tls_config.h"
+#include "device/h2d_writer.h"
+#include "keyxfer/dev_attester.h"
+#include "keyxfer/handoff.h"
+#include "keyxfer/random.h"
+#include "keyxfer/x509.h"
+#include "proto/device.grpc.pb.h"
+#include "proto/mux.grpc.pb.h"
+#include "util/files.h"
+#include "util/grpc_status.h"
+
+namespace gputravel {
+
+void KeyKeepingHolder::AddTo(StackOptions* o, const std::string& name, const std::string& dir) {
+  auto self = MeasureFile("/proc/self/exe");
+  o->extra_holders.push_back(
+      StackHolder{name, "unix:" + dir + "/" + name + ".sock", "td-" + name, name + "-data"});
+  if (self.ok()) o->extra_holder_mrtd_hex.push_back(HexEncode(*self));
+}
+
+absl::StatusOr<std::unique_ptr<KeyKeepingHolder>> KeyKeepingHolder::Serve(
+    EmulatedStack* stack, const std::string& name, const std::string& dir) {
+  std::unique_ptr<KeyKeepingHolder> h(new KeyKeepingHolder());
+  h->name_ = name;
+  h->domain_ = "td-" + name;
+  h->dir_ = dir;
+  h->device_endpoint_ = stack->device_socket(h->domain_);
+  auto self = MeasureFile("/proc/self/exe");
+  if (!self.ok()) return self.status();
+  const DevPki& pki = stack->pki();
+  auto key_pem = ReadFile(pki.domains.at(h->domain_).key);
+  auto cert_pem = ReadFile(pki.domains.at(h->domain_).cert);
+  auto root_pem = ReadFile(pki.attestation_root);
+  if (!key_pem.ok() || !cert_pem.ok() || !root_pem.ok()) {
+    return absl::InternalError("dev attestation files missing");
+  }
+  auto key = EcKey::FromPrivatePem(*key_pem);
+  auto cert = CertificatePemToDer(*cert_pem);
+  auto root = CertificatePemToDer(*root_pem);
+  if (!key.ok() || !cert.ok() || !root.ok()) return absl::InternalError("bad dev PKI");
+  auto attester = DevAttester::Create(h->domain_, std::move(*key), *cert, *self);
+  if (!attester.ok()) return attester.status();
+  h->attester_ = std::move(*attester);
+  h->verifier_ = std::make_unique<DevVerifier>(*root, DevPolicy{});
+  auto creds = MakeServerCredentials(stack->tls({kRoleHolder, name}));
+  if (!creds.ok()) return creds.status();
+  grpc::ServerBuilder b;
+  b.AddListeningPort("unix:" + dir + "/" + name + ".sock", *creds);
+  b.RegisterService(h.get());
+  h->server_ = b.BuildAndStart();
+  if (!h->server_) return absl::UnavailableError("cannot serve the key-keeping holder");
+  return h;
+}
+
+KeyKeepingHolder::~KeyKeepingHolder() {
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
+grpc::Status KeyKeepingHolder::GetInfo(grpc::ServerContext*, const v1::GetInfoRequest*,
+                                       v1::HolderInfo* out) {
+  out->set_name(name_);
+  out->set_dataset_bytes(1 << 20);
+  out->set_dataset_format("raw");
+  out->set_dataset_name(name_ + "-data");
+  out->set_domain(domain_);
+  return grpc::Status::OK;
+}
+
+grpc::Status KeyKeepingHolder::OpenChannel(grpc::ServerContext*,
+                                           const v1::OpenChannelRequest* req,
+                                           v1::OpenChannelResponse* out) {
+  auto r = ChannelResponder::Respond(req->orchestrator_public_key(),
+                                     req->orchestrator_nonce(), *attester_);
+  if (!r.ok()) return ToGrpc(r.status());
+  out->set_channel_id("c");
+  out->set_holder_public_key(r->public_key());
+  out->set_holder_nonce(r->nonce());
+  *out->mutable_evidence() = r->evidence();
+  absl::MutexLock l(&mu_);
+  responder_ = std::make_unique<ChannelResponder>(std::move(*r));
+  return grpc::Status::OK;
+}
+
+grpc::Status KeyKeepingHolder::Provision(grpc::ServerContext*, const v1::ProvisionRequest* req,
+                                         grpc::ServerWriter<v1::ProvisionUpdate>* out) {
+  absl::MutexLock l(&mu_);
+  if (!responder_) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no channel");
+  auto ch = responder_->Confirm(req->orchestrator_evidence(), *verifier_);
+  if (!ch.ok()) return ToGrpc(ch.status());
+  auto key = UnwrapHandoff(ch->handoff_key, req->binding(), req->wrapped_handoff());
+  if (!key.ok()) return ToGrpc(key.status());
+  kept_.push_back(Kept{key->Clone(), req->binding()});
+  H2dWriterOptions wo;
+  wo.chunk_size = req->binding().chunk_size();
+  wo.bounce_dir = dir_;
+  std::string data = RandomString(req->binding().window_length());
+  H2dWriter w(MakeChannel(device_endpoint_), wo);
+  auto stats = w.Write(*key, req->binding().gpu_session(), req->binding().buffer_id(), 0,
+                       data.size(),
+                       CounterWindow{req->binding().first_counter(),
+                                     req->binding().counter_count()},
+                       [&data](uint64_t off, uint8_t* dst, size_t n) {
+                         std::memcpy(dst, data.data() + off, n);
+                         return absl::OkStatus();
+                       });
+  if (!stats.ok()) return ToGrpc(stats.status());
+  v1::ProvisionUpdate u;
+  u.mutable_report()->set_bytes(stats->bytes);
+  u.mutable_report()->set_chunks(stats->chunks);
+  u.mutable_report()->set_digest(stats->digest);
+  u.mutable_report()->set_seconds(stats->total_seconds);
+  out->Write(u);
+  return grpc::Status::OK;
+}
+
+std::vector<KeyKeepingHolder::Kept> KeyKeepingHolder::kept() {
+  absl::MutexLock l(&mu_);
+  std::vector<Kept> out;
+  for (const auto& k : kept_) out.push_back(Kept{k.key.Clone(), k.binding});
+  return out;
+}
+
+absl::StatusOr<KeyKeepingHolder::Attempts> KeyKeepingHolder::TryKeptKeys(EmulatedStack* stack) {
+  // The host controls the MUX; the test borrows the orchestrator's
+  // credentials to play the malicious host.
+  auto channel = MakeSecureChannel(stack->mux_endpoint(),
+                                   stack->tls({kRoleOrchestrator, "orchestrator"}),
+                                   Identity{kRoleMux, "mux"});
+  if (!channel.ok()) return channel.status();
+  auto mux = v1::Mux::NewStub(*channel);
+  v1::RouteRequest rr;
+  rr.set_gpu("gpu0");
+  rr.set_domain(domain_);
+  rr.set_fencing_token(1ull << 40);
+  v1::RouteResponse rresp;
+  grpc::ClientContext rctx;
+  absl::Status s = FromGrpc(mux->Route(&rctx, rr, &rresp), "MUX Route");
+  if (!s.ok()) return s;
+  auto admin = v1::DeviceAdmin::NewStub(MakeChannel(stack->device_admin_endpoint()));
+  v1::DeviceStatus status;
+  grpc::ClientContext sctx;
+  s = FromGrpc(admin->GetStatus(&sctx, {}, &status), "device GetStatus");
+  if (!s.ok()) return s;
+  Attempts a;
+  auto src = [](uint64_t, uint8_t* dst, size_t n) {
+    std::memset(dst, 0x5A, n);
+    return absl::OkStatus();
+  };
+  for (const Kept& k : kept()) {
+    H2dWriterOptions wo;
+    wo.chunk_size = k.binding.chunk_size();
+    wo.bounce_dir = dir_;
+    H2dWriter w(MakeChannel(device_endpoint_), wo);
+    const uint32_t next = k.binding.first_counter() + k.binding.counter_count();
+    // At its own session, and claiming the current one, at guessed counters.
+    for (uint64_t session : {k.binding.gpu_session(), status.session_id()}) {
+      for (uint32_t counter : {1u, 2u, next}) {
+        auto st = w.Write(k.key, session, k.binding.buffer_id(), 0, wo.chunk_size,
+                          CounterWindow{counter, 1}, src);
+        if (st.ok()) {
+          ++a.accepted;
+        } else if (absl::IsFailedPrecondition(st.status())) {
+          ++a.old_session_refused;
+        } else if (absl::IsUnauthenticated(st.status())) {
+          ++a.tag_refused;
+        } else {
+          ++a.other;
+        }
+      }
+    }
+  }
+  return a;
+}
+
+}  // namespace gputravel

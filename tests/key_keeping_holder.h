@@ -1,0 +1,73 @@
+#ifndef GPUTRAVEL_TESTS_KEY_KEEPING_HOLDER_H_
+#define GPUTRAVEL_TESTS_KEY_KEEPING_HOLDER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "cli/emulated_stack.h"
+#include "grpcpp/grpcpp.h"
+#include "keyxfer/attested_channel.h"
+#include "keyxfer/attester.h"
+#include "keyxfer/cc_channel.h"
+#include "proto/holder.grpc.pb.h"
+
+namespace gputravel {
+
+// A malicious holder for tests: it runs the real protocol with the real
+// cryptography and mTLS, provisions random bytes, and KEEPS every key it is
+// handed (what P3 must make useless). It serves in the test process.
+class KeyKeepingHolder final : public v1::HolderAgent::Service {
+ public:
+  struct Kept {
+    ChannelMaterial key;
+    v1::HandoffBinding binding;
+  };
+
+  // Serves as holder `name` (domain "td-<name>") of `stack`, which must have
+  // been started with it in extra_holders (see Options()).
+  static absl::StatusOr<std::unique_ptr<KeyKeepingHolder>> Serve(EmulatedStack* stack,
+                                                                 const std::string& name,
+                                                                 const std::string& dir);
+  // The StackOptions entries that make the stack include this holder.
+  static void AddTo(StackOptions* o, const std::string& name, const std::string& dir);
+  ~KeyKeepingHolder() override;
+
+  grpc::Status GetInfo(grpc::ServerContext*, const v1::GetInfoRequest*,
+                       v1::HolderInfo* out) override;
+  grpc::Status OpenChannel(grpc::ServerContext*, const v1::OpenChannelRequest* req,
+                           v1::OpenChannelResponse* out) override;
+  grpc::Status Provision(grpc::ServerContext*, const v1::ProvisionRequest* req,
+                         grpc::ServerWriter<v1::ProvisionUpdate>* out) override;
+
+  // Every key handed to this holder so far (copies).
+  std::vector<Kept> kept();
+
+  // Tries every kept key against the device (the GPU routed to this holder's
+  // TD with the orchestrator's MUX credentials, as a malicious host could):
+  // each key at its own session and claiming the device's current session,
+  // at several counters. Counts the device's answers.
+  struct Attempts {
+    int accepted = 0;             // must stay 0
+    int old_session_refused = 0;  // FAILED_PRECONDITION: that session is gone
+    int tag_refused = 0;          // UNAUTHENTICATED: the key is not the session's
+    int other = 0;
+  };
+  absl::StatusOr<Attempts> TryKeptKeys(EmulatedStack* stack);
+
+ private:
+  KeyKeepingHolder() = default;
+
+  std::string name_, domain_, device_endpoint_, dir_;
+  std::unique_ptr<Attester> attester_;
+  std::unique_ptr<Verifier> verifier_;
+  std::unique_ptr<grpc::Server> server_;
+  absl::Mutex mu_;
+  std::unique_ptr<ChannelResponder> responder_ ABSL_GUARDED_BY(mu_);
+  std::vector<Kept> kept_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_TESTS_KEY_KEEPING_HOLDER_H_

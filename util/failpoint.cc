@@ -1,0 +1,49 @@
+#include "util/failpoint.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+
+#include "util/log.h"
+
+namespace gputravel {
+namespace {
+
+struct Spec {
+  std::string name;
+  long hit = 1;
+};
+
+const Spec& TheSpec() {
+  static const Spec spec = [] {
+    Spec s;
+    const char* v = getenv("GPUTRAVEL_FAILPOINT");
+    if (v == nullptr) return s;
+    s.name = v;
+    size_t hash = s.name.find('#');
+    if (hash != std::string::npos) {
+      s.hit = std::strtol(s.name.c_str() + hash + 1, nullptr, 10);
+      s.name.resize(hash);
+    }
+    return s;
+  }();
+  return spec;
+}
+
+std::atomic<long> hits{0};
+
+}  // namespace
+
+void CrashPoint(const std::string& name) {
+  const Spec& s = TheSpec();
+  if (s.name.empty() || s.name != name) return;
+  if (hits.fetch_add(1) + 1 != s.hit) return;
+  GT_LOG(0, "failpoint ", name, "#", s.hit, ": killing this process (SIGKILL)");
+  ::kill(::getpid(), SIGKILL);
+  ::_exit(137);  // not reached
+}
+
+}  // namespace gputravel

@@ -1,0 +1,18 @@
+#ifndef GPUTRAVEL_UTIL_FAILPOINT_H_
+#define GPUTRAVEL_UTIL_FAILPOINT_H_
+
+#include <string>
+
+namespace gputravel {
+
+// Crash injection for the recovery tests. When the environment variable
+// GPUTRAVEL_FAILPOINT is "NAME" or "NAME#N", the N-th (default first) call of
+// CrashPoint(NAME) logs and kills the process with SIGKILL, exactly as an
+// operator's `kill -9` or a power cut would (nothing is flushed or cleaned
+// up). Unset, it costs one comparison. It can only take a process down,
+// never change what it does otherwise, so it carries no security weight.
+void CrashPoint(const std::string& name);
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_UTIL_FAILPOINT_H_
