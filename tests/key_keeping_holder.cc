@@ -4,10 +4,10 @@
 #include "device/h2d_writer.h"
 #include "keyxfer/dev_attester.h"
 #include "keyxfer/handoff.h"
-#include "keyxfer/random.h"
 #include "keyxfer/x509.h"
 #include "proto/device.grpc.pb.h"
 #include "proto/mux.grpc.pb.h"
+#include "trainer/synthetic_corpus.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
 
@@ -95,7 +95,11 @@ grpc::Status KeyKeepingHolder::Provision(grpc::ServerContext*, const v1::Provisi
   H2dWriterOptions wo;
   wo.chunk_size = req->binding().chunk_size();
   wo.bounce_dir = dir_;
-  std::string data = RandomString(req->binding().window_length());
+  // Real-looking text, so a campaign's model is not thrown off by it.
+  std::vector<uint16_t> tokens =
+      GenerateCorpus(req->binding().trip(), req->binding().window_length() / 2 + 1);
+  std::string data(reinterpret_cast<const char*>(tokens.data()),
+                   req->binding().window_length());
   H2dWriter w(MakeChannel(device_endpoint_), wo);
   auto stats = w.Write(*key, req->binding().gpu_session(), req->binding().buffer_id(), 0,
                        data.size(),

@@ -16,7 +16,7 @@
 namespace gputravel {
 
 // A malicious holder for tests: it runs the real protocol with the real
-// cryptography and mTLS, provisions random bytes, and KEEPS every key it is
+// cryptography and mTLS, provisions synthetic text, and KEEPS every key it is
 // handed (what P3 must make useless). It serves in the test process.
 class KeyKeepingHolder final : public v1::HolderAgent::Service {
  public:

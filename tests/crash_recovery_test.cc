@@ -1,0 +1,253 @@
+// Crash recovery (P7): the orchestrator is killed with SIGKILL at each step
+// of a trip in turn, and restarted. The campaign must complete, every trip
+// must be counted exactly once (each holder's dataset is covered by
+// successful windows exactly once), no key a holder was handed may still
+// work, and every buffer is scrubbed and verified before the next holder.
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "cli/emulated_stack.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tests/key_keeping_holder.h"
+
+namespace gputravel {
+namespace {
+
+struct Fixture {
+  std::string dir;
+  std::unique_ptr<EmulatedStack> stack;
+  std::unique_ptr<KeyKeepingHolder> keeper;
+};
+
+// Two real holders (3 MiB and 5.5 MiB) and the key keeper (1 MiB), a 2 MiB
+// buffer: round-robin trips a, b, keeper, a, b, b.
+absl::Status StartFixture(Fixture* f, const std::string& failpoint) {
+  char tmpl[] = "/tmp/gputravel-crash-XXXXXX";
+  f->dir = mkdtemp(tmpl);
+  StackOptions o;
+  o.holders = 2;
+  o.buffer_bytes = 2u << 20;
+  o.chunk_bytes = 512u << 10;
+  o.log_level = 1;
+  KeyKeepingHolder::AddTo(&o, "keeper", f->dir);
+  // Children inherit the environment at start: only this orchestrator run
+  // carries the failpoint, not the restarted one.
+  if (!failpoint.empty()) setenv("GPUTRAVEL_FAILPOINT", failpoint.c_str(), 1);
+  auto stack = EmulatedStack::Start(o);
+  unsetenv("GPUTRAVEL_FAILPOINT");
+  if (!stack.ok()) return stack.status();
+  f->stack = std::move(*stack);
+  auto keeper = KeyKeepingHolder::Serve(f->stack.get(), "keeper", f->dir);
+  if (!keeper.ok()) return keeper.status();
+  f->keeper = std::move(*keeper);
+  return absl::OkStatus();
+}
+
+void StopFixture(Fixture* f) {
+  f->keeper.reset();
+  if (f->stack) f->stack->Stop();
+  f->stack.reset();
+  (void)system(("rm -rf " + f->dir).c_str());
+}
+
+absl::Status CreateAndStart(EmulatedStack* stack) {
+  auto stub = stack->OperatorClient();
+  v1::CreateCampaignRequest req;
+  req.set_request_id("crash-test");
+  req.set_spec_json(stack->CampaignSpec().dump());
+  v1::CreateCampaignResponse created;
+  grpc::ClientContext ctx;
+  if (!stub->CreateCampaign(&ctx, req, &created).ok()) {
+    return absl::InternalError("create failed");
+  }
+  v1::CampaignRef ref;
+  ref.set_name("demo");
+  v1::Campaign c;
+  grpc::ClientContext ctx2;
+  grpc::Status s = stub->StartCampaign(&ctx2, ref, &c);
+  return s.ok() ? absl::OkStatus() : absl::InternalError(s.error_message());
+}
+
+bool WaitForExit(Subprocess* p, double seconds) {
+  auto until = std::chrono::steady_clock::now() +
+               std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+  while (p->Running()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+std::vector<v1::Event> AllEvents(EmulatedStack* stack) {
+  auto stub = stack->OperatorClient();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::WatchCampaignRequest req;
+  req.set_name("demo");
+  auto reader = stub->WatchCampaign(&ctx, req);
+  std::vector<v1::Event> out;
+  v1::Event e;
+  while (reader->Read(&e)) {
+    if (e.seq() != 0) out.push_back(e);
+  }
+  (void)reader->Finish();
+  return out;
+}
+
+// The invariants every crash must leave intact.
+void CheckInvariants(Fixture* f, const v1::Campaign& c, int expected_aborted) {
+  EXPECT_EQ(c.state(), v1::COMPLETED) << c.error();
+  std::set<uint64_t> ids;
+  int aborted = 0;
+  std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> windows;
+  for (const auto& t : c.trips()) {
+    EXPECT_TRUE(ids.insert(t.id()).second) << "trip " << t.id() << " twice";
+    EXPECT_TRUE(t.scrub_verified()) << "trip " << t.id() << " not scrubbed";
+    EXPECT_TRUE(t.rekeyed()) << "trip " << t.id() << " not re-keyed";
+    if (t.outcome() == "aborted") {
+      ++aborted;
+      EXPECT_EQ(t.step(), v1::ABORTED);
+    } else {
+      EXPECT_EQ(t.outcome(), "ok") << "trip " << t.id() << ": " << t.error();
+      EXPECT_TRUE(t.digest_match()) << "trip " << t.id();
+      windows[t.holder()].push_back({t.window_offset(), t.window_length()});
+    }
+  }
+  EXPECT_EQ(aborted, expected_aborted);
+  EXPECT_EQ(c.trips_ok() + c.trips_failed(), static_cast<uint64_t>(c.trips_size()));
+  // Each dataset covered by successful windows exactly once: counted once.
+  for (const auto& h : c.holders()) {
+    auto& w = windows[h.name()];
+    std::sort(w.begin(), w.end());
+    uint64_t at = 0;
+    for (const auto& x : w) {
+      EXPECT_EQ(x.first, at) << h.name() << ": window counted twice or missing";
+      at = x.first + x.second;
+    }
+    EXPECT_EQ(at, h.dataset_bytes()) << h.name();
+    EXPECT_EQ(h.state(), "done") << h.name();
+  }
+  // No key handed to the keeper still works, including one handed out in the
+  // interrupted trip.
+  auto tries = f->keeper->TryKeptKeys(f->stack.get());
+  ASSERT_TRUE(tries.ok()) << tries.status();
+  EXPECT_EQ(tries->accepted, 0);
+  EXPECT_EQ(tries->other, 0);
+  // Scrubbed before the next holder: every trip finished (after its scrub
+  // was verified) before the next one was planned.
+  std::map<uint64_t, int64_t> started, finished;
+  for (const auto& e : AllEvents(f->stack.get())) {
+    if (e.kind() == v1::TRIP_STARTED) started[e.trip()] = e.seq();
+    if (e.kind() == v1::TRIP_FINISHED) finished[e.trip()] = e.seq();
+  }
+  int64_t prev_finished = 0;
+  for (const auto& s : started) {
+    EXPECT_GT(s.second, prev_finished) << "trip " << s.first << " started before the previous"
+                                       << " trip's buffer was scrubbed";
+    ASSERT_TRUE(finished.count(s.first)) << "trip " << s.first << " never finished";
+    prev_finished = finished[s.first];
+  }
+}
+
+class CrashAtStepTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CrashAtStepTest, RestartCompletesCountsOnceAndLeavesNoLiveKey) {
+  const std::string step = GetParam();
+  Fixture f;
+  // The third trip is the keeper's: it is the one interrupted.
+  absl::Status s = StartFixture(&f, "after_commit:" + step + "#3");
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_TRUE(CreateAndStart(f.stack.get()).ok());
+  Subprocess* orch = f.stack->process("orchestrator");
+  ASSERT_TRUE(WaitForExit(orch, 60)) << "the failpoint never fired";
+  ASSERT_TRUE(WIFSIGNALED(orch->exit_status()));
+  EXPECT_EQ(WTERMSIG(orch->exit_status()), SIGKILL);
+
+  s = f.stack->Restart("orchestrator");
+  ASSERT_TRUE(s.ok()) << s;
+  auto c = f.stack->WaitForFinal("demo", 120);
+  ASSERT_TRUE(c.ok()) << c.status();
+  // Killed after training was committed: the trip counts, nothing is aborted.
+  const int expected_aborted = step == "scrub" ? 0 : 1;
+  CheckInvariants(&f, *c, expected_aborted);
+  bool recovered = false;
+  for (const auto& e : AllEvents(f.stack.get())) {
+    if (e.kind() == v1::RECOVERY && e.holder() == "keeper") recovered = true;
+  }
+  EXPECT_TRUE(recovered) << "a RECOVERY event names the interrupted trip";
+  // The model continued from its checkpoint, not from scratch: the last
+  // window of real text scores better than the first one did.
+  const v1::Trip* first = nullptr;
+  const v1::Trip* last = nullptr;
+  for (const auto& t : c->trips()) {
+    if (!t.has_loss()) continue;
+    if (first == nullptr) first = &t;
+    last = &t;
+  }
+  ASSERT_NE(first, nullptr);
+  EXPECT_LT(last->loss(), first->loss());
+  StopFixture(&f);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryStep, CrashAtStepTest,
+                         ::testing::Values("planned", "route_out", "provision", "route_back",
+                                           "rekey", "train", "scrub"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param);
+                         });
+
+// Killed from outside at arbitrary moments, three times in one campaign.
+TEST(CrashRecoveryTest, RepeatedExternalSigkillStillCompletesExactlyOnce) {
+  Fixture f;
+  absl::Status s = StartFixture(&f, "");
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_TRUE(CreateAndStart(f.stack.get()).ok());
+  std::mt19937 rng(7);
+  Subprocess* orch = f.stack->process("orchestrator");
+  for (int kill = 0; kill < 3; ++kill) {
+    // Let it make some progress: a few step events.
+    int wanted = 3 + static_cast<int>(rng() % 6), seen = 0;
+    auto stub = f.stack->OperatorClient();
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::WatchCampaignRequest req;
+    req.set_name("demo");
+    auto all = AllEvents(f.stack.get());
+    req.set_after_seq(all.empty() ? 0 : all.back().seq());
+    auto reader = stub->WatchCampaign(&ctx, req);
+    v1::Event e;
+    bool final_state = false;
+    while (reader->Read(&e)) {
+      if (e.kind() == v1::CAMPAIGN_STATE && e.campaign_state() == v1::COMPLETED) {
+        final_state = true;
+      }
+      if (e.kind() == v1::STEP && ++seen >= wanted) break;
+    }
+    if (final_state) break;
+    orch->Kill();
+    ctx.TryCancel();
+    (void)reader->Finish();
+    ASSERT_TRUE(WaitForExit(orch, 10));
+    s = f.stack->Restart("orchestrator");
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  auto c = f.stack->WaitForFinal("demo", 120);
+  ASSERT_TRUE(c.ok()) << c.status();
+  int aborted = 0;
+  for (const auto& t : c->trips()) aborted += t.outcome() == "aborted";
+  EXPECT_LE(aborted, 3);
+  CheckInvariants(&f, *c, aborted);
+  StopFixture(&f);
+}
+
+}  // namespace
+}  // namespace gputravel
