@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 
+#include "auth/tls_config.h"
 #include "cli/emulated_stack.h"
 #include "nlohmann/json.hpp"
 #include "proto/mux.grpc.pb.h"
@@ -105,16 +106,22 @@ absl::StatusOr<TripBenchResult> MeasureTrips(const TripBenchOptions& options) {
   if (report->trips_size() == 0) {
     return absl::InternalError("campaign made no trip: " + report->error());
   }
+  if (report->state() != v1::COMPLETED) {
+    return absl::InternalError("campaign " + v1::CampaignState_Name(report->state()) + ": " +
+                               report->error());
+  }
   std::vector<double> trip_s, holder_s, orch_s;
   for (const auto& t : report->trips()) {
     ++r.trips;
-    if (!t.error().empty() || !t.digest_match() || !t.scrub_verified()) {
+    if (t.outcome() != "ok" || !t.digest_match() || !t.scrub_verified()) {
       ++r.failed_trips;
       continue;
     }
-    trip_s.push_back(t.trip_seconds());
-    holder_s.push_back(t.seconds());
-    orch_s.push_back(t.trip_seconds() - t.seconds());
+    // Millisecond timestamps in the durable trip record.
+    const double trip_seconds = (t.ended_unix_ms() - t.started_unix_ms()) / 1000.0;
+    trip_s.push_back(trip_seconds);
+    holder_s.push_back(t.provision_seconds());
+    orch_s.push_back(trip_seconds - t.provision_seconds());
   }
   r.trip_seconds = Summarize(trip_s);
   r.holder_seconds = Summarize(holder_s);
@@ -147,7 +154,11 @@ absl::StatusOr<TripBenchResult> MeasureTrips(const TripBenchOptions& options) {
   }
 
   // MUX Route against the live stack: fencing tokens above every trip's.
-  auto mux = v1::Mux::NewStub(MakeChannel((*stack)->mux_endpoint()));
+  auto mux_channel = MakeSecureChannel((*stack)->mux_endpoint(),
+                                       (*stack)->tls({kRoleOrchestrator, "orchestrator"}),
+                                       Identity{kRoleMux, "mux"});
+  if (!mux_channel.ok()) return mux_channel.status();
+  auto mux = v1::Mux::NewStub(*mux_channel);
   uint64_t token = 1;
   auto state = ReadJsonFile((*stack)->dir() + "/state/mux-routes.json");
   if (state.ok() && state->contains("gpus") && (*state)["gpus"].contains("gpu0")) {

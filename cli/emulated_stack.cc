@@ -185,7 +185,7 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
 
   // The campaign CA and one certificate per identity (what `gputravel pki`
   // does for a real deployment).
-  absl::Status s = InitCampaignCa(st->tls_dir(), options.campaign, 30);
+  absl::Status s = InitCampaignCa(st->tls_dir(), options.campaign, 31);
   if (!s.ok()) return s;
   std::vector<Identity> ids = {{kRoleOrchestrator, "orchestrator"},
                                {kRoleMux, "mux"},

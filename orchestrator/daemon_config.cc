@@ -73,6 +73,14 @@ absl::StatusOr<OrchestratorConfig> ParseOrchestratorConfig(const nlohmann::json&
         where + ": tls: missing object ({\"ca\", \"cert\", \"key\"}); every connection is mTLS");
   }
   ASSIGN_OR_RETURN_CFG(cfg.tls, ParseTlsConfig(j["tls"], where + ": tls"));
+  // Our own certificate must say we are the orchestrator: holders and the
+  // MUX accept only that role, so anything else would fail later, obscurely.
+  auto me = LocalIdentity(cfg.tls);
+  if (!me.ok()) return absl::InvalidArgumentError(where + ": tls.cert: " + std::string(me.status().message()));
+  if (me->role != kRoleOrchestrator) {
+    return absl::InvalidArgumentError(where + ": tls.cert: is for " + DescribeIdentity(*me) +
+                                      "; the orchestrator needs a certificate of role orchestrator");
+  }
   return cfg;
 }
 

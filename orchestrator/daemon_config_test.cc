@@ -1,31 +1,61 @@
-#include "orchestrator/campaign_config.h"
+#include "orchestrator/daemon_config.h"
+
+#include <stdlib.h>
 
 #include <functional>
 
+#include "auth/pki.h"
 #include "gtest/gtest.h"
 
 namespace gputravel {
 namespace {
 
-nlohmann::json Good() {
-  return nlohmann::json::parse(R"({
-    "listen": "unix:/tmp/o.sock", "domain": "orchestrator", "state_dir": "/tmp/s",
-    "mux_endpoint": "unix:/tmp/m.sock",
-    "gpu": {"name": "gpu0", "device_endpoint": "unix:/tmp/d.sock", "device_ca": "/tmp/ca.pem"},
-    "attestation": {"backend": "dev"},
-    "campaigns": [{"name": "c", "buffer_bytes": 1048576, "chunk_bytes": 262144,
-                   "rounds": 2, "trip_timeout_seconds": 30,
-                   "holders": [{"name": "a", "endpoint": "unix:/a", "domain": "ta"},
-                               {"name": "b", "endpoint": "unix:/b", "domain": "tb"}]}]
-  })");
-}
+class DaemonConfigTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    char tmpl[] = "/tmp/gputravel-dcfg-XXXXXX";
+    dir_ = new std::string(mkdtemp(tmpl));
+    ASSERT_TRUE(InitCampaignCa(*dir_, "test", 2).ok());
+    ASSERT_TRUE(IssueIdentity(*dir_, {kRoleOrchestrator, "orchestrator"}, 1).ok());
+    ASSERT_TRUE(IssueIdentity(*dir_, {kRoleOperator, "alice"}, 1).ok());
+  }
+  static void TearDownTestSuite() {
+    (void)system(("rm -rf " + *dir_).c_str());
+    delete dir_;
+  }
 
-TEST(CampaignConfigTest, GoodConfigParses) {
+  static nlohmann::json Good() {
+    const Identity me{kRoleOrchestrator, "orchestrator"};
+    return nlohmann::json{
+        {"listen", "unix:/tmp/o.sock"},
+        {"domain", "orchestrator"},
+        {"state_dir", "/tmp/s"},
+        {"mux_endpoint", "unix:/tmp/m.sock"},
+        {"gpus", {{{"name", "gpu0"},
+                   {"device_endpoint", "unix:/tmp/d.sock"},
+                   {"device_ca", "/tmp/ca.pem"}},
+                  {{"name", "gpu1"},
+                   {"device_endpoint", "unix:/tmp/d1.sock"},
+                   {"device_ca", "/tmp/ca.pem"},
+                   {"serial", "S1"}}}},
+        {"attestation", {{"backend", "dev"}}},
+        {"tls", {{"ca", CaCertPath(*dir_)},
+                 {"cert", IdentityCertPath(*dir_, me)},
+                 {"key", IdentityKeyPath(*dir_, me)}}}};
+  }
+
+  static std::string* dir_;
+};
+
+std::string* DaemonConfigTest::dir_ = nullptr;
+
+TEST_F(DaemonConfigTest, GoodConfigParses) {
   auto c = ParseOrchestratorConfig(Good(), "o.json");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->campaigns[0].holders.size(), 2u);
-  EXPECT_EQ(c->campaigns[0].rounds, 2u);
-  EXPECT_EQ(c->campaigns[0].chunk_bytes, 262144u);
+  ASSERT_EQ(c->gpus.size(), 2u);
+  EXPECT_EQ(c->gpus[1].serial, "S1");
+  EXPECT_EQ(c->mux_name, "mux");
+  EXPECT_EQ(c->tls.ca, CaCertPath(*dir_));
 }
 
 struct BadCase {
@@ -34,41 +64,47 @@ struct BadCase {
   std::string expected;  // substring of the error
 };
 
-class BadConfigTest : public ::testing::TestWithParam<BadCase> {};
-
-TEST_P(BadConfigTest, ErrorNamesTheField) {
-  auto j = Good();
-  GetParam().mutate(j);
-  auto c = ParseOrchestratorConfig(j, "o.json");
-  ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(c.status().message().find(GetParam().expected), std::string::npos)
-      << c.status().message();
+TEST_F(DaemonConfigTest, EveryBadFieldIsNamed) {
+  const std::vector<BadCase> cases = {
+      {"NotObject", [](nlohmann::json& j) { j = nlohmann::json::array(); }, "o.json: must be"},
+      {"UnknownField", [](nlohmann::json& j) { j["campaigns"] = 1; }, "o.json:.campaigns: unknown field"},
+      {"MissingListen", [](nlohmann::json& j) { j.erase("listen"); }, "listen"},
+      {"ListenNotString", [](nlohmann::json& j) { j["listen"] = 5; }, "listen"},
+      {"MissingDomain", [](nlohmann::json& j) { j.erase("domain"); }, "domain"},
+      {"MissingStateDir", [](nlohmann::json& j) { j.erase("state_dir"); }, "state_dir"},
+      {"MissingMux", [](nlohmann::json& j) { j.erase("mux_endpoint"); }, "mux_endpoint"},
+      {"MuxNameNotString", [](nlohmann::json& j) { j["mux_name"] = 1; }, "mux_name"},
+      {"NoGpus", [](nlohmann::json& j) { j.erase("gpus"); }, "gpus: must be a non-empty array"},
+      {"EmptyGpus", [](nlohmann::json& j) { j["gpus"] = nlohmann::json::array(); }, "gpus: must be"},
+      {"GpuNotObject", [](nlohmann::json& j) { j["gpus"][0] = 3; }, "gpus[0]: must be an object"},
+      {"GpuUnknownField", [](nlohmann::json& j) { j["gpus"][0]["bus"] = "x"; }, "gpus[0].bus: unknown field"},
+      {"GpuMissingName", [](nlohmann::json& j) { j["gpus"][0].erase("name"); }, "gpus[0]"},
+      {"GpuEmptyName", [](nlohmann::json& j) { j["gpus"][0]["name"] = ""; }, "gpus[0].name: must not be empty"},
+      {"GpuDuplicate", [](nlohmann::json& j) { j["gpus"][1]["name"] = "gpu0"; }, "gpus[1].name: GPU 'gpu0' appears twice"},
+      {"GpuMissingEndpoint", [](nlohmann::json& j) { j["gpus"][0].erase("device_endpoint"); }, "device_endpoint"},
+      {"GpuMissingCa", [](nlohmann::json& j) { j["gpus"][1].erase("device_ca"); }, "gpus[1]"},
+      {"GpuSerialNotString", [](nlohmann::json& j) { j["gpus"][0]["serial"] = 7; }, "serial"},
+      {"NoAttestation", [](nlohmann::json& j) { j.erase("attestation"); }, "attestation: missing object"},
+      {"NoTls", [](nlohmann::json& j) { j.erase("tls"); }, "tls: missing object"},
+      {"TlsMissingCert", [](nlohmann::json& j) { j["tls"].erase("cert"); }, "tls.cert"},
+      {"TlsCertOfAnotherRole",
+       [](nlohmann::json& j) {
+         j["tls"]["cert"] = IdentityCertPath(*dir_, {kRoleOperator, "alice"});
+         j["tls"]["key"] = IdentityKeyPath(*dir_, {kRoleOperator, "alice"});
+       },
+       "tls.cert: is for operator 'alice'"},
+      {"TlsUnreadableKey", [](nlohmann::json& j) { j["tls"]["key"] = "/nonexistent/k.pem"; }, "/nonexistent/k.pem"},
+  };
+  for (const auto& c : cases) {
+    auto j = Good();
+    c.mutate(j);
+    auto r = ParseOrchestratorConfig(j, "o.json");
+    ASSERT_FALSE(r.ok()) << c.name;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << c.name << ": " << r.status();
+    EXPECT_NE(r.status().message().find(c.expected), std::string::npos)
+        << c.name << ": " << r.status().message();
+  }
 }
-
-INSTANTIATE_TEST_SUITE_P(
-    Fields, BadConfigTest,
-    ::testing::Values(
-        BadCase{"no_listen", [](nlohmann::json& j) { j.erase("listen"); }, "'listen'"},
-        BadCase{"no_domain", [](nlohmann::json& j) { j.erase("domain"); }, "'domain'"},
-        BadCase{"no_state", [](nlohmann::json& j) { j.erase("state_dir"); }, "'state_dir'"},
-        BadCase{"no_mux", [](nlohmann::json& j) { j.erase("mux_endpoint"); }, "'mux_endpoint'"},
-        BadCase{"no_gpu", [](nlohmann::json& j) { j.erase("gpu"); }, "'gpu'"},
-        BadCase{"gpu_ca", [](nlohmann::json& j) { j["gpu"].erase("device_ca"); }, "gpu: missing field 'device_ca'"},
-        BadCase{"no_att", [](nlohmann::json& j) { j.erase("attestation"); }, "'attestation'"},
-        BadCase{"no_campaigns", [](nlohmann::json& j) { j["campaigns"] = nlohmann::json::array(); }, "'campaigns'"},
-        BadCase{"buffer_zero", [](nlohmann::json& j) { j["campaigns"][0]["buffer_bytes"] = 0; }, "campaigns[0].buffer_bytes"},
-        BadCase{"buffer_unaligned", [](nlohmann::json& j) { j["campaigns"][0]["buffer_bytes"] = 33; }, "campaigns[0].buffer_bytes"},
-        BadCase{"buffer_string", [](nlohmann::json& j) { j["campaigns"][0]["buffer_bytes"] = "1M"; }, "'buffer_bytes' must be a non-negative integer"},
-        BadCase{"chunk", [](nlohmann::json& j) { j["campaigns"][0]["chunk_bytes"] = 100; }, "campaigns[0].chunk_bytes"},
-        BadCase{"rounds", [](nlohmann::json& j) { j["campaigns"][0]["rounds"] = 0; }, "campaigns[0].rounds"},
-        BadCase{"timeout", [](nlohmann::json& j) { j["campaigns"][0]["trip_timeout_seconds"] = -1; }, "trip_timeout_seconds"},
-        BadCase{"no_holders", [](nlohmann::json& j) { j["campaigns"][0].erase("holders"); }, "campaigns[0].holders"},
-        BadCase{"holder_endpoint", [](nlohmann::json& j) { j["campaigns"][0]["holders"][1].erase("endpoint"); }, "holders[1]: missing field 'endpoint'"},
-        BadCase{"holder_dup", [](nlohmann::json& j) { j["campaigns"][0]["holders"][1]["name"] = "a"; }, "holder 'a' appears twice"},
-        BadCase{"domain_dup", [](nlohmann::json& j) { j["campaigns"][0]["holders"][1]["domain"] = "ta"; }, "domain 'ta' is used by two holders"},
-        BadCase{"campaign_dup", [](nlohmann::json& j) { j["campaigns"].push_back(j["campaigns"][0]); }, "campaign 'c' appears twice"}),
-    [](const ::testing::TestParamInfo<BadCase>& i) { return i.param.name; });
 
 }  // namespace
 }  // namespace gputravel

@@ -280,7 +280,9 @@ grpc::Status OrchestratorService::ListHolders(grpc::ServerContext* ctx,
       *out->add_holders() = h;
     }
   }
-  if (!found) {
+  // A holder learns nothing about campaigns it is not in, not even whether
+  // they exist.
+  if (!found && who.role != kRoleHolder) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
                         "no campaign named '" + req->campaign() + "'");
   }

@@ -179,7 +179,9 @@ class AuthorizationTest : public ::testing::Test {
     int events = 0;
     while (reader->Read(&ev)) ++events;
     grpc::Status s = reader->Finish();
-    if (!s.ok()) EXPECT_EQ(events, 0) << "a refused watcher got events";
+    if (!s.ok()) {
+      EXPECT_EQ(events, 0) << "a refused watcher got events";
+    }
     return s;
   }
   static grpc::Status ListHolders(std::shared_ptr<grpc::Channel> ch, const std::string& campaign,
@@ -226,7 +228,9 @@ class AuthorizationTest : public ::testing::Test {
     int updates = 0;
     while (reader->Read(&u)) ++updates;
     grpc::Status s = reader->Finish();
-    if (!s.ok()) EXPECT_EQ(updates, 0) << "a refused caller got provisioning updates";
+    if (!s.ok()) {
+      EXPECT_EQ(updates, 0) << "a refused caller got provisioning updates";
+    }
     return s;
   }
 

@@ -1,4 +1,5 @@
 // vfio_mux: the host daemon that routes GPUs between trust domains.
+#include "auth/identity.h"
 #include "auth/tls_config.h"
 #include "util/daemon_main.h"
 #include "util/files.h"
@@ -37,6 +38,12 @@ int main(int argc, char** argv) {
   }
   auto tls = ParseTlsConfig((*cfg)["tls"], args.config + ": tls");
   if (!tls.ok()) ExitStartupError(kProgram, std::string(tls.status().message()));
+  auto me = LocalIdentity(*tls);
+  if (!me.ok()) ExitStartupError(kProgram, std::string(me.status().message()));
+  if (me->role != kRoleMux) {
+    ExitStartupError(kProgram, args.config + ": tls.cert is for " + DescribeIdentity(*me) +
+                                   "; the MUX needs a certificate of role mux");
+  }
   auto creds = MakeServerCredentials(*tls);
   if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));
   MuxService service(table->get(), (*backend)->Name());

@@ -1,13 +1,22 @@
 #include "vfio_mux/mux_service.h"
 
-#include <stdlib.h>
+#include <chrono>
 
+#include "auth/identity.h"
+#include "auth/pki.h"
+#include "auth/test_server.h"
+#include "auth/tls_config.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "util/files.h"
 #include "util/grpc_status.h"
 
 namespace gputravel {
 namespace {
+
+const Identity kMux{kRoleMux, "mux"};
+const Identity kOrch{kRoleOrchestrator, "orchestrator"};
+const Identity kOperator{kRoleOperator, "operator"};
 
 class CountingBackend : public RoutingBackend {
  public:
@@ -26,46 +35,68 @@ class CountingBackend : public RoutingBackend {
   int moves = 0, resets = 0;
 };
 
-// The Mux API over real gRPC on a Unix socket.
+// The Mux API over real gRPC (mutual TLS) on a Unix socket.
 class MuxServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/gputravel-mux-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    ASSERT_FALSE(tmp_.path().empty());
+    dir_ = tmp_.path();
+    ASSERT_TRUE(MakeTestPki(Pki(), {kMux, kOrch, kOperator}).ok());
     table_ = *RouteTable::Open(&backend_, dir_ + "/state.json", dir_ + "/audit.log");
     service_ = std::make_unique<MuxService>(table_.get(), backend_.Name());
+    auto creds = MakeServerCredentials(TestFiles(Pki(), kMux));
+    ASSERT_TRUE(creds.ok()) << creds.status();
     grpc::ServerBuilder b;
-    b.AddListeningPort("unix:" + dir_ + "/mux.sock", grpc::InsecureServerCredentials());
+    b.AddListeningPort(Endpoint(), *creds);
     b.RegisterService(service_.get());
     server_ = b.BuildAndStart();
-    stub_ = v1::Mux::NewStub(MakeChannel("unix:" + dir_ + "/mux.sock"));
+    ASSERT_TRUE(server_);
+    stub_ = StubAs(kOrch);
+    ASSERT_TRUE(stub_);
   }
   void TearDown() override {
-    server_->Shutdown();
-    (void)system(("rm -rf " + dir_).c_str());
+    if (server_) server_->Shutdown();
   }
-  grpc::Status Route(const std::string& gpu, const std::string& domain, uint64_t token) {
+  std::string Pki() const { return dir_ + "/pki"; }
+  std::string Endpoint() const { return "unix:" + dir_ + "/mux.sock"; }
+  std::unique_ptr<v1::Mux::Stub> StubAs(const Identity& id) {
+    auto ch = MakeSecureChannel(Endpoint(), TestFiles(Pki(), id), kMux);
+    EXPECT_TRUE(ch.ok()) << ch.status();
+    return ch.ok() ? v1::Mux::NewStub(*ch) : nullptr;
+  }
+  static void Deadline(grpc::ClientContext* ctx) {
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  }
+  grpc::Status Route(const std::string& gpu, const std::string& domain, uint64_t token,
+                     v1::Mux::Stub* stub = nullptr) {
     v1::RouteRequest r;
     r.set_gpu(gpu);
     r.set_domain(domain);
     r.set_fencing_token(token);
     v1::RouteResponse resp;
     grpc::ClientContext ctx;
-    return stub_->Route(&ctx, r, &resp);
+    Deadline(&ctx);
+    return (stub != nullptr ? stub : stub_.get())->Route(&ctx, r, &resp);
   }
+  grpc::Status ListGpus(v1::Mux::Stub* stub, v1::ListGpusResponse* out) {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    return stub->ListGpus(&ctx, {}, out);
+  }
+  TempDir tmp_;
   std::string dir_;
   CountingBackend backend_;
   std::unique_ptr<RouteTable> table_;
   std::unique_ptr<MuxService> service_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<v1::Mux::Stub> stub_;
+  std::unique_ptr<v1::Mux::Stub> stub_;  // the orchestrator's
 };
 
 TEST_F(MuxServiceTest, ListRouteGetReset) {
   v1::ListGpusResponse list;
   {
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(stub_->ListGpus(&ctx, {}, &list).ok());
+    grpc::Status s = ListGpus(stub_.get(), &list);
+    ASSERT_TRUE(s.ok()) << s.error_message();
   }
   ASSERT_EQ(list.gpus_size(), 2);
   EXPECT_EQ(list.gpus(0).backend(), "counting");
@@ -75,6 +106,7 @@ TEST_F(MuxServiceTest, ListRouteGetReset) {
   v1::GpuRoute route;
   {
     grpc::ClientContext ctx;
+    Deadline(&ctx);
     ASSERT_TRUE(stub_->GetRoute(&ctx, g, &route).ok());
   }
   EXPECT_EQ(route.domain(), "td-a");
@@ -85,6 +117,7 @@ TEST_F(MuxServiceTest, ListRouteGetReset) {
   v1::ResetGpuResponse rresp;
   {
     grpc::ClientContext ctx;
+    Deadline(&ctx);
     ASSERT_TRUE(stub_->Reset(&ctx, rr, &rresp).ok());
   }
   EXPECT_EQ(backend_.resets, 1);
@@ -97,6 +130,53 @@ TEST_F(MuxServiceTest, ErrorsCarryTheirCodes) {
   EXPECT_NE(stale.error_message().find("stale fencing token"), std::string::npos);
   EXPECT_EQ(Route("gpu7", "td-a", 9).error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(backend_.moves, 1);
+}
+
+TEST_F(MuxServiceTest, OperatorMayListAndReadButNotRouteOrReset) {
+  auto op = StubAs(kOperator);
+  ASSERT_TRUE(op);
+  v1::ListGpusResponse list;
+  grpc::Status s = ListGpus(op.get(), &list);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(list.gpus_size(), 2);
+
+  s = Route("gpu0", "td-a", 1, op.get());
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_NE(s.error_message().find("operator 'operator'"), std::string::npos)
+      << s.error_message();
+  EXPECT_NE(s.error_message().find("allowed roles: orchestrator"), std::string::npos)
+      << s.error_message();
+
+  v1::ResetGpuRequest rr;
+  rr.set_gpu("gpu0");
+  rr.set_fencing_token(1);
+  v1::ResetGpuResponse rresp;
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  s = op->Reset(&ctx, rr, &rresp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_EQ(backend_.moves, 0);
+  EXPECT_EQ(backend_.resets, 0);
+}
+
+TEST_F(MuxServiceTest, ClientWithoutCertificateIsRefused) {
+  // TLS trusting the MUX, but presenting no client certificate.
+  grpc::SslCredentialsOptions opts;
+  opts.pem_root_certs = *ReadFile(CaCertPath(Pki()));
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride(ServerNameFor(kMux));
+  auto anon = v1::Mux::NewStub(
+      grpc::CreateCustomChannel(Endpoint(), grpc::SslCredentials(opts), args));
+  v1::ListGpusResponse list;
+  grpc::Status s = ListGpus(anon.get(), &list);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  s = Route("gpu0", "td-a", 1, anon.get());
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  // Plaintext.
+  auto plain = v1::Mux::NewStub(MakeChannel(Endpoint()));
+  s = Route("gpu0", "td-a", 1, plain.get());
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_EQ(backend_.moves, 0);
 }
 
 }  // namespace
