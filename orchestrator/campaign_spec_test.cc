@@ -1,6 +1,8 @@
 #include "orchestrator/campaign_spec.h"
 
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -528,6 +530,26 @@ INSTANTIATE_TEST_SUITE_P(
 
 #undef SET
 #undef ERASE
+
+}  // namespace
+}  // namespace gputravel
+
+namespace gputravel {
+namespace {
+
+// The example shipped in deploy/examples is a valid campaign.
+TEST(CampaignSpecExampleTest, DeployExampleParses) {
+  std::ifstream in("deploy/examples/campaign-hospitals.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  SpecOptions opts;
+  opts.known_gpus = {"gpu0"};
+  opts.reserved_domains = {"orchestrator"};
+  auto spec = ParseCampaignSpecText(ss.str(), "campaign-hospitals.json: ", opts);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->holders.size(), 2u);
+  EXPECT_EQ(spec->schedule, SchedulePolicy::kProportional);
+}
 
 }  // namespace
 }  // namespace gputravel
