@@ -70,6 +70,17 @@ class CampaignEngine::Hooks final : public TripHooks {
     engine_->Notify(seqs);
     return seqs.status();
   }
+  void Scrubbed() override {
+    EventRow e;
+    e.campaign = plan_->campaign;
+    e.trip = plan_->trip;
+    e.kind = "scrubbed";
+    e.step = kStepScrub;
+    e.message = "buffer zeroed and verified";
+    e.bytes = plan_->buffer_bytes;
+    auto seq = engine_->store_->AppendEvent(e);
+    if (seq.ok()) engine_->Notify(EventSeqs{*seq});
+  }
   absl::StatusOr<bool> Train(const std::string& plaintext) override {
     if (trainer_ == nullptr) return false;
     TrainingWindow w;
@@ -131,9 +142,6 @@ absl::Status CampaignEngine::Start() {
 void CampaignEngine::Shutdown() {
   {
     absl::MutexLock l(&mu_);
-    if (stopping_) {
-      // Already stopping; still join below if needed.
-    }
     stopping_ = true;
     for (auto& g : gpus_) {
       if (g->control != nullptr) g->control->Cancel();
@@ -184,6 +192,11 @@ void CampaignEngine::WaitForChange(int64_t seen_seq, uint64_t seen_progress,
     return stopping_ || last_seq_ > seen_seq || progress_version_ > seen_progress;
   };
   mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
+}
+
+bool CampaignEngine::stopping() {
+  absl::MutexLock l(&mu_);
+  return stopping_;
 }
 
 LiveProgress CampaignEngine::Progress(const std::string& campaign) {
@@ -617,6 +630,10 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     auto begun = store_->BeginTrip(t);
     Notify(begun);
     if (!begun.ok()) {
+      // A pause or cancel that landed since the state was read is not an
+      // error; anything else needs an operator.
+      auto now = store_->GetCampaign(name);
+      if (now.ok() && now->state != kCampaignRunning) break;
       fail(kCampaignPaused, std::string(begun.status().message()));
       break;
     }

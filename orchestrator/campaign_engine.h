@@ -71,6 +71,8 @@ class CampaignEngine {
   // Blocks until an event after `seen_seq` is committed, the live progress
   // version passes `seen_progress`, Shutdown, or `timeout`.
   void WaitForChange(int64_t seen_seq, uint64_t seen_progress, absl::Duration timeout);
+  // True once Shutdown began (watch streams end).
+  bool stopping();
   // The campaign's live progress (version 0 when there is none).
   LiveProgress Progress(const std::string& campaign);
   // GPU name -> campaign currently running on it ("" when idle).

@@ -298,7 +298,7 @@ absl::Status ParseHolder(const json& h, const std::string& where, const std::str
   for (const auto& r : opts.reserved_domains) {
     if (out->domain == r) {
       return Err(where, Sub(path, "domain"),
-                 Quote(r) + " is reserved (the orchestrator's or the MUX's domain)");
+                 Quote(r) + " is reserved (the orchestrator's own domain)");
     }
   }
 

@@ -45,7 +45,9 @@ int main(int argc, char** argv) {
   if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));
 
   CampaignEngine engine(&*cfg, store->get(), att->attester.get(), att->verifier.get());
-  absl::Status s = engine.Start();  // recovery of interrupted trips runs first
+  // The GPU workers make interrupted trips safe before they run anything
+  // else; the API serves meanwhile.
+  absl::Status s = engine.Start();
   if (!s.ok()) ExitStartupError(kProgram, std::string(s.message()));
   OrchestratorService service(&engine);
   grpc::EnableDefaultHealthCheckService(true);

@@ -198,9 +198,14 @@ grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
   int64_t seq = req->after_seq();
   uint64_t progress_seen = 0;
   std::map<uint64_t, std::string> trip_holder;
-  while (!ctx->IsCancelled()) {
+  while (!ctx->IsCancelled() && !engine_->stopping()) {
+    // Read the global position and the campaign's state BEFORE its events:
+    // the event that makes a campaign final is committed with the state, so
+    // a final state seen here means its event is in the batch read next.
     auto latest = store->LastEventSeq();
     if (!latest.ok()) return ToGrpc(latest.status());
+    auto now = store->GetCampaign(req->name());
+    if (!now.ok()) return ToGrpc(now.status());
     auto events = store->EventsAfter(req->name(), seq, 256);
     if (!events.ok()) return ToGrpc(events.status());
     bool final_sent = false;
@@ -234,12 +239,8 @@ grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
     }
     if (final_sent) return grpc::Status::OK;
     if (events->size() == 256) continue;  // more to replay
-    // A campaign that was already final before the watch began and whose
-    // final event was replayed earlier than after_seq: end now.
-    auto now = store->GetCampaign(req->name());
-    if (now.ok() && IsTerminal(StateToProto(now->state)) && seq >= *latest) {
-      return grpc::Status::OK;
-    }
+    // Final before this watch began, its final event at or before after_seq.
+    if (IsTerminal(StateToProto(now->state))) return grpc::Status::OK;
     LiveProgress p = engine_->Progress(req->name());
     if (p.version > progress_seen) {
       progress_seen = p.version;
@@ -254,7 +255,8 @@ grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
       ev.set_time_unix_ms(absl::ToUnixMillis(absl::Now()));
       if (!out->Write(ev)) return grpc::Status::OK;
     }
-    engine_->WaitForChange(seq, progress_seen, absl::Milliseconds(250));
+    // Wake on any newer event (of any campaign) or on progress.
+    engine_->WaitForChange(*latest, progress_seen, absl::Milliseconds(250));
   }
   return grpc::Status::OK;
 }

@@ -623,7 +623,7 @@ absl::Status StateStore::EnsureSchema() {
       return absl::FailedPreconditionError(absl::StrCat(
           "state database ", path_, " has schema version ", v,
           ", newer than this orchestrator's version ", kSchemaVersion,
-          "; run a newer orchestrator or point --state at another file"));
+          "; run a newer orchestrator or point state_dir at another directory"));
     }
     if (v != 0 && v != kSchemaVersion) {
       return absl::UnimplementedError(absl::StrCat(
@@ -653,7 +653,7 @@ absl::Status StateStore::EnsureSchema() {
         return absl::FailedPreconditionError(absl::StrCat(
             "state database ", path_,
             " already has tables but no schema version: it is not an "
-            "orchestrator state database; point --state at another file"));
+            "orchestrator state database; point state_dir at another directory"));
       }
     }
     // Constant DDL, several statements: sqlite3_exec is the tool for it.

@@ -327,6 +327,7 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   absl::Status scrub = gpu_->ScrubAndVerify(plan.buffer_id, plan.buffer_bytes);
   if (!scrub.ok()) return scrub;  // residue cannot be ruled out
   out.scrub_verified = true;
+  hooks->Scrubbed();
   out.cancelled = control->cancelled();
   out.ok = out.error.empty() && out.rekeyed && out.scrub_verified;
   return out;

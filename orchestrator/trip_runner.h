@@ -61,6 +61,8 @@ class TripHooks {
   // "scrub". Returns false (without committing) if no trainer is configured,
   // in which case the runner commits "scrub" itself.
   virtual absl::StatusOr<bool> Train(const std::string& plaintext) = 0;
+  // The buffer was zeroed and every byte read back as zero (an event).
+  virtual void Scrubbed() = 0;
 };
 
 // Lets another thread stop a trip promptly: cancels the holder call in

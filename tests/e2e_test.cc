@@ -319,6 +319,40 @@ TEST(EndToEndTest, CreateIsIdempotentAndValidatesTheSpec) {
       << s.error_message();
 }
 
+// Two campaigns on one GPU run one after the other, and watching a finished
+// campaign ends even while another campaign keeps producing events.
+TEST(EndToEndTest, TwoCampaignsShareTheGpuAndWatchesEnd) {
+  StackOptions o;
+  o.holders = 2;
+  o.trainer = false;
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto stub = (*stack)->OperatorClient();
+  nlohmann::json a = (*stack)->CampaignSpec();
+  nlohmann::json b = a;
+  b["name"] = "second";
+  b["rounds"] = 3;
+  v1::CreateCampaignResponse created;
+  ASSERT_TRUE(Create(stub.get(), a, "ra", &created).ok());
+  ASSERT_TRUE(Create(stub.get(), b, "rb", &created).ok());
+  v1::Campaign c;
+  ASSERT_TRUE(Control(stub.get(), "start", "demo", &c).ok());
+  ASSERT_TRUE(Control(stub.get(), "start", "second", &c).ok());
+  auto first = (*stack)->WaitForFinal("demo", 60);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->state(), v1::COMPLETED);
+  auto t0 = std::chrono::steady_clock::now();
+  bool ended_by_stream = !WatchUntil(stub.get(), "demo", [](const v1::Event&) { return false; });
+  EXPECT_TRUE(ended_by_stream);
+  EXPECT_LT(SecondsSince(t0), 5.0) << "a finished campaign's watch ends";
+  auto second = (*stack)->WaitForFinal("second", 60);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->state(), v1::COMPLETED);
+  EXPECT_EQ(second->trips_ok(), 6u);
+  // The GPU went to one campaign at a time: trip ids do not interleave.
+  EXPECT_LT(first->trips(first->trips_size() - 1).id(), second->trips(0).id());
+}
+
 // The orchestrator remembers campaigns across a restart and goes on with them.
 TEST(EndToEndTest, CampaignsSurviveAnOrchestratorRestart) {
   StackOptions o;
