@@ -551,8 +551,9 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
   Notify(store_->SetCampaignBuffer(name, *buffer));
 
   // The trainer, continuing from the last checkpoint.
-  std::unique_ptr<BuiltinTrainer> trainer;
+  // The loader outlives the trainer (declared first, destroyed last).
   DataLoader loader(spec->trainer.batch_tokens);
+  std::unique_ptr<BuiltinTrainer> trainer;
   if (spec->trainer.kind == "next-token") {
     NextTokenModelConfig mc;
     mc.vocab = spec->trainer.vocab;

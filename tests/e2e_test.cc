@@ -12,7 +12,9 @@
 #include <set>
 #include <sstream>
 
+#include "auth/tls_config.h"
 #include "cli/emulated_stack.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "keyxfer/random.h"
@@ -351,6 +353,42 @@ TEST(EndToEndTest, TwoCampaignsShareTheGpuAndWatchesEnd) {
   EXPECT_EQ(second->trips_ok(), 6u);
   // The GPU went to one campaign at a time: trip ids do not interleave.
   EXPECT_LT(first->trips(first->trips_size() - 1).id(), second->trips(0).id());
+}
+
+// The standard gRPC health service answers over mTLS (grpc.health.v1).
+TEST(EndToEndTest, HealthServiceAnswersServingOverMtls) {
+  StackOptions o;
+  o.holders = 1;
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto channel = MakeSecureChannel((*stack)->orchestrator_endpoint(),
+                                   (*stack)->tls({kRoleOperator, "operator"}),
+                                   Identity{kRoleOrchestrator, "orchestrator"});
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  grpc::GenericStub stub(*channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::ByteBuffer request;  // HealthCheckRequest{service: ""} encodes to no bytes
+  grpc::Slice empty("", 0);
+  request = grpc::ByteBuffer(&empty, 1);
+  auto call = stub.PrepareUnaryCall(&ctx, "/grpc.health.v1.Health/Check", request, &cq);
+  call->StartCall();
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  call->Finish(&response, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2)) << "HealthCheckResponse{status: SERVING}";
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
 }
 
 // The orchestrator remembers campaigns across a restart and goes on with them.
