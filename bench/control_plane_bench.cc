@@ -1,19 +1,21 @@
 #include "bench/control_plane_bench.h"
 
-#include <unistd.h>
+#include <stdlib.h>
 
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <functional>
 
 #include "bench/plaintext_source.h"
 #include "device/h2d_writer.h"
 #include "keyxfer/attested_channel.h"
-#include "keyxfer/counter_window.h"
 #include "keyxfer/dev_attester.h"
 #include "keyxfer/ec_key.h"
 #include "keyxfer/handoff.h"
 #include "keyxfer/random.h"
 #include "keyxfer/x509.h"
+#include "orchestrator/state_store.h"
 #include "proto/device.grpc.pb.h"
 #include "util/grpc_status.h"
 
@@ -99,8 +101,9 @@ absl::StatusOr<std::vector<ComponentTiming>> MeasureControlPlaneComponents(
           });
   if (!s.ok()) return s;
   s = add("gpu_establish",
-          "GpuSession::Establish: P-384 ECDHE both sides, device signs, driver verifies "
-          "certificate and signature, 2 RPCs",
+          "GpuSession::Establish: P-384 ECDHE (the driver's ephemeral key made ahead), "
+          "device signs, driver verifies the signature beside its ECDH (certificate "
+          "check cached), 2 RPCs",
           1, nullptr, [&] { return gpu.Establish(); });
   if (!s.ok()) return s;
   s = add("sealed_command", "one AES-GCM sealed control command round trip (Query)",
@@ -116,7 +119,7 @@ absl::StatusOr<std::vector<ComponentTiming>> MeasureControlPlaneComponents(
   auto attestation = MakeDevAttestation();
   if (!attestation.ok()) return attestation.status();
   s = add("attested_channel",
-          "mutual attested key agreement, crypto only: 2 P-384 ECDHE, 2 dev evidence "
+          "mutual attested key agreement, crypto only: 2 P-256 ECDHE, 2 dev evidence "
           "signatures, 2 evidence + certificate verifications",
           1, nullptr, [&]() -> absl::Status {
             auto init = ChannelInitiator::Create();
@@ -146,14 +149,68 @@ absl::StatusOr<std::vector<ComponentTiming>> MeasureControlPlaneComponents(
           });
   if (!s.ok()) return s;
 
-  const std::string state_file = state_dir + "/bench-durable-write";
-  s = add("durable_write",
-          "WriteFileAtomically in " + state_dir +
-              " (write, fsync, rename, fsync dir): the orchestrator's trip counter and "
-              "counter window x2 (the MUX's own are inside its Route)",
-          3, nullptr, [&] { return WriteFileAtomically(state_file, "orchestrator 12345\n"); });
-  ::unlink(state_file.c_str());
-  ::unlink((state_file + ".tmp").c_str());
+  // The orchestrator's durable record of one trip, as the engine writes it
+  // (3 of the 10 commits fsynced), in a scratch database in `state_dir`.
+  char tmpl[4096];
+  std::snprintf(tmpl, sizeof(tmpl), "%s/gputravel-bench-state-XXXXXX", state_dir.c_str());
+  if (::mkdtemp(tmpl) == nullptr) {
+    return absl::InternalError("cannot create a scratch directory in " + state_dir);
+  }
+  const std::string scratch = tmpl;
+  {
+    auto store = StateStore::Open(scratch + "/orchestrator.db");
+    if (!store.ok()) return store.status();
+    CampaignRow c;
+    c.name = "bench";
+    c.request_id = "bench";
+    c.spec_json = "{}";
+    c.gpu = "gpu0";
+    HolderRow h;
+    h.name = "h";
+    h.dataset_bytes = kWindow;
+    absl::Status st = (*store)->CreateCampaign(c, {h}).status();
+    if (st.ok()) st = (*store)->SetCampaignState("bench", kCampaignRunning, "", "").status();
+    if (!st.ok()) return st;
+    s = add("state_store_trip",
+            "the orchestrator's durable record of one trip in SQLite (WAL) in " + state_dir +
+                ": trip id, BeginTrip, 6 steps, provisioning report, scrubbed event, "
+                "FinishTrip; 3 commits fsynced (route_out, FinishTrip and, with a trainer, "
+                "RecordTrained)",
+            1, nullptr, [&]() -> absl::Status {
+              StateStore& db = **store;
+              auto id = db.NextTripId();
+              if (!id.ok()) return id.status();
+              TripRow t;
+              t.id = *id;
+              t.campaign = "bench";
+              t.holder = "h";
+              t.window_length = kWindow;
+              std::vector<absl::StatusOr<EventSeqs>> r;
+              r.push_back(db.BeginTrip(t));
+              r.push_back(db.SetTripStep(*id, kStepRouteOut, "", TripCounterWindow{1, 1, 1}));
+              r.push_back(db.SetTripStep(*id, kStepProvision, ""));
+              r.push_back(db.SetTripStep(*id, kStepRouteBack, ""));
+              r.push_back(db.SetTripStep(*id, kStepRekey, ""));
+              r.push_back(db.RecordProvisioned(*id, kWindow, 1, 0.001, true));
+              r.push_back(db.SetTripStep(*id, kStepScrub, ""));
+              EventRow e;
+              e.campaign = "bench";
+              e.trip = *id;
+              e.kind = "scrubbed";
+              auto ev = db.AppendEvent(e);
+              if (!ev.ok()) return ev.status();
+              TripFinish f;
+              f.outcome = kOutcomeAborted;  // leaves the cursor where it is
+              f.scrub_verified = true;
+              f.rekeyed = true;
+              r.push_back(db.FinishTrip(*id, f));
+              for (const auto& x : r) {
+                if (!x.ok()) return x.status();
+              }
+              return absl::OkStatus();
+            });
+  }
+  std::filesystem::remove_all(scratch);
   if (!s.ok()) return s;
 
   PlaintextSource source(kWindow);

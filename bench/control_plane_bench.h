@@ -23,8 +23,8 @@ struct ComponentTiming {
 // trip on a Unix socket, the orchestrator's device key exchange
 // (GpuSession::Establish), one sealed control command, scrub-and-verify of a
 // 4 KiB buffer, the mutually attested channel's cryptography (development
-// attester), hand-off wrap + unwrap, a durable state write
-// (WriteFileAtomically: write, fsync, rename, fsync dir) in `state_dir`, and
+// attester), hand-off wrap + unwrap, the orchestrator's durable record of a
+// trip (StateStore, SQLite in a scratch directory under `state_dir`), and
 // the holder's 4 KiB H2dWriter::Write with a new gRPC channel (as the holder
 // agent does per trip) and with a reused one. `iterations` samples each.
 absl::StatusOr<std::vector<ComponentTiming>> MeasureControlPlaneComponents(

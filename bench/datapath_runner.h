@@ -15,6 +15,7 @@ namespace bench {
 // Sizes and repetitions of one run.
 struct BenchConfig {
   double reference_seconds = 0.5;               // per OpenSSL figure
+  double adjacent_reference_seconds = 0.1;      // before each (a)/(a')/(b) pass; 0: none
   std::vector<uint32_t> chunk_sizes = {64u << 10, 256u << 10, 1u << 20, 2u << 20};
   std::vector<int> threads = {1, 2};
   uint64_t stage_window = 256ull << 20;         // (a) bytes per pass

@@ -15,6 +15,13 @@ absl::StatusOr<ProvisionResult> MeasureProvision(DeviceRig& rig, uint64_t buffer
                                                  uint64_t length,
                                                  const ChunkSource& source,
                                                  const H2dWriterOptions& options) {
+  CopyingSource copying(source);
+  return MeasureProvision(rig, buffer_id, length, copying, options);
+}
+
+absl::StatusOr<ProvisionResult> MeasureProvision(DeviceRig& rig, uint64_t buffer_id,
+                                                 uint64_t length, H2dSource& source,
+                                                 const H2dWriterOptions& options) {
   auto handoff = rig.HandToHolder();
   if (!handoff.ok()) return handoff.status();
   H2dWriter writer(rig.holder_channel(), options);

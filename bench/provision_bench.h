@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "bench/device_rig.h"
+#include "device/h2d_source.h"
 #include "device/h2d_writer.h"
 
 namespace gputravel {
@@ -22,12 +23,18 @@ struct ProvisionResult {
   double read_seconds = 0;  // writer's own figure: time in the source callback
 };
 
-// One window through the real holder path: H2dWriter (reader, encrypt
-// workers, bounce ring in options.bounce_dir, in-order SubmitH2D over gRPC)
-// into the rig's EmulatedGpu, which decrypts each chunk at its own counter
-// into device buffer `buffer_id` from offset 0. The session is re-keyed
-// before and the device's H2D byte count checked after (untimed); the holder
-// reuses the rig's connected channel, so connection setup is not timed.
+// One window through the real holder path: H2dWriter (encrypt workers
+// reading the source's views, or copies for a copying source, bounce ring in
+// options.bounce_dir, doorbells in counter order on one SubmitH2DStream over
+// gRPC) into the rig's EmulatedGpu, which decrypts each chunk at its own
+// counter into device buffer `buffer_id` from offset 0. The session is
+// re-keyed before and the device's H2D byte count checked after (untimed);
+// the holder reuses the rig's connected channel, so connection setup is not
+// timed.
+absl::StatusOr<ProvisionResult> MeasureProvision(DeviceRig& rig, uint64_t buffer_id,
+                                                 uint64_t length, H2dSource& source,
+                                                 const H2dWriterOptions& options);
+// The same over a copying callback (the writer's fallback path).
 absl::StatusOr<ProvisionResult> MeasureProvision(DeviceRig& rig, uint64_t buffer_id,
                                                  uint64_t length,
                                                  const ChunkSource& source,
@@ -36,8 +43,8 @@ absl::StatusOr<ProvisionResult> MeasureProvision(DeviceRig& rig, uint64_t buffer
 // The device's own ceiling: EmulatedGpu::SubmitH2D called directly (no
 // gRPC, no holder threads) on chunks of `chunk_size` staged one at a time in a
 // one-slot ring in `bounce_dir`; only the SubmitH2D calls are timed (decrypt
-// at the device's counter into scratch, tag check, copy into device memory,
-// scratch wipe). `bytes` in all, into device buffer `buffer_id`.
+// at the device's counter into scratch outside the device lock, tag check,
+// copy into device memory). `bytes` in all, into device buffer `buffer_id`.
 struct DeviceCeiling {
   uint32_t chunk_size = 0;
   uint64_t bytes = 0;

@@ -30,10 +30,19 @@ struct ThroughputFigure {
   double ring_reference_mbps = 0; // the same out of place into a /dev/shm ring
   double ratio = 0;               // mbps / (threads x reference_mbps)
   double ratio_single = 0;        // mbps / reference_mbps
+  // OpenSSL single thread at chunk_size measured right before each pass (the
+  // machine is shared and its speed drifts during a run), and the median over
+  // passes of pass_mbps / (threads x that pass's own reference).
+  std::vector<double> pass_adjacent_reference_mbps;
+  double adjacent_reference_mbps = 0;  // median
+  double ratio_adjacent = 0;
   // Median pass: wall, process CPU (cpu/wall = CPUs busy on average), and
   // (pure stage only) thread time per step.
   double seconds = 0, cpu_seconds = 0;
+  // read = getting the plaintext (a view of the source, or a copy into
+  // staging); zeroize = wiping private staging (copying sources only).
   double read_seconds = 0, encrypt_seconds = 0, zeroize_seconds = 0;
+  bool zero_copy = false;  // (a) the workers encrypted straight from source views
 };
 
 struct BenchReport {

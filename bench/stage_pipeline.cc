@@ -2,9 +2,11 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -24,6 +26,7 @@ namespace {
 // Must equal the label in device/h2d_writer.cc (checked by the test through
 // WindowDigest).
 constexpr char kDigestLabel[] = "gputravel-window-digest-v1";
+constexpr int kMaxThreads = 32;  // as H2dWriter
 
 }  // namespace
 
@@ -32,17 +35,21 @@ absl::StatusOr<StageResult> RunEncryptAndStage(const ChannelMaterial& key,
                                                uint64_t buffer_id,
                                                uint64_t length,
                                                uint32_t first_counter,
-                                               const ChunkSource& source,
+                                               H2dSource& source,
                                                const StageOptions& options) {
   const uint32_t cs = options.chunk_size;
   if (cs == 0 || cs % 32 != 0 || length == 0) {
     return absl::InvalidArgumentError("chunk size must be a non-zero multiple of 32");
   }
-  const int64_t n_chunks = static_cast<int64_t>(H2dWriter::ChunksFor(length, cs));
-  const int threads = std::max(1, options.threads);
-  const uint32_t slots = std::max<uint32_t>(options.slots, threads + 1);
-  auto chunk_len = [&](int64_t i) -> uint32_t {
-    return static_cast<uint32_t>(std::min<uint64_t>(cs, length - uint64_t(i) * cs));
+  const uint32_t n_chunks = H2dWriter::ChunksFor(length, cs);
+  // Threads and slots exactly as H2dWriter::Write chooses them.
+  const int threads = static_cast<int>(
+      std::min<uint64_t>(std::clamp(options.threads, 1, kMaxThreads), n_chunks));
+  const uint32_t slots =
+      std::min<uint32_t>(std::max<uint32_t>(options.slots, threads + 1), n_chunks);
+  const bool viewable = source.CanView();
+  auto chunk_len = [&](uint32_t i) -> uint32_t {
+    return static_cast<uint32_t>(std::min<uint64_t>(cs, length - uint64_t{i} * cs));
   };
   std::vector<std::unique_ptr<ChannelCipher>> ciphers;
   for (int t = 0; t < threads; ++t) {
@@ -62,111 +69,109 @@ absl::StatusOr<StageResult> RunEncryptAndStage(const ChannelMaterial& key,
   if (!ring.ok()) return ring.status();
   (*ring)->Unlink();  // nobody else maps it; the mapping stays valid
 
-  struct Slot {
-    std::vector<uint8_t> staging;
-    uint8_t tag[kGcmTagSize];
-    int64_t chunk = -1;
-    bool encrypted = false;
-  };
-  std::vector<Slot> ring_state(slots);
-  for (auto& sl : ring_state) sl.staging.resize(cs);
+  std::atomic<uint32_t> next_chunk{0};
   std::mutex mu;
-  std::condition_variable cv;
-  std::deque<uint32_t> work;
+  std::vector<std::condition_variable> slot_free(slots);  // one waiter at most each
+  uint64_t acked = 0;
+  std::vector<int64_t> ready(slots, -1);
+  std::vector<std::array<uint8_t, kGcmTagSize>> tags(slots);
+  uint32_t next_doorbell = 0;
+  bool ringing = false, stop = false;
   absl::Status error;
-  bool stop = false;
-  std::vector<double> encrypt_s(threads, 0), zeroize_s(threads, 0);
+  std::vector<double> read_s(threads, 0), encrypt_s(threads, 0), zeroize_s(threads, 0);
+
+  auto fail = [&](absl::Status st) {
+    std::lock_guard<std::mutex> l(mu);
+    if (error.ok()) error = std::move(st);
+    stop = true;
+    for (auto& cv : slot_free) cv.notify_all();
+  };
+  // The ringer's loop, with the device's ack folded in: hand over, digest,
+  // free the slot.
+  auto ring_ready = [&](uint32_t i, uint32_t s, const uint8_t* tag) {
+    std::unique_lock<std::mutex> l(mu);
+    std::copy(tag, tag + kGcmTagSize, tags[s].begin());
+    ready[s] = i;
+    if (ringing) return;
+    ringing = true;
+    while (!stop && next_doorbell < n_chunks &&
+           ready[next_doorbell % slots] == int64_t{next_doorbell}) {
+      const uint32_t ks = next_doorbell % slots;
+      ready[ks] = -1;
+      EVP_DigestUpdate(md.get(), tags[ks].data(), kGcmTagSize);
+      acked = ++next_doorbell;
+      slot_free[ks].notify_one();
+    }
+    ringing = false;
+  };
 
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
+      std::vector<uint8_t> staging;
       for (;;) {
-        uint32_t s;
+        const uint32_t i = next_chunk.fetch_add(1);
+        if (i >= n_chunks) break;
+        const uint32_t s = i % slots;
         {
           std::unique_lock<std::mutex> l(mu);
-          cv.wait(l, [&] { return stop || !work.empty(); });
-          if (work.empty()) return;
-          s = work.front();
-          work.pop_front();
+          slot_free[s].wait(l, [&] { return stop || i < acked + slots; });
+          if (stop) break;
         }
-        Slot& sl = ring_state[s];
-        const int64_t i = sl.chunk;
         const uint32_t n = chunk_len(i);
+        auto r0 = std::chrono::steady_clock::now();
+        PlaintextView view;
+        const uint8_t* in = nullptr;
+        if (viewable) {
+          auto v = source.View(uint64_t{i} * cs, n);
+          if (!v.ok()) {
+            fail(v.status());
+            break;
+          }
+          view = std::move(*v);
+          in = view.data();
+        } else {
+          if (staging.size() < n) staging.resize(cs);
+          absl::Status st = source.Read(uint64_t{i} * cs, staging.data(), n);
+          if (!st.ok()) {
+            fail(st);
+            break;
+          }
+          in = staging.data();
+        }
         auto e0 = std::chrono::steady_clock::now();
-        std::string aad = ChunkAad(session_id, buffer_id, uint64_t(i) * cs, n);
+        read_s[t] += std::chrono::duration<double>(e0 - r0).count();
+        std::string aad = ChunkAad(session_id, buffer_id, uint64_t{i} * cs, n);
+        uint8_t tag[kGcmTagSize];
         absl::Status st = ciphers[t]->Encrypt(
-            first_counter + static_cast<uint32_t>(i),
-            reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
-            sl.staging.data(), n, (*ring)->slot(s), sl.tag);
-        auto z0 = std::chrono::steady_clock::now();
-        Zeroize(sl.staging.data(), n);
-        encrypt_s[t] += std::chrono::duration<double>(z0 - e0).count();
-        zeroize_s[t] += SecondsSince(z0);
-        std::lock_guard<std::mutex> l(mu);
-        if (!st.ok() && error.ok()) error = st;
-        sl.encrypted = true;
-        cv.notify_all();
+            first_counter + i, reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
+            in, n, (*ring)->slot(s), tag);
+        view.Reset();
+        encrypt_s[t] += SecondsSince(e0);
+        if (!st.ok()) {
+          fail(st);
+          break;
+        }
+        ring_ready(i, s, tag);
       }
+      auto z0 = std::chrono::steady_clock::now();
+      Zeroize(staging.data(), staging.size());
+      zeroize_s[t] += SecondsSince(z0);
     });
   }
-
-  // Submitter: consumes strictly in counter order, as the doorbell thread
-  // does, but hands the slot back at once (no device).
-  std::thread submitter([&] {
-    for (int64_t i = 0; i < n_chunks; ++i) {
-      const uint32_t s = static_cast<uint32_t>(i % slots);
-      std::unique_lock<std::mutex> l(mu);
-      cv.wait(l, [&] {
-        return !error.ok() || (ring_state[s].chunk == i && ring_state[s].encrypted);
-      });
-      if (!error.ok()) return;
-      EVP_DigestUpdate(md.get(), ring_state[s].tag, kGcmTagSize);
-      ring_state[s].chunk = -1;
-      ring_state[s].encrypted = false;
-      cv.notify_all();
-    }
-  });
-
-  double read_s = 0;
-  for (int64_t i = 0; i < n_chunks; ++i) {
-    const uint32_t s = static_cast<uint32_t>(i % slots);
-    {
-      std::unique_lock<std::mutex> l(mu);
-      cv.wait(l, [&] { return !error.ok() || ring_state[s].chunk == -1; });
-      if (!error.ok()) break;
-    }
-    auto r0 = std::chrono::steady_clock::now();
-    absl::Status st = source(uint64_t(i) * cs, ring_state[s].staging.data(), chunk_len(i));
-    read_s += SecondsSince(r0);
-    std::lock_guard<std::mutex> l(mu);
-    if (!st.ok()) {
-      if (error.ok()) error = st;
-      cv.notify_all();
-      break;
-    }
-    ring_state[s].chunk = i;
-    ring_state[s].encrypted = false;
-    work.push_back(s);
-    cv.notify_all();
-  }
-  submitter.join();
-  {
-    std::lock_guard<std::mutex> l(mu);
-    stop = true;
-    cv.notify_all();
-  }
   for (auto& w : workers) w.join();
-  for (auto& sl : ring_state) Zeroize(sl.staging.data(), sl.staging.size());
   if (!error.ok()) return error;
+  if (acked != n_chunks) return absl::InternalError("stage pipeline stopped early");
 
   StageResult r;
   r.seconds = SecondsSince(t0);
   r.cpu_seconds = ProcessCpuSeconds() - cpu0;
   r.bytes = length;
-  r.chunks = static_cast<uint64_t>(n_chunks);
+  r.chunks = n_chunks;
   r.mbps = MegabytesPerSecond(length, r.seconds);
-  r.read_seconds = read_s;
+  r.zero_copy = viewable;
   for (int t = 0; t < threads; ++t) {
+    r.read_seconds += read_s[t];
     r.encrypt_seconds += encrypt_s[t];
     r.zeroize_seconds += zeroize_s[t];
   }
@@ -175,6 +180,18 @@ absl::StatusOr<StageResult> RunEncryptAndStage(const ChannelMaterial& key,
   EVP_DigestFinal_ex(md.get(), out, &len);
   r.digest.assign(reinterpret_cast<char*>(out), len);
   return r;
+}
+
+absl::StatusOr<StageResult> RunEncryptAndStage(const ChannelMaterial& key,
+                                               uint64_t session_id,
+                                               uint64_t buffer_id,
+                                               uint64_t length,
+                                               uint32_t first_counter,
+                                               const ChunkSource& source,
+                                               const StageOptions& options) {
+  CopyingSource copying(source);
+  return RunEncryptAndStage(key, session_id, buffer_id, length, first_counter, copying,
+                            options);
 }
 
 }  // namespace bench

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "device/h2d_source.h"
 #include "device/h2d_writer.h"
 #include "keyxfer/cc_channel.h"
 
@@ -24,22 +25,34 @@ struct StageResult {
   double seconds = 0;  // ring creation .. last chunk released
   double mbps = 0;
   double cpu_seconds = 0;  // process CPU time over the same interval
-  // Where the time of the stage's threads went (summed over threads, so the
-  // encrypt figure can exceed `seconds` with several workers).
-  double read_seconds = 0;     // reader: source -> private staging copy
-  double encrypt_seconds = 0;  // workers: ChannelCipher::Encrypt into the bounce slot
-  double zeroize_seconds = 0;  // workers: wiping the plaintext staging
+  // Where the time of the workers went (summed over workers, so the encrypt
+  // figure can exceed `seconds` with several workers).
+  double read_seconds = 0;     // getting the plaintext: a view, or a copy into staging
+  double encrypt_seconds = 0;  // ChannelCipher::Encrypt into the bounce slot
+  double zeroize_seconds = 0;  // wiping private staging (copying sources only)
+  bool zero_copy = false;      // the source lent views
   // SHA-256 over the label and the tags in counter order: equal to what
   // WindowDigest computes, which proves counters and AAD match the writer's.
   std::string digest;
 };
 
-// The holder's encrypt-and-stage stage without the device: the same
-// structure as H2dWriter::Write (a reader filling private staging slots in
-// order, `threads` workers each with its own ChannelCipher encrypting into a
-// shared-memory BounceBuffer ring, an in-order submitter), except that the
-// submitter releases each slot at once instead of ringing the device. Chunk i
-// uses counter first_counter + i and the writer's AAD.
+// The holder's encrypt-and-stage stage without the device: the same structure
+// as H2dWriter::Write's streaming path (workers taking chunk indices in
+// counter order, each waiting for its slot of a shared-memory BounceBuffer
+// ring, getting the plaintext as a view or a copy into private staging and
+// encrypting with its own ChannelCipher straight into the slot; the worker
+// that finds nobody ringing hands every ready chunk over in counter order),
+// except that a chunk is acknowledged at once instead of by the device: its
+// tag goes into the digest and its slot is freed when it is handed over.
+// Chunk i uses counter first_counter + i and the writer's AAD.
+absl::StatusOr<StageResult> RunEncryptAndStage(const ChannelMaterial& key,
+                                               uint64_t session_id,
+                                               uint64_t buffer_id,
+                                               uint64_t length,
+                                               uint32_t first_counter,
+                                               H2dSource& source,
+                                               const StageOptions& options);
+// The same over a copying callback (the writer's fallback path).
 absl::StatusOr<StageResult> RunEncryptAndStage(const ChannelMaterial& key,
                                                uint64_t session_id,
                                                uint64_t buffer_id,

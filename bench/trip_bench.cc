@@ -11,7 +11,6 @@
 #include "cli/emulated_stack.h"
 #include "nlohmann/json.hpp"
 #include "proto/mux.grpc.pb.h"
-#include "util/files.h"
 #include "util/grpc_status.h"
 
 namespace gputravel {
@@ -93,6 +92,9 @@ absl::StatusOr<TripBenchResult> MeasureTrips(const TripBenchOptions& options) {
   so.rounds = options.rounds;
   so.bin_dir = options.bin_dir;
   so.log_level = 1;  // the phase marks are INFO lines
+  // The control plane only: training is the trainer's work, not the trip's
+  // (route out, hand-off, provision, route back, re-key, scrub).
+  so.trainer = false;
   so.campaign = "bench";
   auto t0 = std::chrono::steady_clock::now();
   auto stack = EmulatedStack::Start(so);
@@ -117,8 +119,8 @@ absl::StatusOr<TripBenchResult> MeasureTrips(const TripBenchOptions& options) {
       ++r.failed_trips;
       continue;
     }
-    // Millisecond timestamps in the durable trip record.
-    const double trip_seconds = (t.ended_unix_ms() - t.started_unix_ms()) / 1000.0;
+    // The orchestrator's own monotonic measure of the trip (microseconds).
+    const double trip_seconds = t.seconds();
     trip_s.push_back(trip_seconds);
     holder_s.push_back(t.provision_seconds());
     orch_s.push_back(trip_seconds - t.provision_seconds());
@@ -160,9 +162,15 @@ absl::StatusOr<TripBenchResult> MeasureTrips(const TripBenchOptions& options) {
   if (!mux_channel.ok()) return mux_channel.status();
   auto mux = v1::Mux::NewStub(*mux_channel);
   uint64_t token = 1;
-  auto state = ReadJsonFile((*stack)->dir() + "/state/mux-routes.json");
-  if (state.ok() && state->contains("gpus") && (*state)["gpus"].contains("gpu0")) {
-    token = (*state)["gpus"]["gpu0"].value("token", uint64_t{0}) + 1;
+  {
+    v1::GetRouteRequest req;
+    req.set_gpu("gpu0");
+    v1::GpuRoute route;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    absl::Status s = FromGrpc(mux->GetRoute(&ctx, req, &route), "MUX GetRoute");
+    if (!s.ok()) return s;
+    token = route.fencing_token() + 1;
   }
   std::vector<double> route_s;
   for (int i = 0; i < options.route_samples; ++i) {

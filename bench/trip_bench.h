@@ -30,11 +30,11 @@ struct TripBenchResult {
   double setup_mean = 0;   // trip start .. MUX moved the GPU to the holder
   double away_mean = 0;    // .. MUX moved it back (includes Provision)
   double return_mean = 0;  // .. trip done (re-key, read, digest, scrub)
-  // MUX Route RPC (SetOwner + GetStatus on the device, audit fsync, durable
-  // route table), timed against the live stack after the campaign.
+  // MUX Route RPC (one SetOwner on the device, one journal line fdatasync'd),
+  // timed against the live stack after the campaign.
   Summary mux_route_seconds;
-  // Bounce rings the device still maps after the campaign (its AttachBounce
-  // has no detach): count and bytes, from /proc/<gpu pid>/maps.
+  // Bounce rings the device still maps after the campaign (they must all be
+  // detached): count and bytes, from /proc/<gpu pid>/maps.
   uint64_t device_bounce_mappings = 0;
   uint64_t device_bounce_bytes = 0;
 };

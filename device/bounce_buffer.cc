@@ -43,7 +43,9 @@ absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::Create(
     return absl::ResourceExhaustedError("cannot size bounce buffer " + path + ": " +
                                         std::strerror(e));
   }
-  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // Populated up front: one call instead of a page fault per 4 KiB on the
+  // first pass over the ring (every Write creates a fresh ring).
+  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (p == MAP_FAILED) {
     ::unlink(path.c_str());
@@ -75,7 +77,7 @@ absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::OpenReadOnly(
     return absl::InvalidArgumentError("bounce buffer " + path +
                                       " does not have the announced size");
   }
-  void* p = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
+  void* p = ::mmap(nullptr, len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (p == MAP_FAILED) return absl::ResourceExhaustedError("cannot map " + path);
   std::unique_ptr<BounceBuffer> b(new BounceBuffer());

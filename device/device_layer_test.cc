@@ -26,6 +26,7 @@ class DeviceLayerTest : public ::testing::Test {
     ca_der_ = *IssueCertificate(ca, "device-ca", ca, "", true, 1);
     auto id = *EcKey::Generate(Curve::kP384);
     auto cert = *IssueCertificate(id, "EMU-7", ca, ca_der_, false, 1);
+    cert_der_ = cert;
     EmulatedGpuOptions o;
     o.serial = "EMU-7";
     o.memory_bytes = 64 << 20;
@@ -51,7 +52,7 @@ class DeviceLayerTest : public ::testing::Test {
     b.RegisterService(s);
     return b.BuildAndStart();
   }
-  std::string dir_, ca_der_;
+  std::string dir_, ca_der_, cert_der_;
   std::unique_ptr<EmulatedGpu> gpu_;
   std::unique_ptr<DeviceServiceImpl> orch_svc_, holder_svc_;
   std::unique_ptr<grpc::Server> orch_server_, holder_server_;
@@ -116,6 +117,64 @@ TEST_F(DeviceLayerTest, DeviceFromAnotherCaRefused) {
   GpuSession session(MakeChannel("unix:" + dir_ + "/orch.sock"), other_der, "");
   auto st = session.Establish();
   EXPECT_EQ(st.code(), absl::StatusCode::kUnauthenticated);
+}
+
+// Swaps the device behind the orchestrator's socket for `gpu` (the host
+// re-plugging another function at the same place).
+class SwappedDeviceTest : public DeviceLayerTest {
+ protected:
+  void SwapIn(std::unique_ptr<EmulatedGpu> gpu) {
+    orch_server_->Shutdown();
+    unlink((dir_ + "/orch.sock").c_str());
+    swapped_ = std::move(gpu);
+    swapped_->SetOwner("orch");
+    swapped_svc_ = std::make_unique<DeviceServiceImpl>(swapped_.get(), "orch");
+    orch_server_ = Serve(dir_ + "/orch.sock", swapped_svc_.get());
+  }
+  std::unique_ptr<EmulatedGpu> swapped_;
+  std::unique_ptr<DeviceServiceImpl> swapped_svc_;
+};
+
+// The certificate check is cached by the certificate's exact bytes: a
+// different certificate after a good one is checked again and refused.
+TEST_F(SwappedDeviceTest, CachedCertificateDoesNotCoverAnotherOne) {
+  GpuSession session(MakeChannel("unix:" + dir_ + "/orch.sock"), ca_der_, "");
+  ASSERT_TRUE(session.Establish().ok());
+  auto rogue_ca = *EcKey::Generate(Curve::kP384);
+  auto rogue_ca_der = *IssueCertificate(rogue_ca, "device-ca", rogue_ca, "", true, 1);
+  auto id = *EcKey::Generate(Curve::kP384);
+  auto cert = *IssueCertificate(id, "EMU-7", rogue_ca, rogue_ca_der, false, 1);
+  EmulatedGpuOptions o;
+  o.serial = "EMU-7";
+  SwapIn(std::make_unique<EmulatedGpu>(o, std::move(id), cert));
+  EXPECT_EQ(session.Establish().code(), absl::StatusCode::kUnauthenticated);
+}
+
+// An impostor replaying the genuine (cached) certificate without its key:
+// the transcript signature, checked beside the ECDH, still refuses it.
+TEST_F(SwappedDeviceTest, ReplayedCertificateWithoutTheKeyRefused) {
+  GpuSession session(MakeChannel("unix:" + dir_ + "/orch.sock"), ca_der_, "");
+  ASSERT_TRUE(session.Establish().ok());
+  EmulatedGpuOptions o;
+  o.serial = "EMU-7";
+  SwapIn(std::make_unique<EmulatedGpu>(o, *EcKey::Generate(Curve::kP384), cert_der_));
+  auto st = session.Establish();
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_NE(st.message().find("signature"), std::string::npos) << st.message();
+  EXPECT_FALSE(session.established());
+}
+
+// Many exchanges in a row (each with its own pre-generated key) all work,
+// and every one starts a new session.
+TEST_F(DeviceLayerTest, RepeatedEstablishGivesFreshSessions) {
+  GpuSession session(MakeChannel("unix:" + dir_ + "/orch.sock"), ca_der_, "");
+  uint64_t last = 0;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(session.Establish().ok());
+    EXPECT_GT(session.session_id(), last);
+    last = session.session_id();
+    EXPECT_TRUE(session.VerifyStillSameSession().ok());
+  }
 }
 
 TEST_F(DeviceLayerTest, SubstitutedGpuDetected) {

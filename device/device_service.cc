@@ -59,10 +59,38 @@ grpc::Status DeviceServiceImpl::SubmitH2D(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
+grpc::Status DeviceServiceImpl::SubmitH2DStream(
+    grpc::ServerContext*,
+    grpc::ServerReaderWriter<v1::SubmitH2DAck, v1::SubmitH2DRequest>* stream) {
+  v1::SubmitH2DRequest req;
+  for (uint64_t seq = 0; stream->Read(&req); ++seq) {
+    // The same copy-engine rules as the unary doorbell, one chunk after the
+    // other on this thread, so the stream's order is the decryption order.
+    auto r = gpu_->SubmitH2D(domain_, req);
+    if (!r.ok()) {
+      GT_LOG(1, "domain ", domain_, ": chunk ", seq, " of a doorbell stream refused: ",
+             r.status().message());
+      // The stream ends here; chunks sent after this one are never looked at.
+      return ToGrpc(absl::Status(r.status().code(),
+                                 "chunk " + std::to_string(seq) + " of the stream: " +
+                                     std::string(r.status().message())));
+    }
+    v1::SubmitH2DAck ack;
+    ack.set_sequence(seq);
+    ack.set_slot(req.slot());
+    ack.set_next_counter(*r);
+    if (!stream->Write(ack)) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the holder went away");
+    }
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status DeviceAdminServiceImpl::SetOwner(grpc::ServerContext*,
                                               const v1::SetOwnerRequest* req,
-                                              v1::SetOwnerResponse*) {
+                                              v1::SetOwnerResponse* resp) {
   gpu_->SetOwner(req->domain());
+  *resp->mutable_status() = gpu_->Status();
   GT_LOG(1, "routed to '", req->domain(), "'");
   return grpc::Status::OK;
 }

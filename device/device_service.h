@@ -27,6 +27,11 @@ class DeviceServiceImpl final : public v1::Device::Service {
                             v1::DetachBounceResponse*) override;
   grpc::Status SubmitH2D(grpc::ServerContext*, const v1::SubmitH2DRequest* req,
                          v1::SubmitH2DResponse* out) override;
+  // Chunks in arrival order, one ack each; the first refused chunk ends the
+  // stream with its status.
+  grpc::Status SubmitH2DStream(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<v1::SubmitH2DAck, v1::SubmitH2DRequest>* stream) override;
 
  private:
   EmulatedGpu* gpu_;

@@ -1,5 +1,6 @@
 #include "device/emulated_gpu.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "keyxfer/random.h"
@@ -18,6 +19,23 @@ EmulatedGpu::EmulatedGpu(EmulatedGpuOptions options, EcKey identity_key,
       identity_key_(std::move(identity_key)),
       certificate_der_(std::move(certificate_der)) {}
 
+EmulatedGpu::~EmulatedGpu() {
+  absl::MutexLock ce(&ce_mu_);
+  absl::MutexLock l(&mu_);
+  for (auto& b : buffers_) Zeroize(b.second.data(), b.second.size());
+  Zeroize(scratch_.data(), scratch_.size());
+}
+
+void EmulatedGpu::EndDataLocked() {
+  ++data_epoch_;
+  if (ce_busy_) {
+    scratch_wipe_pending_ = true;  // the copy engine owns scratch_ right now
+  } else {
+    Zeroize(scratch_.data(), scratch_residue_);
+    scratch_residue_ = 0;
+  }
+}
+
 absl::Time EmulatedGpu::Now() const {
   return options_.clock ? options_.clock() : absl::Now();
 }
@@ -28,6 +46,7 @@ absl::Status EmulatedGpu::CheckOwnerLocked(const std::string& domain) {
     // As the real GPU: a missed heartbeat ends the CC session for good.
     session_.reset();
     for (auto& b : buffers_) Zeroize(b.second.data(), b.second.size());
+    EndDataLocked();
     needs_reset_ = true;
   }
   if (needs_reset_) {
@@ -55,28 +74,54 @@ absl::StatusOr<v1::DeviceIdentity> EmulatedGpu::GetIdentity(
   return id;
 }
 
+absl::StatusOr<EcKey> EmulatedGpu::TakeEphemeral() {
+  absl::MutexLock l(&eph_mu_);
+  if (!next_ephemeral_.valid()) return EcKey::Generate(Curve::kP384);
+  absl::StatusOr<EcKey> k = next_ephemeral_.get();  // one key, one exchange
+  if (!k.ok()) return EcKey::Generate(Curve::kP384);
+  return k;
+}
+
+void EmulatedGpu::PrepareEphemeral() {
+  absl::MutexLock l(&eph_mu_);
+  if (next_ephemeral_.valid()) return;
+  next_ephemeral_ = std::async(std::launch::async,
+                               [] { return EcKey::Generate(Curve::kP384); });
+}
+
 absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
     const std::string& domain, const v1::KeyExchangeRequest& request) {
   if (request.requester_nonce().size() != 32) {
     return absl::InvalidArgumentError("requester nonce must be 32 bytes");
   }
-  auto eph = EcKey::Generate(Curve::kP384);
+  // The responder's ephemeral key does not depend on the request: it was made
+  // ahead while the device was routed away (SetOwner), as a device can, or
+  // is made now. Each key serves exactly one exchange.
+  auto eph = TakeEphemeral();
   if (!eph.ok()) return eph.status();
-  auto secret = eph->DeriveSharedSecret(request.requester_public_key());
-  if (!secret.ok()) return secret.status();
+  uint64_t id = 0, resets_before = 0;
+  {
+    absl::MutexLock l(&mu_);
+    absl::Status s = CheckOwnerLocked(domain);
+    if (!s.ok()) return s;
+    id = ++last_session_id_;  // never reused, even if this exchange fails
+    resets_before = resets_;
+  }
   std::string nonce = RandomString(32);
-  absl::MutexLock l(&mu_);
-  absl::Status s = CheckOwnerLocked(domain);
-  if (!s.ok()) return s;
-  uint64_t id = ++last_session_id_;
   std::string transcript = DeviceSessionTranscript(
       options_.serial, request.requester_public_key(), request.requester_nonce(),
       eph->PublicPoint(), nonce, id);
+  // The signature covers the transcript, not the secret: sign and ECDH on
+  // two cores.
+  auto signing = std::async(std::launch::async,
+                            [this, &transcript] { return identity_key_.Sign(transcript); });
+  auto secret = eph->DeriveSharedSecret(request.requester_public_key());
+  auto sig = signing.get();
+  if (!secret.ok()) return secret.status();
+  if (!sig.ok()) return sig.status();
   auto keys = DeriveDeviceSessionKeys(*secret, transcript);
   if (!keys.ok()) return keys.status();
-  auto sig = identity_key_.Sign(transcript);
-  if (!sig.ok()) return sig.status();
-  auto session = std::make_unique<Session>();
+  auto session = std::make_shared<Session>();
   session->id = id;
   auto control = SealedChannel::Create(keys->gsp_d2h, keys->gsp_h2d);
   if (!control.ok()) return control.status();
@@ -84,6 +129,19 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
   auto lce = ChannelCipher::Create(keys->lce_h2d);
   if (!lce.ok()) return lce.status();
   session->lce_h2d = std::move(*lce);
+
+  absl::MutexLock l(&mu_);
+  // The route, a reset or another exchange may have changed meanwhile.
+  absl::Status s = CheckOwnerLocked(domain);
+  if (!s.ok()) return s;
+  if (resets_ != resets_before) {
+    return absl::AbortedError("GPU " + options_.serial +
+                              " was reset during the key exchange; exchange again");
+  }
+  if (session_ != nullptr && session_->id > id) {
+    return absl::AbortedError("a newer key exchange on GPU " + options_.serial +
+                              " finished first; exchange again");
+  }
   // The old session, and with it every key a holder was handed, dies here;
   // the bounce rings staged for it are of no further use.
   session_ = std::move(session);
@@ -171,6 +229,7 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd) {
       }
       Zeroize(it->second.data(), it->second.size());
       buffers_.erase(it);
+      EndDataLocked();
       return r;
     }
     case v1::DeviceCommand::kRead: {
@@ -195,6 +254,7 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd) {
         return fail(absl::StatusCode::kNotFound, "no such buffer");
       }
       std::memset(it->second.data(), 0, it->second.size());
+      EndDataLocked();
       r.set_bytes_scrubbed(it->second.size());
       r.set_buffer_id(it->first);
       return r;
@@ -240,80 +300,143 @@ absl::Status EmulatedGpu::DetachBounce(const std::string& domain, uint64_t bounc
 
 absl::StatusOr<uint32_t> EmulatedGpu::SubmitH2D(
     const std::string& domain, const v1::SubmitH2DRequest& req) {
+  // The copy engine handles one chunk at a time, in arrival order, and holds
+  // ce_mu_ for the whole chunk. mu_ is held only to check (phase 1) and to
+  // commit (phase 3); the decryption (phase 2) runs without it.
+  absl::MutexLock ce(&ce_mu_);
+  std::shared_ptr<Session> ses;
+  std::shared_ptr<BounceBuffer> ring;
+  uint32_t counter = 0;
+  uint64_t epoch = 0;
+  const uint64_t usage = req.length() / 16 + 1;
+  {
+    absl::MutexLock l(&mu_);
+    absl::Status s = CheckOwnerLocked(domain);
+    if (!s.ok()) return s;
+    auto reject = [this](absl::Status st) {
+      ++rejected_chunks_;
+      return st;
+    };
+    if (session_ == nullptr || req.session_id() != session_->id) {
+      return reject(absl::FailedPreconditionError(
+          "chunk refused: its session is not the device's current CC session "
+          "(keys from before a re-key or reset are dead)"));
+    }
+    auto bit = bounces_.find(req.bounce_id());
+    if (bit == bounces_.end() || req.slot() >= bit->second->slots()) {
+      return reject(absl::InvalidArgumentError("no such bounce buffer or slot"));
+    }
+    if (req.length() == 0 || req.length() > bit->second->slot_size()) {
+      return reject(absl::InvalidArgumentError("chunk length exceeds its slot"));
+    }
+    if (req.tag().size() != kGcmTagSize) {
+      return reject(absl::InvalidArgumentError("authentication tag must be 16 bytes"));
+    }
+    if (req.offset() % kAlignment != 0) {
+      return reject(absl::InvalidArgumentError(
+          "destination offset must be 32-byte aligned (copy engine rule)"));
+    }
+    if (session_->h2d_exhausted) {
+      return reject(absl::ResourceExhaustedError(
+          "copy-engine IV space exhausted: a fresh key exchange is required"));
+    }
+    if (session_->rotation_usage + usage > options_.rotation_threshold) {
+      return reject(absl::ResourceExhaustedError(
+          "key rotation threshold reached on the LCE H2D key: re-key before "
+          "sending more"));
+    }
+    ses = session_;
+    ring = bit->second;
+    counter = ses->h2d_next;
+    epoch = data_epoch_;
+    ce_busy_ = true;  // scratch_ is the copy engine's until phase 3
+  }
+
+  // Phase 2, without mu_: decrypt at the copy engine's own counter into
+  // scratch; device memory is written only after the tag checks, so a bad
+  // chunk changes nothing. Only this thread uses the session's LCE cipher
+  // (ce_mu_), and the shared pointers keep it and the ring alive.
+  const size_t n = req.length();
+  if (scratch_.size() < ring->slot_size()) {
+    Zeroize(scratch_.data(), scratch_.size());
+    scratch_ = std::vector<uint8_t>(ring->slot_size());
+  }
+  std::string aad = ChunkAad(ses->id, req.buffer_id(), req.offset(), n);
+  absl::Status d = ses->lce_h2d->Decrypt(
+      counter, reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
+      ring->slot(req.slot()), n, reinterpret_cast<const uint8_t*>(req.tag().data()),
+      scratch_.data());
+  if (options_.copy_engine_hook_for_test) options_.copy_engine_hook_for_test();
+
+  // Phase 3, under mu_ again: commit only if nothing changed meanwhile.
   absl::MutexLock l(&mu_);
-  absl::Status s = CheckOwnerLocked(domain);
-  if (!s.ok()) return s;
-  auto reject = [this](absl::Status st) {
-    ++rejected_chunks_;
-    return st;
-  };
-  if (session_ == nullptr || req.session_id() != session_->id) {
-    return reject(absl::FailedPreconditionError(
-        "chunk refused: its session is not the device's current CC session "
-        "(keys from before a re-key or reset are dead)"));
-  }
-  auto bit = bounces_.find(req.bounce_id());
-  if (bit == bounces_.end() || req.slot() >= bit->second->slots()) {
-    return reject(absl::InvalidArgumentError("no such bounce buffer or slot"));
-  }
-  if (req.length() == 0 || req.length() > bit->second->slot_size()) {
-    return reject(absl::InvalidArgumentError("chunk length exceeds its slot"));
-  }
-  if (req.tag().size() != kGcmTagSize) {
-    return reject(absl::InvalidArgumentError("authentication tag must be 16 bytes"));
-  }
-  if (req.offset() % kAlignment != 0) {
-    return reject(absl::InvalidArgumentError(
-        "destination offset must be 32-byte aligned (copy engine rule)"));
-  }
-  Session& ses = *session_;
-  if (ses.h2d_exhausted) {
-    return reject(absl::ResourceExhaustedError(
-        "copy-engine IV space exhausted: a fresh key exchange is required"));
-  }
-  uint64_t usage = req.length() / 16 + 1;
-  if (ses.rotation_usage + usage > options_.rotation_threshold) {
-    return reject(absl::ResourceExhaustedError(
-        "key rotation threshold reached on the LCE H2D key: re-key before "
-        "sending more"));
-  }
-  if (scratch_.size() < req.length()) scratch_.resize(bit->second->slot_size());
-  std::string aad = ChunkAad(ses.id, req.buffer_id(), req.offset(), req.length());
-  // Decrypt at the copy engine's own counter into scratch; device memory is
-  // written only after the tag checks, so a bad chunk changes nothing.
-  absl::Status d = ses.lce_h2d->Decrypt(
-      ses.h2d_next, reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
-      bit->second->slot(req.slot()), req.length(),
-      reinterpret_cast<const uint8_t*>(req.tag().data()), scratch_.data());
+  ce_busy_ = false;
   if (!d.ok()) {
-    return reject(absl::UnauthenticatedError(
+    return DiscardChunkLocked(n, absl::UnauthenticatedError(
         "chunk refused by the copy engine: tag check failed at counter " +
-        std::to_string(ses.h2d_next) +
+        std::to_string(counter) +
         " (wrong key, replayed or reordered chunk, or tampered data)"));
+  }
+  absl::Status s = CheckOwnerLocked(domain);
+  if (!s.ok()) return DiscardChunkLocked(n, s);
+  if (session_ != ses || ses->h2d_next != counter || data_epoch_ != epoch) {
+    return DiscardChunkLocked(n, absl::FailedPreconditionError(
+        "chunk discarded: the CC session or device memory changed while the copy "
+        "engine decrypted it (re-key, reset, scrub or free); nothing was written"));
   }
   // Authenticated; only now is the destination looked at (the AAD bound it).
   auto mit = buffers_.find(req.buffer_id());
   if (mit == buffers_.end() || req.offset() > mit->second.size() ||
-      req.length() > mit->second.size() - req.offset()) {
-    Zeroize(scratch_.data(), req.length());
-    return reject(absl::OutOfRangeError("chunk would write outside any device buffer"));
+      n > mit->second.size() - req.offset()) {
+    return DiscardChunkLocked(
+        n, absl::OutOfRangeError("chunk would write outside any device buffer"));
   }
-  std::memcpy(mit->second.data() + req.offset(), scratch_.data(), req.length());
-  Zeroize(scratch_.data(), req.length());
-  ses.rotation_usage += usage;
-  ++ses.h2d_chunks;
-  ses.h2d_bytes += req.length();
-  if (ses.h2d_next == kLastMessageCounter) {
-    ses.h2d_exhausted = true;
+  std::memcpy(mit->second.data() + req.offset(), scratch_.data(), n);
+  // The scratch now holds a copy of what device memory holds; it is wiped
+  // when that data's life ends (EndDataLocked), not per chunk.
+  scratch_residue_ = std::max(scratch_residue_, n);
+  ses->rotation_usage += usage;
+  ++ses->h2d_chunks;
+  ses->h2d_bytes += n;
+  if (ses->h2d_next == kLastMessageCounter) {
+    ses->h2d_exhausted = true;
   } else {
-    ++ses.h2d_next;
+    ++ses->h2d_next;
   }
-  return ses.h2d_next;
+  return ses->h2d_next;
+}
+
+absl::Status EmulatedGpu::DiscardChunkLocked(size_t n, absl::Status why) {
+  ++rejected_chunks_;
+  if (scratch_wipe_pending_) {
+    Zeroize(scratch_.data(), std::max(scratch_residue_, n));
+    scratch_residue_ = 0;
+    scratch_wipe_pending_ = false;
+  } else {
+    // What this chunk decrypted (the bytes past n are older, committed data).
+    Zeroize(scratch_.data(), n);
+  }
+  return why;
+}
+
+bool EmulatedGpu::ScratchIsClearForTest() {
+  absl::MutexLock ce(&ce_mu_);
+  absl::MutexLock l(&mu_);
+  for (uint8_t b : scratch_) {
+    if (b != 0) return false;
+  }
+  return true;
 }
 
 void EmulatedGpu::SetOwner(const std::string& domain) {
-  absl::MutexLock l(&mu_);
-  owner_ = domain;
+  {
+    absl::MutexLock l(&mu_);
+    owner_ = domain;
+  }
+  // The next key exchange follows the next route change (the GPU coming
+  // home): make its ephemeral key now, while the device waits for its owner,
+  // not while the requester is busy with its half of the exchange.
+  PrepareEphemeral();
 }
 
 void EmulatedGpu::Reset() {
@@ -322,6 +445,7 @@ void EmulatedGpu::Reset() {
   for (auto& b : buffers_) Zeroize(b.second.data(), b.second.size());
   buffers_.clear();
   bounces_.clear();
+  EndDataLocked();
   needs_reset_ = false;
   ++resets_;
 }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -32,6 +33,10 @@ struct EmulatedGpuOptions {
   absl::Duration heartbeat_period = absl::ZeroDuration();
   // Time source (tests advance it); null: absl::Now.
   std::function<absl::Time()> clock;
+  // Tests of the copy engine's races only: called on the copy engine's
+  // thread after a chunk is decrypted and before it is committed, while the
+  // device lock is free (a test can re-key, scrub or reset from here).
+  std::function<void()> copy_engine_hook_for_test;
 };
 
 // The emulated H100 in CC mode: the state and rules of the real device where
@@ -44,10 +49,21 @@ struct EmulatedGpuOptions {
 // own next counter (the sender supplies no IV), checks the tag before touching
 // device memory, and refuses replayed, reordered, misaligned or over-threshold
 // chunks; a reset wipes sessions, keys and memory.
+//
+// The copy engine (SubmitH2D) runs beside everything else: chunks are
+// serialized by their own lock (ce_mu_) and decrypted without the device-wide
+// lock (mu_), which is taken only to check a chunk before and to commit it
+// after, so Control, GetStatus and SetOwner never wait behind a decryption. A
+// chunk whose session, memory or route changed while it was being decrypted
+// (re-key, reset, scrub, free, heartbeat miss) is discarded and changes
+// nothing. The decryption scratch is not wiped per chunk; it is wiped when
+// the data's life ends on the device (scrub, free, reset, heartbeat miss,
+// destruction), so no plaintext survives a scrub there either (P2).
 class EmulatedGpu {
  public:
   EmulatedGpu(EmulatedGpuOptions options, EcKey identity_key,
               std::string certificate_der);
+  ~EmulatedGpu();
 
   // Domain-facing (the PCIe function as seen by the routed TD).
   absl::StatusOr<v1::DeviceIdentity> GetIdentity(const std::string& domain);
@@ -68,6 +84,9 @@ class EmulatedGpu {
 
   // Moves the copy engine's next H2D counter (tests of IV exhaustion only).
   void SetH2dCounterForTest(uint32_t next);
+  // True when the copy engine's decryption scratch holds no plaintext (waits
+  // for a chunk in flight to finish first). Tests of P2 only.
+  bool ScratchIsClearForTest();
 
  private:
   struct Session {
@@ -86,22 +105,52 @@ class EmulatedGpu {
   absl::Time Now() const;
   v1::DeviceReply ExecuteLocked(const v1::DeviceCommand& cmd)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The data in device memory ends (scrub, free, reset, heartbeat miss): a
+  // chunk being decrypted is discarded, and the scratch is wiped now (or by
+  // the copy engine as soon as its chunk is discarded).
+  void EndDataLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Phase 3 of a chunk that is not committed: wipes what it left in scratch.
+  absl::Status DiscardChunkLocked(size_t n, absl::Status why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t MemoryInUseLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The responder's next ephemeral P-384 key, made in the background after a
+  // route change (the key exchange is on every trip's critical path).
+  absl::StatusOr<EcKey> TakeEphemeral();
+  void PrepareEphemeral();
 
   const EmulatedGpuOptions options_;
   const EcKey identity_key_;
   const std::string certificate_der_;
 
+  absl::Mutex eph_mu_;
+  std::future<absl::StatusOr<EcKey>> next_ephemeral_ ABSL_GUARDED_BY(eph_mu_);
+
+  // The copy engine: one chunk at a time, taken before mu_ (never after).
+  absl::Mutex ce_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Mutex mu_;
   std::string owner_ ABSL_GUARDED_BY(mu_);
   uint64_t last_session_id_ ABSL_GUARDED_BY(mu_) = 0;
-  std::unique_ptr<Session> session_ ABSL_GUARDED_BY(mu_);
+  // Shared so that a chunk being decrypted outside mu_ keeps its session's
+  // cipher alive when a key exchange or reset replaces the session.
+  std::shared_ptr<Session> session_ ABSL_GUARDED_BY(mu_);
   // Device memory: buffer id -> bytes (really stored, really zeroed).
   std::map<uint64_t, std::vector<uint8_t>> buffers_ ABSL_GUARDED_BY(mu_);
   uint64_t next_buffer_id_ ABSL_GUARDED_BY(mu_) = 1;
-  std::map<uint64_t, std::unique_ptr<BounceBuffer>> bounces_ ABSL_GUARDED_BY(mu_);
+  // Shared for the same reason: a ring detached or dropped mid-chunk stays
+  // mapped until the copy engine is done reading it.
+  std::map<uint64_t, std::shared_ptr<BounceBuffer>> bounces_ ABSL_GUARDED_BY(mu_);
   uint64_t next_bounce_id_ ABSL_GUARDED_BY(mu_) = 1;
-  std::vector<uint8_t> scratch_ ABSL_GUARDED_BY(mu_);
+  // The copy engine's decryption target. Touched by the copy engine (holding
+  // ce_mu_) while ce_busy_, and by mu_ holders only while !ce_busy_.
+  std::vector<uint8_t> scratch_;
+  bool ce_busy_ ABSL_GUARDED_BY(mu_) = false;
+  // Leading bytes of scratch_ that may hold plaintext of committed chunks.
+  size_t scratch_residue_ ABSL_GUARDED_BY(mu_) = 0;
+  // Set by EndDataLocked while ce_busy_: the copy engine wipes all of scratch_.
+  bool scratch_wipe_pending_ ABSL_GUARDED_BY(mu_) = false;
+  // Bumped whenever data in device memory ends; a chunk decrypted across a
+  // change is discarded.
+  uint64_t data_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t resets_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t rejected_chunks_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_heartbeat_ ABSL_GUARDED_BY(mu_);

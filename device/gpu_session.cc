@@ -1,5 +1,7 @@
 #include "device/gpu_session.h"
 
+#include <utility>
+
 #include "keyxfer/ec_key.h"
 #include "keyxfer/random.h"
 #include "keyxfer/x509.h"
@@ -13,6 +15,40 @@ GpuSession::GpuSession(std::shared_ptr<grpc::Channel> channel,
       device_ca_der_(std::move(device_ca_der)),
       expected_serial_(std::move(expected_serial)) {}
 
+GpuSession::~GpuSession() {
+  // A pre-generated key still being made is waited for and dropped.
+  if (next_ephemeral_.valid()) next_ephemeral_.wait();
+}
+
+absl::StatusOr<const VerifiedCertificate*> GpuSession::CheckedCertificate(
+    const std::string& der) {
+  const absl::Time now = absl::Now();
+  if (verified_cert_ != nullptr && der == verified_cert_der_ &&
+      now - verified_at_ < kCertificateRecheck) {
+    return verified_cert_.get();
+  }
+  verified_cert_.reset();
+  auto cert = VerifyCertificate(der, device_ca_der_);
+  if (!cert.ok()) return cert.status();
+  verified_cert_ = std::make_unique<VerifiedCertificate>(std::move(*cert));
+  verified_cert_der_ = der;
+  verified_at_ = now;
+  return verified_cert_.get();
+}
+
+void GpuSession::PrepareNextEphemeral() {
+  if (next_ephemeral_.valid()) return;
+  next_ephemeral_ = std::async(std::launch::async,
+                               [] { return EcKey::Generate(Curve::kP384); });
+}
+
+absl::StatusOr<EcKey> GpuSession::TakeEphemeral() {
+  if (!next_ephemeral_.valid()) return EcKey::Generate(Curve::kP384);
+  absl::StatusOr<EcKey> k = next_ephemeral_.get();  // leaves the future empty
+  if (!k.ok()) return EcKey::Generate(Curve::kP384);
+  return k;
+}
+
 absl::Status GpuSession::Establish() {
   control_.reset();
   lce_h2d_ = ChannelMaterial();
@@ -23,13 +59,13 @@ absl::Status GpuSession::Establish() {
     absl::Status s = FromGrpc(stub_->GetIdentity(&ctx, {}, &id), "GPU GetIdentity");
     if (!s.ok()) return s;
   }
-  auto cert = VerifyCertificate(id.certificate_der(), device_ca_der_);
+  auto cert = CheckedCertificate(id.certificate_der());
   if (!cert.ok()) {
     return absl::UnauthenticatedError("GPU identity refused: " +
                                       std::string(cert.status().message()));
   }
-  if (cert->common_name != id.serial()) {
-    return absl::UnauthenticatedError("GPU certificate is for '" + cert->common_name +
+  if ((*cert)->common_name != id.serial()) {
+    return absl::UnauthenticatedError("GPU certificate is for '" + (*cert)->common_name +
                                       "' but the device claims '" + id.serial() + "'");
   }
   if (!expected_serial_.empty() && id.serial() != expected_serial_) {
@@ -37,7 +73,9 @@ absl::Status GpuSession::Establish() {
         "a different GPU was routed here: expected " + expected_serial_ + ", got " +
         id.serial() + " (the host may be redirecting the device)");
   }
-  auto eph = EcKey::Generate(Curve::kP384);
+  // The ephemeral key was generated ahead (one-shot: taken here, never used
+  // for a second exchange); the next one starts once this exchange is done.
+  auto eph = TakeEphemeral();
   if (!eph.ok()) return eph.status();
   v1::KeyExchangeRequest req;
   req.set_requester_public_key(eph->PublicPoint());
@@ -47,18 +85,28 @@ absl::Status GpuSession::Establish() {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     absl::Status s = FromGrpc(stub_->KeyExchange(&ctx, req, &resp), "GPU KeyExchange");
-    if (!s.ok()) return s;
+    if (!s.ok()) {
+      PrepareNextEphemeral();
+      return s;
+    }
   }
   std::string transcript = DeviceSessionTranscript(
       id.serial(), req.requester_public_key(), req.requester_nonce(),
       resp.device_public_key(), resp.device_nonce(), resp.session_id());
-  absl::Status sig = cert->public_key.Verify(transcript, resp.signature_der());
+  // The signature check and the ECDH are independent: run them on two cores.
+  // Nothing derived from the secret is used unless the signature verified.
+  const EcKey& identity = (*cert)->public_key;
+  auto sig_check = std::async(std::launch::async, [&identity, &transcript, &resp] {
+    return identity.Verify(transcript, resp.signature_der());
+  });
+  auto secret = eph->DeriveSharedSecret(resp.device_public_key());
+  absl::Status sig = sig_check.get();
+  PrepareNextEphemeral();
   if (!sig.ok()) {
     return absl::UnauthenticatedError(
         "GPU key exchange signature does not verify with the certified identity "
         "key: refusing the session");
   }
-  auto secret = eph->DeriveSharedSecret(resp.device_public_key());
   if (!secret.ok()) return secret.status();
   auto keys = DeriveDeviceSessionKeys(*secret, transcript);
   if (!keys.ok()) return keys.status();

@@ -2,12 +2,16 @@
 #define GPUTRAVEL_DEVICE_GPU_SESSION_H_
 
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "keyxfer/cc_channel.h"
 #include "keyxfer/device_session.h"
+#include "keyxfer/ec_key.h"
+#include "keyxfer/x509.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/device.grpc.pb.h"
 
@@ -17,12 +21,26 @@ namespace gputravel {
 // session (control channel and copy-engine keys) and issues sealed commands.
 // A real deployment puts NVIDIA's driver here; the emulated device speaks the
 // same protocol over gRPC. Not thread-safe.
+//
+// Establish is on every trip's critical path (P3 needs a fresh P-384 ECDHE
+// after each trip), so it does ahead of time what does not depend on the
+// device's answer: the next ephemeral key is generated in the background
+// once an exchange is done (each key is used for exactly one exchange), the
+// device certificate's chain check is cached for kCertificateRecheck by its
+// exact DER bytes, and the signature check runs beside the ECDH.
 class GpuSession {
  public:
+  // How long a verified device certificate is trusted without re-checking
+  // its chain and validity period.
+  static constexpr absl::Duration kCertificateRecheck = absl::Seconds(60);
+
   // `device_ca_der` is the pinned device CA; `expected_serial` (optional) pins
   // the one GPU this session may be with (P5).
   GpuSession(std::shared_ptr<grpc::Channel> channel, std::string device_ca_der,
              std::string expected_serial);
+  ~GpuSession();
+  GpuSession(const GpuSession&) = delete;
+  GpuSession& operator=(const GpuSession&) = delete;
 
   // Fresh key agreement: verifies the device certificate against the pinned
   // CA, the serial, and the signature over the transcript; derives new keys.
@@ -53,6 +71,9 @@ class GpuSession {
 
  private:
   absl::StatusOr<v1::DeviceReply> Command(const v1::DeviceCommand& cmd);
+  absl::StatusOr<const VerifiedCertificate*> CheckedCertificate(const std::string& der);
+  void PrepareNextEphemeral();
+  absl::StatusOr<EcKey> TakeEphemeral();
 
   std::unique_ptr<v1::Device::Stub> stub_;
   std::string device_ca_der_;
@@ -61,6 +82,10 @@ class GpuSession {
   uint64_t session_id_ = 0;
   std::unique_ptr<SealedChannel> control_;
   ChannelMaterial lce_h2d_;
+  std::future<absl::StatusOr<EcKey>> next_ephemeral_;
+  std::string verified_cert_der_;
+  std::unique_ptr<VerifiedCertificate> verified_cert_;
+  absl::Time verified_at_;
 };
 
 }  // namespace gputravel

@@ -2,9 +2,11 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -20,9 +22,13 @@ namespace gputravel {
 namespace {
 
 constexpr char kDigestLabel[] = "gputravel-window-digest-v1";
+// More workers than this only contend for the same cores and ring.
+constexpr int kMaxThreads = 32;
 
-double Since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 class TagDigest {
@@ -45,6 +51,253 @@ class TagDigest {
   EVP_MD_CTX* ctx_;
 };
 
+// What every chunk of one write shares.
+struct WindowPlan {
+  const ChannelMaterial* key;
+  uint64_t session_id, buffer_id, dest_offset, length;
+  CounterWindow window;
+  uint32_t chunk_size, n_chunks;
+  uint64_t bounce_id;
+  BounceBuffer* ring;
+  H2dSource* source;
+
+  uint32_t ChunkLen(uint32_t i) const {
+    return static_cast<uint32_t>(
+        std::min<uint64_t>(chunk_size, length - uint64_t{i} * chunk_size));
+  }
+  v1::SubmitH2DRequest Doorbell(uint32_t i, uint32_t slot, const uint8_t* tag) const {
+    v1::SubmitH2DRequest req;
+    req.set_bounce_id(bounce_id);
+    req.set_slot(slot);
+    req.set_buffer_id(buffer_id);
+    req.set_offset(dest_offset + uint64_t{i} * chunk_size);
+    req.set_length(ChunkLen(i));
+    req.set_tag(reinterpret_cast<const char*>(tag), kGcmTagSize);
+    req.set_session_id(session_id);
+    return req;
+  }
+};
+
+// Gets chunk i's plaintext (a view, or a copy into `staging`) and encrypts it
+// into `out`. The view is released as soon as the encryption is done.
+absl::Status EncryptChunk(const WindowPlan& p, ChannelCipher& cipher, uint32_t i,
+                          std::vector<uint8_t>& staging, uint8_t* out, uint8_t* tag,
+                          double* source_seconds) {
+  const uint32_t n = p.ChunkLen(i);
+  const uint64_t off = uint64_t{i} * p.chunk_size;
+  auto t0 = Clock::now();
+  PlaintextView view;
+  const uint8_t* in = nullptr;
+  if (p.source->CanView()) {
+    auto v = p.source->View(off, n);
+    if (!v.ok()) return v.status();
+    if (v->size() != n || v->data() == nullptr) {
+      return absl::InternalError("plaintext source lent " + std::to_string(v->size()) +
+                                 " bytes for a chunk of " + std::to_string(n));
+    }
+    view = std::move(*v);
+    in = view.data();
+  } else {
+    if (staging.size() < n) staging.resize(p.chunk_size);
+    absl::Status s = p.source->Read(off, staging.data(), n);
+    if (!s.ok()) return s;
+    in = staging.data();
+  }
+  *source_seconds += Since(t0);
+  std::string aad = ChunkAad(p.session_id, p.buffer_id, p.dest_offset + off, n);
+  return cipher.Encrypt(p.window.first + i, reinterpret_cast<const uint8_t*>(aad.data()),
+                        aad.size(), in, n, out, tag);
+}
+
+// A window of one chunk (the 4 KiB trip): everything on the calling thread,
+// one unary doorbell.
+absl::StatusOr<std::string> WriteOneChunk(const WindowPlan& p, v1::Device::Stub& stub,
+                                          double* source_seconds) {
+  auto cipher = ChannelCipher::Create(*p.key);
+  if (!cipher.ok()) return cipher.status();
+  std::vector<uint8_t> staging;
+  uint8_t tag[kGcmTagSize];
+  absl::Status st = EncryptChunk(p, **cipher, 0, staging, p.ring->slot(0), tag,
+                                 source_seconds);
+  Zeroize(staging.data(), staging.size());
+  if (!st.ok()) return st;
+  v1::SubmitH2DResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  st = FromGrpc(stub.SubmitH2D(&ctx, p.Doorbell(0, 0, tag), &resp), "GPU SubmitH2D");
+  if (!st.ok()) return st;
+  TagDigest digest;
+  digest.Add(tag);
+  return digest.Final();
+}
+
+// A window of several chunks: `threads` workers and one SubmitH2DStream.
+//
+// Workers take chunk indices in counter order (an atomic counter), wait until
+// the chunk's slot (i % slots) is free, encrypt into it and mark it ready. The
+// worker that finds no doorbell being rung becomes the ringer and writes the
+// doorbells of every ready chunk in counter order, so there is no submitter
+// thread to wake. The calling thread reads the device's acks (one per chunk,
+// in order), adds each tag to the digest and frees the slot.
+//
+// Each slot has its own condition variable, notified once per ack with
+// notify_one: at most one worker ever waits on a slot. (A worker waiting for
+// slot s to carry chunk i needs chunk i - slots acked; another worker could
+// only take chunk i + slots after finishing one of chunks i+1 .. i+slots-1,
+// which needs an ack that comes after chunk i - slots's, since acks come in
+// order and slots > threads.)
+class StreamPipeline {
+ public:
+  StreamPipeline(const WindowPlan& plan, uint32_t slots, int threads)
+      : p_(plan), slots_(slots), threads_(threads), slot_free_(slots),
+        ready_(slots, -1), tags_(slots) {}
+
+  absl::StatusOr<std::string> Run(v1::Device::Stub& stub, double* source_seconds) {
+    std::vector<std::unique_ptr<ChannelCipher>> ciphers;
+    for (int t = 0; t < threads_; ++t) {
+      auto c = ChannelCipher::Create(*p_.key);
+      if (!c.ok()) return c.status();
+      ciphers.push_back(std::move(*c));
+    }
+    // Generous: a stalled device is also cut off by the orchestrator's
+    // holder watchdog long before this.
+    ctx_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30) +
+                      std::chrono::microseconds(p_.length));
+    stream_ = stub.SubmitH2DStream(&ctx_);
+    std::vector<double> seconds(threads_, 0);
+    std::vector<std::thread> workers;
+    workers.reserve(threads_);
+    for (int t = 0; t < threads_; ++t) {
+      workers.emplace_back([this, t, &ciphers, &seconds] { Work(*ciphers[t], &seconds[t]); });
+    }
+
+    TagDigest digest;
+    uint64_t acked = 0;
+    while (acked < p_.n_chunks) {
+      v1::SubmitH2DAck ack;
+      if (!stream_->Read(&ack)) break;  // the device ended the stream
+      const uint32_t s = static_cast<uint32_t>(acked % slots_);
+      // The copy engine stops at the last counter (it then refuses the key).
+      const uint64_t next = std::min<uint64_t>(uint64_t{p_.window.first} + acked + 1,
+                                               kLastMessageCounter);
+      if (ack.sequence() != acked || ack.slot() != s || ack.next_counter() != next) {
+        Fail(absl::InternalError(
+            "the GPU acknowledged chunk " + std::to_string(ack.sequence()) + " (slot " +
+            std::to_string(ack.slot()) + ", next counter " +
+            std::to_string(ack.next_counter()) + ") where chunk " + std::to_string(acked) +
+            " was due: the copy engine and this writer disagree on the window"));
+        break;
+      }
+      std::lock_guard<std::mutex> l(mu_);
+      digest.Add(tags_[s].data());  // the slot is reused only after this ack
+      acked_ = ++acked;
+      slot_free_[s].notify_one();
+    }
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+      for (auto& cv : slot_free_) cv.notify_all();
+    }
+    for (auto& w : workers) w.join();
+    for (int t = 0; t < threads_; ++t) *source_seconds += seconds[t];
+    // Every worker is gone, so nothing else touches the stream now.
+    grpc::Status fs = stream_->Finish();
+    if (!error_.ok()) return error_;
+    if (!fs.ok()) return FromGrpc(fs, "GPU SubmitH2DStream");
+    if (acked < p_.n_chunks) {
+      return absl::InternalError("the GPU ended the doorbell stream after " +
+                                 std::to_string(acked) + " of " +
+                                 std::to_string(p_.n_chunks) + " chunks without an error");
+    }
+    return digest.Final();
+  }
+
+ private:
+  void Work(ChannelCipher& cipher, double* source_seconds) {
+    std::vector<uint8_t> staging;  // copying sources only; private memory
+    for (;;) {
+      const uint32_t i = next_chunk_.fetch_add(1);
+      if (i >= p_.n_chunks) break;
+      const uint32_t s = i % slots_;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        slot_free_[s].wait(l, [&] { return stop_ || i < acked_ + slots_; });
+        if (stop_) break;
+      }
+      uint8_t tag[kGcmTagSize];
+      absl::Status st = EncryptChunk(p_, cipher, i, staging, p_.ring->slot(s), tag,
+                                     source_seconds);
+      if (!st.ok()) {
+        Fail(st);
+        break;
+      }
+      Ring(i, s, tag);
+    }
+    Zeroize(staging.data(), staging.size());
+  }
+
+  // Marks chunk i ready and, unless another worker is already ringing, rings
+  // every ready doorbell in counter order.
+  void Ring(uint32_t i, uint32_t s, const uint8_t* tag) {
+    std::unique_lock<std::mutex> l(mu_);
+    std::copy(tag, tag + kGcmTagSize, tags_[s].begin());
+    ready_[s] = i;
+    if (ringing_) return;  // the ringer picks it up before it lets go
+    ringing_ = true;
+    while (!stop_ && next_doorbell_ < p_.n_chunks &&
+           ready_[next_doorbell_ % slots_] == int64_t{next_doorbell_}) {
+      const uint32_t k = next_doorbell_;
+      const uint32_t ks = k % slots_;
+      ready_[ks] = -1;
+      v1::SubmitH2DRequest req = p_.Doorbell(k, ks, tags_[ks].data());
+      l.unlock();
+      const bool last = k + 1 == p_.n_chunks;
+      // The last doorbell also half-closes: the device then ends the stream.
+      const bool ok = last ? stream_->Write(req, grpc::WriteOptions().set_last_message())
+                           : stream_->Write(req);
+      l.lock();
+      if (!ok) {
+        // The stream is over (the device refused a chunk, or the call was
+        // cancelled): the ack reader learns why from Finish.
+        stop_ = true;
+        for (auto& cv : slot_free_) cv.notify_all();
+        break;
+      }
+      ++next_doorbell_;
+    }
+    ringing_ = false;
+  }
+
+  // A failure on this side: stop everyone and cancel the call, which also
+  // wakes the ack reader.
+  void Fail(absl::Status st) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (error_.ok()) error_ = std::move(st);
+      stop_ = true;
+      for (auto& cv : slot_free_) cv.notify_all();
+    }
+    ctx_.TryCancel();
+  }
+
+  const WindowPlan& p_;
+  const uint32_t slots_;
+  const int threads_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::SubmitH2DRequest, v1::SubmitH2DAck>> stream_;
+  std::atomic<uint32_t> next_chunk_{0};
+
+  std::mutex mu_;
+  std::vector<std::condition_variable> slot_free_;  // one per slot
+  uint64_t acked_ = 0;               // chunks the device acknowledged
+  std::vector<int64_t> ready_;       // per slot: encrypted chunk awaiting its doorbell
+  std::vector<std::array<uint8_t, kGcmTagSize>> tags_;  // per slot
+  uint32_t next_doorbell_ = 0;
+  bool ringing_ = false;
+  bool stop_ = false;
+  absl::Status error_;  // first failure on this side
+};
+
 }  // namespace
 
 uint32_t H2dWriter::ChunksFor(uint64_t length, uint32_t chunk_size) {
@@ -55,6 +308,13 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
     const ChannelMaterial& key, uint64_t session_id, uint64_t buffer_id,
     uint64_t dest_offset, uint64_t length, CounterWindow window,
     const ChunkSource& source) {
+  CopyingSource copying(source);
+  return Write(key, session_id, buffer_id, dest_offset, length, window, copying);
+}
+
+absl::StatusOr<H2dWriteStats> H2dWriter::Write(
+    const ChannelMaterial& key, uint64_t session_id, uint64_t buffer_id,
+    uint64_t dest_offset, uint64_t length, CounterWindow window, H2dSource& source) {
   const uint32_t cs = options_.chunk_size;
   if (cs == 0 || cs % 32 != 0) {
     return absl::InvalidArgumentError("chunk size must be a multiple of 32 bytes");
@@ -68,168 +328,57 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
         "counter window holds " + std::to_string(window.count) + " counters but " +
         std::to_string(length) + " bytes need " + std::to_string(n_chunks) + " chunks");
   }
-  const int threads = std::max(1, options_.threads);
-  const uint32_t slots = std::max<uint32_t>(options_.slots, threads + 1);
-  auto t0 = std::chrono::steady_clock::now();
+  const int threads = static_cast<int>(
+      std::min<uint64_t>(std::clamp(options_.threads, 1, kMaxThreads), n_chunks));
+  // One slot per worker plus one at the device; never more than there are
+  // chunks. A one-chunk window needs no more than its own rounded-up size.
+  const uint32_t slots = std::min<uint32_t>(
+      std::max<uint32_t>(options_.slots, threads + 1), n_chunks);
+  const uint32_t slot_size =
+      n_chunks == 1 ? static_cast<uint32_t>((length + 31) / 32 * 32) : cs;
+  auto t0 = Clock::now();
   auto ring = BounceBuffer::Create(
-      options_.bounce_dir + "/gputravel-bounce-" + HexEncode(RandomString(8)),
-      slots, cs);
+      options_.bounce_dir + "/gputravel-bounce-" + HexEncode(RandomString(8)), slots,
+      slot_size);
   if (!ring.ok()) return ring.status();
+  uint64_t bounce_id = 0;
   {
     v1::AttachBounceRequest req;
     req.set_path((*ring)->path());
     req.set_slots(slots);
-    req.set_slot_size(cs);
+    req.set_slot_size(slot_size);
     v1::AttachBounceResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     absl::Status s = FromGrpc(stub_->AttachBounce(&ctx, req, &resp), "GPU AttachBounce");
     if (!s.ok()) return s;
-    const uint64_t bounce_id = resp.bounce_id();
-
-    // Per-slot state. Staging holds plaintext (private memory, zeroized after
-    // use); the bounce slot receives only ciphertext.
-    struct Slot {
-      std::vector<uint8_t> staging;
-      uint8_t tag[kGcmTagSize];
-      int64_t chunk = -1;  // chunk occupying the slot
-      bool encrypted = false;
-    };
-    std::vector<Slot> ring_state(slots);
-    for (auto& sl : ring_state) sl.staging.resize(cs);
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<uint32_t> work;  // slots ready to encrypt
-    absl::Status error;
-    bool stop = false;
-
-    std::vector<std::unique_ptr<ChannelCipher>> ciphers;
-    for (int t = 0; t < threads; ++t) {
-      auto c = ChannelCipher::Create(key);
-      if (!c.ok()) return c.status();
-      ciphers.push_back(std::move(*c));
-    }
-    auto chunk_len = [&](int64_t i) -> uint32_t {
-      uint64_t off = uint64_t(i) * cs;
-      return static_cast<uint32_t>(std::min<uint64_t>(cs, length - off));
-    };
-    std::vector<std::thread> workers;
-    for (int t = 0; t < threads; ++t) {
-      workers.emplace_back([&, t] {
-        for (;;) {
-          uint32_t s;
-          {
-            std::unique_lock<std::mutex> l(mu);
-            cv.wait(l, [&] { return stop || !work.empty(); });
-            if (work.empty()) return;
-            s = work.front();
-            work.pop_front();
-          }
-          Slot& sl = ring_state[s];
-          int64_t i = sl.chunk;
-          uint32_t n = chunk_len(i);
-          std::string aad = ChunkAad(session_id, buffer_id, dest_offset + uint64_t(i) * cs, n);
-          // The staging area (private TD memory) is overwritten by the next
-          // read and zeroized when the write ends, not after every chunk:
-          // that wipe would sit on the encryption's critical path.
-          absl::Status st = ciphers[t]->Encrypt(
-              window.first + static_cast<uint32_t>(i),
-              reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
-              sl.staging.data(), n, (*ring)->slot(s), sl.tag);
-          std::lock_guard<std::mutex> l(mu);
-          if (!st.ok() && error.ok()) error = st;
-          sl.encrypted = true;
-          cv.notify_all();
-        }
-      });
-    }
-
-    TagDigest digest;
-    double read_seconds = 0;
-    // Submitter: rings doorbells strictly in counter order.
-    std::thread submitter([&] {
-      for (int64_t i = 0; i < n_chunks; ++i) {
-        uint32_t s = static_cast<uint32_t>(i % slots);
-        {
-          std::unique_lock<std::mutex> l(mu);
-          cv.wait(l, [&] {
-            return !error.ok() || (ring_state[s].chunk == i && ring_state[s].encrypted);
-          });
-          if (!error.ok()) return;
-        }
-        v1::SubmitH2DRequest req;
-        req.set_bounce_id(bounce_id);
-        req.set_slot(s);
-        req.set_buffer_id(buffer_id);
-        req.set_offset(dest_offset + uint64_t(i) * cs);
-        req.set_length(chunk_len(i));
-        req.set_tag(reinterpret_cast<const char*>(ring_state[s].tag), kGcmTagSize);
-        req.set_session_id(session_id);
-        v1::SubmitH2DResponse resp;
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-        absl::Status st = FromGrpc(stub_->SubmitH2D(&ctx, req, &resp), "GPU SubmitH2D");
-        std::lock_guard<std::mutex> l(mu);
-        if (!st.ok()) {
-          if (error.ok()) error = st;
-          cv.notify_all();
-          return;
-        }
-        digest.Add(ring_state[s].tag);
-        ring_state[s].chunk = -1;
-        ring_state[s].encrypted = false;
-        cv.notify_all();
-      }
-    });
-
-    // Reader (this thread): fills free slots in order.
-    for (int64_t i = 0; i < n_chunks; ++i) {
-      uint32_t s = static_cast<uint32_t>(i % slots);
-      {
-        std::unique_lock<std::mutex> l(mu);
-        cv.wait(l, [&] { return !error.ok() || ring_state[s].chunk == -1; });
-        if (!error.ok()) break;
-      }
-      auto r0 = std::chrono::steady_clock::now();
-      absl::Status st = source(uint64_t(i) * cs, ring_state[s].staging.data(), chunk_len(i));
-      read_seconds += Since(r0);
-      std::lock_guard<std::mutex> l(mu);
-      if (!st.ok()) {
-        if (error.ok()) error = st;
-        cv.notify_all();
-        break;
-      }
-      ring_state[s].chunk = i;
-      ring_state[s].encrypted = false;
-      work.push_back(s);
-      cv.notify_all();
-    }
-    submitter.join();
-    {
-      std::lock_guard<std::mutex> l(mu);
-      stop = true;
-      cv.notify_all();
-    }
-    for (auto& w : workers) w.join();
-    for (auto& sl : ring_state) Zeroize(sl.staging.data(), sl.staging.size());
-    {
-      // Best effort: the device also drops rings when the session ends.
-      v1::DetachBounceRequest dreq;
-      dreq.set_bounce_id(bounce_id);
-      v1::DetachBounceResponse dresp;
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      (void)stub_->DetachBounce(&ctx, dreq, &dresp);
-    }
-    if (!error.ok()) return error;
-    H2dWriteStats stats;
-    stats.bytes = length;
-    stats.chunks = n_chunks;
-    stats.digest = digest.Final();
-    stats.read_seconds = read_seconds;
-    stats.total_seconds = Since(t0);
-    return stats;
+    bounce_id = resp.bounce_id();
   }
+
+  WindowPlan plan{&key,     session_id, buffer_id, dest_offset, length, window,
+                  cs,       n_chunks,   bounce_id, ring->get(), &source};
+  double source_seconds = 0;
+  absl::StatusOr<std::string> digest =
+      n_chunks == 1 ? WriteOneChunk(plan, *stub_, &source_seconds)
+                    : StreamPipeline(plan, slots, threads).Run(*stub_, &source_seconds);
+  {
+    // Best effort: the device also drops rings when the session ends.
+    v1::DetachBounceRequest dreq;
+    dreq.set_bounce_id(bounce_id);
+    v1::DetachBounceResponse dresp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    (void)stub_->DetachBounce(&ctx, dreq, &dresp);
+  }
+  if (!digest.ok()) return digest.status();
+  H2dWriteStats stats;
+  stats.bytes = length;
+  stats.chunks = n_chunks;
+  stats.digest = std::move(*digest);
+  stats.read_seconds = source_seconds;
+  stats.total_seconds = Since(t0);
+  stats.zero_copy = source.CanView();
+  return stats;
 }
 
 absl::StatusOr<std::string> WindowDigest(const ChannelMaterial& key,

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "device/h2d_source.h"
 #include "keyxfer/cc_channel.h"
 #include "keyxfer/counter_window.h"
 #include "grpcpp/grpcpp.h"
@@ -16,8 +17,8 @@ namespace gputravel {
 
 struct H2dWriterOptions {
   uint32_t chunk_size = 2u << 20;   // plaintext bytes per chunk (= slot size)
-  uint32_t slots = 4;               // bounce ring depth
-  int threads = 2;                  // parallel encryption workers
+  uint32_t slots = 4;               // bounce ring depth (raised to threads + 1)
+  int threads = 2;                  // parallel encryption workers (at most chunks)
   std::string bounce_dir = "/dev/shm";
 };
 
@@ -28,24 +29,37 @@ struct H2dWriteStats {
   // digest of the plaintext (the GCM tags are MACs of it under the session
   // key), free to compute and revealing nothing to the host that relays it.
   std::string digest;
+  // Time spent getting plaintext from the source (views or copies), summed
+  // over the workers.
   double read_seconds = 0;
   double total_seconds = 0;
+  // True when the source lent views (no copy of the plaintext was made).
+  bool zero_copy = false;
 };
 
-// Reads plaintext [offset, offset + n) of the source into `dst`.
-using ChunkSource = std::function<absl::Status(uint64_t offset, uint8_t* dst, size_t n)>;
-
-// The holder's copy-engine path: chunks get their counters in order, are
-// encrypted in parallel into a ring of shared-memory bounce slots, and are
-// rung in order so the device decrypts slot k while slot k+1 is encrypted.
-// The plaintext staging areas are zeroized when the write ends.
+// The holder's copy-engine path. Chunk i of the window gets counter
+// window.first + i. Workers take chunk indices in counter order, get the
+// chunk's plaintext from the source (a view when the source can lend one, a
+// copy into private staging otherwise), encrypt it straight into a ring of
+// shared-memory bounce slots, and ring the device's doorbell in counter order
+// on one SubmitH2DStream call, without waiting for the device to finish the
+// chunks before; the device acknowledges each chunk and a slot is reused only
+// after its chunk's ack. A window of one chunk is written on the calling
+// thread with one unary SubmitH2D (no threads, no stream). Plaintext never
+// enters the bounce ring, and private staging is zeroized when the write ends.
 class H2dWriter {
  public:
   H2dWriter(std::shared_ptr<grpc::Channel> device, H2dWriterOptions options)
       : stub_(v1::Device::NewStub(device)), options_(std::move(options)) {}
 
-  // Writes `length` bytes of `source` to device buffer `buffer_id` at
-  // `dest_offset`, using exactly the counters of `window` on `key`.
+  // Writes `length` bytes of `source` (offsets relative to the window) to
+  // device buffer `buffer_id` at `dest_offset`, using exactly the counters of
+  // `window` on `key`.
+  absl::StatusOr<H2dWriteStats> Write(const ChannelMaterial& key,
+                                      uint64_t session_id, uint64_t buffer_id,
+                                      uint64_t dest_offset, uint64_t length,
+                                      CounterWindow window, H2dSource& source);
+  // The same over a copying callback (the fallback path).
   absl::StatusOr<H2dWriteStats> Write(const ChannelMaterial& key,
                                       uint64_t session_id, uint64_t buffer_id,
                                       uint64_t dest_offset, uint64_t length,

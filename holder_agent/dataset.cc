@@ -1,6 +1,7 @@
 #include "holder_agent/dataset.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,41 @@
 #include "util/files.h"
 
 namespace gputravel {
+namespace {
+
+uint64_t PageSize() {
+  static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+// Whether `fd` can be mapped (some file systems cannot).
+bool CanMap(int fd) {
+  void* p = ::mmap(nullptr, PageSize(), PROT_READ, MAP_PRIVATE, fd, 0);
+  if (p == MAP_FAILED) return false;
+  ::munmap(p, PageSize());
+  return true;
+}
+
+}  // namespace
+
+DatasetMapping::~DatasetMapping() {
+  if (base_ != nullptr) ::munmap(base_, mapped_);
+}
+
+DatasetMapping& DatasetMapping::operator=(DatasetMapping&& other) noexcept {
+  if (this != &other) {
+    if (base_ != nullptr) ::munmap(base_, mapped_);
+    base_ = other.base_;
+    mapped_ = other.mapped_;
+    data_ = other.data_;
+    size_ = other.size_;
+    other.base_ = nullptr;
+    other.mapped_ = 0;
+    other.data_ = nullptr;
+    other.size_ = 0;
+  }
+  return *this;
+}
 
 absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const std::string& path,
                                                        const std::string& format) {
@@ -37,6 +73,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const std::string& path,
   bool magic = has_header && header[0] == kLlmcMagic;
   std::string fmt = format == "auto" ? (magic ? "llmc-tokens" : "raw") : format;
   d->format_ = fmt;
+  d->mappable_ = size > 0 && CanMap(fd);
   if (fmt == "raw") {
     if (size == 0) return absl::InvalidArgumentError("dataset " + path + " is empty");
     d->payload_offset_ = 0;
@@ -92,6 +129,36 @@ absl::Status Dataset::Read(uint64_t offset, uint8_t* dst, size_t n) const {
     done += static_cast<size_t>(r);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<DatasetMapping> Dataset::Map(uint64_t offset, size_t n) const {
+  if (n == 0 || offset > payload_bytes_ || n > payload_bytes_ - offset) {
+    return absl::OutOfRangeError("mapping [" + std::to_string(offset) + ", +" +
+                                 std::to_string(n) + ") is outside dataset " + path_ +
+                                 " (" + std::to_string(payload_bytes_) + " bytes)");
+  }
+  const uint64_t start = payload_offset_ + offset;
+  // Mapping past the end of the file would fault on access: refuse a file
+  // that shrank since Open, as Read does.
+  struct stat st;
+  if (::fstat(fd_, &st) != 0 || static_cast<uint64_t>(st.st_size) < start + n) {
+    return absl::DataLossError("dataset " + path_ + " shrank since it was opened");
+  }
+  const uint64_t aligned = start / PageSize() * PageSize();
+  const size_t lead = static_cast<size_t>(start - aligned);
+  // Populated at once: one call instead of a fault per page, with read-ahead.
+  void* p = ::mmap(nullptr, lead + n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd_,
+                   static_cast<off_t>(aligned));
+  if (p == MAP_FAILED) {
+    return absl::UnavailableError("dataset " + path_ + " cannot be mapped at " +
+                                  std::to_string(start) + ": " + std::strerror(errno));
+  }
+  DatasetMapping m;
+  m.base_ = p;
+  m.mapped_ = lead + n;
+  m.data_ = static_cast<const uint8_t*>(p) + lead;
+  m.size_ = n;
+  return m;
 }
 
 absl::Status WriteLlmcShard(const std::string& path, const uint16_t* tokens,

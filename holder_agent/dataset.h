@@ -9,8 +9,32 @@
 
 namespace gputravel {
 
-// A holder's dataset on local disk, read by windows with pread (streaming: no
-// more than one chunk is ever in memory).
+// A read-only mapping of part of a dataset file (page-aligned underneath,
+// `data()` points at the requested first byte); unmapped when destroyed, so
+// its pages leave the process's resident set. Move-only.
+class DatasetMapping {
+ public:
+  DatasetMapping() = default;
+  ~DatasetMapping();
+  DatasetMapping(DatasetMapping&& other) noexcept { *this = std::move(other); }
+  DatasetMapping& operator=(DatasetMapping&& other) noexcept;
+  DatasetMapping(const DatasetMapping&) = delete;
+  DatasetMapping& operator=(const DatasetMapping&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  friend class Dataset;
+  void* base_ = nullptr;  // what mmap returned (page-aligned)
+  size_t mapped_ = 0;     // bytes mapped from base_
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// A holder's dataset on local disk, read by windows (streaming: no more than
+// a few chunks are ever in memory), either mapped in place (Map) or copied
+// with pread (Read).
 //   "llmc-tokens": an llm.c token shard: a header of 256 little-endian int32
 //     (magic 20240520, version 1, token count, rest reserved) then `count`
 //     uint16 tokens. The payload is the token bytes.
@@ -34,12 +58,23 @@ class Dataset {
   // Reads payload bytes [offset, offset + n) into dst.
   absl::Status Read(uint64_t offset, uint8_t* dst, size_t n) const;
 
+  // Maps payload bytes [offset, offset + n) read-only, in place (any offset:
+  // the mapping starts at the page below it, the llm.c header included).
+  // Thread-safe. A file truncated while a range is mapped makes the next
+  // access to the lost pages fault (SIGBUS); Map itself refuses ranges the
+  // file no longer has.
+  absl::StatusOr<DatasetMapping> Map(uint64_t offset, size_t n) const;
+  // Whether the file can be mapped at all (probed at Open; false on file
+  // systems without mmap, where Read is the only way).
+  bool mappable() const { return mappable_; }
+
  private:
   Dataset() = default;
   std::string path_, format_;
   int fd_ = -1;
   uint64_t payload_offset_ = 0;
   uint64_t payload_bytes_ = 0;
+  bool mappable_ = false;
 };
 
 // Writes an llm.c token shard (used by the demo and tests to make datasets).

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <vector>
 
@@ -89,6 +90,67 @@ TEST_F(DatasetTest, ReadPastEndRefused) {
   auto d = *Dataset::Open(dir_ + "/r", "raw");
   uint8_t buf[8];
   EXPECT_EQ(d->Read(5, buf, 8).code(), absl::StatusCode::kOutOfRange);
+}
+
+// Map lends the same bytes Read copies, at any offset: unaligned to pages,
+// shifted by the llm.c header, and up to the last (partial) byte.
+TEST_F(DatasetTest, MapMatchesReadAtUnalignedOffsets) {
+  const uint64_t kTokens = 3 * 4096 + 333;  // payload not a multiple of a page
+  std::vector<uint16_t> toks(kTokens);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<uint16_t>(i * 2654435761u);
+  ASSERT_TRUE(WriteLlmcShard(dir_ + "/m.bin", toks.data(), toks.size()).ok());
+  auto d = *Dataset::Open(dir_ + "/m.bin", "auto");
+  ASSERT_TRUE(d->mappable());
+  const uint64_t payload = d->payload_bytes();
+  ASSERT_EQ(payload, kTokens * 2);
+  for (uint64_t off : {uint64_t{0}, uint64_t{1}, uint64_t{3071}, uint64_t{3072},
+                       uint64_t{4095}, uint64_t{4096}, uint64_t{5000}, payload - 700}) {
+    for (size_t n : {size_t{1}, size_t{700}, size_t{4096}, size_t{9000}}) {
+      if (off + n > payload) continue;
+      auto m = d->Map(off, n);
+      ASSERT_TRUE(m.ok()) << m.status();
+      ASSERT_EQ(m->size(), n);
+      std::vector<uint8_t> want(n);
+      ASSERT_TRUE(d->Read(off, want.data(), n).ok());
+      EXPECT_EQ(0, std::memcmp(m->data(), want.data(), n)) << off << "+" << n;
+    }
+  }
+  // The header is skipped: payload byte 0 is token 0.
+  auto first = *d->Map(0, 2);
+  uint16_t t0;
+  std::memcpy(&t0, first.data(), 2);
+  EXPECT_EQ(t0, toks[0]);
+  // The last partial chunk ends exactly at the end of the file.
+  auto last = *d->Map(payload - 2, 2);
+  uint16_t tl;
+  std::memcpy(&tl, last.data(), 2);
+  EXPECT_EQ(tl, toks.back());
+}
+
+TEST_F(DatasetTest, MapOutsideThePayloadOrOfAShrunkFileRefused) {
+  std::string raw(10000, 'r');
+  ASSERT_TRUE(WriteFile(dir_ + "/s", raw).ok());
+  auto d = *Dataset::Open(dir_ + "/s", "raw");
+  EXPECT_EQ(d->Map(9000, 1001).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(d->Map(0, 0).status().code(), absl::StatusCode::kOutOfRange);
+  ASSERT_EQ(truncate((dir_ + "/s").c_str(), 5000), 0);
+  auto m = d->Map(4096, 2000);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(m.status().message().find("shrank"), std::string::npos);
+  EXPECT_TRUE(d->Map(0, 5000).ok());
+}
+
+TEST_F(DatasetTest, MappingMovesAndUnmaps) {
+  ASSERT_TRUE(WriteFile(dir_ + "/u", std::string(8192, 'u')).ok());
+  auto d = *Dataset::Open(dir_ + "/u", "raw");
+  DatasetMapping a = *d->Map(100, 50);
+  DatasetMapping b = std::move(a);
+  EXPECT_EQ(a.data(), nullptr);
+  EXPECT_EQ(b.size(), 50u);
+  EXPECT_EQ(b.data()[0], 'u');
+  a = *d->Map(200, 10);  // assigning over an empty mapping
+  b = std::move(a);      // and over a live one (unmapped first)
+  EXPECT_EQ(b.size(), 10u);
 }
 
 }  // namespace

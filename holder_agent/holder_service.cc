@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "auth/authorize.h"
+#include "holder_agent/dataset_source.h"
 
 #include "keyxfer/handoff.h"
 #include "keyxfer/random.h"
@@ -148,18 +149,11 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
   H2dWriterOptions wo = options_.writer;
   wo.chunk_size = b.chunk_size();
   H2dWriter writer(device_, wo);
-  const uint64_t base = b.window_offset();
-  auto stats = writer.Write(
-      *key, b.gpu_session(), b.buffer_id(), 0, b.window_length(),
-      CounterWindow{b.first_counter(), b.counter_count()},
-      [this, base, &progress](uint64_t off, uint8_t* dst, size_t n) {
-        if (!progress(0)) {
-          return absl::CancelledError("the orchestrator cancelled provisioning");
-        }
-        absl::Status s = dataset_->Read(base + off, dst, n);
-        if (s.ok()) progress(n);
-        return s;
-      });
+  // Chunks are mapped from the file and encrypted in place (no plaintext
+  // copy); each mapping goes once its chunk is in the bounce ring.
+  DatasetSource source(*dataset_, b.window_offset(), b.window_length(), progress);
+  auto stats = writer.Write(*key, b.gpu_session(), b.buffer_id(), 0, b.window_length(),
+                            CounterWindow{b.first_counter(), b.counter_count()}, source);
   // The key dies here, whatever the outcome (SecretBytes zeroizes).
   key->key.Clear();
   if (!stats.ok()) return stats.status();

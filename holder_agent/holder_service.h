@@ -45,7 +45,7 @@ class HolderService final : public v1::HolderAgent::Service {
 
  private:
   // `progress(bytes)` is called from the encryption threads as chunks are
-  // read; it returns false once the caller has gone (cancel).
+  // mapped or read; it returns false once the caller has gone (cancel).
   absl::StatusOr<v1::ProvisionReport> DoProvision(
       const v1::ProvisionRequest& req, const std::function<bool(uint64_t)>& progress);
 

@@ -40,7 +40,7 @@ ReportData ChannelReportData(ChannelRole role, absl::string_view transcript) {
 }
 
 absl::StatusOr<ChannelInitiator> ChannelInitiator::Create() {
-  auto key = EcKey::Generate(Curve::kP384);
+  auto key = EcKey::Generate(kChannelCurve);
   if (!key.ok()) return key.status();
   ChannelInitiator c(std::move(*key));
   c.public_key_ = c.key_.PublicPoint();
@@ -79,7 +79,7 @@ absl::StatusOr<ChannelResponder> ChannelResponder::Respond(
   if (initiator_nonce.size() != kNonceSize) {
     return absl::InvalidArgumentError("orchestrator nonce must be 32 bytes");
   }
-  auto key = EcKey::Generate(Curve::kP384);
+  auto key = EcKey::Generate(kChannelCurve);
   if (!key.ok()) return key.status();
   ChannelResponder r;
   r.public_key_ = key->PublicPoint();

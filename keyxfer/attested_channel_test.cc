@@ -66,7 +66,7 @@ TEST_F(AttestedChannelTest, EvidenceBoundToAnotherKeyRefused) {
   auto init = *ChannelInitiator::Create();
   auto resp = *ChannelResponder::Respond(init.public_key(), init.nonce(), *holder_);
   // A man in the middle substitutes his own public key but keeps the evidence.
-  auto mitm = *EcKey::Generate(Curve::kP384);
+  auto mitm = *EcKey::Generate(kChannelCurve);
   auto hv = VerifierFor(std::string(48, 'H'));
   Evidence ev;
   EXPECT_FALSE(init.Complete(mitm.PublicPoint(), resp.nonce(), resp.evidence(), hv,

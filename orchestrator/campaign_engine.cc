@@ -1,6 +1,9 @@
 #include "orchestrator/campaign_engine.h"
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
+#include <future>
 
 #include "auth/identity.h"
 #include "auth/tls_config.h"
@@ -58,6 +61,13 @@ class CampaignEngine::Hooks final : public TripHooks {
     if (seqs.ok()) CrashPoint(std::string("after_commit:") + step);
     return seqs.status();
   }
+  absl::Status RouteOut(const TripCounterWindow& window,
+                        const std::string& message) override {
+    auto seqs = engine_->store_->SetTripStep(plan_->trip, kStepRouteOut, message, window);
+    engine_->Notify(seqs);
+    if (seqs.ok()) CrashPoint(std::string("after_commit:") + kStepRouteOut);
+    return seqs.status();
+  }
   void Progress(uint64_t bytes, uint64_t total) override {
     engine_->SetProgress(plan_->campaign, plan_->trip, plan_->holder, bytes, total);
   }
@@ -70,6 +80,11 @@ class CampaignEngine::Hooks final : public TripHooks {
     engine_->Notify(seqs);
     return seqs.status();
   }
+  void Away() override {
+    if (on_away_) on_away_();
+  }
+  // Called once the GPU has left for the holder.
+  void set_on_away(std::function<void()> f) { on_away_ = std::move(f); }
   void Scrubbed() override {
     EventRow e;
     e.campaign = plan_->campaign;
@@ -107,6 +122,7 @@ class CampaignEngine::Hooks final : public TripHooks {
   DataLoader* const loader_;
   BuiltinTrainer* const trainer_;
   const double train_timeout_;
+  std::function<void()> on_away_;
 };
 
 CampaignEngine::CampaignEngine(const OrchestratorConfig* config, StateStore* store,
@@ -478,7 +494,7 @@ void CampaignEngine::Worker(Gpu* gpu) {
   }
   GpuSession session(MakeChannel(gpu->config.device_endpoint), *ca_der, gpu->config.serial);
   TripRunner runner(config_->domain, gpu->config.name, mux_.get(), &session, attester_,
-                    verifier_, config_->state_dir);
+                    verifier_);
   uint64_t seen_wake = 0;
   while (true) {
     {
@@ -579,6 +595,9 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     gpu->loader = &loader;
   }
 
+  // The attested channel for the next trip, opened while this trip's GPU is
+  // away (declared after `stubs`, so it is waited for before they go).
+  std::future<absl::StatusOr<PreparedChannel>> next_channel;
   while (true) {
     {
       absl::MutexLock l(&mu_);
@@ -628,6 +647,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     t.window_offset = w.offset;
     t.window_length = w.length;
     t.round = h.round;
+    const auto trip_t0 = std::chrono::steady_clock::now();
     auto begun = store_->BeginTrip(t);
     Notify(begun);
     if (!begun.ok()) {
@@ -661,7 +681,33 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     if (again.ok() && again->state == kCampaignCancelling) control.Cancel();
     Hooks hooks(this, &plan, &loader, trainer.get(),
                 std::max(600.0, spec->holder_timeout_seconds));
-    auto outcome = runner->Run(plan, stubs[h.name].get(), &hooks, &control);
+    std::optional<PreparedChannel> prepared;
+    if (next_channel.valid()) {
+      auto r = next_channel.get();
+      if (r.ok()) {
+        prepared = std::move(*r);
+      } else {
+        GT_LOG(1, "trip ", t.id, ": no channel prepared ahead (", r.status().message(),
+               "); opening one now");
+      }
+    }
+    // The holder the schedule picks after this one if this trip succeeds:
+    // its channel is opened while the GPU is away (a wrong guess costs one
+    // unused channel at that holder).
+    std::vector<HolderProgress> after = progress;
+    after[*next] = AdvanceProgress(progress[*next], w.length);
+    if (auto guess = PickNextHolder(spec->schedule, after, spec->rounds, *next)) {
+      const std::string guess_name = (*holders)[*guess].name;
+      v1::HolderAgent::Stub* guess_stub = stubs[guess_name].get();
+      const double timeout = std::min(5.0, spec->holder_timeout_seconds);
+      hooks.set_on_away([&next_channel, runner, guess_name, guess_stub, timeout] {
+        next_channel = std::async(std::launch::async, [=] {
+          return runner->PrepareChannel(guess_name, guess_stub, timeout, nullptr);
+        });
+      });
+    }
+    auto outcome = runner->Run(plan, stubs[h.name].get(), &hooks, &control,
+                               std::move(prepared));
     {
       absl::MutexLock l(&mu_);
       gpu->control = nullptr;
@@ -679,6 +725,9 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     f.scrub_verified = outcome->scrub_verified;
     f.rekeyed = outcome->rekeyed;
     f.error = outcome->error;
+    f.duration_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::steady_clock::now() - trip_t0)
+                        .count();
     if (outcome->ok) {
       f.outcome = kOutcomeOk;
       f.advance_cursor = true;

@@ -63,6 +63,10 @@ void TripToProto(const TripRow& t, v1::Trip* out) {
   out->set_bytes(t.bytes);
   out->set_chunks(t.chunks);
   out->set_provision_seconds(t.provision_seconds);
+  out->set_seconds(t.duration_us / 1e6);
+  out->set_gpu_session(t.gpu_session);
+  out->set_first_counter(t.first_counter);
+  out->set_counter_count(t.counter_count);
   out->set_digest_match(t.digest_match);
   out->set_scrub_verified(t.scrub_verified);
   out->set_rekeyed(t.rekeyed);

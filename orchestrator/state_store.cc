@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -89,6 +90,10 @@ namespace {
 //   loss              training loss on this window (NULL if not trained).
 //   provision_seconds holder's provisioning time.
 //   started_ms        BeginTrip time; ended_ms FinishTrip time (0 = running).
+//   gpu_session, first_counter, counter_count   (schema 2) the copy-engine
+//                     counter window handed to the holder, recorded with
+//                     step route_out; 0 before.
+//   duration_us       (schema 2) whole trip, monotonic clock; 0 = unknown.
 // events: append-only log that watchers stream.
 //   seq               AUTOINCREMENT: increasing, never reused.
 //   campaign          campaign ("" for daemon-wide events).
@@ -188,9 +193,22 @@ CREATE INDEX events_by_campaign ON events (campaign, seq);
 
 // PRAGMA arguments cannot be bound; this is the compile-time constant
 // kSchemaVersion, spelled out (checked by a static_assert below).
-constexpr char kSetUserVersion[] = "PRAGMA user_version = 1";
-static_assert(StateStore::kSchemaVersion == 1,
-              "update kSchemaV1/kSetUserVersion and add a migration");
+// Version 1 -> 2: the trip's counter window (it replaced a state file per
+// GPU) and its measured duration.
+constexpr char kMigrateV1ToV2[] = R"sql(
+ALTER TABLE trips ADD COLUMN gpu_session INTEGER NOT NULL DEFAULT 0
+    CHECK (gpu_session >= 0);
+ALTER TABLE trips ADD COLUMN first_counter INTEGER NOT NULL DEFAULT 0
+    CHECK (first_counter >= 0 AND first_counter <= 4294967295);
+ALTER TABLE trips ADD COLUMN counter_count INTEGER NOT NULL DEFAULT 0
+    CHECK (counter_count >= 0 AND counter_count <= 4294967295);
+ALTER TABLE trips ADD COLUMN duration_us INTEGER NOT NULL DEFAULT 0
+    CHECK (duration_us >= 0);
+)sql";
+
+constexpr char kSetUserVersion[] = "PRAGMA user_version = 2";
+static_assert(StateStore::kSchemaVersion == 2,
+              "update kSetUserVersion and add a migration");
 
 // Name of the trip-id counter row.
 constexpr char kTripCounter[] = "trip";
@@ -393,7 +411,8 @@ class Stmt {
 #define GT_SS_TRIP_COLS                                                    \
   "id, campaign, holder, window_offset, window_length, round, step, "      \
   "outcome, error, bytes, chunks, digest_match, scrub_verified, rekeyed, " \
-  "trained, loss, provision_seconds, started_ms, ended_ms"
+  "trained, loss, provision_seconds, started_ms, ended_ms, gpu_session, "  \
+  "first_counter, counter_count, duration_us"
 #define GT_SS_EVENT_COLS \
   "seq, campaign, trip, kind, step, message, bytes, loss, time_ms"
 
@@ -473,6 +492,10 @@ TripRow ReadTrip(Stmt& s) {
   t.provision_seconds = s.ColReal(16);
   t.started_ms = s.ColInt(17);
   t.ended_ms = s.ColInt(18);
+  t.gpu_session = s.ColU64(19);
+  t.first_counter = static_cast<uint32_t>(s.ColInt(20));
+  t.counter_count = static_cast<uint32_t>(s.ColInt(21));
+  t.duration_us = s.ColInt(22);
   return t;
 }
 
@@ -558,8 +581,19 @@ absl::Status StateStore::Exec(const char* sql) {
   }
 }
 
+absl::Status StateStore::SetSynchronous(Durability durability) {
+  if (durability == synchronous_) return absl::OkStatus();
+  // Outside any transaction; applies to the commits that follow.
+  GT_SS_RETURN_IF_ERROR(Exec(durability == Durability::kFlush
+                                 ? "PRAGMA synchronous = FULL"
+                                 : "PRAGMA synchronous = NORMAL"));
+  synchronous_ = durability;
+  return absl::OkStatus();
+}
+
 template <typename Body>
-absl::Status StateStore::InTransaction(Body body, bool write) {
+absl::Status StateStore::InTransaction(Body body, bool write, Durability durability) {
+  if (write) GT_SS_RETURN_IF_ERROR(SetSynchronous(durability));
   // IMMEDIATE takes the write lock up front, so a writing transaction never
   // fails half-way because another connection wrote first; readers take a
   // consistent snapshot without blocking writers (WAL).
@@ -584,8 +618,10 @@ absl::Status StateStore::Configure() {
   if (rc != SQLITE_OK) return SqliteError(db_, rc, "setting busy_timeout");
   GT_SS_RETURN_IF_ERROR(Exec("PRAGMA foreign_keys = ON"));
   // FULL: a commit is on disk (WAL fsynced) before it returns, so a step the
-  // engine acted on is never lost to a power cut.
+  // engine acted on is never lost to a power cut. Lazy commits switch to
+  // NORMAL for themselves (InTransaction).
   GT_SS_RETURN_IF_ERROR(Exec("PRAGMA synchronous = FULL"));
+  synchronous_ = Durability::kFlush;
   {
     // journal_mode answers with the mode in force: a filesystem without
     // shared memory support silently keeps another mode, which we refuse.
@@ -625,10 +661,21 @@ absl::Status StateStore::EnsureSchema() {
           ", newer than this orchestrator's version ", kSchemaVersion,
           "; run a newer orchestrator or point state_dir at another directory"));
     }
-    if (v != 0 && v != kSchemaVersion) {
-      return absl::UnimplementedError(absl::StrCat(
-          "state database ", path_, " has schema version ", v,
-          " and no migration to version ", kSchemaVersion, " exists"));
+    if (v < 0) {
+      return absl::DataLossError(absl::StrCat("state database ", path_,
+                                              " has a negative schema version ", v));
+    }
+    return absl::OkStatus();
+  };
+  auto run_ddl = [this](const char* ddl, const char* what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+    // Constant DDL, several statements: sqlite3_exec is the tool for it.
+    char* err = nullptr;
+    int rc = sqlite3_exec(db_, ddl, nullptr, nullptr, &err);
+    if (rc != SQLITE_OK) {
+      std::string msg = err ? err : "";
+      sqlite3_free(err);
+      return SqliteError(db_, rc, absl::StrCat(what, ": ", msg));
     }
     return absl::OkStatus();
   };
@@ -636,14 +683,15 @@ absl::Status StateStore::EnsureSchema() {
   GT_SS_RETURN_IF_ERROR(check_version(version));
   if (version == kSchemaVersion) return absl::OkStatus();
 
-  // First open: create under the write lock, re-checking in case another
-  // process created it meanwhile.
+  // First open or an older schema: create or migrate under the write lock,
+  // re-checking in case another process did it meanwhile. DDL is
+  // transactional in SQLite: a failed migration leaves the old version.
   return InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
                            mu_) -> absl::Status {
     GT_SS_ASSIGN_OR_RETURN(int64_t v, read_version());
     GT_SS_RETURN_IF_ERROR(check_version(v));
     if (v == kSchemaVersion) return absl::OkStatus();
-    {
+    if (v == 0) {
       GT_SS_ASSIGN_OR_RETURN(Stmt s,
                              Prepare(db_, stmts_,
                                      "SELECT count(*) FROM sqlite_schema "
@@ -656,13 +704,9 @@ absl::Status StateStore::EnsureSchema() {
             "orchestrator state database; point state_dir at another directory"));
       }
     }
-    // Constant DDL, several statements: sqlite3_exec is the tool for it.
-    char* err = nullptr;
-    int rc = sqlite3_exec(db_, kSchemaV1, nullptr, nullptr, &err);
-    if (rc != SQLITE_OK) {
-      std::string msg = err ? err : "";
-      sqlite3_free(err);
-      return SqliteError(db_, rc, absl::StrCat("creating the schema: ", msg));
+    if (v == 0) GT_SS_RETURN_IF_ERROR(run_ddl(kSchemaV1, "creating the schema"));
+    if (v <= 1) {
+      GT_SS_RETURN_IF_ERROR(run_ddl(kMigrateV1ToV2, "migrating the schema from version 1 to 2"));
     }
     return Exec(kSetUserVersion);
   });
@@ -772,7 +816,7 @@ absl::StatusOr<uint64_t> StateStore::NextTripId() {
         }
         id = s.ColU64(0);
         return absl::OkStatus();
-      }));
+      }, true, Durability::kLazy));
   return id;
 }
 
@@ -1152,14 +1196,19 @@ absl::StatusOr<EventSeqs> StateStore::BeginTrip(const TripRow& t) {
     GT_SS_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
     seqs.push_back(seq);
     return absl::OkStatus();
-  }));
+  }, true, Durability::kLazy));
   return seqs;
 }
 
-absl::StatusOr<EventSeqs> StateStore::SetTripStep(uint64_t trip_id,
-                                                  const std::string& step,
-                                                  const std::string& message) {
+absl::StatusOr<EventSeqs> StateStore::SetTripStep(
+    uint64_t trip_id, const std::string& step, const std::string& message,
+    const std::optional<TripCounterWindow>& window) {
   const int to = StepIndex(step);
+  if ((step == kStepRouteOut) != window.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trip ", trip_id, ": the counter window is recorded with step route_out",
+        " (before the GPU leaves), and only there"));
+  }
   if (to < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("trip ", trip_id, ": unknown step ", Quote(step)));
@@ -1192,6 +1241,14 @@ absl::StatusOr<EventSeqs> StateStore::SetTripStep(uint64_t trip_id,
           s.Text(step).U64(trip_id);
           GT_SS_RETURN_IF_ERROR(s.Run());
         }
+        if (window.has_value()) {
+          GT_SS_ASSIGN_OR_RETURN(
+              Stmt s, Prepare(db_, stmts_,
+                              "UPDATE trips SET gpu_session = ?, first_counter = ?, "
+                              "counter_count = ? WHERE id = ?"));
+          s.U64(window->gpu_session).Int(window->first).Int(window->count).U64(trip_id);
+          GT_SS_RETURN_IF_ERROR(s.Run());
+        }
         EventRow e;
         e.campaign = t.campaign;
         e.trip = trip_id;
@@ -1202,7 +1259,7 @@ absl::StatusOr<EventSeqs> StateStore::SetTripStep(uint64_t trip_id,
         GT_SS_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
         seqs.push_back(seq);
         return absl::OkStatus();
-      }));
+      }, true, step == kStepRouteOut ? Durability::kFlush : Durability::kLazy));
   return seqs;
 }
 
@@ -1249,7 +1306,7 @@ absl::StatusOr<EventSeqs> StateStore::RecordProvisioned(uint64_t trip_id,
         GT_SS_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
         seqs.push_back(seq);
         return absl::OkStatus();
-      }));
+      }, true, Durability::kLazy));
   return seqs;
 }
 
@@ -1362,14 +1419,15 @@ absl::StatusOr<EventSeqs> StateStore::FinishTrip(uint64_t trip_id,
       GT_SS_ASSIGN_OR_RETURN(
           Stmt s, Prepare(db_, stmts_,
                           "UPDATE trips SET step = ?, outcome = ?, error = ?, "
-                          "scrub_verified = ?, rekeyed = ?, ended_ms = ? "
-                          "WHERE id = ?"));
+                          "scrub_verified = ?, rekeyed = ?, ended_ms = ?, "
+                          "duration_us = ? WHERE id = ?"));
       s.Text(final_step)
           .Text(f.outcome)
           .Text(f.error)
           .Int(f.scrub_verified)
           .Int(f.rekeyed)
           .Int(now)
+          .Int(std::max<int64_t>(0, f.duration_us))
           .U64(trip_id);
       GT_SS_RETURN_IF_ERROR(s.Run());
     }
@@ -1528,7 +1586,7 @@ absl::StatusOr<int64_t> StateStore::AppendEvent(const EventRow& e) {
       InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
         GT_SS_ASSIGN_OR_RETURN(seq, InsertEvent(e));
         return absl::OkStatus();
-      }));
+      }, true, Durability::kLazy));
   return seq;
 }
 

@@ -2,8 +2,7 @@
 #define GPUTRAVEL_ORCHESTRATOR_STATE_STORE_H_
 
 // The orchestrator's durable state: campaigns, their holders' progress, every
-// trip's step, and an append-only event log, in one SQLite database (WAL,
-// synchronous=FULL).
+// trip's step, and an append-only event log, in one SQLite database (WAL).
 //
 // Crash safety (P7) rests on one rule the engine follows: a trip step is
 // committed here BEFORE its side effect is performed. After a crash, the
@@ -17,6 +16,15 @@
 // Every mutating method is one transaction that also appends the events it
 // describes and returns their sequence numbers, so a caller can wake watchers
 // (event streams) only after the change is durable.
+//
+// Durability: every commit is in the WAL before the method returns, so a
+// crash of the orchestrator process never loses one. Most commits are also
+// fsynced (synchronous=FULL) and survive a power cut. The exceptions are
+// the trip's intermediate records whose loss to a power cut changes nothing
+// recovery does (see Durability below): they are written with
+// synchronous=NORMAL and become power-safe with the next fsynced commit,
+// which always comes before the GPU leaves (SetTripStep route_out) and when
+// the trip is trained or finished. A trip thus costs three fsyncs, not ten.
 //
 // Thread-safe: one connection, guarded by a mutex. Several processes may also
 // open the same file (SQLite's own locking; busy_timeout applies), which the
@@ -128,6 +136,22 @@ struct TripRow {
   double provision_seconds = 0;
   int64_t started_ms = 0;
   int64_t ended_ms = 0;  // 0 while unfinished
+  // The copy-engine counter window handed to the holder (P4), recorded with
+  // step route_out before the GPU leaves; zeros before that.
+  uint64_t gpu_session = 0;
+  uint32_t first_counter = 0;
+  uint32_t counter_count = 0;
+  // Whole trip on the orchestrator's monotonic clock, planning to verified
+  // scrub (FinishTrip); 0 while unfinished or unknown (recovered trips).
+  int64_t duration_us = 0;
+};
+
+// The counter window of a trip's hand-off: counters [first, first + count)
+// of the LCE H2D key of GPU session `gpu_session`.
+struct TripCounterWindow {
+  uint64_t gpu_session = 0;
+  uint32_t first = 0;
+  uint32_t count = 0;
 };
 
 struct EventRow {
@@ -163,12 +187,16 @@ struct TripFinish {
   bool advance_cursor = false;
   // Only with outcome failed/aborted: take the holder out of the campaign.
   bool fail_holder = false;
+  // The trip's duration (TripRow::duration_us); 0 if not measured.
+  int64_t duration_us = 0;
 };
 
 class StateStore {
  public:
   // Schema version kept in PRAGMA user_version.
-  static constexpr int kSchemaVersion = 1;
+  // Version 2 added the trips' counter window and duration (migrated in place
+  // from version 1).
+  static constexpr int kSchemaVersion = 2;
 
   // Opens (creating with mode 0600 if missing) the database at `path`, turns
   // on WAL, synchronous=FULL, foreign keys and a busy timeout, and creates the
@@ -223,9 +251,12 @@ class StateStore {
   // Commits the move to `step` before the caller performs it. Steps only move
   // forward (repeating the current step is allowed, for a retry); "done" and
   // "aborted" are FinishTrip's. FailedPrecondition for a finished trip.
-  absl::StatusOr<EventSeqs> SetTripStep(uint64_t trip_id,
-                                        const std::string& step,
-                                        const std::string& message);
+  // `window` (only with step route_out, where it is required) records the
+  // counter window handed to the holder in the same commit. The route_out
+  // commit is fsynced; the later steps' are not (see Durability).
+  absl::StatusOr<EventSeqs> SetTripStep(
+      uint64_t trip_id, const std::string& step, const std::string& message,
+      const std::optional<TripCounterWindow>& window = std::nullopt);
 
   // The holder's provisioning report. Allowed at steps provision..rekey.
   absl::StatusOr<EventSeqs> RecordProvisioned(uint64_t trip_id, uint64_t bytes,
@@ -277,11 +308,24 @@ class StateStore {
   absl::Status Configure() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status EnsureSchema() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How a write transaction reaches the disk.
+  //   kFlush: synchronous=FULL, the WAL is fsynced before COMMIT returns.
+  //   kLazy:  synchronous=NORMAL, the commit is in the WAL (safe from a
+  //           process crash) and fsynced with the next kFlush commit. Only
+  //           for records whose loss to a power cut recovery does not notice:
+  //           a trip's steps after route_out (recovery treats route_out ..
+  //           scrub alike unless training was committed, which is flushed),
+  //           the provisioning report, trip ids and BeginTrip (nothing has
+  //           left the orchestrator before the flushed route_out), and
+  //           free-form events.
+  enum class Durability { kFlush, kLazy };
   // Runs `body` inside BEGIN IMMEDIATE (write) or BEGIN DEFERRED (read)
   // .. COMMIT; rolls back if `body` or the commit fails.
   template <typename Body>
-  absl::Status InTransaction(Body body, bool write = true)
+  absl::Status InTransaction(Body body, bool write = true,
+                             Durability durability = Durability::kFlush)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SetSynchronous(Durability durability) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<int64_t> InsertEvent(const EventRow& e)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -298,6 +342,8 @@ class StateStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
+  // The PRAGMA synchronous in force on the connection.
+  Durability synchronous_ ABSL_GUARDED_BY(mu_) = Durability::kFlush;
   sqlite3* const db_;  // guarded by mu_ (the pointer itself never changes)
   const std::string path_;
   // Prepared statements by SQL text; keys are string literals of the .cc, so

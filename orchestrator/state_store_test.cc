@@ -111,7 +111,10 @@ absl::StatusOr<uint64_t> RunTrip(StateStore& store, const std::string& campaign,
   // Stops at the first refusal, as the engine would.
   std::vector<std::function<absl::StatusOr<EventSeqs>()>> steps = {
       [&] { return store.BeginTrip(t); },
-      [&] { return store.SetTripStep(*id, kStepRouteOut, ""); },
+      [&] {
+        return store.SetTripStep(*id, kStepRouteOut, "",
+                                 TripCounterWindow{*id, 1, 1});
+      },
       [&] { return store.SetTripStep(*id, kStepProvision, ""); },
       [&] { return store.RecordProvisioned(*id, len, 1, 0.5, true); },
       [&] { return store.SetTripStep(*id, kStepRouteBack, ""); },
@@ -227,12 +230,77 @@ TEST_F(StateStoreTest, UsesWalModeAndPrivateFile) {
 }
 
 TEST_F(StateStoreTest, RefusesNewerSchemaVersion) {
-  EXPECT_EQ(RawPragma("PRAGMA user_version = 2"), "");
+  EXPECT_EQ(RawPragma("PRAGMA user_version = 3"), "");
   auto store = StateStore::Open(path_);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(store.status().message(), HasSubstr("schema version 2"));
+  EXPECT_THAT(store.status().message(), HasSubstr("schema version 3"));
   EXPECT_THAT(store.status().message(), HasSubstr(path_));
+}
+
+// The counter window handed to the holder is recorded with route_out (and
+// only there), the duration with FinishTrip; both read back.
+TEST_F(StateStoreTest, RecordsCounterWindowAndDuration) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+  ASSERT_OK_AND_ASSIGN(uint64_t id, store->NextTripId());
+  TripRow t;
+  t.id = id;
+  t.campaign = "c1";
+  t.holder = "h1";
+  t.window_length = 100;
+  ASSERT_OK(store->BeginTrip(t));
+  EXPECT_EQ(store->SetTripStep(id, kStepRouteOut, "").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_OK(store->SetTripStep(id, kStepRouteOut, "",
+                               TripCounterWindow{42, 7, 3}));
+  EXPECT_EQ(store->SetTripStep(id, kStepProvision, "", TripCounterWindow{42, 10, 1})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_OK(store->SetTripStep(id, kStepProvision, ""));
+  ASSERT_OK(store->SetTripStep(id, kStepScrub, ""));
+  TripFinish f;
+  f.outcome = kOutcomeFailed;
+  f.error = "test";
+  f.duration_us = 4321;
+  ASSERT_OK(store->FinishTrip(id, f));
+  ASSERT_OK_AND_ASSIGN(TripRow got, store->GetTrip(id));
+  EXPECT_EQ(got.gpu_session, 42u);
+  EXPECT_EQ(got.first_counter, 7u);
+  EXPECT_EQ(got.counter_count, 3u);
+  EXPECT_EQ(got.duration_us, 4321);
+}
+
+// A version-1 database (before the counter window and duration columns) is
+// migrated in place; its rows survive with zeros in the new columns.
+TEST_F(StateStoreTest, MigratesVersionOneInPlace) {
+  uint64_t id = 0;
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+    ASSERT_OK_AND_ASSIGN(id, RunTrip(*store, "c1", "h1", 0, 40, 0));
+  }
+  // Take the database back to what version 1 wrote.
+  for (const char* col : {"gpu_session", "first_counter", "counter_count", "duration_us"}) {
+    RawPragma(absl::StrCat("ALTER TABLE trips DROP COLUMN ", col));
+  }
+  RawPragma("PRAGMA user_version = 1");
+  ASSERT_EQ(RawPragma("PRAGMA user_version"), "1");
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawPragma("PRAGMA user_version"), absl::StrCat(StateStore::kSchemaVersion));
+  ASSERT_OK_AND_ASSIGN(TripRow old, store->GetTrip(id));
+  EXPECT_EQ(old.outcome, kOutcomeOk);
+  EXPECT_EQ(old.window_length, 40u);
+  EXPECT_EQ(old.counter_count, 0u);
+  EXPECT_EQ(old.duration_us, 0);
+  // And the migrated database takes new trips with the new columns.
+  ASSERT_OK_AND_ASSIGN(uint64_t next, RunTrip(*store, "c1", "h1", 40, 40, 0));
+  ASSERT_OK_AND_ASSIGN(TripRow t, store->GetTrip(next));
+  EXPECT_EQ(t.counter_count, 1u);
 }
 
 TEST_F(StateStoreTest, RefusesForeignDatabase) {
@@ -316,7 +384,7 @@ TEST_F(StateStoreTest, StepsMoveForwardWithEventsInOrder) {
     returned.insert(returned.end(), seqs->begin(), seqs->end());
   };
   add(store->BeginTrip(t));
-  add(store->SetTripStep(id, kStepRouteOut, "to h1"));
+  add(store->SetTripStep(id, kStepRouteOut, "to h1", TripCounterWindow{9, 5, 2}));
   add(store->SetTripStep(id, kStepProvision, ""));
   add(store->RecordProvisioned(id, 25, 2, 0.1, true));
   add(store->SetTripStep(id, kStepRouteBack, ""));
@@ -513,7 +581,7 @@ TEST_F(StateStoreTest, UnfinishedTripsSurviveCrashAndBlockNewTrips) {
     t.holder = "h1";
     t.window_length = 30;
     ASSERT_OK(store->BeginTrip(t));
-    ASSERT_OK(store->SetTripStep(id, kStepRouteOut, ""));
+    ASSERT_OK(store->SetTripStep(id, kStepRouteOut, "", TripCounterWindow{3, 1, 1}));
     ASSERT_OK(store->SetTripStep(id, kStepProvision, ""));
     // The store is dropped here with the GPU still at h1: a crash.
   }

@@ -1,6 +1,5 @@
 #include "orchestrator/trip_runner.h"
 
-#include <unistd.h>
 
 #include <chrono>
 #include <thread>
@@ -147,9 +146,44 @@ absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* 
   return absl::OkStatus();
 }
 
+absl::StatusOr<PreparedChannel> TripRunner::PrepareChannel(const std::string& holder_name,
+                                                           v1::HolderAgent::Stub* holder,
+                                                           double timeout_seconds,
+                                                           TripControl* control) {
+  auto initiator = ChannelInitiator::Create();
+  if (!initiator.ok()) return initiator.status();
+  v1::OpenChannelRequest oreq;
+  oreq.set_orchestrator_public_key(initiator->public_key());
+  oreq.set_orchestrator_nonce(initiator->nonce());
+  v1::OpenChannelResponse oresp;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline(timeout_seconds));
+    if (control != nullptr) control->SetCall(&ctx);
+    absl::Status s = FromGrpc(holder->OpenChannel(&ctx, oreq, &oresp),
+                              "holder " + holder_name + " OpenChannel");
+    if (control != nullptr) control->SetCall(nullptr);
+    if (!s.ok()) return s;
+  }
+  PreparedChannel out;
+  out.holder = holder_name;
+  out.channel_id = oresp.channel_id();
+  auto channel = initiator->Complete(oresp.holder_public_key(), oresp.holder_nonce(),
+                                     oresp.evidence(), *verifier_, *attester_,
+                                     &out.own_evidence);
+  if (!channel.ok()) {
+    return absl::Status(channel.status().code(),
+                        "holder " + holder_name + ": " + std::string(channel.status().message()));
+  }
+  out.channel = std::move(*channel);
+  out.opened = std::chrono::steady_clock::now();
+  return out;
+}
+
 absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
                                             v1::HolderAgent::Stub* holder,
-                                            TripHooks* hooks, TripControl* control) {
+                                            TripHooks* hooks, TripControl* control,
+                                            std::optional<PreparedChannel> prepared) {
   TripOutcome out;
   GT_LOG(1, "trip ", plan.trip, ": ", plan.holder, " window [", plan.window_offset, ", +",
          plan.window_length, ")");
@@ -162,49 +196,37 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
     return out;
   };
 
-  // The channel with the holder, mutually attested, before anything leaves.
-  auto initiator = ChannelInitiator::Create();
-  if (!initiator.ok()) return initiator.status();
-  v1::OpenChannelRequest oreq;
-  oreq.set_orchestrator_public_key(initiator->public_key());
-  oreq.set_orchestrator_nonce(initiator->nonce());
-  v1::OpenChannelResponse oresp;
-  {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline(plan.holder_timeout_seconds));
-    control->SetCall(&ctx);
-    absl::Status s = FromGrpc(holder->OpenChannel(&ctx, oreq, &oresp),
-                              "holder " + plan.holder + " OpenChannel");
-    control->SetCall(nullptr);
+  // The channel with the holder, mutually attested, before anything leaves:
+  // the one prepared while the previous trip's GPU was away, if it is for
+  // this holder and fresh, else a new one.
+  std::optional<PreparedChannel> ready;
+  if (prepared.has_value() && prepared->holder == plan.holder &&
+      std::chrono::steady_clock::now() - prepared->opened < kPreparedChannelLifetime) {
+    ready = std::move(prepared);
+  }
+  prepared.reset();
+  if (!ready.has_value()) {
+    auto opened = PrepareChannel(plan.holder, holder, plan.holder_timeout_seconds, control);
     if (control->cancelled()) return fail_early("cancelled", false);
-    if (!s.ok()) return fail_early(std::string(s.message()), true);
+    if (!opened.ok()) return fail_early(std::string(opened.status().message()), true);
+    ready = std::move(*opened);
   }
+  AttestedChannel* channel = &ready->channel;
   v1::ProvisionRequest preq;
-  auto channel = initiator->Complete(oresp.holder_public_key(), oresp.holder_nonce(),
-                                     oresp.evidence(), *verifier_, *attester_,
-                                     preq.mutable_orchestrator_evidence());
-  if (!channel.ok()) {
-    return fail_early("holder " + plan.holder + ": " +
-                          std::string(channel.status().message()),
-                      true);
-  }
+  *preq.mutable_orchestrator_evidence() = ready->own_evidence;
 
-  // The counter window on the session's LCE H2D key, persisted before use (P4).
+  // The counter window on the session's LCE H2D key (P4). The session is
+  // fresh for this trip and its key exists only in this process's memory, so
+  // the window starts at the copy engine's next counter and no other window
+  // is ever cut from the same key: after a crash the key is gone and recovery
+  // re-keys. The window is recorded with the route_out commit below, before
+  // it leaves.
   const uint32_t chunks = H2dWriter::ChunksFor(plan.window_length, plan.chunk_bytes);
   auto query = gpu_->QueryChannel();
   if (!query.ok()) return query.status();
-  const std::string counter_file = state_dir_ + "/lce-h2d-" + gpu_->serial() + ".ctr";
-  const std::string key_id = gpu_->serial() + ":" + std::to_string(gpu_->session_id());
-  ::unlink(counter_file.c_str());  // the previous session's key is dead
-  auto allocator = CounterWindowAllocator::Open(counter_file, key_id);
-  if (!allocator.ok()) return allocator.status();
-  auto window = allocator->Allocate(chunks);
-  if (!window.ok()) return window.status();
-  if (window->first != query->h2d_next_counter()) {
-    return absl::InternalError("counter window starts at " + std::to_string(window->first) +
-                               " but the copy engine expects " +
-                               std::to_string(query->h2d_next_counter()));
-  }
+  auto window_or = CounterWindowAt(query->h2d_next_counter(), chunks);
+  if (!window_or.ok()) return window_or.status();
+  const CounterWindow window = *window_or;
 
   v1::HandoffBinding* b = preq.mutable_binding();
   b->set_campaign(plan.campaign);
@@ -215,27 +237,29 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   b->set_buffer_id(plan.buffer_id);
   b->set_window_offset(plan.window_offset);
   b->set_window_length(plan.window_length);
-  b->set_first_counter(window->first);
-  b->set_counter_count(window->count);
+  b->set_first_counter(window.first);
+  b->set_counter_count(window.count);
   b->set_chunk_size(plan.chunk_bytes);
   ChannelMaterial lce = gpu_->LceH2dForHandoff();
   const uint64_t handed_session = gpu_->session_id();
   auto blob = WrapHandoff(channel->handoff_key, *b, lce);
   channel->handoff_key.Clear();
   if (!blob.ok()) return blob.status();
-  preq.set_channel_id(oresp.channel_id());
+  preq.set_channel_id(ready->channel_id);
   preq.set_wrapped_handoff(*blob);
 
   // Route out: committed first, and from here on every exit goes through the
   // safe path.
-  absl::Status s = hooks->Step(kStepRouteOut, "routing " + gpu_name_ + " to " +
-                                                  plan.holder_domain);
+  absl::Status s = hooks->RouteOut(
+      TripCounterWindow{handed_session, window.first, window.count},
+      "routing " + gpu_name_ + " to " + plan.holder_domain);
   if (s.ok() && control->cancelled()) s = absl::CancelledError("the campaign was cancelled");
   if (!s.ok()) {
     lce.key.Clear();
     return fail_early(std::string(s.message()), false);
   }
   s = RouteTo(plan.holder_domain, plan.trip);
+  if (s.ok()) hooks->Away();
   bool holder_fault = false;
   v1::ProvisionReport prep;
   if (s.ok()) s = hooks->Step(kStepProvision, "hand-off and provisioning");
@@ -284,7 +308,7 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
     bool digest_match = false;
     if (rd.ok()) {
       auto digest = WindowDigest(lce, handed_session, plan.buffer_id, 0, data,
-                                 plan.chunk_bytes, window->first);
+                                 plan.chunk_bytes, window.first);
       digest_match = digest.ok() && *digest == prep.digest() &&
                      prep.bytes() == plan.window_length;
     }
@@ -317,7 +341,6 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
     Zeroize(&data[0], data.size());
   }
   lce.key.Clear();
-  ::unlink(counter_file.c_str());
   // Scrub before any other holder can get the GPU (P2). A trained trip is
   // already at "scrub" (committed with the checkpoint).
   if (!trained) {

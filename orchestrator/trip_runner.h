@@ -1,14 +1,18 @@
 #ifndef GPUTRAVEL_ORCHESTRATOR_TRIP_RUNNER_H_
 #define GPUTRAVEL_ORCHESTRATOR_TRIP_RUNNER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "device/gpu_session.h"
+#include "keyxfer/attested_channel.h"
 #include "keyxfer/attester.h"
+#include "orchestrator/state_store.h"
 #include "proto/holder.grpc.pb.h"
 #include "proto/mux.grpc.pb.h"
 
@@ -51,6 +55,10 @@ class TripHooks {
   // Commits the move to `step` (state_store.h kStep*) BEFORE its side effect.
   // An error stops the trip, which then takes the safe path.
   virtual absl::Status Step(const char* step, const std::string& message) = 0;
+  // Commits step "route_out" together with the counter window about to be
+  // handed to the holder (P4: recorded before it leaves), flushed to disk.
+  virtual absl::Status RouteOut(const TripCounterWindow& window,
+                                const std::string& message) = 0;
   // Live provisioning progress from the holder (not durable).
   virtual void Progress(uint64_t bytes, uint64_t total) = 0;
   // The holder's report and the digest check, after the re-key.
@@ -63,7 +71,25 @@ class TripHooks {
   virtual absl::StatusOr<bool> Train(const std::string& plaintext) = 0;
   // The buffer was zeroed and every byte read back as zero (an event).
   virtual void Scrubbed() = 0;
+  // The GPU has left for the holder: the orchestrator waits for the holder
+  // from here on, a good moment to prepare the next trip (not durable).
+  virtual void Away() {}
 };
+
+// A mutually attested channel with a holder, opened ahead of its trip (it
+// needs no GPU): the holder's evidence verified, ours made, the hand-off key
+// derived. Single use; the holder keeps its end until the Provision that
+// names channel_id.
+struct PreparedChannel {
+  std::string holder;
+  std::string channel_id;
+  AttestedChannel channel;
+  Evidence own_evidence;
+  std::chrono::steady_clock::time_point opened;
+};
+
+// A prepared channel older than this is not used (its evidence is re-made).
+inline constexpr std::chrono::seconds kPreparedChannelLifetime{30};
 
 // Lets another thread stop a trip promptly: cancels the holder call in
 // flight; every later step notices and takes the safe path.
@@ -90,17 +116,25 @@ class TripControl {
 class TripRunner {
  public:
   TripRunner(std::string orchestrator_domain, std::string gpu_name, v1::Mux::Stub* mux,
-             GpuSession* gpu, Attester* attester, Verifier* verifier,
-             std::string state_dir)
+             GpuSession* gpu, Attester* attester, Verifier* verifier)
       : domain_(std::move(orchestrator_domain)), gpu_name_(std::move(gpu_name)),
-        mux_(mux), gpu_(gpu), attester_(attester), verifier_(verifier),
-        state_dir_(std::move(state_dir)) {}
+        mux_(mux), gpu_(gpu), attester_(attester), verifier_(verifier) {}
 
   // Always returns an outcome for a trip that ended in a safe state. A non-OK
   // status means the GPU could not be brought back to a safe state (route
   // home, re-key or scrub failed): the caller must stop using the GPU.
+  // `prepared`: a channel opened ahead (PrepareChannel); used if it is for
+  // plan.holder and younger than kPreparedChannelLifetime, else dropped.
   absl::StatusOr<TripOutcome> Run(const TripPlan& plan, v1::HolderAgent::Stub* holder,
-                                  TripHooks* hooks, TripControl* control);
+                                  TripHooks* hooks, TripControl* control,
+                                  std::optional<PreparedChannel> prepared = std::nullopt);
+
+  // Opens the attested channel with `holder` and completes it (verifies the
+  // holder's evidence, makes ours). `control` (may be null) cancels it.
+  absl::StatusOr<PreparedChannel> PrepareChannel(const std::string& holder_name,
+                                                 v1::HolderAgent::Stub* holder,
+                                                 double timeout_seconds,
+                                                 TripControl* control);
 
   // Routes the GPU home with `token`, establishes a fresh session (every key
   // of the previous one dies) and scrubs + verifies `buffer_id` if it is not
@@ -124,7 +158,6 @@ class TripRunner {
   GpuSession* const gpu_;
   Attester* const attester_;
   Verifier* const verifier_;
-  const std::string state_dir_;
 };
 
 }  // namespace gputravel

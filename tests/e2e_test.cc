@@ -254,9 +254,11 @@ TEST(EndToEndTest, HolderFailureUnderPausePolicyPausesThenResumeCompletes) {
 TEST(EndToEndTest, CancelStopsProvisioningPromptlyAndSafely) {
   StackOptions o;
   o.holders = 1;
-  o.dataset_bytes = {64u << 20};
-  o.buffer_bytes = 64u << 20;
-  o.chunk_bytes = 64u << 10;  // many small chunks: a long provisioning
+  // Many small chunks on one thread: a provisioning long enough (well over a
+  // second) for the cancel to land in the middle of it, even on a fast path.
+  o.dataset_bytes = {128u << 20};
+  o.buffer_bytes = 128u << 20;
+  o.chunk_bytes = 4u << 10;
   o.threads = 1;
   auto stack = EmulatedStack::Start(o);
   ASSERT_TRUE(stack.ok()) << stack.status();

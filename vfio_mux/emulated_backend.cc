@@ -36,14 +36,20 @@ absl::Status EmulatedBackend::Move(const std::string& gpu, const std::string& fr
   absl::Status s = FromGrpc((*stub)->SetOwner(&ctx, req, &resp),
                             "emulated GPU " + gpu + " SetOwner");
   if (!s.ok()) return s;
-  // Confirm by reading the topology back, as the real backends do.
-  v1::DeviceStatus st;
-  grpc::ClientContext ctx2;
-  ctx2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  s = FromGrpc((*stub)->GetStatus(&ctx2, {}, &st), "emulated GPU " + gpu + " GetStatus");
-  if (!s.ok()) return s;
-  if (st.owner() != to) {
-    return absl::InternalError("emulated GPU " + gpu + " reports owner '" + st.owner() +
+  // Confirm from the status the device read back after the change, as the
+  // real backends read the kernel or libvirt back: one round trip per move.
+  const v1::DeviceStatus* st = &resp.status();
+  v1::DeviceStatus asked;
+  if (!resp.has_status()) {
+    // A device that does not report its status with SetOwner: ask.
+    grpc::ClientContext ctx2;
+    ctx2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    s = FromGrpc((*stub)->GetStatus(&ctx2, {}, &asked), "emulated GPU " + gpu + " GetStatus");
+    if (!s.ok()) return s;
+    st = &asked;
+  }
+  if (st->owner() != to) {
+    return absl::InternalError("emulated GPU " + gpu + " reports owner '" + st->owner() +
                                "' after a move from '" + from + "' to '" + to + "'");
   }
   return absl::OkStatus();

@@ -14,8 +14,8 @@ int main(int argc, char** argv) {
   DaemonArgs args = ParseDaemonArgsOrExit(
       argc, argv, kProgram,
       "Host PCIe MUX: routes each GPU to one trust domain at a time, with\n"
-      "fencing tokens, a durable route table and an audit log. Untrusted by\n"
-      "design: no security property depends on it.\n"
+      "fencing tokens, a durable route table and an audit log (its journal).\n"
+      "Untrusted by design: no security property depends on it.\n"
       "Config JSON: {\"listen\", \"backend\": emulated|sysfs|libvirt,\n"
       "\"state_file\", \"audit_log\", \"tls\": {\"ca\", \"cert\", \"key\"}, ...}\n"
       "(docs/operations.md). Callers need a certificate of the campaign CA:\n"
@@ -48,5 +48,11 @@ int main(int argc, char** argv) {
   if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));
   MuxService service(table->get(), (*backend)->Name());
   GT_LOG(1, "backend ", (*backend)->Name());
-  ServeUntilSignal(kProgram, {{*listen, {&service}, *creds}}, args.ready_file);
+  RouteTable* routes = table->get();
+  ServeUntilSignal(kProgram, {{*listen, {&service}, *creds}}, args.ready_file, [routes] {
+    // A snapshot covering the whole journal; without it (a crash) the next
+    // start replays the journal instead.
+    absl::Status s = routes->Close();
+    if (!s.ok()) GT_LOG(0, "route table: ", s.message());
+  });
 }

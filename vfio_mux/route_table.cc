@@ -1,35 +1,279 @@
 #include "vfio_mux/route_table.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 
-#include "keyxfer/counter_window.h"
+#include "absl/strings/escaping.h"
 #include "nlohmann/json.hpp"
 #include "util/files.h"
+#include "util/log.h"
 
 namespace gputravel {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kResultOk[] = "ok";
+// How many of the journal's last bytes the snapshot keeps, to recognise the
+// journal it was taken with.
+constexpr size_t kTailBytes = 128;
+// Replay reads the journal in blocks of this size.
+constexpr size_t kReadBlock = size_t{1} << 20;
+// No decision line is this long; a longer one is corruption.
+constexpr size_t kMaxLine = size_t{1} << 20;
+
+std::string Errno(int e) { return std::strerror(e); }
+
+std::string DirOf(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// Dumps without throwing: invalid UTF-8 (from a backend's error text, say)
+// is replaced rather than aborting the daemon.
+std::string Dump(const json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
+// A failure is never recorded as "ok", even if its text says so.
+std::string ResultText(const absl::Status& s) {
+  if (s.ok()) return kResultOk;
+  std::string m(s.message());
+  if (m.empty() || m == kResultOk) return s.ToString();
+  return m;
+}
+
+// Reads exactly `len` bytes at `offset`.
+absl::Status ReadAt(int fd, const std::string& path, uint64_t offset, size_t len,
+                    std::string* out) {
+  out->resize(len);
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = ::pread(fd, &(*out)[done], len - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::UnavailableError("cannot read " + path + ": " + Errno(errno));
+    }
+    if (n == 0) {
+      return absl::UnavailableError(path + " ended at byte " + std::to_string(offset + done) +
+                                    " while the MUX was reading it: is another process "
+                                    "writing it?");
+    }
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+// Writes all of `data` (O_APPEND descriptors append every piece); returns 0
+// or an errno.
+int WriteAll(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return EIO;
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+// One journal line, as RouteTable writes it.
+struct Decision {
+  std::string action;
+  std::string gpu;
+  std::string to;
+  uint64_t token = 0;
+  bool accepted = false;
+};
+
+bool ParseDecision(const std::string& line, Decision* d) {
+  json j = json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return false;
+  for (const char* f : {"action", "gpu", "from", "to", "result"}) {
+    if (!j.contains(f) || !j[f].is_string()) return false;
+  }
+  if (!j.contains("token") || !j["token"].is_number_unsigned()) return false;
+  if (!j.contains("time") || !j["time"].is_number()) return false;
+  d->action = j["action"].get<std::string>();
+  if (d->action != "route" && d->action != "reset") return false;
+  d->gpu = j["gpu"].get<std::string>();
+  d->to = j["to"].get<std::string>();
+  d->token = j["token"].get<uint64_t>();
+  d->accepted = j["result"].get<std::string>() == kResultOk;
+  return true;
+}
+
+// What an accepted decision did to the table. GPUs no longer configured are
+// skipped, as in the snapshot.
+void Apply(const Decision& d, std::map<std::string, Route>* routes) {
+  if (!d.accepted) return;
+  auto it = routes->find(d.gpu);
+  if (it == routes->end()) return;
+  if (d.action == "route") it->second.domain = d.to;
+  it->second.fencing_token = std::max(it->second.fencing_token, d.token);
+}
+
+struct ReplayResult {
+  uint64_t good_end = 0;  // end of the last well-formed line
+  int decisions = 0;      // well-formed lines replayed
+};
+
+// Replays the journal's lines in [start, end) onto `routes`. Only the last
+// line may be unreadable (a write torn by a crash: never answered); it is
+// left out of good_end. Any other unreadable line is DATA_LOSS.
+absl::StatusOr<ReplayResult> Replay(int fd, const std::string& path, uint64_t start,
+                                    uint64_t end, std::map<std::string, Route>* routes) {
+  ReplayResult r;
+  r.good_end = start;
+  std::string carry, block, pending;
+  uint64_t carry_at = start, pending_at = start, pending_end = start;
+  bool have_pending = false;
+  auto take_pending = [&](bool last) -> absl::Status {
+    Decision d;
+    if (ParseDecision(pending, &d)) {
+      Apply(d, routes);
+      r.good_end = pending_end;
+      ++r.decisions;
+      return absl::OkStatus();
+    }
+    if (last) return absl::OkStatus();
+    return absl::DataLossError(
+        "MUX audit log " + path + ": the line at byte " + std::to_string(pending_at) +
+        " is not a MUX decision, and lines follow it: the journal is corrupt. Restore it "
+        "from a backup; only a torn last line is skipped on start-up");
+  };
+  for (uint64_t pos = start; pos < end;) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(kReadBlock, end - pos));
+    absl::Status s = ReadAt(fd, path, pos, n, &block);
+    if (!s.ok()) return s;
+    pos += n;
+    carry += block;
+    size_t b = 0;
+    for (size_t nl; (nl = carry.find('\n', b)) != std::string::npos; b = nl + 1) {
+      if (have_pending) {
+        s = take_pending(false);
+        if (!s.ok()) return s;
+      }
+      pending.assign(carry, b, nl - b);
+      pending_at = carry_at + b;
+      pending_end = carry_at + nl + 1;
+      have_pending = true;
+    }
+    carry.erase(0, b);
+    carry_at += b;
+    if (carry.size() > kMaxLine && pos < end) {
+      return absl::DataLossError("MUX audit log " + path + ": the line at byte " +
+                                 std::to_string(carry_at) +
+                                 " is longer than any MUX decision: the journal is corrupt. "
+                                 "Restore it from a backup");
+    }
+  }
+  if (have_pending) {
+    // A fragment without its newline after it is the torn last write.
+    absl::Status s = take_pending(/*last=*/carry.empty());
+    if (!s.ok()) return s;
+  }
+  return r;
+}
+
+// Where the journal's last complete line ends (0 if it has none).
+absl::StatusOr<uint64_t> EndOfLastLine(int fd, const std::string& path, uint64_t size) {
+  std::string block;
+  uint64_t end = size;
+  while (end > 0) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(4096, end));
+    absl::Status s = ReadAt(fd, path, end - n, n, &block);
+    if (!s.ok()) return s;
+    size_t nl = block.find_last_of('\n');
+    if (nl != std::string::npos) return end - n + nl + 1;
+    end -= n;
+  }
+  return 0;
+}
+
+// Flushes the directory holding `path`, so that a file created or renamed
+// in it survives a crash. Filesystems that cannot flush a directory (EINVAL)
+// need no flush.
+absl::Status SyncDirOf(const std::string& path, const std::function<int(int)>& sync,
+                       const std::string& what) {
+  const std::string dir = DirOf(path);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) {
+    return absl::UnavailableError("cannot open " + dir + " (the directory of " + what + " " +
+                                  path + "): " + Errno(errno));
+  }
+  int rc = sync(dfd);
+  int e = errno;
+  ::close(dfd);
+  if (rc != 0 && e != EINVAL) {
+    return absl::UnavailableError("cannot flush " + dir + " (the directory of " + what + " " +
+                                  path + "): " + Errno(e));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+RouteTable::RouteTable(RoutingBackend* backend, std::string state_path,
+                       std::string audit_path, RouteTableOptions options)
+    : backend_(backend), state_path_(std::move(state_path)),
+      audit_path_(std::move(audit_path)), options_([&] {
+        if (!options.sync) options.sync = [](int fd) { return ::fdatasync(fd); };
+        return std::move(options);
+      }()) {}
+
+RouteTable::~RouteTable() {
+  absl::MutexLock l(&mu_);
+  if (journal_fd_ >= 0) ::close(journal_fd_);
+  journal_fd_ = -1;
+}
 
 absl::StatusOr<std::unique_ptr<RouteTable>> RouteTable::Open(
-    RoutingBackend* backend, std::string state_path, std::string audit_path) {
-  std::unique_ptr<RouteTable> t(
-      new RouteTable(backend, std::move(state_path), std::move(audit_path)));
+    RoutingBackend* backend, std::string state_path, std::string audit_path,
+    RouteTableOptions options) {
+  std::unique_ptr<RouteTable> t(new RouteTable(backend, std::move(state_path),
+                                               std::move(audit_path), std::move(options)));
   auto gpus = backend->ListGpus();
   if (!gpus.ok()) return gpus.status();
   absl::MutexLock l(&t->mu_);
   for (const auto& g : *gpus) t->routes_[g.name] = Route{};
-  if (access(t->state_path_.c_str(), F_OK) == 0) {
-    auto j = ReadJsonFile(t->state_path_);
+  absl::Status s = t->LoadLocked();
+  if (!s.ok()) return s;
+  return t;
+}
+
+absl::Status RouteTable::LoadLocked() {
+  // 1. The snapshot, if any.
+  struct stat st;
+  const bool have_snapshot = ::stat(state_path_.c_str(), &st) == 0;
+  if (!have_snapshot && errno != ENOENT) {
+    return absl::UnavailableError("cannot read MUX state " + state_path_ + ": " + Errno(errno));
+  }
+  bool legacy = false, complete = false;
+  uint64_t covered = 0;
+  std::string tail, covered_path;
+  if (have_snapshot) {
+    auto j = ReadJsonFile(state_path_);
     if (!j.ok()) {
-      return absl::DataLossError("MUX state " + t->state_path_ +
+      return absl::DataLossError("MUX state " + state_path_ +
                                  " is unreadable; refusing to forget fencing tokens: " +
                                  std::string(j.status().message()));
     }
     if (j->contains("gpus") && (*j)["gpus"].is_object()) {
       for (auto it = (*j)["gpus"].begin(); it != (*j)["gpus"].end(); ++it) {
-        auto r = t->routes_.find(it.key());
-        if (r == t->routes_.end()) continue;  // GPU no longer configured
+        auto r = routes_.find(it.key());
+        if (r == routes_.end()) continue;  // GPU no longer configured
         const auto& v = it.value();
         if (v.contains("domain") && v["domain"].is_string()) {
           r->second.domain = v["domain"].get<std::string>();
@@ -39,8 +283,194 @@ absl::StatusOr<std::unique_ptr<RouteTable>> RouteTable::Open(
         }
       }
     }
+    if (!j->contains("journal")) {
+      // Written by a MUX that rewrote this file after every decision: it is
+      // complete, and the audit log holds nothing newer.
+      legacy = true;
+    } else {
+      const json& jj = (*j)["journal"];
+      bool ok = jj.is_object() && jj.contains("bytes") && jj["bytes"].is_number_unsigned() &&
+                jj.contains("tail_hex") && jj["tail_hex"].is_string() &&
+                jj.contains("complete") && jj["complete"].is_boolean();
+      if (ok) {
+        covered = jj["bytes"].get<uint64_t>();
+        complete = jj["complete"].get<bool>();
+        if (jj.contains("path") && jj["path"].is_string()) {
+          covered_path = jj["path"].get<std::string>();
+        }
+        auto t = HexDecode(jj["tail_hex"].get<std::string>());
+        ok = t.ok() && t->size() == std::min<uint64_t>(covered, kTailBytes) &&
+             (covered == 0 || t->back() == '\n');
+        if (ok) tail = *t;
+      }
+      if (!ok) {
+        return absl::DataLossError("MUX state " + state_path_ +
+                                   ": malformed \"journal\" section; refusing to forget "
+                                   "fencing tokens. Restore the file from a backup");
+      }
+    }
   }
-  return t;
+
+  auto not_continued = [&](uint64_t size) {
+    return absl::DataLossError(
+        "MUX audit log " + audit_path_ + " (" + std::to_string(size) +
+        " bytes) does not continue the journal that the route snapshot " + state_path_ +
+        " was taken with (" + std::to_string(covered) + " bytes of " +
+        (covered_path.empty() ? audit_path_ : covered_path) +
+        "): it was truncated, rotated or replaced after the MUX last started, so the "
+        "routes and fencing tokens accepted since then would be forgotten. Put that "
+        "journal back. If it is lost, raise every GPU's \"token\" in " + state_path_ +
+        " above any token the orchestrator may have used (its trip counter), set "
+        "\"complete\": true under \"journal\", and start again");
+  };
+
+  // 2. The journal, kept open for appending.
+  const bool journal_existed = ::access(audit_path_.c_str(), F_OK) == 0;
+  if (!journal_existed && have_snapshot && !legacy && covered > 0 && !complete) {
+    return not_continued(0);  // refused before creating an empty one
+  }
+  journal_fd_ = ::open(audit_path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (journal_fd_ < 0) {
+    return absl::UnavailableError("cannot open MUX audit log " + audit_path_ + ": " +
+                                  Errno(errno) + " (check audit_log in the MUX configuration "
+                                  "and its directory's permissions)");
+  }
+  if (::fstat(journal_fd_, &st) != 0) {
+    return absl::UnavailableError("cannot stat MUX audit log " + audit_path_ + ": " +
+                                  Errno(errno));
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+
+  // 3. Where replay starts: after what the snapshot covers.
+  uint64_t start = 0;
+  if (legacy) {
+    auto e = EndOfLastLine(journal_fd_, audit_path_, size);
+    if (!e.ok()) return e.status();
+    start = *e;
+  } else if (have_snapshot) {
+    bool continues = size >= covered;
+    if (continues && covered > 0) {
+      std::string got;
+      absl::Status s = ReadAt(journal_fd_, audit_path_, covered - tail.size(), tail.size(), &got);
+      if (!s.ok()) return s;
+      continues = got == tail;
+    }
+    if (continues) {
+      start = covered;
+    } else if (complete) {
+      GT_LOG(0, "MUX audit log ", audit_path_, " is not the journal the route snapshot ",
+             state_path_, " was taken with (rotated while the MUX was stopped?); the "
+             "snapshot was written at a clean shutdown, so it is complete: starting from it");
+      auto e = EndOfLastLine(journal_fd_, audit_path_, size);
+      if (!e.ok()) return e.status();
+      start = *e;
+    } else {
+      return not_continued(size);
+    }
+  }
+
+  // 4. Replay, then cut a torn last line so that appends start on a line.
+  auto r = Replay(journal_fd_, audit_path_, start, size, &routes_);
+  if (!r.ok()) return r.status();
+  if (r->good_end < size) {
+    std::string torn;
+    size_t show = static_cast<size_t>(std::min<uint64_t>(size - r->good_end, 200));
+    if (!ReadAt(journal_fd_, audit_path_, r->good_end, show, &torn).ok()) torn.clear();
+    GT_LOG(0, "MUX audit log ", audit_path_, ": cutting a torn last line (",
+           size - r->good_end, " bytes at byte ", r->good_end,
+           ", written when the MUX stopped and never answered): \"",
+           absl::CHexEscape(torn), "\"");
+    if (::ftruncate(journal_fd_, static_cast<off_t>(r->good_end)) != 0 ||
+        options_.sync(journal_fd_) != 0) {
+      return absl::UnavailableError("cannot cut the torn last line of MUX audit log " +
+                                    audit_path_ + ": " + Errno(errno));
+    }
+  }
+  journal_bytes_ = r->good_end;
+  if (!journal_existed) {
+    // The new file's directory entry must outlive a crash, as its lines will.
+    absl::Status s = SyncDirOf(audit_path_, options_.sync, "MUX audit log");
+    if (!s.ok()) return s;
+  }
+  if (r->decisions > 0) {
+    GT_LOG(1, "route table: ", r->decisions, " decision(s) replayed from ", audit_path_,
+           " after the snapshot ", have_snapshot ? state_path_ : "(none)");
+  }
+
+  // 5. A fresh snapshot covering the whole journal: the next start replays
+  // only what follows.
+  return WriteSnapshotLocked(/*complete=*/false);
+}
+
+absl::Status RouteTable::WriteSnapshotLocked(bool complete) {
+  std::string tail;
+  size_t n = static_cast<size_t>(std::min<uint64_t>(journal_bytes_, kTailBytes));
+  absl::Status s = ReadAt(journal_fd_, audit_path_, journal_bytes_ - n, n, &tail);
+  if (!s.ok()) return s;
+  json j;
+  j["gpus"] = json::object();
+  for (const auto& r : routes_) {
+    j["gpus"][r.first] = {{"domain", r.second.domain}, {"token", r.second.fencing_token}};
+  }
+  j["journal"] = {{"path", audit_path_},
+                  {"bytes", journal_bytes_},
+                  {"tail_hex", HexEncode(tail)},
+                  {"complete", complete}};
+  const std::string text = Dump(j, 2) + "\n";
+  const std::string tmp = state_path_ + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::UnavailableError("cannot write MUX state " + tmp + ": " + Errno(errno));
+  }
+  int e = WriteAll(fd, text);
+  if (e == 0 && options_.sync(fd) != 0) e = errno;
+  ::close(fd);
+  if (e != 0) {
+    return absl::UnavailableError("cannot write MUX state " + tmp + ": " + Errno(e));
+  }
+  if (::rename(tmp.c_str(), state_path_.c_str()) != 0) {
+    return absl::UnavailableError("cannot rename " + tmp + " to " + state_path_ + ": " +
+                                  Errno(errno));
+  }
+  return SyncDirOf(state_path_, options_.sync, "MUX state");
+}
+
+absl::Status RouteTable::JournalLocked(const std::string& action, const std::string& gpu,
+                                       const std::string& from, const std::string& to,
+                                       uint64_t token, const absl::Status& result) {
+  json j = {
+      {"time", std::chrono::duration<double>(
+                   std::chrono::system_clock::now().time_since_epoch()).count()},
+      {"action", action}, {"gpu", gpu}, {"from", from}, {"to", to},
+      {"token", token},
+      {"result", ResultText(result)}};
+  const std::string line = Dump(j) + "\n";
+  int e = WriteAll(journal_fd_, line);
+  if (e != 0) {
+    // Take back a partial line, so that the next one starts on its own line.
+    if (::ftruncate(journal_fd_, static_cast<off_t>(journal_bytes_)) != 0) {
+      unwritable_ = "could not take back a partial line of MUX audit log " + audit_path_ +
+                    " (" + Errno(errno) + ") after a failed append (" + Errno(e) + ")";
+    }
+    return absl::UnavailableError("cannot append to MUX audit log " + audit_path_ + ": " +
+                                  Errno(e) + " (free space on its filesystem?)");
+  }
+  if (options_.sync(journal_fd_) != 0) {
+    e = errno;
+    // After a failed flush the kernel may have dropped the data: only a
+    // restart (which re-reads the journal) knows what is durable.
+    unwritable_ = "could not flush MUX audit log " + audit_path_ + " (" + Errno(e) + ")";
+    return absl::UnavailableError("cannot flush MUX audit log " + audit_path_ + ": " +
+                                  Errno(e));
+  }
+  journal_bytes_ += line.size();
+  return absl::OkStatus();
+}
+
+absl::Status RouteTable::CheckWritableLocked() {
+  if (unwritable_.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError("the MUX accepts no route or reset: " + unwritable_ +
+                                       "; restart the MUX (it recovers from its journal)");
 }
 
 absl::Status RouteTable::CheckKnownLocked(const std::string& gpu) {
@@ -52,32 +482,17 @@ absl::Status RouteTable::CheckKnownLocked(const std::string& gpu) {
   return absl::OkStatus();
 }
 
-absl::Status RouteTable::PersistLocked() {
-  nlohmann::json j;
-  j["gpus"] = nlohmann::json::object();
-  for (const auto& r : routes_) {
-    j["gpus"][r.first] = {{"domain", r.second.domain}, {"token", r.second.fencing_token}};
-  }
-  return WriteFileAtomically(state_path_, j.dump(2) + "\n");
+namespace {
+
+// A refusal whose journal line could not be written says both.
+absl::Status NotJournaled(const absl::Status& decision, const absl::Status& journal) {
+  if (journal.ok()) return decision;
+  return absl::Status(decision.code(), std::string(decision.message()) +
+                                           " (and this refusal was not journaled: " +
+                                           std::string(journal.message()) + ")");
 }
 
-void RouteTable::AuditLocked(const std::string& action, const std::string& gpu,
-                             const std::string& from, const std::string& to,
-                             uint64_t token, const absl::Status& result) {
-  nlohmann::json j = {
-      {"time", std::chrono::duration<double>(
-                   std::chrono::system_clock::now().time_since_epoch()).count()},
-      {"action", action}, {"gpu", gpu}, {"from", from}, {"to", to},
-      {"token", token},
-      {"result", result.ok() ? "ok" : std::string(result.message())}};
-  std::string line = j.dump() + "\n";
-  int fd = ::open(audit_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-  if (fd < 0) return;
-  ssize_t n = ::write(fd, line.data(), line.size());
-  (void)n;
-  ::fsync(fd);
-  ::close(fd);
-}
+}  // namespace
 
 absl::StatusOr<Route> RouteTable::RouteTo(const std::string& gpu,
                                           const std::string& domain,
@@ -85,22 +500,31 @@ absl::StatusOr<Route> RouteTable::RouteTo(const std::string& gpu,
   absl::MutexLock l(&mu_);
   absl::Status known = CheckKnownLocked(gpu);
   if (!known.ok()) return known;
+  absl::Status writable = CheckWritableLocked();
+  if (!writable.ok()) return writable;
   Route& cur = routes_[gpu];
+  const std::string from = cur.domain;
   if (fencing_token < cur.fencing_token) {
     absl::Status s = absl::FailedPreconditionError(
         "stale fencing token " + std::to_string(fencing_token) + " for " + gpu +
         ": token " + std::to_string(cur.fencing_token) + " was already accepted");
-    AuditLocked("route", gpu, cur.domain, domain, fencing_token, s);
-    return s;
+    return NotJournaled(s, JournalLocked("route", gpu, from, domain, fencing_token, s));
   }
   absl::Status moved = absl::OkStatus();
   if (cur.domain != domain) moved = backend_->Move(gpu, cur.domain, domain);
-  AuditLocked("route", gpu, cur.domain, domain, fencing_token, moved);
-  if (!moved.ok()) return moved;
+  if (!moved.ok()) {
+    return NotJournaled(moved, JournalLocked("route", gpu, from, domain, fencing_token, moved));
+  }
+  // The GPU is where it was asked to be; the table follows it even if the
+  // journal fails below (the caller then gets an error, not an acceptance).
   cur.domain = domain;
   cur.fencing_token = fencing_token;
-  absl::Status p = PersistLocked();
-  if (!p.ok()) return p;
+  absl::Status j = JournalLocked("route", gpu, from, domain, fencing_token, moved);
+  if (!j.ok()) {
+    return absl::Status(j.code(), "moved " + gpu + " from '" + from + "' to '" + domain +
+                                      "' but could not record it durably: " +
+                                      std::string(j.message()));
+  }
   return cur;
 }
 
@@ -115,23 +539,48 @@ absl::Status RouteTable::Reset(const std::string& gpu, uint64_t fencing_token) {
   absl::MutexLock l(&mu_);
   absl::Status known = CheckKnownLocked(gpu);
   if (!known.ok()) return known;
+  absl::Status writable = CheckWritableLocked();
+  if (!writable.ok()) return writable;
   Route& cur = routes_[gpu];
   if (fencing_token < cur.fencing_token) {
     absl::Status s = absl::FailedPreconditionError(
         "stale fencing token " + std::to_string(fencing_token) + " for reset of " + gpu);
-    AuditLocked("reset", gpu, cur.domain, cur.domain, fencing_token, s);
-    return s;
+    return NotJournaled(
+        s, JournalLocked("reset", gpu, cur.domain, cur.domain, fencing_token, s));
   }
   absl::Status r = backend_->Reset(gpu);
-  AuditLocked("reset", gpu, cur.domain, cur.domain, fencing_token, r);
-  if (!r.ok()) return r;
+  if (!r.ok()) {
+    return NotJournaled(
+        r, JournalLocked("reset", gpu, cur.domain, cur.domain, fencing_token, r));
+  }
   cur.fencing_token = fencing_token;
-  return PersistLocked();
+  absl::Status j = JournalLocked("reset", gpu, cur.domain, cur.domain, fencing_token, r);
+  if (!j.ok()) {
+    return absl::Status(j.code(), "reset " + gpu + " but could not record it durably: " +
+                                      std::string(j.message()));
+  }
+  return absl::OkStatus();
 }
 
 std::map<std::string, Route> RouteTable::All() {
   absl::MutexLock l(&mu_);
   return routes_;
+}
+
+absl::Status RouteTable::Close() {
+  absl::MutexLock l(&mu_);
+  if (journal_fd_ < 0) return absl::OkStatus();
+  absl::Status s = absl::OkStatus();
+  if (unwritable_.empty()) {
+    s = WriteSnapshotLocked(/*complete=*/true);
+  } else {
+    s = absl::FailedPreconditionError("no final MUX snapshot written: " + unwritable_ +
+                                      "; the next start replays the journal");
+  }
+  ::close(journal_fd_);
+  journal_fd_ = -1;
+  if (unwritable_.empty()) unwritable_ = "the route table is closed (the MUX is stopping)";
+  return s;
 }
 
 }  // namespace gputravel

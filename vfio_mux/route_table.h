@@ -2,7 +2,9 @@
 #define GPUTRAVEL_VFIO_MUX_ROUTE_TABLE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -16,15 +18,43 @@ struct Route {
   uint64_t fencing_token = 0;
 };
 
+// How a RouteTable reaches stable storage.
+struct RouteTableOptions {
+  // Flushes one file descriptor to stable storage (a regular file's data and
+  // size, or a directory's entries); returns 0, or -1 with errno set, like
+  // fdatasync(2), which it is when unset. Every flush the table makes goes
+  // through it, so tests can count them.
+  std::function<int(int fd)> sync;
+};
+
 // Ordering and fencing of GPU moves, durable across restarts: one owner per
 // GPU; a move carrying a token older than the last accepted one is refused,
 // so an orchestrator that lost its lease (or a replayed request) cannot move
-// the GPU behind a newer trip. The state file is rewritten atomically after
-// each move and every attempt is appended to the audit log. Thread-safe.
+// the GPU behind a newer trip. Thread-safe.
+//
+// Durability: the audit log is the journal. Every decision (route or reset,
+// accepted or refused) is appended to it as one JSON line
+// {"action","from","gpu","result","time","to","token"} through a descriptor
+// kept open (O_APPEND) and flushed with one fdatasync before the call
+// returns, so a decision is durable before it is answered. For a route the
+// line is written after the backend's move, with the move's result. The state
+// file is a snapshot of the table plus the journal length it covers; it is
+// rewritten atomically only by Open (after replaying the journal past it) and
+// Close, never per decision. Open restores every GPU's owner and last
+// accepted token from the snapshot and the journal's "ok" lines after it; a
+// torn last line (a crash during its write: it was never answered) is cut
+// off. Any other unreadable line, or a journal that does not continue the
+// one the snapshot was taken with, is refused (DATA_LOSS) rather than
+// forgetting a fencing token, unless the snapshot was written by Close: then
+// the journal may have been rotated while the MUX was stopped.
 class RouteTable {
  public:
   static absl::StatusOr<std::unique_ptr<RouteTable>> Open(
-      RoutingBackend* backend, std::string state_path, std::string audit_path);
+      RoutingBackend* backend, std::string state_path, std::string audit_path,
+      RouteTableOptions options = {});
+  ~RouteTable();
+  RouteTable(const RouteTable&) = delete;
+  RouteTable& operator=(const RouteTable&) = delete;
 
   absl::StatusOr<Route> RouteTo(const std::string& gpu, const std::string& domain,
                                 uint64_t fencing_token);
@@ -32,21 +62,37 @@ class RouteTable {
   absl::Status Reset(const std::string& gpu, uint64_t fencing_token);
   std::map<std::string, Route> All();
 
+  // Clean shutdown: writes a snapshot that covers every decision (so the
+  // audit log may be rotated before the next start) and refuses any later
+  // decision. Not needed for safety: without it the next Open replays the
+  // journal.
+  absl::Status Close();
+
  private:
-  RouteTable(RoutingBackend* backend, std::string state_path, std::string audit_path)
-      : backend_(backend), state_path_(std::move(state_path)),
-        audit_path_(std::move(audit_path)) {}
-  absl::Status PersistLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AuditLocked(const std::string& action, const std::string& gpu,
-                   const std::string& from, const std::string& to,
-                   uint64_t token, const absl::Status& result)
+  RouteTable(RoutingBackend* backend, std::string state_path, std::string audit_path,
+             RouteTableOptions options);
+  absl::Status LoadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WriteSnapshotLocked(bool complete) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends one decision to the journal and flushes it.
+  absl::Status JournalLocked(const std::string& action, const std::string& gpu,
+                             const std::string& from, const std::string& to,
+                             uint64_t token, const absl::Status& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Refuses decisions once the journal can no longer record them.
+  absl::Status CheckWritableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckKnownLocked(const std::string& gpu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   RoutingBackend* const backend_;
   const std::string state_path_, audit_path_;
+  const RouteTableOptions options_;
   absl::Mutex mu_;
   std::map<std::string, Route> routes_ ABSL_GUARDED_BY(mu_);
+  int journal_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  // Length of the journal's well-formed prefix: where the next line goes.
+  uint64_t journal_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Set when the journal could not be written or flushed (or after Close):
+  // why decisions are refused until the MUX restarts.
+  std::string unwritable_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gputravel

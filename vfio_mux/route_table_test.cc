@@ -1,8 +1,13 @@
 #include "vfio_mux/route_table.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+#include <sstream>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "util/files.h"
 
 namespace gputravel {
@@ -13,7 +18,7 @@ class FakeBackend : public RoutingBackend {
  public:
   std::string Name() const override { return "fake"; }
   absl::StatusOr<std::vector<GpuDevice>> ListGpus() override {
-    return std::vector<GpuDevice>{{"gpu0", "", "", ""}};
+    return std::vector<GpuDevice>{{"gpu0", "", "", ""}, {"gpu1", "", "", ""}};
   }
   absl::Status Move(const std::string& gpu, const std::string& from,
                     const std::string& to) override {
@@ -37,11 +42,37 @@ class RouteTableTest : public ::testing::Test {
     dir_ = mkdtemp(tmpl);
   }
   void TearDown() override { (void)system(("rm -rf " + dir_).c_str()); }
+  std::string State() const { return dir_ + "/state.json"; }
+  std::string Audit() const { return dir_ + "/audit.log"; }
+  absl::StatusOr<std::unique_ptr<RouteTable>> TryOpen() {
+    RouteTableOptions o;
+    o.sync = [this](int fd) {
+      ++syncs_;
+      if (fail_sync_) {
+        errno = EIO;
+        return -1;
+      }
+      return ::fdatasync(fd);
+    };
+    return RouteTable::Open(&backend_, State(), Audit(), o);
+  }
+  // Destroying the table without Close() is what a crash leaves: no final
+  // snapshot, only the journal.
   std::unique_ptr<RouteTable> Open() {
-    return *RouteTable::Open(&backend_, dir_ + "/state.json", dir_ + "/audit.log");
+    auto t = TryOpen();
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? std::move(*t) : nullptr;
+  }
+  std::vector<std::string> AuditLines() {
+    std::vector<std::string> out;
+    std::istringstream in(*ReadFile(Audit()));
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
   }
   std::string dir_;
   FakeBackend backend_;
+  int syncs_ = 0;
+  bool fail_sync_ = false;
 };
 
 TEST_F(RouteTableTest, RoutesAndReportsOwner) {
@@ -73,13 +104,174 @@ TEST_F(RouteTableTest, RestartRemembersOwnerAndToken) {
   EXPECT_FALSE(t->RouteTo("gpu0", "orch", 8).ok());
 }
 
+// The snapshot is written at start-up only; what follows it is recovered from
+// the journal (the audit log).
+TEST_F(RouteTableTest, RestartRecoversEveryGpuFromTheJournal) {
+  std::string snapshot;
+  {
+    auto t = Open();
+    snapshot = *ReadFile(State());
+    ASSERT_TRUE(t->RouteTo("gpu0", "holder-a", 3).ok());
+    ASSERT_TRUE(t->RouteTo("gpu1", "holder-b", 4).ok());
+    ASSERT_TRUE(t->RouteTo("gpu0", "orch", 3).ok());
+    ASSERT_TRUE(t->Reset("gpu0", 6).ok());
+    ASSERT_TRUE(t->RouteTo("gpu1", "holder-c", 7).ok());
+    EXPECT_FALSE(t->RouteTo("gpu1", "holder-x", 5).ok());  // refused: not replayed
+    backend_.fail = true;
+    EXPECT_FALSE(t->RouteTo("gpu1", "holder-y", 8).ok());  // failed: not replayed
+    backend_.fail = false;
+    EXPECT_EQ(*ReadFile(State()), snapshot) << "the snapshot was rewritten by a decision";
+  }
+  auto t = Open();
+  EXPECT_EQ(t->Get("gpu0")->domain, "orch");
+  EXPECT_EQ(t->Get("gpu0")->fencing_token, 6u);
+  EXPECT_EQ(t->Get("gpu1")->domain, "holder-c");
+  EXPECT_EQ(t->Get("gpu1")->fencing_token, 7u);
+  auto stale = t->RouteTo("gpu1", "holder-z", 6);
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(stale.status().message().find("token 7 was already accepted"), std::string::npos)
+      << stale.status();
+  EXPECT_EQ(t->Reset("gpu0", 5).code(), absl::StatusCode::kFailedPrecondition);
+  // The start-up snapshot now covers the journal: a second restart replays
+  // only what follows it, and still agrees.
+  ASSERT_TRUE(t->RouteTo("gpu0", "holder-d", 9).ok());
+  t.reset();
+  t = Open();
+  EXPECT_EQ(t->Get("gpu0")->domain, "holder-d");
+  EXPECT_EQ(t->Get("gpu0")->fencing_token, 9u);
+  EXPECT_EQ(t->Get("gpu1")->fencing_token, 7u);
+}
+
+// The state file lost: the whole journal is replayed.
+TEST_F(RouteTableTest, LostSnapshotIsRebuiltFromTheWholeJournal) {
+  {
+    auto t = Open();
+    ASSERT_TRUE(t->RouteTo("gpu0", "holder-a", 3).ok());
+  }
+  {
+    auto t = Open();  // takes a snapshot covering token 3
+    ASSERT_TRUE(t->RouteTo("gpu0", "holder-b", 4).ok());
+  }
+  ASSERT_EQ(::unlink(State().c_str()), 0);
+  auto t = Open();
+  EXPECT_EQ(t->Get("gpu0")->domain, "holder-b");
+  EXPECT_EQ(t->Get("gpu0")->fencing_token, 4u);
+}
+
+// A crash while the last line is being written, cut at every byte: start-up
+// succeeds, the torn line is dropped (it was never answered), and the rest
+// holds.
+TEST_F(RouteTableTest, TornLastLineToleratedAtEveryByte) {
+  {
+    auto t = Open();
+    ASSERT_TRUE(t->RouteTo("gpu0", "holder-a", 1).ok());
+    ASSERT_TRUE(t->RouteTo("gpu0", "holder-b", 2).ok());
+  }
+  const std::string state = *ReadFile(State());
+  const std::string journal = *ReadFile(Audit());
+  ASSERT_EQ(journal.back(), '\n');
+  const size_t last = journal.rfind('\n', journal.size() - 2) + 1;
+  for (size_t cut = last; cut <= journal.size(); ++cut) {
+    SCOPED_TRACE("journal cut at byte " + std::to_string(cut));
+    ASSERT_TRUE(WriteFile(State(), state).ok());
+    ASSERT_TRUE(WriteFile(Audit(), journal.substr(0, cut)).ok());
+    auto t = Open();
+    ASSERT_TRUE(t);
+    const bool whole = cut >= journal.size() - 1;  // all but, at most, the newline
+    if (cut == journal.size()) {
+      EXPECT_EQ(t->Get("gpu0")->domain, "holder-b");
+      EXPECT_EQ(t->Get("gpu0")->fencing_token, 2u);
+    } else {
+      EXPECT_EQ(t->Get("gpu0")->domain, "holder-a") << (whole ? "(only the newline torn)" : "");
+      EXPECT_EQ(t->Get("gpu0")->fencing_token, 1u);
+    }
+    // The torn bytes were cut, so the next line starts on its own line and a
+    // second restart reads it back.
+    ASSERT_TRUE(t->RouteTo("gpu0", "holder-c", 5).ok());
+    t.reset();
+    t = Open();
+    ASSERT_TRUE(t);
+    EXPECT_EQ(t->Get("gpu0")->domain, "holder-c");
+    EXPECT_EQ(t->Get("gpu0")->fencing_token, 5u);
+    for (const auto& l : AuditLines()) {
+      EXPECT_FALSE(nlohmann::json::parse(l, nullptr, false).is_discarded()) << l;
+    }
+  }
+}
+
+// Garbage (zeros, say) where the last write was: dropped as torn.
+TEST_F(RouteTableTest, ZeroFilledTailTolerated) {
+  {
+    auto t = Open();
+    ASSERT_TRUE(t->RouteTo("gpu0", "holder-a", 1).ok());
+  }
+  std::string journal = *ReadFile(Audit());
+  ASSERT_TRUE(WriteFile(Audit(), journal + std::string(100, '\0')).ok());
+  auto t = Open();
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->Get("gpu0")->fencing_token, 1u);
+  EXPECT_EQ(*ReadFile(Audit()), journal);
+}
+
+TEST_F(RouteTableTest, CorruptLineBeforeTheLastRefused) {
+  {
+    auto t = Open();
+    ASSERT_TRUE(t->RouteTo("gpu0", "holder-a", 1).ok());
+    ASSERT_TRUE(t->RouteTo("gpu0", "holder-b", 2).ok());
+  }
+  std::string journal = *ReadFile(Audit());
+  journal[journal.find('\n') - 3] = '#';  // damage the first line
+  ASSERT_TRUE(WriteFile(Audit(), journal).ok());
+  auto t = TryOpen();
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(t.status().message().find("is not a MUX decision"), std::string::npos)
+      << t.status();
+  EXPECT_NE(t.status().message().find(Audit()), std::string::npos) << t.status();
+}
+
+// A route costs one flush, whatever the decision; the snapshot is not
+// rewritten.
+TEST_F(RouteTableTest, OneSyncPerDecision) {
+  auto t = Open();
+  const std::string snapshot = *ReadFile(State());
+  auto count = [&](const std::function<void()>& f) {
+    int before = syncs_;
+    f();
+    return syncs_ - before;
+  };
+  EXPECT_EQ(count([&] { ASSERT_TRUE(t->RouteTo("gpu0", "holder-a", 1).ok()); }), 1);
+  EXPECT_EQ(count([&] { ASSERT_TRUE(t->RouteTo("gpu0", "orch", 1).ok()); }), 1);
+  EXPECT_EQ(count([&] { ASSERT_TRUE(t->RouteTo("gpu0", "orch", 2).ok()); }), 1);  // no move
+  EXPECT_EQ(count([&] { ASSERT_FALSE(t->RouteTo("gpu0", "holder-b", 1).ok()); }), 1);
+  backend_.fail = true;
+  EXPECT_EQ(count([&] { ASSERT_FALSE(t->RouteTo("gpu0", "holder-b", 3).ok()); }), 1);
+  backend_.fail = false;
+  EXPECT_EQ(count([&] { ASSERT_TRUE(t->Reset("gpu0", 3).ok()); }), 1);
+  EXPECT_EQ(count([&] { ASSERT_FALSE(t->RouteTo("gpu9", "x", 9).ok()); }), 0);  // unknown
+  EXPECT_EQ(*ReadFile(State()), snapshot);
+  EXPECT_EQ(AuditLines().size(), 6u);
+}
+
 TEST_F(RouteTableTest, EveryAttemptIsAudited) {
   auto t = Open();
   ASSERT_TRUE(t->RouteTo("gpu0", "holder-a", 2).ok());
   (void)t->RouteTo("gpu0", "holder-b", 1);
-  auto log = *ReadFile(dir_ + "/audit.log");
+  auto log = *ReadFile(Audit());
   EXPECT_NE(log.find("\"to\":\"holder-a\""), std::string::npos);
   EXPECT_NE(log.find("stale fencing token 1"), std::string::npos);
+  // The line format operators and bench/trip_bench.cc read.
+  auto lines = AuditLines();
+  ASSERT_EQ(lines.size(), 2u);
+  auto j = nlohmann::json::parse(lines[0], nullptr, false);
+  ASSERT_TRUE(j.is_object()) << lines[0];
+  EXPECT_TRUE(j["time"].is_number_float());
+  EXPECT_EQ(j["action"], "route");
+  EXPECT_EQ(j["gpu"], "gpu0");
+  EXPECT_EQ(j["from"], "");
+  EXPECT_EQ(j["to"], "holder-a");
+  EXPECT_EQ(j["token"], 2u);
+  EXPECT_EQ(j["result"], "ok");
+  EXPECT_EQ(j.size(), 7u);
 }
 
 TEST_F(RouteTableTest, BackendFailureLeavesRouteUnchanged) {
@@ -99,9 +291,102 @@ TEST_F(RouteTableTest, UnknownGpuNamed) {
 }
 
 TEST_F(RouteTableTest, CorruptStateRefused) {
-  ASSERT_TRUE(WriteFile(dir_ + "/state.json", "{not json").ok());
-  EXPECT_EQ(RouteTable::Open(&backend_, dir_ + "/state.json", dir_ + "/audit.log")
-                .status().code(), absl::StatusCode::kDataLoss);
+  ASSERT_TRUE(WriteFile(State(), "{not json").ok());
+  EXPECT_EQ(TryOpen().status().code(), absl::StatusCode::kDataLoss);
+}
+
+// A state file written by the MUX before the journal existed was rewritten
+// after every move: it is complete, and older audit lines are history.
+TEST_F(RouteTableTest, StateFileWithoutJournalSectionIsComplete) {
+  ASSERT_TRUE(WriteFile(State(), R"({"gpus": {"gpu0": {"domain": "td-a", "token": 7}}})").ok());
+  ASSERT_TRUE(WriteFile(Audit(),
+                        R"({"action":"route","from":"","gpu":"gpu0","result":"ok",)"
+                        R"("time":1.5,"to":"td-a","token":7})" "\n"
+                        R"({"action":"route","from":"td-a","gpu":"gpu0","result":"ok",)"
+                        R"("time":1.6,"to":"td-)")  // torn by the old MUX
+                  .ok());
+  auto t = Open();
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->Get("gpu0")->domain, "td-a");
+  EXPECT_EQ(t->Get("gpu0")->fencing_token, 7u);
+  ASSERT_TRUE(t->RouteTo("gpu0", "td-b", 8).ok());
+  t.reset();
+  t = Open();
+  EXPECT_EQ(t->Get("gpu0")->domain, "td-b");
+  EXPECT_EQ(t->Get("gpu0")->fencing_token, 8u);
+  EXPECT_EQ(AuditLines().size(), 2u);
+}
+
+// After a crash the journal holds decisions the snapshot lacks: a missing or
+// replaced audit log is refused rather than forgetting their tokens.
+TEST_F(RouteTableTest, ReplacedJournalRefusedAfterACrash) {
+  {
+    auto t = Open();
+    ASSERT_TRUE(t->RouteTo("gpu0", "holder-a", 1).ok());
+  }
+  {
+    auto t = Open();  // snapshot covers token 1
+    ASSERT_TRUE(t->RouteTo("gpu0", "holder-b", 2).ok());
+  }
+  ASSERT_EQ(::rename(Audit().c_str(), (Audit() + ".1").c_str()), 0);
+  auto t = TryOpen();
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(t.status().message().find("does not continue the journal"), std::string::npos)
+      << t.status();
+  EXPECT_NE(::access(Audit().c_str(), F_OK), 0) << "a refused start created the journal";
+  // A different, longer file in its place is not taken for it either.
+  ASSERT_TRUE(WriteFile(Audit(), std::string(4096, 'x') + "\n").ok());
+  EXPECT_EQ(TryOpen().status().code(), absl::StatusCode::kDataLoss);
+  ASSERT_EQ(::rename((Audit() + ".1").c_str(), Audit().c_str()), 0);
+  auto back = Open();
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->Get("gpu0")->fencing_token, 2u);
+}
+
+// After Close (clean shutdown) the snapshot is complete: the audit log may be
+// rotated while the MUX is stopped.
+TEST_F(RouteTableTest, CloseAllowsRotatingTheAuditLog) {
+  {
+    auto t = Open();
+    ASSERT_TRUE(t->RouteTo("gpu0", "holder-a", 4).ok());
+    ASSERT_TRUE(t->Close().ok());
+    auto after = t->RouteTo("gpu0", "orch", 4);
+    EXPECT_EQ(after.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(after.status().message().find("closed"), std::string::npos) << after.status();
+  }
+  ASSERT_EQ(::rename(Audit().c_str(), (Audit() + ".1").c_str()), 0);
+  auto t = Open();
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->Get("gpu0")->domain, "holder-a");
+  EXPECT_EQ(t->Get("gpu0")->fencing_token, 4u);
+  EXPECT_FALSE(t->RouteTo("gpu0", "orch", 3).ok());
+  ASSERT_TRUE(t->RouteTo("gpu0", "orch", 4).ok());
+  t.reset();
+  t = Open();  // the new log is the journal now
+  EXPECT_EQ(t->Get("gpu0")->domain, "orch");
+}
+
+// A failed flush: the caller is told, and nothing more is accepted until a
+// restart, which reads back what the journal holds.
+TEST_F(RouteTableTest, FailedFlushStopsDecisionsUntilRestart) {
+  auto t = Open();
+  ASSERT_TRUE(t->RouteTo("gpu0", "holder-a", 1).ok());
+  fail_sync_ = true;
+  auto r = t->RouteTo("gpu0", "holder-b", 2);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("could not record it durably"), std::string::npos)
+      << r.status();
+  fail_sync_ = false;
+  auto again = t->RouteTo("gpu0", "holder-c", 3);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(again.status().message().find("restart the MUX"), std::string::npos)
+      << again.status();
+  EXPECT_EQ(backend_.moves.size(), 2u);  // the refused one never moved
+  EXPECT_FALSE(t->Close().ok());
+  t.reset();
+  t = Open();
+  EXPECT_GE(t->Get("gpu0")->fencing_token, 1u);
+  ASSERT_TRUE(t->RouteTo("gpu0", "holder-c", 3).ok());
 }
 
 }  // namespace

@@ -18,6 +18,9 @@ has "ExecStart=/usr/local/bin/vfio_mux --config=/etc/gputravel/mux.json"
 has "Restart=on-failure"
 has "NoNewPrivileges=yes"
 has "ProtectSystem=strict"
+# The audit log is the route journal: without a writable log directory the
+# MUX refuses to start.
+has "LogsDirectory=gputravel"
 has "CapabilityBoundingSet=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH"
 # Each would silently break a backend: /sys read-only, QEMU's /proc hidden,
 # or the libvirt socket out of reach.

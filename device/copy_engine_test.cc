@@ -1,0 +1,238 @@
+// The emulated copy engine decrypts outside the device lock: the device stays
+// responsive during a decryption, a chunk whose session, memory or route
+// changed meanwhile is discarded and changes nothing, and no plaintext is
+// left in the decryption scratch once the data's life ends (P2).
+#include <atomic>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "device/emulated_gpu_fixture.h"
+#include "gtest/gtest.h"
+
+namespace gputravel {
+namespace {
+
+using testing_fixture::EmulatedGpuFixture;
+using testing_fixture::kOwner;
+
+class CopyEngineTest : public EmulatedGpuFixture {
+ protected:
+  // Restarts the device with a hook run between decryption and commit.
+  void StartWithHook(std::function<void()> hook) {
+    EmulatedGpuOptions o;
+    o.copy_engine_hook_for_test = [this, hook] {
+      if (hook_armed_.exchange(false)) hook();
+    };
+    Start(o);
+  }
+  uint32_t NextCounter() { return gpu_->Status().h2d_next_counter(); }
+
+  std::atomic<bool> hook_armed_{false};
+};
+
+TEST_F(CopyEngineTest, ScratchKeepsPlaintextOnlyUntilTheScrub) {
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(4096, 'p'))).ok());
+  // Not wiped per chunk (that pass is saved), but device memory holds the
+  // same bytes at this point.
+  EXPECT_FALSE(gpu_->ScratchIsClearForTest());
+  ASSERT_TRUE(Scrub().ok());
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+  EXPECT_EQ(Read(0, kBufferBytes), std::string(kBufferBytes, '\0'));
+}
+
+TEST_F(CopyEngineTest, FreeResetAndHeartbeatMissWipeTheScratch) {
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'f'))).ok());
+  ASSERT_TRUE(Free().ok());
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+
+  buffer_ = Alloc(kBufferBytes);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, 0, std::string(64, 'r'))).ok());
+  gpu_->Reset();
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+
+  absl::Time now = absl::FromUnixSeconds(1000);
+  EmulatedGpuOptions o;
+  o.heartbeat_period = absl::Seconds(4);
+  o.clock = [&now] { return now; };
+  Start(o);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'h'))).ok());
+  now += absl::Seconds(9);
+  EXPECT_FALSE(gpu_->GetIdentity(kOwner).ok());  // the miss is noticed here
+  EXPECT_TRUE(gpu_->Status().needs_reset());
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+}
+
+TEST_F(CopyEngineTest, RefusedChunkLeavesNoPlaintextInScratch) {
+  // Only the tag is wrong: the decryption itself yields the real plaintext.
+  auto r = Stage(keys_.lce_h2d, 1, 0, 0, std::string(4096, 's'));
+  std::string tag = r.tag();
+  tag[3] ^= 1;
+  r.set_tag(tag);
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, r).status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+}
+
+TEST_F(CopyEngineTest, DeviceLockIsFreeWhileDecrypting) {
+  // The hook runs on the copy engine's thread between decryption and commit:
+  // were the device lock held there, these calls would deadlock.
+  bool ran = false;
+  StartWithHook([&] {
+    EXPECT_EQ(gpu_->Status().owner(), kOwner);
+    v1::DeviceCommand q;
+    q.mutable_query();
+    auto r = Command(q);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->h2d_next_counter(), 1u);  // not committed yet
+    gpu_->SetOwner(kOwner);
+    ran = true;
+  });
+  hook_armed_ = true;
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'x'))).ok());
+  EXPECT_TRUE(ran);
+  EXPECT_EQ(Read(0, 64), std::string(64, 'x'));
+}
+
+// Each change that can happen while a chunk is decrypted: the chunk is
+// discarded, memory is unchanged, the counter did not move and the scratch
+// holds nothing.
+TEST_F(CopyEngineTest, ScrubDuringDecryptionDiscardsTheChunk) {
+  StartWithHook([&] { ASSERT_TRUE(Scrub().ok()); });
+  auto r = Stage(keys_.lce_h2d, 1, 0, 0, std::string(4096, 'a'));
+  hook_armed_ = true;
+  auto st = gpu_->SubmitH2D(kOwner, r);
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.status().message().find("discarded"), std::string::npos) << st.status();
+  EXPECT_EQ(Read(0, kBufferBytes), std::string(kBufferBytes, '\0'));
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+  EXPECT_EQ(NextCounter(), 1u);
+  EXPECT_EQ(gpu_->Status().rejected_chunks(), 1u);
+  // The same chunk, rung again, lands: nothing was consumed.
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, r).ok());
+  EXPECT_EQ(Read(0, 4096), std::string(4096, 'a'));
+}
+
+TEST_F(CopyEngineTest, FreeDuringDecryptionDiscardsTheChunk) {
+  StartWithHook([&] { ASSERT_TRUE(Free().ok()); });
+  hook_armed_ = true;
+  auto st = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a')));
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+  EXPECT_EQ(gpu_->Status().buffers(), 0u);
+}
+
+TEST_F(CopyEngineTest, RekeyDuringDecryptionDiscardsTheChunk) {
+  ChannelMaterial old_key;
+  StartWithHook([&] { Establish(); });
+  old_key = keys_.lce_h2d.Clone();
+  auto r = Stage(old_key, 1, 0, 0, std::string(64, 'k'));
+  hook_armed_ = true;
+  auto st = gpu_->SubmitH2D(kOwner, r);
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Read(0, 64), std::string(64, '\0'));
+  EXPECT_EQ(NextCounter(), 1u);  // the new session's counter is untouched
+  // The old session's chunk stays dead.
+  Attach();  // the old session's ring went with it
+  r.set_bounce_id(bounce_id_);
+  EXPECT_FALSE(gpu_->SubmitH2D(kOwner, r).ok());
+}
+
+TEST_F(CopyEngineTest, ResetDuringDecryptionDiscardsTheChunk) {
+  StartWithHook([&] { gpu_->Reset(); });
+  hook_armed_ = true;
+  auto st = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'z')));
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+  EXPECT_EQ(gpu_->Status().session_id(), 0u);
+  EXPECT_EQ(gpu_->Status().buffers(), 0u);
+}
+
+TEST_F(CopyEngineTest, RouteChangeDuringDecryptionDiscardsTheChunk) {
+  StartWithHook([&] { gpu_->SetOwner("orchestrator"); });
+  hook_armed_ = true;
+  auto st = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'm')));
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition);
+  gpu_->SetOwner(kOwner);
+  EXPECT_EQ(Read(0, 64), std::string(64, '\0'));
+  EXPECT_EQ(NextCounter(), 1u);
+}
+
+TEST_F(CopyEngineTest, HeartbeatMissDuringDecryptionDiscardsTheChunk) {
+  absl::Time now = absl::FromUnixSeconds(1000);
+  EmulatedGpuOptions o;
+  o.heartbeat_period = absl::Seconds(4);
+  o.clock = [&now] { return now; };
+  o.copy_engine_hook_for_test = [&] {
+    if (hook_armed_.exchange(false)) now += absl::Seconds(9);
+  };
+  Start(o);
+  hook_armed_ = true;
+  auto st = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'b')));
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(gpu_->Status().needs_reset());
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+}
+
+// Submissions from one thread while another scrubs, re-keys, resets, frees
+// and reads the status: nothing crashes or deadlocks, and once it is over a
+// scrub leaves neither memory nor scratch holding plaintext.
+TEST_F(CopyEngineTest, ControlRacingSubmissionsIsSafe) {
+  std::mutex mu;  // guards the fixture's session material below
+  std::atomic<bool> done{false};
+  std::atomic<int> accepted{0}, refused{0};
+  std::thread submitter([&] {
+    std::mt19937 rng(7);
+    uint32_t slot = 0;
+    while (!done) {
+      v1::SubmitH2DRequest r;
+      {
+        std::lock_guard<std::mutex> l(mu);
+        if (buffer_ == 0) continue;
+        const uint32_t len = 32 * (1 + rng() % 128);
+        const uint64_t off = (rng() % ((kBufferBytes - len) / 32 + 1)) * 32;
+        r = Stage(keys_.lce_h2d, gpu_->Status().h2d_next_counter(), slot, off,
+                  std::string(len, static_cast<char>('A' + rng() % 26)));
+        slot = (slot + 1) % kSlots;
+      }
+      (gpu_->SubmitH2D(kOwner, r).ok() ? accepted : refused)++;
+    }
+  });
+  std::mt19937 rng(11);
+  for (int i = 0; i < 200; ++i) {
+    std::this_thread::yield();  // let the submitter in between
+    std::lock_guard<std::mutex> l(mu);
+    switch (rng() % 5) {
+      case 0:
+        ASSERT_TRUE(Scrub().ok());
+        break;
+      case 1:
+        Establish();
+        Attach();
+        break;
+      case 2:
+        gpu_->Reset();
+        Establish();
+        Attach();
+        buffer_ = Alloc(kBufferBytes);
+        break;
+      case 3:
+        ASSERT_TRUE(Free().ok());
+        buffer_ = Alloc(kBufferBytes);
+        break;
+      default:
+        EXPECT_EQ(gpu_->Status().owner(), kOwner);
+        break;
+    }
+  }
+  done = true;
+  submitter.join();
+  std::lock_guard<std::mutex> l(mu);
+  ASSERT_TRUE(Scrub().ok());
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+  EXPECT_EQ(Read(0, kBufferBytes), std::string(kBufferBytes, '\0'));
+  // Every refusal was counted by the device (the owner never changed).
+  EXPECT_EQ(static_cast<uint64_t>(refused), gpu_->Status().rejected_chunks());
+}
+
+}  // namespace
+}  // namespace gputravel

@@ -1,0 +1,179 @@
+#ifndef GPUTRAVEL_DEVICE_EMULATED_GPU_FIXTURE_H_
+#define GPUTRAVEL_DEVICE_EMULATED_GPU_FIXTURE_H_
+
+// Tests only: an emulated GPU driven directly, as a driver would, with real
+// keys, one bounce ring and one device buffer, plus a gRPC front end for the
+// streaming doorbell (the holder's domain socket).
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+
+#include "device/bounce_buffer.h"
+#include "device/device_service.h"
+#include "device/emulated_gpu.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "keyxfer/device_session.h"
+#include "keyxfer/random.h"
+#include "keyxfer/x509.h"
+#include "util/grpc_status.h"
+
+namespace gputravel {
+namespace testing_fixture {
+
+inline constexpr char kOwner[] = "holder";
+
+class EmulatedGpuFixture : public ::testing::Test {
+ protected:
+  static constexpr uint32_t kSlots = 4;
+  static constexpr uint32_t kSlotSize = 4096;
+  static constexpr uint64_t kBufferBytes = 8192;
+
+  void SetUp() override { Start(EmulatedGpuOptions()); }
+  void TearDown() override { Stop(); }
+
+  // (Re)starts the device with `o` (serial and memory are filled in).
+  void Start(EmulatedGpuOptions o) {
+    Stop();
+    auto ca = *EcKey::Generate(Curve::kP384);
+    ca_der_ = *IssueCertificate(ca, "ca", ca, "", true, 1);
+    auto id = *EcKey::Generate(Curve::kP384);
+    auto cert = *IssueCertificate(id, "EMU-1", ca, ca_der_, false, 1);
+    o.serial = "EMU-1";
+    o.memory_bytes = 1 << 20;
+    gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
+    gpu_->SetOwner(kOwner);
+    char tmpl[] = "/tmp/gputravel-gpuf-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    Establish();
+    bounce_ = *BounceBuffer::Create(dir_ + "/bounce", kSlots, kSlotSize);
+    Attach();
+    buffer_ = Alloc(kBufferBytes);
+  }
+  void Stop() {
+    if (server_ != nullptr) server_->Shutdown();
+    server_.reset();
+    service_.reset();
+    gpu_.reset();
+    bounce_.reset();
+    if (!dir_.empty()) {
+      unlink((dir_ + "/holder.sock").c_str());
+      rmdir(dir_.c_str());
+      dir_.clear();
+    }
+  }
+
+  // The holder's domain socket in front of the device.
+  std::shared_ptr<grpc::Channel> Serve() {
+    service_ = std::make_unique<DeviceServiceImpl>(gpu_.get(), kOwner);
+    grpc::ServerBuilder b;
+    b.AddListeningPort("unix:" + dir_ + "/holder.sock", grpc::InsecureServerCredentials());
+    b.RegisterService(service_.get());
+    server_ = b.BuildAndStart();
+    return MakeChannel("unix:" + dir_ + "/holder.sock");
+  }
+
+  void Establish() {
+    auto eph = *EcKey::Generate(Curve::kP384);
+    v1::KeyExchangeRequest req;
+    req.set_requester_public_key(eph.PublicPoint());
+    req.set_requester_nonce(RandomString(32));
+    auto resp = gpu_->KeyExchange(kOwner, req);
+    ASSERT_TRUE(resp.ok()) << resp.status();
+    std::string t = DeviceSessionTranscript("EMU-1", req.requester_public_key(),
+                                            req.requester_nonce(),
+                                            resp->device_public_key(),
+                                            resp->device_nonce(), resp->session_id());
+    keys_ = *DeriveDeviceSessionKeys(*eph.DeriveSharedSecret(resp->device_public_key()), t);
+    control_ = *SealedChannel::Create(keys_.gsp_h2d, keys_.gsp_d2h);
+    session_ = resp->session_id();
+  }
+  void Attach() {
+    v1::AttachBounceRequest ab;
+    ab.set_path(bounce_->path());
+    ab.set_slots(kSlots);
+    ab.set_slot_size(kSlotSize);
+    bounce_id_ = *gpu_->AttachBounce(kOwner, ab);
+  }
+
+  absl::StatusOr<v1::DeviceReply> Command(const v1::DeviceCommand& cmd) {
+    v1::SealedMessage req;
+    req.set_session_id(session_);
+    req.set_ciphertext(
+        *control_->Seal(ControlAad(true, session_), cmd.SerializeAsString(), nullptr));
+    auto resp = gpu_->Control(kOwner, req);
+    if (!resp.ok()) return resp.status();
+    auto plain = control_->Open(ControlAad(false, session_), resp->ciphertext());
+    if (!plain.ok()) return plain.status();
+    v1::DeviceReply r;
+    r.ParseFromString(*plain);
+    return r;
+  }
+  uint64_t Alloc(uint64_t size) {
+    v1::DeviceCommand c;
+    c.mutable_alloc()->set_size(size);
+    return Command(c)->buffer_id();
+  }
+  std::string Read(uint64_t off, uint64_t len) {
+    v1::DeviceCommand c;
+    c.mutable_read()->set_buffer_id(buffer_);
+    c.mutable_read()->set_offset(off);
+    c.mutable_read()->set_length(len);
+    return Command(c)->data();
+  }
+  absl::Status Scrub() {
+    v1::DeviceCommand c;
+    c.mutable_scrub()->set_buffer_id(buffer_);
+    auto r = Command(c);
+    if (!r.ok()) return r.status();
+    return r->code() == 0 ? absl::OkStatus()
+                          : absl::Status(static_cast<absl::StatusCode>(r->code()), r->message());
+  }
+  absl::Status Free() {
+    v1::DeviceCommand c;
+    c.mutable_free()->set_buffer_id(buffer_);
+    auto r = Command(c);
+    if (!r.ok()) return r.status();
+    return r->code() == 0 ? absl::OkStatus()
+                          : absl::Status(static_cast<absl::StatusCode>(r->code()), r->message());
+  }
+
+  // Encrypts `data` for (counter, offset) with `key` into `slot`; returns the
+  // doorbell request.
+  v1::SubmitH2DRequest Stage(const ChannelMaterial& key, uint32_t counter, uint32_t slot,
+                             uint64_t offset, const std::string& data) {
+    auto c = *ChannelCipher::Create(key);
+    std::string aad = ChunkAad(session_, buffer_, offset, data.size());
+    uint8_t tag[16];
+    EXPECT_TRUE(c->Encrypt(counter, reinterpret_cast<const uint8_t*>(aad.data()),
+                           aad.size(), reinterpret_cast<const uint8_t*>(data.data()),
+                           data.size(), bounce_->slot(slot), tag)
+                    .ok());
+    v1::SubmitH2DRequest r;
+    r.set_bounce_id(bounce_id_);
+    r.set_slot(slot);
+    r.set_buffer_id(buffer_);
+    r.set_offset(offset);
+    r.set_length(data.size());
+    r.set_tag(reinterpret_cast<char*>(tag), 16);
+    r.set_session_id(session_);
+    return r;
+  }
+
+  std::string ca_der_, dir_;
+  std::unique_ptr<EmulatedGpu> gpu_;
+  DeviceSessionKeys keys_;
+  std::unique_ptr<SealedChannel> control_;
+  uint64_t session_ = 0, bounce_id_ = 0, buffer_ = 0;
+  std::unique_ptr<BounceBuffer> bounce_;
+  std::unique_ptr<DeviceServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+}  // namespace testing_fixture
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_DEVICE_EMULATED_GPU_FIXTURE_H_

@@ -1,0 +1,308 @@
+// The streaming doorbell (SubmitH2DStream) and the holder's writer over it:
+// the device's rules hold per chunk on the stream, the first refused chunk
+// ends the stream and changes nothing, and the writer lands every window
+// exactly, from lent views or from copies.
+#include <atomic>
+#include <cstring>
+#include <random>
+
+#include "device/emulated_gpu_fixture.h"
+#include "device/h2d_source.h"
+#include "device/h2d_writer.h"
+#include "gtest/gtest.h"
+
+namespace gputravel {
+namespace {
+
+using testing_fixture::EmulatedGpuFixture;
+using testing_fixture::kOwner;
+
+using Stream = grpc::ClientReaderWriter<v1::SubmitH2DRequest, v1::SubmitH2DAck>;
+
+class H2dStreamTest : public EmulatedGpuFixture {
+ protected:
+  void SetUp() override {
+    EmulatedGpuFixture::SetUp();
+    channel_ = Serve();
+    stub_ = v1::Device::NewStub(channel_);
+  }
+
+  // Sends `reqs` on one stream, half-closes, and collects the acks and the
+  // final status.
+  grpc::Status SendAll(const std::vector<v1::SubmitH2DRequest>& reqs,
+                       std::vector<v1::SubmitH2DAck>* acks) {
+    grpc::ClientContext ctx;
+    std::unique_ptr<Stream> s = stub_->SubmitH2DStream(&ctx);
+    for (const auto& r : reqs) {
+      if (!s->Write(r)) break;  // the device ended the stream already
+    }
+    s->WritesDone();
+    v1::SubmitH2DAck ack;
+    while (s->Read(&ack)) acks->push_back(ack);
+    return s->Finish();
+  }
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Device::Stub> stub_;
+};
+
+TEST_F(H2dStreamTest, InOrderChunksAreAckedOneByOne) {
+  std::vector<v1::SubmitH2DRequest> reqs;
+  for (uint32_t i = 0; i < 4; ++i) {
+    reqs.push_back(Stage(keys_.lce_h2d, 1 + i, i, i * 1024, std::string(1024, 'a' + i)));
+  }
+  std::vector<v1::SubmitH2DAck> acks;
+  grpc::Status st = SendAll(reqs, &acks);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(acks.size(), 4u);
+  for (uint32_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(acks[i].sequence(), i);
+    EXPECT_EQ(acks[i].slot(), i);
+    EXPECT_EQ(acks[i].next_counter(), i + 2);
+  }
+  EXPECT_EQ(Read(0, 4096), std::string(1024, 'a') + std::string(1024, 'b') +
+                               std::string(1024, 'c') + std::string(1024, 'd'));
+}
+
+TEST_F(H2dStreamTest, BadChunkInTheMiddleEndsTheStreamAndChangesNothing) {
+  std::vector<v1::SubmitH2DRequest> reqs;
+  reqs.push_back(Stage(keys_.lce_h2d, 1, 0, 0, std::string(1024, 'a')));
+  reqs.push_back(Stage(keys_.lce_h2d, 2, 1, 1024, std::string(1024, 'b')));
+  auto bad = Stage(keys_.lce_h2d, 3, 2, 2048, std::string(1024, 'c'));
+  bounce_->slot(2)[100] ^= 0x40;  // tampered in the bounce slot
+  reqs.push_back(bad);
+  reqs.push_back(Stage(keys_.lce_h2d, 4, 3, 3072, std::string(1024, 'd')));
+  std::vector<v1::SubmitH2DAck> acks;
+  grpc::Status st = SendAll(reqs, &acks);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(st.error_message().find("chunk 2 of the stream"), std::string::npos)
+      << st.error_message();
+  EXPECT_NE(st.error_message().find("tag check failed"), std::string::npos);
+  ASSERT_EQ(acks.size(), 2u);
+  // The good chunks before it landed; neither it nor the one after did.
+  EXPECT_EQ(Read(0, 4096), std::string(1024, 'a') + std::string(1024, 'b') +
+                               std::string(2048, '\0'));
+  EXPECT_EQ(gpu_->Status().h2d_next_counter(), 3u);
+  EXPECT_EQ(gpu_->Status().rejected_chunks(), 1u);
+  // The chunk sent after the bad one is refused later too: it was made for
+  // counter 4, the copy engine still expects 3.
+  std::vector<v1::SubmitH2DAck> more;
+  st = SendAll({reqs[3]}, &more);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(more.empty());
+  EXPECT_EQ(Read(3072, 1024), std::string(1024, '\0'));
+}
+
+TEST_F(H2dStreamTest, RefusedBeforeDecryptionEndsTheStreamToo) {
+  auto r = Stage(keys_.lce_h2d, 1, 0, 16, std::string(64, 'a'));  // misaligned
+  std::vector<v1::SubmitH2DAck> acks;
+  grpc::Status st = SendAll({r}, &acks);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(acks.empty());
+  gpu_->SetOwner("orchestrator");  // a stream from a domain not routed to
+  st = SendAll({Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'))}, &acks);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+// The property test of emulated_gpu_test through the stream: random runs of
+// valid chunks, each run possibly ended by an invalid chunk of a random kind
+// (and followed by chunks that must never be processed), never let an invalid
+// chunk change device memory, and valid ones land exactly.
+TEST_F(H2dStreamTest, InvalidChunksNeverChangeMemoryThroughTheStream) {
+  std::mt19937 rng(4242);
+  std::string expected(kBufferBytes, '\0');
+  uint32_t next = 1;
+  ChannelMaterial wrong = keys_.lce_h2d.Clone();
+  RandomBytes(wrong.key.data(), 32);
+  for (int round = 0; round < 120; ++round) {
+    std::vector<v1::SubmitH2DRequest> reqs;
+    std::vector<std::pair<uint64_t, std::string>> valid;
+    const uint32_t n_valid = rng() % 3;  // slots 0..n_valid-1
+    for (uint32_t k = 0; k < n_valid; ++k) {
+      uint32_t len = 32 * (1 + rng() % 8);
+      uint64_t off = (rng() % ((kBufferBytes - len) / 32 + 1)) * 32;
+      std::string data(len, static_cast<char>('A' + rng() % 26));
+      reqs.push_back(Stage(keys_.lce_h2d, next + k, k, off, data));
+      valid.emplace_back(off, data);
+    }
+    const uint32_t c = next + n_valid;  // the counter the device expects then
+    const int kind = rng() % 6;         // 0: no invalid chunk in this run
+    if (kind != 0) {
+      const uint32_t slot = n_valid;
+      uint32_t len = 32 * (1 + rng() % 8);
+      uint64_t off = (rng() % ((kBufferBytes - len) / 32 + 1)) * 32;
+      std::string data(len, 'X');
+      v1::SubmitH2DRequest r;
+      switch (kind) {
+        case 1:  // replay of a used counter
+          r = Stage(keys_.lce_h2d, c - 1, slot, off, data);
+          break;
+        case 2:  // skipping ahead
+          r = Stage(keys_.lce_h2d, c + 1 + rng() % 5, slot, off, data);
+          break;
+        case 3:  // wrong key
+          r = Stage(wrong, c, slot, off, data);
+          break;
+        case 4:  // tampered ciphertext after staging
+          r = Stage(keys_.lce_h2d, c, slot, off, data);
+          bounce_->slot(slot)[rng() % len] ^= 0x40;
+          break;
+        default:  // redirected
+          r = Stage(keys_.lce_h2d, c, slot, off, data);
+          r.set_offset(off == 0 ? 32 : off - 32);
+          break;
+      }
+      reqs.push_back(r);
+      // A valid-looking chunk after it must never be processed.
+      if (slot + 1 < kSlots) {
+        reqs.push_back(Stage(keys_.lce_h2d, c, slot + 1, 0, std::string(32, 'Y')));
+      }
+    }
+    std::vector<v1::SubmitH2DAck> acks;
+    grpc::Status st = SendAll(reqs, &acks);
+    ASSERT_EQ(acks.size(), n_valid) << "round " << round;
+    if (kind == 0) {
+      ASSERT_TRUE(st.ok()) << st.error_message();
+    } else {
+      ASSERT_FALSE(st.ok()) << "kind " << kind << " in round " << round;
+    }
+    for (const auto& v : valid) expected.replace(v.first, v.second.size(), v.second);
+    next += n_valid;
+    ASSERT_EQ(gpu_->Status().h2d_next_counter(), next);
+  }
+  EXPECT_EQ(Read(0, kBufferBytes), expected);
+}
+
+// A source that lends views of a string and counts the views outstanding.
+class StringSource final : public H2dSource {
+ public:
+  explicit StringSource(std::string data, bool viewable = true)
+      : data_(std::move(data)), viewable_(viewable) {}
+  bool CanView() const override { return viewable_; }
+  absl::StatusOr<PlaintextView> View(uint64_t off, size_t n) override {
+    if (fail_at_ >= 0 && off >= uint64_t(fail_at_)) {
+      return absl::DataLossError("disk went away");
+    }
+    ++outstanding_;
+    ++views_;
+    return PlaintextView(reinterpret_cast<const uint8_t*>(data_.data()) + off, n,
+                         [this] { --outstanding_; });
+  }
+  absl::Status Read(uint64_t off, uint8_t* dst, size_t n) override {
+    if (fail_at_ >= 0 && off >= uint64_t(fail_at_)) {
+      return absl::DataLossError("disk went away");
+    }
+    std::memcpy(dst, data_.data() + off, n);
+    ++reads_;
+    return absl::OkStatus();
+  }
+  std::string data_;
+  bool viewable_;
+  int64_t fail_at_ = -1;
+  std::atomic<int> outstanding_{0}, views_{0}, reads_{0};
+};
+
+class H2dWriterTest : public H2dStreamTest {
+ protected:
+  void SetUp() override {
+    H2dStreamTest::SetUp();
+    big_ = Alloc(kBig);
+  }
+  absl::StatusOr<H2dWriteStats> WriteWith(H2dSource& src, uint64_t length,
+                                          uint32_t chunk, int threads,
+                                          const ChannelMaterial* key = nullptr) {
+    H2dWriterOptions wo;
+    wo.chunk_size = chunk;
+    wo.threads = threads;
+    wo.bounce_dir = dir_;
+    H2dWriter w(channel_, wo);
+    CounterWindow window{gpu_->Status().h2d_next_counter(), H2dWriter::ChunksFor(length, chunk)};
+    return w.Write(key ? *key : keys_.lce_h2d, session_, big_, 0, length, window, src);
+  }
+  std::string ReadBig(uint64_t len) {
+    v1::DeviceCommand c;
+    c.mutable_read()->set_buffer_id(big_);
+    c.mutable_read()->set_length(len);
+    return Command(c)->data();
+  }
+
+  static constexpr uint64_t kBig = 256 << 10;
+  uint64_t big_ = 0;
+};
+
+TEST_F(H2dWriterTest, ViewsAndCopiesLandTheSameWindow) {
+  const uint64_t kLength = 100 * 1024 + 96;  // the last chunk is partial
+  const std::string data = RandomString(kLength);
+  for (bool viewable : {true, false}) {
+    for (int threads : {1, 2, 3}) {
+      for (uint32_t chunk : {4096u, 8192u, 32768u}) {
+        StringSource src(data, viewable);
+        const uint32_t first = gpu_->Status().h2d_next_counter();
+        auto stats = WriteWith(src, kLength, chunk, threads);
+        ASSERT_TRUE(stats.ok()) << stats.status();
+        EXPECT_EQ(stats->zero_copy, viewable);
+        EXPECT_EQ(stats->chunks, H2dWriter::ChunksFor(kLength, chunk));
+        EXPECT_EQ(src.outstanding_, 0) << "every view is released";
+        EXPECT_EQ(viewable ? src.views_.load() : src.reads_.load(),
+                  static_cast<int>(stats->chunks));
+        EXPECT_TRUE(ReadBig(kLength) == data)
+            << "viewable " << viewable << " threads " << threads << " chunk " << chunk;
+        auto digest = WindowDigest(keys_.lce_h2d, session_, big_, 0, data, chunk, first);
+        EXPECT_EQ(*digest, stats->digest);
+      }
+    }
+  }
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), 1u);  // the writer detached its rings
+}
+
+TEST_F(H2dWriterTest, OneChunkWindowOnTheCallingThread) {
+  StringSource src(RandomString(4096));
+  auto stats = WriteWith(src, 4096, 4096, 2);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->chunks, 1u);
+  EXPECT_TRUE(stats->zero_copy);
+  EXPECT_EQ(src.outstanding_, 0);
+  EXPECT_TRUE(ReadBig(4096) == src.data_);
+}
+
+TEST_F(H2dWriterTest, SourceFailureStopsTheWriteWithItsStatus) {
+  for (bool viewable : {true, false}) {
+    StringSource src(RandomString(64 * 4096), viewable);
+    src.fail_at_ = 20 * 4096;
+    const uint32_t before = gpu_->Status().h2d_next_counter();
+    auto stats = WriteWith(src, src.data_.size(), 4096, 2);
+    EXPECT_EQ(stats.status().code(), absl::StatusCode::kDataLoss) << stats.status();
+    EXPECT_NE(stats.status().message().find("disk went away"), std::string::npos);
+    EXPECT_EQ(src.outstanding_, 0);
+    // Only chunks before the failure can have landed, in order.
+    EXPECT_LE(gpu_->Status().h2d_next_counter(), before + 20);
+  }
+}
+
+TEST_F(H2dWriterTest, WrongKeyRefusedByTheDeviceMidStream) {
+  ChannelMaterial wrong = keys_.lce_h2d.Clone();
+  RandomBytes(wrong.key.data(), 32);
+  StringSource src(RandomString(16 * 4096));
+  auto stats = WriteWith(src, src.data_.size(), 4096, 2, &wrong);
+  EXPECT_EQ(stats.status().code(), absl::StatusCode::kUnauthenticated) << stats.status();
+  EXPECT_NE(stats.status().message().find("tag check failed"), std::string::npos);
+  EXPECT_EQ(src.outstanding_, 0);
+  EXPECT_EQ(ReadBig(16 * 4096), std::string(16 * 4096, '\0'));
+  EXPECT_EQ(gpu_->Status().h2d_next_counter(), 1u);
+}
+
+TEST_F(H2dWriterTest, OldSessionRefusedWithFailedPrecondition) {
+  StringSource src(RandomString(8 * 4096));
+  const uint64_t old = session_;
+  Establish();
+  H2dWriterOptions wo;
+  wo.chunk_size = 4096;
+  wo.bounce_dir = dir_;
+  H2dWriter w(channel_, wo);
+  auto stats = w.Write(keys_.lce_h2d, old, big_, 0, src.data_.size(),
+                       CounterWindow{1, 8}, src);
+  EXPECT_EQ(stats.status().code(), absl::StatusCode::kFailedPrecondition) << stats.status();
+}
+
+}  // namespace
+}  // namespace gputravel
