@@ -233,7 +233,8 @@ absl::StatusOr<std::vector<ComponentTiming>> MeasureControlPlaneComponents(
   };
   s = add("h2d_write_4k_new_channel",
           "holder's H2dWriter::Write of 4 KiB on a new gRPC channel, as the holder agent "
-          "does per trip (connect, bounce ring create + AttachBounce, 3 threads, 1 SubmitH2D)",
+          "does per trip (connect, bounce ring create + AttachBounce, one unary SubmitH2D "
+          "on the calling thread: a one-chunk window starts no threads)",
           1, hand, [&] { return write_with(MakeChannel(rig.holder_endpoint())); });
   if (!s.ok()) return s;
   s = add("h2d_write_4k_reused_channel",
