@@ -149,8 +149,9 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
   H2dWriterOptions wo = options_.writer;
   wo.chunk_size = b.chunk_size();
   H2dWriter writer(device_, wo);
-  // Chunks are mapped from the file and encrypted in place (no plaintext
-  // copy); each mapping goes once its chunk is in the bounce ring.
+  // Chunks are mapped from the file and encrypted straight from the mapping
+  // into the bounce ring (no plaintext copy); each mapping goes once its
+  // chunk is encrypted.
   DatasetSource source(*dataset_, b.window_offset(), b.window_length(), progress);
   auto stats = writer.Write(*key, b.gpu_session(), b.buffer_id(), 0, b.window_length(),
                             CounterWindow{b.first_counter(), b.counter_count()}, source);
