@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "auth/identity_cache.h"
 
 namespace gputravel {
 
@@ -18,8 +19,9 @@ absl::StatusOr<Identity> PeerIdentity(const grpc::ServerContextBase& ctx) {
         "no client certificate: this server requires mutual TLS with a certificate "
         "from the campaign CA (`gputravel pki issue`)");
   }
-  absl::StatusOr<Identity> id =
-      IdentityFromCertificate(absl::string_view(pems[0].data(), pems[0].size()));
+  // Every call of a connection presents the same certificate: parse it once.
+  static IdentityCache* const cache = new IdentityCache();
+  absl::StatusOr<Identity> id = cache->Get(absl::string_view(pems[0].data(), pems[0].size()));
   if (!id.ok()) {
     return absl::UnauthenticatedError(
         absl::StrCat("client certificate: ", id.status().message()));

@@ -2,10 +2,11 @@
 // end-to-end provisioning are against OpenSSL's own AES-256-GCM speed, and
 // what a trip costs in the control plane. See docs/performance.md.
 //
-//   bazel run -c opt //bench:datapath_bench -- [--json] [--quick]
+//   bazel run -c opt //bench:datapath_bench -- [--json] [--quick] [--skip_trips | --trips_only]
 #include <cstdio>
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "bench/datapath_runner.h"
 #include "bench/report.h"
 #include "util/flags.h"
@@ -25,6 +26,10 @@ int main(int argc, char** argv) {
                "Directory of the daemons for (c); default: this program's Bazel runfiles.");
   flags.String("bounce_dir", "/dev/shm", "Where the bounce rings are created (a tmpfs).");
   flags.Bool("skip_trips", "Do not start the multi-process stack (c).");
+  flags.String("trips", "",
+               "Trips in (c), at least 100 for figures (default: 100, or 20 with --quick).");
+  flags.Bool("trips_only",
+             "Only the reference and (c): leave out the data-path sections (a), (a') and (b).");
   absl::Status s = flags.Parse(argc, argv);
   if (!s.ok()) {
     std::fprintf(stderr, "datapath_bench: %s\n", std::string(s.message()).c_str());
@@ -40,6 +45,15 @@ int main(int argc, char** argv) {
   config.bounce_dir = flags.Get("bounce_dir");
   config.trips.bin_dir = flags.Get("bin_dir");
   config.run_trips = !flags.IsSet("skip_trips");
+  config.run_datapath = !flags.IsSet("trips_only");
+  if (!flags.Get("trips").empty()) {
+    int trips = 0;
+    if (!absl::SimpleAtoi(flags.Get("trips"), &trips) || trips < 1 || trips > 100000) {
+      std::fprintf(stderr, "datapath_bench: --trips must be a whole number from 1 to 100000\n");
+      return 2;
+    }
+    config.trips.rounds = static_cast<uint32_t>(trips);
+  }
 
   std::string command_line;
   for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);

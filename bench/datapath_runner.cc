@@ -91,65 +91,104 @@ absl::StatusOr<BenchReport> RunDatapathBench(
   key.key = SecretBytes::FromString(RandomString(32));
   RandomBytes(key.iv_mask.data(), key.iv_mask.size());
 
-  // (a) encrypt-and-stage without the device.
-  Say(progress, "(a) encrypt-and-stage into the bounce ring, no device");
-  for (int threads : config.threads) {
-    for (uint32_t cs : config.chunk_sizes) {
-      ThroughputFigure f;
-      f.chunk_size = cs;
-      f.threads = threads;
-      f.window_bytes = config.stage_window;
-      StageOptions so;
-      so.chunk_size = cs;
-      so.threads = threads;
-      so.bounce_dir = config.bounce_dir;
-      std::vector<StageResult> passes;
-      uint32_t counter = kFirstMessageCounter;
-      for (int p = 0; p < config.stage_passes; ++p) {
-        absl::Status adj = AdjacentReference(config, &f);
-        if (!adj.ok()) return adj;
-        auto r = RunEncryptAndStage(key, 1, 1, config.stage_window, counter, source, so);
-        if (!r.ok()) return r.status();
-        counter += static_cast<uint32_t>(r->chunks);
-        f.pass_mbps.push_back(r->mbps);
-        passes.push_back(*r);
-      }
-      FinishFigure(report, &f);
-      const StageResult& m = passes[MedianIndex(f.pass_mbps)];
-      f.seconds = m.seconds;
-      f.cpu_seconds = m.cpu_seconds;
-      f.read_seconds = m.read_seconds;
-      f.encrypt_seconds = m.encrypt_seconds;
-      f.zeroize_seconds = m.zeroize_seconds;
-      f.zero_copy = m.zero_copy;
-      report.stage.push_back(f);
-    }
-  }
-
-  // (a') and (b): the real writer into the in-process device.
+  // The in-process device of (a'), (b) and the steps of (c).
   const uint64_t device_buffer_bytes = std::max(config.provision_window, config.device_window);
   auto rig = DeviceRig::Start(device_buffer_bytes + (1u << 20));
   if (!rig.ok()) return rig.status();
-  // Each configuration starts from a reset device (fresh memory and rings).
-  auto fresh_buffer = [&]() { return (*rig)->ResetAndAlloc(device_buffer_bytes); };
-  auto big = fresh_buffer();
-  if (!big.ok()) return big.status();
-  Say(progress, "(a') encrypt-and-stage through H2dWriter into the in-process device");
-  for (int threads : config.threads) {
+
+  if (config.run_datapath) {
+    // (a) encrypt-and-stage without the device.
+    Say(progress, "(a) encrypt-and-stage into the bounce ring, no device");
+    for (int threads : config.threads) {
+      for (uint32_t cs : config.chunk_sizes) {
+        ThroughputFigure f;
+        f.chunk_size = cs;
+        f.threads = threads;
+        f.window_bytes = config.stage_window;
+        StageOptions so;
+        so.chunk_size = cs;
+        so.threads = threads;
+        so.bounce_dir = config.bounce_dir;
+        std::vector<StageResult> passes;
+        uint32_t counter = kFirstMessageCounter;
+        for (int p = 0; p < config.stage_passes; ++p) {
+          absl::Status adj = AdjacentReference(config, &f);
+          if (!adj.ok()) return adj;
+          auto r = RunEncryptAndStage(key, 1, 1, config.stage_window, counter, source, so);
+          if (!r.ok()) return r.status();
+          counter += static_cast<uint32_t>(r->chunks);
+          f.pass_mbps.push_back(r->mbps);
+          passes.push_back(*r);
+        }
+        FinishFigure(report, &f);
+        const StageResult& m = passes[MedianIndex(f.pass_mbps)];
+        f.seconds = m.seconds;
+        f.cpu_seconds = m.cpu_seconds;
+        f.read_seconds = m.read_seconds;
+        f.encrypt_seconds = m.encrypt_seconds;
+        f.zeroize_seconds = m.zeroize_seconds;
+        f.zero_copy = m.zero_copy;
+        report.stage.push_back(f);
+      }
+    }
+
+    // (a') and (b): the real writer into the in-process device.
+    // Each configuration starts from a reset device (fresh memory and rings).
+    auto fresh_buffer = [&]() { return (*rig)->ResetAndAlloc(device_buffer_bytes); };
+    auto big = fresh_buffer();
+    if (!big.ok()) return big.status();
+    Say(progress, "(a') encrypt-and-stage through H2dWriter into the in-process device");
+    for (int threads : config.threads) {
+      for (uint32_t cs : config.chunk_sizes) {
+        ThroughputFigure f;
+        f.chunk_size = cs;
+        f.threads = threads;
+        f.window_bytes = config.device_window;
+        H2dWriterOptions wo;
+        wo.chunk_size = cs;
+        wo.threads = threads;
+        wo.bounce_dir = config.bounce_dir;
+        std::vector<ProvisionResult> passes;
+        for (int p = 0; p < config.device_passes; ++p) {
+          absl::Status adj = AdjacentReference(config, &f);
+          if (!adj.ok()) return adj;
+          auto r = MeasureProvision(**rig, *big, config.device_window, source, wo);
+          if (!r.ok()) return r.status();
+          f.pass_mbps.push_back(r->mbps);
+          passes.push_back(*r);
+        }
+        FinishFigure(report, &f);
+        const ProvisionResult& m = passes[MedianIndex(f.pass_mbps)];
+        f.seconds = m.seconds;
+        f.cpu_seconds = m.cpu_seconds;
+        report.stage_device.push_back(f);
+        big = fresh_buffer();
+        if (!big.ok()) return big.status();
+      }
+    }
     for (uint32_t cs : config.chunk_sizes) {
-      ThroughputFigure f;
-      f.chunk_size = cs;
-      f.threads = threads;
-      f.window_bytes = config.device_window;
+      auto c = MeasureDeviceCeiling(**rig, *big, config.device_window, cs, source.AsChunkSource(),
+                                    config.bounce_dir);
+      if (!c.ok()) return c.status();
+      report.device_ceiling.push_back(*c);
+    }
+    big = fresh_buffer();
+    if (!big.ok()) return big.status();
+    Say(progress, "(b) end-to-end provisioning of the window");
+    {
+      ThroughputFigure& f = report.provision;
+      f.chunk_size = config.provision_chunk;
+      f.threads = config.provision_threads;
+      f.window_bytes = config.provision_window;
       H2dWriterOptions wo;
-      wo.chunk_size = cs;
-      wo.threads = threads;
+      wo.chunk_size = config.provision_chunk;
+      wo.threads = config.provision_threads;
       wo.bounce_dir = config.bounce_dir;
       std::vector<ProvisionResult> passes;
-      for (int p = 0; p < config.device_passes; ++p) {
+      for (int p = 0; p < config.provision_passes; ++p) {
         absl::Status adj = AdjacentReference(config, &f);
         if (!adj.ok()) return adj;
-        auto r = MeasureProvision(**rig, *big, config.device_window, source, wo);
+        auto r = MeasureProvision(**rig, *big, config.provision_window, source, wo);
         if (!r.ok()) return r.status();
         f.pass_mbps.push_back(r->mbps);
         passes.push_back(*r);
@@ -158,43 +197,9 @@ absl::StatusOr<BenchReport> RunDatapathBench(
       const ProvisionResult& m = passes[MedianIndex(f.pass_mbps)];
       f.seconds = m.seconds;
       f.cpu_seconds = m.cpu_seconds;
-      report.stage_device.push_back(f);
-      big = fresh_buffer();
-      if (!big.ok()) return big.status();
     }
   }
-  for (uint32_t cs : config.chunk_sizes) {
-    auto c = MeasureDeviceCeiling(**rig, *big, config.device_window, cs, source.AsChunkSource(),
-                                  config.bounce_dir);
-    if (!c.ok()) return c.status();
-    report.device_ceiling.push_back(*c);
-  }
-  big = fresh_buffer();
-  if (!big.ok()) return big.status();
-  Say(progress, "(b) end-to-end provisioning of the window");
-  {
-    ThroughputFigure& f = report.provision;
-    f.chunk_size = config.provision_chunk;
-    f.threads = config.provision_threads;
-    f.window_bytes = config.provision_window;
-    H2dWriterOptions wo;
-    wo.chunk_size = config.provision_chunk;
-    wo.threads = config.provision_threads;
-    wo.bounce_dir = config.bounce_dir;
-    std::vector<ProvisionResult> passes;
-    for (int p = 0; p < config.provision_passes; ++p) {
-      absl::Status adj = AdjacentReference(config, &f);
-      if (!adj.ok()) return adj;
-      auto r = MeasureProvision(**rig, *big, config.provision_window, source, wo);
-      if (!r.ok()) return r.status();
-      f.pass_mbps.push_back(r->mbps);
-      passes.push_back(*r);
-    }
-    FinishFigure(report, &f);
-    const ProvisionResult& m = passes[MedianIndex(f.pass_mbps)];
-    f.seconds = m.seconds;
-    f.cpu_seconds = m.cpu_seconds;
-  }
+
   // (c) the steps of a trip in process, then the real stack.
   Say(progress, "(c) control-plane steps in process");
   auto small = (*rig)->ResetAndAlloc(4096);

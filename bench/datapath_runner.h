@@ -28,6 +28,7 @@ struct BenchConfig {
   int provision_passes = 3;
   size_t source_bytes = 64u << 20;              // in-memory dataset, read cyclically
   int component_iterations = 50;                // (c) steps in process
+  bool run_datapath = true;                     // (a), (a') and (b)
   bool run_trips = true;                        // (c) multi-process stack
   TripBenchOptions trips;
   std::string bounce_dir = "/dev/shm";
@@ -37,7 +38,8 @@ struct BenchConfig {
   static BenchConfig Quick();
 };
 
-// Runs every section in order: (ref), (a), (a'), (b), (c). `progress` (may be
+// Runs every section in order: (ref), (a), (a'), (b), (c); run_datapath and
+// run_trips leave sections out. `progress` (may be
 // empty) gets a line before each section. A failing (c) is recorded in the
 // report (trips_error) rather than failing the run; anything else fails it.
 absl::StatusOr<BenchReport> RunDatapathBench(

@@ -168,6 +168,7 @@ std::string ReportJson(const BenchReport& r) {
         {"away_mean_seconds", t.away_mean},
         {"return_mean_seconds", t.return_mean}}},
       {"mux_route_seconds", SummaryJson(t.mux_route_seconds)},
+      {"cpu_seconds_per_trip", t.cpu_seconds_per_trip},
       {"device_bounce_mappings_after_campaign", t.device_bounce_mappings},
       {"device_bounce_bytes_after_campaign", t.device_bounce_bytes},
       {"p50_meets_target", t.trip_seconds.n > 0 && t.trip_seconds.p50 <= kTripP50TargetSeconds},
@@ -269,6 +270,17 @@ std::string ReportTable(const BenchReport& r) {
                 "return %.2f ms\n",
                 (unsigned long long)t.phase_trips, t.setup_mean * 1e3, t.away_mean * 1e3,
                 t.return_mean * 1e3);
+    if (!t.cpu_seconds_per_trip.empty()) {
+      double total = 0;
+      std::string parts;
+      for (const auto& c : t.cpu_seconds_per_trip) {
+        total += c.second;
+        parts += Format(" %s %.2f,", c.first.c_str(), c.second * 1e3);
+      }
+      if (!parts.empty()) parts.pop_back();
+      o += Format("  CPU per trip (user + system, ms):%s; total %.2f ms\n", parts.c_str(),
+                  total * 1e3);
+    }
     o += Format("  bounce rings still mapped by the device after the campaign: %llu (%llu bytes)\n",
                 (unsigned long long)t.device_bounce_mappings,
                 (unsigned long long)t.device_bounce_bytes);

@@ -2,6 +2,7 @@
 #define GPUTRAVEL_BENCH_TRIP_BENCH_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -37,6 +38,10 @@ struct TripBenchResult {
   // detached): count and bytes, from /proc/<gpu pid>/maps.
   uint64_t device_bounce_mappings = 0;
   uint64_t device_bounce_bytes = 0;
+  // CPU time (user + system, /proc/<pid>/stat) each daemon spent during the
+  // campaign, divided by the trips: what a trip costs the machine, which on
+  // a few shared cores bounds how short a trip can be.
+  std::map<std::string, double> cpu_seconds_per_trip;
 };
 
 // Starts the real multi-process stack (EmulatedStack: emulated GPU, MUX,

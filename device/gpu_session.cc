@@ -12,28 +12,12 @@ namespace gputravel {
 GpuSession::GpuSession(std::shared_ptr<grpc::Channel> channel,
                        std::string device_ca_der, std::string expected_serial)
     : stub_(v1::Device::NewStub(channel)),
-      device_ca_der_(std::move(device_ca_der)),
+      device_certificates_(std::move(device_ca_der), kCertificateRecheck),
       expected_serial_(std::move(expected_serial)) {}
 
 GpuSession::~GpuSession() {
   // A pre-generated key still being made is waited for and dropped.
   if (next_ephemeral_.valid()) next_ephemeral_.wait();
-}
-
-absl::StatusOr<const VerifiedCertificate*> GpuSession::CheckedCertificate(
-    const std::string& der) {
-  const absl::Time now = absl::Now();
-  if (verified_cert_ != nullptr && der == verified_cert_der_ &&
-      now - verified_at_ < kCertificateRecheck) {
-    return verified_cert_.get();
-  }
-  verified_cert_.reset();
-  auto cert = VerifyCertificate(der, device_ca_der_);
-  if (!cert.ok()) return cert.status();
-  verified_cert_ = std::make_unique<VerifiedCertificate>(std::move(*cert));
-  verified_cert_der_ = der;
-  verified_at_ = now;
-  return verified_cert_.get();
 }
 
 void GpuSession::PrepareNextEphemeral() {
@@ -59,7 +43,7 @@ absl::Status GpuSession::Establish() {
     absl::Status s = FromGrpc(stub_->GetIdentity(&ctx, {}, &id), "GPU GetIdentity");
     if (!s.ok()) return s;
   }
-  auto cert = CheckedCertificate(id.certificate_der());
+  auto cert = device_certificates_.Verify(id.certificate_der());
   if (!cert.ok()) {
     return absl::UnauthenticatedError("GPU identity refused: " +
                                       std::string(cert.status().message()));

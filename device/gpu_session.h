@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "keyxfer/cc_channel.h"
+#include "keyxfer/certificate_cache.h"
 #include "keyxfer/device_session.h"
 #include "keyxfer/ec_key.h"
 #include "keyxfer/x509.h"
@@ -71,21 +72,17 @@ class GpuSession {
 
  private:
   absl::StatusOr<v1::DeviceReply> Command(const v1::DeviceCommand& cmd);
-  absl::StatusOr<const VerifiedCertificate*> CheckedCertificate(const std::string& der);
   void PrepareNextEphemeral();
   absl::StatusOr<EcKey> TakeEphemeral();
 
   std::unique_ptr<v1::Device::Stub> stub_;
-  std::string device_ca_der_;
+  CertificateCache device_certificates_;
   std::string expected_serial_;
   std::string serial_;
   uint64_t session_id_ = 0;
   std::unique_ptr<SealedChannel> control_;
   ChannelMaterial lce_h2d_;
   std::future<absl::StatusOr<EcKey>> next_ephemeral_;
-  std::string verified_cert_der_;
-  std::unique_ptr<VerifiedCertificate> verified_cert_;
-  absl::Time verified_at_;
 };
 
 }  // namespace gputravel

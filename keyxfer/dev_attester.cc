@@ -50,12 +50,12 @@ absl::StatusOr<AttestedIdentity> DevVerifier::Verify(
   if (!ev.ParseFromString(evidence.blob())) {
     return absl::InvalidArgumentError("development evidence is malformed");
   }
-  auto cert = VerifyCertificate(ev.certificate_der(), root_ca_der_);
+  auto cert = certificates_.Verify(ev.certificate_der());
   if (!cert.ok()) {
     return absl::UnauthenticatedError("attestation key certificate: " +
                                       std::string(cert.status().message()));
   }
-  absl::Status sig = cert->public_key.Verify(ev.report(), ev.signature_der());
+  absl::Status sig = (*cert)->public_key.Verify(ev.report(), ev.signature_der());
   if (!sig.ok()) {
     return absl::UnauthenticatedError("evidence signature does not verify");
   }

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "keyxfer/attester.h"
+#include "keyxfer/certificate_cache.h"
 #include "keyxfer/ec_key.h"
 
 namespace gputravel {
@@ -46,13 +48,19 @@ struct DevPolicy {
 // root, signature, report data, policy. Refuses every other format.
 class DevVerifier : public Verifier {
  public:
+  // How long a verified attestation-key certificate is trusted without
+  // re-checking its chain and validity period (the evidence signature, report
+  // data and policy are checked on every call).
+  static constexpr absl::Duration kCertificateRecheck = absl::Seconds(60);
+
   DevVerifier(std::string root_ca_der, DevPolicy policy)
-      : root_ca_der_(std::move(root_ca_der)), policy_(std::move(policy)) {}
+      : certificates_(std::move(root_ca_der), kCertificateRecheck),
+        policy_(std::move(policy)) {}
   absl::StatusOr<AttestedIdentity> Verify(
       const Evidence& evidence, const ReportData& expected_report_data) override;
 
  private:
-  std::string root_ca_der_;
+  CertificateCache certificates_;
   DevPolicy policy_;
 };
 

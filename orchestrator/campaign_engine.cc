@@ -603,7 +603,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
       absl::MutexLock l(&mu_);
       if (stopping_) break;
     }
-    auto c = store_->GetCampaign(name);
+    auto c = store_->GetCampaignSummary(name);
     if (!c.ok() || c->state != kCampaignRunning) break;
     auto holders = store_->ListHolders(name);
     if (!holders.ok()) {
@@ -653,8 +653,8 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     if (!begun.ok()) {
       // A pause or cancel that landed since the state was read is not an
       // error; anything else needs an operator.
-      auto now = store_->GetCampaign(name);
-      if (now.ok() && now->state != kCampaignRunning) break;
+      auto now = store_->GetCampaignState(name);
+      if (now.ok() && *now != kCampaignRunning) break;
       fail(kCampaignPaused, std::string(begun.status().message()));
       break;
     }
@@ -677,8 +677,8 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
       if (stopping_) control.Cancel();
     }
     // A cancel that raced with BeginTrip.
-    auto again = store_->GetCampaign(name);
-    if (again.ok() && again->state == kCampaignCancelling) control.Cancel();
+    auto again = store_->GetCampaignState(name);
+    if (again.ok() && *again == kCampaignCancelling) control.Cancel();
     Hooks hooks(this, &plan, &loader, trainer.get(),
                 std::max(600.0, spec->holder_timeout_seconds));
     std::optional<PreparedChannel> prepared;

@@ -197,22 +197,28 @@ grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
   grpc::Status auth = AuthorizeControl(ctx);
   if (!auth.ok()) return auth;
   StateStore* store = engine_->store();
-  auto row = store->GetCampaign(req->name());
-  if (!row.ok()) return ToGrpc(row.status());
+  auto exists = store->GetCampaignState(req->name());
+  if (!exists.ok()) return ToGrpc(exists.status());
   int64_t seq = req->after_seq();
   uint64_t progress_seen = 0;
   std::map<uint64_t, std::string> trip_holder;
-  while (!ctx->IsCancelled() && !engine_->stopping()) {
+  // A watcher that left is noticed by the next failing Write; asking gRPC
+  // whether the call was cancelled polls its completion queue, so that is
+  // only done when a wake-up brought nothing to write.
+  bool idle = true;
+  while (!engine_->stopping()) {
+    if (idle && ctx->IsCancelled()) break;
     // Read the global position and the campaign's state BEFORE its events:
     // the event that makes a campaign final is committed with the state, so
     // a final state seen here means its event is in the batch read next.
     auto latest = store->LastEventSeq();
     if (!latest.ok()) return ToGrpc(latest.status());
-    auto now = store->GetCampaign(req->name());
+    auto now = store->GetCampaignState(req->name());
     if (!now.ok()) return ToGrpc(now.status());
     auto events = store->EventsAfter(req->name(), seq, 256);
     if (!events.ok()) return ToGrpc(events.status());
     bool final_sent = false;
+    idle = true;
     for (const EventRow& e : *events) {
       seq = e.seq;
       v1::Event ev;
@@ -240,13 +246,15 @@ grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
       ev.set_loss(e.loss.value_or(0));
       ev.set_time_unix_ms(e.time_ms);
       if (!out->Write(ev)) return grpc::Status::OK;  // the watcher left
+      idle = false;
     }
     if (final_sent) return grpc::Status::OK;
     if (events->size() == 256) continue;  // more to replay
     // Final before this watch began, its final event at or before after_seq.
-    if (IsTerminal(StateToProto(now->state))) return grpc::Status::OK;
+    if (IsTerminal(StateToProto(*now))) return grpc::Status::OK;
     LiveProgress p = engine_->Progress(req->name());
     if (p.version > progress_seen) {
+      idle = false;
       progress_seen = p.version;
       v1::Event ev;
       ev.set_campaign(req->name());

@@ -952,6 +952,21 @@ absl::StatusOr<CampaignRow> StateStore::GetCampaign(const std::string& name) {
   return LoadCampaign(name, true);
 }
 
+absl::StatusOr<CampaignRow> StateStore::GetCampaignSummary(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  return LoadCampaign(name, false);
+}
+
+absl::StatusOr<std::string> StateStore::GetCampaignState(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  GT_SS_ASSIGN_OR_RETURN(
+      Stmt s, Prepare(db_, stmts_, "SELECT state FROM campaigns WHERE name = ?"));
+  s.Text(name);
+  GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("campaign ", Quote(name), " not found"));
+  return s.ColText(0);
+}
+
 absl::StatusOr<std::vector<CampaignRow>> StateStore::ListCampaigns() {
   absl::MutexLock lock(&mu_);
   GT_SS_ASSIGN_OR_RETURN(Stmt s,

@@ -224,6 +224,11 @@ class StateStore {
   // GetCampaign includes the model checkpoint; ListCampaigns leaves `model`
   // empty (it may be large). Ordered by creation.
   absl::StatusOr<CampaignRow> GetCampaign(const std::string& name);
+  // The same row with `model` left empty (it may be large).
+  absl::StatusOr<CampaignRow> GetCampaignSummary(const std::string& name);
+  // Only the campaign's lifecycle state (kCampaign*): what the trip loop and
+  // watchers poll, without reading the spec and the model checkpoint.
+  absl::StatusOr<std::string> GetCampaignState(const std::string& name);
   absl::StatusOr<std::vector<CampaignRow>> ListCampaigns();
   // NotFound for an unknown campaign. Holders by position, trips by id.
   absl::StatusOr<std::vector<HolderRow>> ListHolders(

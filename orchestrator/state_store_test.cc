@@ -356,6 +356,10 @@ TEST_F(StateStoreTest, CreateCampaignIsIdempotentOnRequestId) {
   auto missing = store->GetCampaign("nope");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(missing.status().message(), HasSubstr("\"nope\""));
+  EXPECT_EQ(store->GetCampaignSummary("nope").status().code(), absl::StatusCode::kNotFound);
+  auto missing_state = store->GetCampaignState("nope");
+  EXPECT_EQ(missing_state.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing_state.status().message(), HasSubstr("\"nope\""));
   EXPECT_EQ(store->ListTrips("nope").status().code(),
             absl::StatusCode::kNotFound);
 
@@ -558,6 +562,15 @@ TEST_F(StateStoreTest, RecordTrainedCheckpointsAndMovesToScrubAtomically) {
   ASSERT_OK_AND_ASSIGN(CampaignRow c, store->GetCampaign("c1"));
   EXPECT_EQ(c.model, model);
   EXPECT_EQ(c.last_loss, std::optional<double>(1.5));
+  // The summary and the state leave the checkpoint out and agree on the rest.
+  ASSERT_OK_AND_ASSIGN(CampaignRow summary, store->GetCampaignSummary("c1"));
+  EXPECT_TRUE(summary.model.empty());
+  EXPECT_EQ(summary.state, c.state);
+  EXPECT_EQ(summary.last_loss, c.last_loss);
+  EXPECT_EQ(summary.last_holder, c.last_holder);
+  EXPECT_EQ(summary.spec_json, c.spec_json);
+  ASSERT_OK_AND_ASSIGN(std::string state, store->GetCampaignState("c1"));
+  EXPECT_EQ(state, kCampaignRunning);
   // A window is never trained twice, even if the engine retries.
   auto twice = store->RecordTrained(id, 1.0, "other");
   EXPECT_EQ(twice.status().code(), absl::StatusCode::kFailedPrecondition);
