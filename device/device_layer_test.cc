@@ -27,6 +27,7 @@ class DeviceLayerTest : public ::testing::Test {
     auto id = *EcKey::Generate(Curve::kP384);
     auto cert = *IssueCertificate(id, "EMU-7", ca, ca_der_, false, 1);
     cert_der_ = cert;
+    ca_key_ = std::make_unique<EcKey>(std::move(ca));
     EmulatedGpuOptions o;
     o.serial = "EMU-7";
     o.memory_bytes = 64 << 20;
@@ -53,6 +54,7 @@ class DeviceLayerTest : public ::testing::Test {
     return b.BuildAndStart();
   }
   std::string dir_, ca_der_, cert_der_;
+  std::unique_ptr<EcKey> ca_key_;  // the device CA's signing key
   std::unique_ptr<EmulatedGpu> gpu_;
   std::unique_ptr<DeviceServiceImpl> orch_svc_, holder_svc_;
   std::unique_ptr<grpc::Server> orch_server_, holder_server_;
@@ -162,6 +164,42 @@ TEST_F(SwappedDeviceTest, ReplayedCertificateWithoutTheKeyRefused) {
   EXPECT_EQ(st.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_NE(st.message().find("signature"), std::string::npos) << st.message();
   EXPECT_FALSE(session.established());
+}
+
+// A session keeps the device identity it checked; another genuine GPU of the
+// same vendor CA routed in its place cannot answer for it (its signature is
+// over its own serial with its own key), and the identity fetched again
+// names the substitution (P5).
+TEST_F(SwappedDeviceTest, AnotherGenuineGpuAfterAnExchangeIsNamed) {
+  GpuSession session(MakeChannel("unix:" + dir_ + "/orch.sock"), ca_der_, "");
+  ASSERT_TRUE(session.Establish().ok());
+  auto id = *EcKey::Generate(Curve::kP384);
+  auto cert = *IssueCertificate(id, "EMU-9", *ca_key_, ca_der_, false, 1);
+  EmulatedGpuOptions o;
+  o.serial = "EMU-9";
+  SwapIn(std::make_unique<EmulatedGpu>(o, std::move(id), cert));
+  auto st = session.Establish();
+  EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << st;
+  EXPECT_NE(st.message().find("different GPU"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("EMU-9"), std::string::npos) << st.message();
+  EXPECT_FALSE(session.established());
+}
+
+// The same GPU with a new certificate from its CA (re-provisioned identity
+// key): the kept identity no longer verifies, the new one is fetched,
+// checked and used.
+TEST_F(SwappedDeviceTest, RecertifiedGpuIsCheckedAgainAndAccepted) {
+  GpuSession session(MakeChannel("unix:" + dir_ + "/orch.sock"), ca_der_, "");
+  ASSERT_TRUE(session.Establish().ok());
+  auto id = *EcKey::Generate(Curve::kP384);
+  auto cert = *IssueCertificate(id, "EMU-7", *ca_key_, ca_der_, false, 1);
+  EmulatedGpuOptions o;
+  o.serial = "EMU-7";
+  SwapIn(std::make_unique<EmulatedGpu>(o, std::move(id), cert));
+  auto st = session.Establish();
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(session.serial(), "EMU-7");
+  EXPECT_TRUE(session.VerifyStillSameSession().ok());
 }
 
 // Many exchanges in a row (each with its own pre-generated key) all work,

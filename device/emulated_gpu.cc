@@ -5,6 +5,7 @@
 
 #include "keyxfer/random.h"
 #include "keyxfer/secret_bytes.h"
+#include "util/idle_task.h"
 
 namespace gputravel {
 namespace {
@@ -76,7 +77,12 @@ absl::StatusOr<v1::DeviceIdentity> EmulatedGpu::GetIdentity(
 
 absl::StatusOr<EcKey> EmulatedGpu::TakeEphemeral() {
   absl::MutexLock l(&eph_mu_);
-  if (!next_ephemeral_.valid()) return EcKey::Generate(Curve::kP384);
+  // Never wait behind a busy machine for the idle-priority key: make one now
+  // and leave that one for the next exchange.
+  if (!next_ephemeral_.valid() ||
+      next_ephemeral_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    return EcKey::Generate(Curve::kP384);
+  }
   absl::StatusOr<EcKey> k = next_ephemeral_.get();  // one key, one exchange
   if (!k.ok()) return EcKey::Generate(Curve::kP384);
   return k;
@@ -85,8 +91,24 @@ absl::StatusOr<EcKey> EmulatedGpu::TakeEphemeral() {
 void EmulatedGpu::PrepareEphemeral() {
   absl::MutexLock l(&eph_mu_);
   if (next_ephemeral_.valid()) return;
-  next_ephemeral_ = std::async(std::launch::async,
-                               [] { return EcKey::Generate(Curve::kP384); });
+  next_ephemeral_ = RunWhenIdle([] { return EcKey::Generate(Curve::kP384); });
+}
+
+void EmulatedGpu::DiscardEphemeral() {
+  absl::MutexLock l(&eph_mu_);
+  if (next_ephemeral_.valid()) (void)next_ephemeral_.get();  // freed (and cleared) here
+}
+
+std::string EmulatedGpu::PendingEphemeralForTest() {
+  absl::MutexLock l(&eph_mu_);
+  if (!next_ephemeral_.valid()) return "";
+  absl::StatusOr<EcKey> k = next_ephemeral_.get();
+  std::string point = k.ok() ? k->PublicPoint() : "";
+  // Put it back, made: the test only looked at it.
+  std::promise<absl::StatusOr<EcKey>> ready;
+  ready.set_value(std::move(k));
+  next_ephemeral_ = ready.get_future();
+  return point;
 }
 
 absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
@@ -95,8 +117,8 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
     return absl::InvalidArgumentError("requester nonce must be 32 bytes");
   }
   // The responder's ephemeral key does not depend on the request: it was made
-  // ahead while the device was routed away (SetOwner), as a device can, or
-  // is made now. Each key serves exactly one exchange.
+  // ahead, after the previous exchange, as a device can, or is made now.
+  // Each key serves exactly one exchange.
   auto eph = TakeEphemeral();
   if (!eph.ok()) return eph.status();
   uint64_t id = 0, resets_before = 0;
@@ -130,23 +152,29 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
   if (!lce.ok()) return lce.status();
   session->lce_h2d = std::move(*lce);
 
-  absl::MutexLock l(&mu_);
-  // The route, a reset or another exchange may have changed meanwhile.
-  absl::Status s = CheckOwnerLocked(domain);
-  if (!s.ok()) return s;
-  if (resets_ != resets_before) {
-    return absl::AbortedError("GPU " + options_.serial +
-                              " was reset during the key exchange; exchange again");
+  {
+    absl::MutexLock l(&mu_);
+    // The route, a reset or another exchange may have changed meanwhile.
+    absl::Status s = CheckOwnerLocked(domain);
+    if (!s.ok()) return s;
+    if (resets_ != resets_before) {
+      return absl::AbortedError("GPU " + options_.serial +
+                                " was reset during the key exchange; exchange again");
+    }
+    if (session_ != nullptr && session_->id > id) {
+      return absl::AbortedError("a newer key exchange on GPU " + options_.serial +
+                                " finished first; exchange again");
+    }
+    // The old session, and with it every key a holder was handed, dies here;
+    // the bounce rings staged for it are of no further use.
+    session_ = std::move(session);
+    bounces_.clear();
+    last_heartbeat_ = Now();
   }
-  if (session_ != nullptr && session_->id > id) {
-    return absl::AbortedError("a newer key exchange on GPU " + options_.serial +
-                              " finished first; exchange again");
-  }
-  // The old session, and with it every key a holder was handed, dies here;
-  // the bounce rings staged for it are of no further use.
-  session_ = std::move(session);
-  bounces_.clear();
-  last_heartbeat_ = Now();
+  // The next exchange's key, made at idle priority: it never competes with
+  // the requester's half of this exchange or with anything else on a trip's
+  // critical path.
+  PrepareEphemeral();
   v1::KeyExchangeResponse resp;
   resp.set_device_public_key(eph->PublicPoint());
   resp.set_device_nonce(nonce);
@@ -433,21 +461,25 @@ void EmulatedGpu::SetOwner(const std::string& domain) {
     absl::MutexLock l(&mu_);
     owner_ = domain;
   }
-  // The next key exchange follows the next route change (the GPU coming
-  // home): make its ephemeral key now, while the device waits for its owner,
-  // not while the requester is busy with its half of the exchange.
+  // Normally made after the last exchange already; this covers a device that
+  // never exchanged yet.
   PrepareEphemeral();
 }
 
 void EmulatedGpu::Reset() {
-  absl::MutexLock l(&mu_);
-  session_.reset();
-  for (auto& b : buffers_) Zeroize(b.second.data(), b.second.size());
-  buffers_.clear();
-  bounces_.clear();
-  EndDataLocked();
-  needs_reset_ = false;
-  ++resets_;
+  {
+    absl::MutexLock l(&mu_);
+    session_.reset();
+    for (auto& b : buffers_) Zeroize(b.second.data(), b.second.size());
+    buffers_.clear();
+    bounces_.clear();
+    EndDataLocked();
+    needs_reset_ = false;
+    ++resets_;
+  }
+  // A reset wipes every key, the pending ephemeral one included.
+  DiscardEphemeral();
+  PrepareEphemeral();
 }
 
 void EmulatedGpu::SetH2dCounterForTest(uint32_t next) {

@@ -87,6 +87,9 @@ class EmulatedGpu {
   // True when the copy engine's decryption scratch holds no plaintext (waits
   // for a chunk in flight to finish first). Tests of P2 only.
   bool ScratchIsClearForTest();
+  // The public point of the ephemeral key the next exchange will use (waits
+  // for it to be made); empty if none is pending. Tests only.
+  std::string PendingEphemeralForTest();
 
  private:
   struct Session {
@@ -113,10 +116,14 @@ class EmulatedGpu {
   absl::Status DiscardChunkLocked(size_t n, absl::Status why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t MemoryInUseLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The responder's next ephemeral P-384 key, made in the background after a
-  // route change (the key exchange is on every trip's critical path).
+  // The responder's next ephemeral P-384 key, made at idle priority once an
+  // exchange is done (and after a route change or a reset, if none is
+  // pending): the key exchange is on every trip's critical path. Taken only
+  // if it is ready, else a key is made inline. Each key serves exactly one
+  // exchange; a reset discards the pending one.
   absl::StatusOr<EcKey> TakeEphemeral();
   void PrepareEphemeral();
+  void DiscardEphemeral();
 
   const EmulatedGpuOptions options_;
   const EcKey identity_key_;

@@ -114,6 +114,33 @@ class EmulatedGpuTest : public ::testing::Test {
   std::unique_ptr<BounceBuffer> bounce_;
 };
 
+// The responder's ephemeral key is made ahead, serves exactly one exchange,
+// and a reset discards it like every other key.
+TEST_F(EmulatedGpuTest, EphemeralKeyMadeAheadServesOneExchangeAndDiesOnReset) {
+  // The setup exchanged once; the next key is being made already.
+  const std::string pending = gpu_->PendingEphemeralForTest();
+  ASSERT_FALSE(pending.empty());
+  auto eph = *EcKey::Generate(Curve::kP384);
+  v1::KeyExchangeRequest req;
+  req.set_requester_public_key(eph.PublicPoint());
+  req.set_requester_nonce(RandomString(32));
+  auto first = gpu_->KeyExchange(kOwner, req);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->device_public_key(), pending);  // the one made ahead
+  // Used up: the next exchange gets another one, made ahead in turn.
+  const std::string next = gpu_->PendingEphemeralForTest();
+  ASSERT_FALSE(next.empty());
+  EXPECT_NE(next, pending);
+  // A reset wipes the pending key: the next exchange uses another one.
+  gpu_->Reset();
+  const std::string after_reset = gpu_->PendingEphemeralForTest();
+  EXPECT_NE(after_reset, next);
+  auto second = gpu_->KeyExchange(kOwner, req);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_NE(second->device_public_key(), next);
+  EXPECT_NE(second->device_public_key(), first->device_public_key());
+}
+
 TEST_F(EmulatedGpuTest, InOrderChunksLandInDeviceMemory) {
   std::string a(1024, 'a'), b(1024, 'b');
   ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, a)).ok());

@@ -6,6 +6,7 @@
 #include "keyxfer/random.h"
 #include "keyxfer/x509.h"
 #include "util/grpc_status.h"
+#include "util/idle_task.h"
 
 namespace gputravel {
 
@@ -22,20 +23,22 @@ GpuSession::~GpuSession() {
 
 void GpuSession::PrepareNextEphemeral() {
   if (next_ephemeral_.valid()) return;
-  next_ephemeral_ = std::async(std::launch::async,
-                               [] { return EcKey::Generate(Curve::kP384); });
+  next_ephemeral_ = RunWhenIdle([] { return EcKey::Generate(Curve::kP384); });
 }
 
 absl::StatusOr<EcKey> GpuSession::TakeEphemeral() {
-  if (!next_ephemeral_.valid()) return EcKey::Generate(Curve::kP384);
+  // Never wait behind a busy machine for the idle-priority key: make one now
+  // and leave that one for the next exchange.
+  if (!next_ephemeral_.valid() ||
+      next_ephemeral_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    return EcKey::Generate(Curve::kP384);
+  }
   absl::StatusOr<EcKey> k = next_ephemeral_.get();  // leaves the future empty
   if (!k.ok()) return EcKey::Generate(Curve::kP384);
   return k;
 }
 
-absl::Status GpuSession::Establish() {
-  control_.reset();
-  lce_h2d_ = ChannelMaterial();
+absl::StatusOr<GpuSession::KnownDevice> GpuSession::FetchIdentity() {
   v1::DeviceIdentity id;
   {
     grpc::ClientContext ctx;
@@ -57,6 +60,35 @@ absl::Status GpuSession::Establish() {
         "a different GPU was routed here: expected " + expected_serial_ + ", got " +
         id.serial() + " (the host may be redirecting the device)");
   }
+  return KnownDevice{id.serial(), *cert, absl::Now()};
+}
+
+absl::Status GpuSession::Establish() {
+  control_.reset();
+  lce_h2d_ = ChannelMaterial();
+  // The identity learned by the last exchange, while its certificate check
+  // is fresh, like an SPDM requester that keeps the responder's certificate
+  // chain: the exchange's signature still has to verify with that
+  // certificate's key over a transcript naming that serial, so another device
+  // cannot answer for it. If it does not verify, the identity is fetched and
+  // checked again to say exactly what is wrong, or to succeed if it changed.
+  const bool reused = known_.has_value() && absl::Now() - known_->fetched < kCertificateRecheck;
+  if (!reused) {
+    known_.reset();
+    auto fetched = FetchIdentity();
+    if (!fetched.ok()) return fetched.status();
+    known_ = std::move(*fetched);
+  }
+  absl::Status s = Exchange(*known_);
+  if (s.ok() || !reused || !absl::IsUnauthenticated(s)) return s;
+  known_.reset();
+  auto fetched = FetchIdentity();
+  if (!fetched.ok()) return fetched.status();
+  known_ = std::move(*fetched);
+  return Exchange(*known_);
+}
+
+absl::Status GpuSession::Exchange(const KnownDevice& device) {
   // The ephemeral key was generated ahead (one-shot: taken here, never used
   // for a second exchange); the next one starts once this exchange is done.
   auto eph = TakeEphemeral();
@@ -75,11 +107,11 @@ absl::Status GpuSession::Establish() {
     }
   }
   std::string transcript = DeviceSessionTranscript(
-      id.serial(), req.requester_public_key(), req.requester_nonce(),
+      device.serial, req.requester_public_key(), req.requester_nonce(),
       resp.device_public_key(), resp.device_nonce(), resp.session_id());
   // The signature check and the ECDH are independent: run them on two cores.
   // Nothing derived from the secret is used unless the signature verified.
-  const EcKey& identity = (*cert)->public_key;
+  const EcKey& identity = device.certificate->public_key;
   auto sig_check = std::async(std::launch::async, [&identity, &transcript, &resp] {
     return identity.Verify(transcript, resp.signature_der());
   });
@@ -98,7 +130,7 @@ absl::Status GpuSession::Establish() {
   if (!control.ok()) return control.status();
   control_ = std::move(*control);
   lce_h2d_ = std::move(keys->lce_h2d);
-  serial_ = id.serial();
+  serial_ = device.serial;
   if (expected_serial_.empty()) expected_serial_ = serial_;
   session_id_ = resp.session_id();
   return absl::OkStatus();

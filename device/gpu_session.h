@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -27,12 +28,13 @@ namespace gputravel {
 // after each trip), so it does ahead of time what does not depend on the
 // device's answer: the next ephemeral key is generated in the background
 // once an exchange is done (each key is used for exactly one exchange), the
-// device certificate's chain check is cached for kCertificateRecheck by its
-// exact DER bytes, and the signature check runs beside the ECDH.
+// device's checked identity (certificate chain, serial) is kept for
+// kCertificateRecheck so that an exchange is one round trip, and the
+// signature check runs beside the ECDH.
 class GpuSession {
  public:
-  // How long a verified device certificate is trusted without re-checking
-  // its chain and validity period.
+  // How long a verified device identity is trusted without fetching it and
+  // re-checking its certificate's chain and validity period.
   static constexpr absl::Duration kCertificateRecheck = absl::Seconds(60);
 
   // `device_ca_der` is the pinned device CA; `expected_serial` (optional) pins
@@ -71,6 +73,16 @@ class GpuSession {
   ChannelMaterial LceH2dForHandoff() const { return lce_h2d_.Clone(); }
 
  private:
+  // A device whose identity was checked: certificate against the pinned CA,
+  // common name = serial, serial = the pinned one.
+  struct KnownDevice {
+    std::string serial;
+    std::shared_ptr<const VerifiedCertificate> certificate;
+    absl::Time fetched;
+  };
+  absl::StatusOr<KnownDevice> FetchIdentity();
+  // One P-384 ECDHE with `device`; installs the session if it verifies.
+  absl::Status Exchange(const KnownDevice& device);
   absl::StatusOr<v1::DeviceReply> Command(const v1::DeviceCommand& cmd);
   void PrepareNextEphemeral();
   absl::StatusOr<EcKey> TakeEphemeral();
@@ -83,6 +95,7 @@ class GpuSession {
   std::unique_ptr<SealedChannel> control_;
   ChannelMaterial lce_h2d_;
   std::future<absl::StatusOr<EcKey>> next_ephemeral_;
+  std::optional<KnownDevice> known_;
 };
 
 }  // namespace gputravel

@@ -80,11 +80,11 @@ class CampaignEngine::Hooks final : public TripHooks {
     engine_->Notify(seqs);
     return seqs.status();
   }
-  void Away() override {
-    if (on_away_) on_away_();
+  void Rekeyed() override {
+    if (on_rekeyed_) on_rekeyed_();
   }
-  // Called once the GPU has left for the holder.
-  void set_on_away(std::function<void()> f) { on_away_ = std::move(f); }
+  // Called once the GPU is home under a fresh session.
+  void set_on_rekeyed(std::function<void()> f) { on_rekeyed_ = std::move(f); }
   void Scrubbed() override {
     EventRow e;
     e.campaign = plan_->campaign;
@@ -122,7 +122,7 @@ class CampaignEngine::Hooks final : public TripHooks {
   DataLoader* const loader_;
   BuiltinTrainer* const trainer_;
   const double train_timeout_;
-  std::function<void()> on_away_;
+  std::function<void()> on_rekeyed_;
 };
 
 CampaignEngine::CampaignEngine(const OrchestratorConfig* config, StateStore* store,
@@ -201,13 +201,18 @@ void CampaignEngine::Wake() {
   ++wake_;
 }
 
-void CampaignEngine::WaitForChange(int64_t seen_seq, uint64_t seen_progress,
+bool CampaignEngine::WaitForChange(int64_t seen_seq, uint64_t seen_progress,
                                    absl::Duration timeout) {
   absl::MutexLock l(&mu_);
   auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return stopping_ || last_seq_ > seen_seq || progress_version_ > seen_progress;
   };
-  mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
+  return mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
+}
+
+int64_t CampaignEngine::LastCommittedSeq() {
+  absl::MutexLock l(&mu_);
+  return last_seq_;
 }
 
 bool CampaignEngine::stopping() {
@@ -596,7 +601,8 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
   }
 
   // The attested channel for the next trip, opened while this trip's GPU is
-  // away (declared after `stubs`, so it is waited for before they go).
+  // read back and scrubbed (declared after `stubs`, so it is waited for
+  // before they go).
   std::future<absl::StatusOr<PreparedChannel>> next_channel;
   while (true) {
     {
@@ -692,15 +698,15 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
       }
     }
     // The holder the schedule picks after this one if this trip succeeds:
-    // its channel is opened while the GPU is away (a wrong guess costs one
-    // unused channel at that holder).
+    // its channel is opened once this trip's GPU is home and re-keyed (a
+    // wrong guess costs one unused channel at that holder).
     std::vector<HolderProgress> after = progress;
     after[*next] = AdvanceProgress(progress[*next], w.length);
     if (auto guess = PickNextHolder(spec->schedule, after, spec->rounds, *next)) {
       const std::string guess_name = (*holders)[*guess].name;
       v1::HolderAgent::Stub* guess_stub = stubs[guess_name].get();
       const double timeout = std::min(5.0, spec->holder_timeout_seconds);
-      hooks.set_on_away([&next_channel, runner, guess_name, guess_stub, timeout] {
+      hooks.set_on_rekeyed([&next_channel, runner, guess_name, guess_stub, timeout] {
         next_channel = std::async(std::launch::async, [=] {
           return runner->PrepareChannel(guess_name, guess_stub, timeout, nullptr);
         });

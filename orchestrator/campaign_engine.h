@@ -69,8 +69,12 @@ class CampaignEngine {
   absl::StatusOr<CampaignRow> Cancel(const std::string& name);
 
   // Blocks until an event after `seen_seq` is committed, the live progress
-  // version passes `seen_progress`, Shutdown, or `timeout`.
-  void WaitForChange(int64_t seen_seq, uint64_t seen_progress, absl::Duration timeout);
+  // version passes `seen_progress`, Shutdown, or `timeout`. False if it
+  // returned for the timeout alone.
+  bool WaitForChange(int64_t seen_seq, uint64_t seen_progress, absl::Duration timeout);
+  // The newest event sequence number this engine committed (0 before any):
+  // read it before reading events, then wait on it.
+  int64_t LastCommittedSeq();
   // True once Shutdown began (watch streams end).
   bool stopping();
   // The campaign's live progress (version 0 when there is none).

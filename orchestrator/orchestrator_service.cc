@@ -1,5 +1,6 @@
 #include "orchestrator/orchestrator_service.h"
 
+#include <chrono>
 #include <map>
 
 #include "auth/authorize.h"
@@ -202,23 +203,26 @@ grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
   int64_t seq = req->after_seq();
   uint64_t progress_seen = 0;
   std::map<uint64_t, std::string> trip_holder;
-  // A watcher that left is noticed by the next failing Write; asking gRPC
-  // whether the call was cancelled polls its completion queue, so that is
-  // only done when a wake-up brought nothing to write.
-  bool idle = true;
+  // A watcher that left is noticed by the next failing Write. Asking gRPC
+  // whether the call was cancelled polls its completion queue (it cost more
+  // than the rest of a wake-up), so that is asked only when a wait ended
+  // without news, and at least every second.
+  bool ask_cancelled = true;
+  auto asked = std::chrono::steady_clock::now();
   while (!engine_->stopping()) {
-    if (idle && ctx->IsCancelled()) break;
+    if (ask_cancelled || std::chrono::steady_clock::now() - asked > std::chrono::seconds(1)) {
+      if (ctx->IsCancelled()) break;
+      asked = std::chrono::steady_clock::now();
+    }
     // Read the global position and the campaign's state BEFORE its events:
     // the event that makes a campaign final is committed with the state, so
     // a final state seen here means its event is in the batch read next.
-    auto latest = store->LastEventSeq();
-    if (!latest.ok()) return ToGrpc(latest.status());
+    const int64_t latest = engine_->LastCommittedSeq();
     auto now = store->GetCampaignState(req->name());
     if (!now.ok()) return ToGrpc(now.status());
     auto events = store->EventsAfter(req->name(), seq, 256);
     if (!events.ok()) return ToGrpc(events.status());
     bool final_sent = false;
-    idle = true;
     for (const EventRow& e : *events) {
       seq = e.seq;
       v1::Event ev;
@@ -246,7 +250,6 @@ grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
       ev.set_loss(e.loss.value_or(0));
       ev.set_time_unix_ms(e.time_ms);
       if (!out->Write(ev)) return grpc::Status::OK;  // the watcher left
-      idle = false;
     }
     if (final_sent) return grpc::Status::OK;
     if (events->size() == 256) continue;  // more to replay
@@ -254,7 +257,6 @@ grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
     if (IsTerminal(StateToProto(*now))) return grpc::Status::OK;
     LiveProgress p = engine_->Progress(req->name());
     if (p.version > progress_seen) {
-      idle = false;
       progress_seen = p.version;
       v1::Event ev;
       ev.set_campaign(req->name());
@@ -268,7 +270,7 @@ grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
       if (!out->Write(ev)) return grpc::Status::OK;
     }
     // Wake on any newer event (of any campaign) or on progress.
-    engine_->WaitForChange(*latest, progress_seen, absl::Milliseconds(250));
+    ask_cancelled = !engine_->WaitForChange(latest, progress_seen, absl::Milliseconds(250));
   }
   return grpc::Status::OK;
 }

@@ -197,7 +197,7 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   };
 
   // The channel with the holder, mutually attested, before anything leaves:
-  // the one prepared while the previous trip's GPU was away, if it is for
+  // the one prepared while the previous trip's GPU was scrubbed, if it is for
   // this holder and fresh, else a new one.
   std::optional<PreparedChannel> ready;
   if (prepared.has_value() && prepared->holder == plan.holder &&
@@ -259,7 +259,6 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
     return fail_early(std::string(s.message()), false);
   }
   s = RouteTo(plan.holder_domain, plan.trip);
-  if (s.ok()) hooks->Away();
   bool holder_fault = false;
   v1::ProvisionReport prep;
   if (s.ok()) s = hooks->Step(kStepProvision, "hand-off and provisioning");
@@ -287,6 +286,7 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   absl::Status rekey = gpu_->Establish();
   if (!rekey.ok()) return rekey;  // cannot prove a safe state
   out.rekeyed = gpu_->session_id() != handed_session;
+  hooks->Rekeyed();
   if (!s.ok()) {
     out.error = std::string(s.message());
     out.holder_fault = holder_fault;

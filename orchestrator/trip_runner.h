@@ -71,9 +71,11 @@ class TripHooks {
   virtual absl::StatusOr<bool> Train(const std::string& plaintext) = 0;
   // The buffer was zeroed and every byte read back as zero (an event).
   virtual void Scrubbed() = 0;
-  // The GPU has left for the holder: the orchestrator waits for the holder
-  // from here on, a good moment to prepare the next trip (not durable).
-  virtual void Away() {}
+  // The GPU is home under a fresh session: what is left of the trip (read
+  // back, digest, scrub) waits on the device, not on the CPUs, so this is
+  // where the next trip is prepared (not durable). Not while the GPU is away:
+  // there the holder and the device need the CPUs to provision.
+  virtual void Rekeyed() {}
 };
 
 // A mutually attested channel with a holder, opened ahead of its trip (it
