@@ -101,9 +101,9 @@ absl::StatusOr<std::vector<ComponentTiming>> MeasureControlPlaneComponents(
           });
   if (!s.ok()) return s;
   s = add("gpu_establish",
-          "GpuSession::Establish: P-384 ECDHE (the driver's ephemeral key made ahead), "
-          "device signs, driver verifies the signature beside its ECDH (certificate "
-          "check cached), 2 RPCs",
+          "GpuSession::Establish: P-384 ECDHE (both ephemeral keys made ahead at idle "
+          "priority when ready), device signs beside its ECDH, driver verifies beside "
+          "its ECDH, device identity kept from the last exchange: 1 RPC",
           1, nullptr, [&] { return gpu.Establish(); });
   if (!s.ok()) return s;
   s = add("sealed_command", "one AES-GCM sealed control command round trip (Query)",
@@ -120,7 +120,7 @@ absl::StatusOr<std::vector<ComponentTiming>> MeasureControlPlaneComponents(
   if (!attestation.ok()) return attestation.status();
   s = add("attested_channel",
           "mutual attested key agreement, crypto only: 2 P-256 ECDHE, 2 dev evidence "
-          "signatures, 2 evidence + certificate verifications",
+          "signatures, 2 evidence verifications (attestation-key certificates cached)",
           1, nullptr, [&]() -> absl::Status {
             auto init = ChannelInitiator::Create();
             if (!init.ok()) return init.status();
