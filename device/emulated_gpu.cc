@@ -116,11 +116,6 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
   if (request.requester_nonce().size() != 32) {
     return absl::InvalidArgumentError("requester nonce must be 32 bytes");
   }
-  // The responder's ephemeral key does not depend on the request: it was made
-  // ahead, after the previous exchange, as a device can, or is made now.
-  // Each key serves exactly one exchange.
-  auto eph = TakeEphemeral();
-  if (!eph.ok()) return eph.status();
   uint64_t id = 0, resets_before = 0;
   {
     absl::MutexLock l(&mu_);
@@ -129,6 +124,12 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
     id = ++last_session_id_;  // never reused, even if this exchange fails
     resets_before = resets_;
   }
+  // The responder's ephemeral key does not depend on the request: it was made
+  // ahead, after the previous exchange, as a device can, or is made now.
+  // Each key serves exactly one exchange. Taken after reading the reset
+  // count, so a reset after this point fails the exchange (check below).
+  auto eph = TakeEphemeral();
+  if (!eph.ok()) return eph.status();
   std::string nonce = RandomString(32);
   std::string transcript = DeviceSessionTranscript(
       options_.serial, request.requester_public_key(), request.requester_nonce(),
@@ -467,6 +468,9 @@ void EmulatedGpu::SetOwner(const std::string& domain) {
 }
 
 void EmulatedGpu::Reset() {
+  // A reset wipes every key, the pending ephemeral one included (it was never
+  // shown to anyone; no key of the device outlives a reset).
+  DiscardEphemeral();
   {
     absl::MutexLock l(&mu_);
     session_.reset();
@@ -477,8 +481,6 @@ void EmulatedGpu::Reset() {
     needs_reset_ = false;
     ++resets_;
   }
-  // A reset wipes every key, the pending ephemeral one included.
-  DiscardEphemeral();
   PrepareEphemeral();
 }
 
