@@ -9,6 +9,8 @@
 #include "bench/provision_bench.h"
 #include "bench/stage_pipeline.h"
 #include "bench/stats.h"
+#include "device/bounce_pool.h"
+#include "device/h2d_writer.h"
 #include "keyxfer/random.h"
 
 namespace gputravel {
@@ -36,6 +38,31 @@ absl::Status AdjacentReference(const BenchConfig& config, ThroughputFigure* f) {
   auto r = MeasureGcmReference(f->chunk_size, config.adjacent_reference_seconds);
   if (!r.ok()) return r.status();
   f->pass_adjacent_reference_mbps.push_back(r->mbps);
+  return absl::OkStatus();
+}
+
+// For (a) with several threads: what OpenSSL gets on that many threads at
+// once, right before the pass (diagnostic; the target stays threads x the
+// single-thread figure).
+absl::Status ConcurrentReference(const BenchConfig& config, ThroughputFigure* f) {
+  if (config.adjacent_reference_seconds <= 0 || f->threads < 2) return absl::OkStatus();
+  auto r = MeasureGcmReferenceConcurrent(f->chunk_size, config.adjacent_reference_seconds,
+                                         f->threads);
+  if (!r.ok()) return r.status();
+  f->pass_concurrent_reference_mbps.push_back(r->mbps);
+  return absl::OkStatus();
+}
+
+// Creates the ring the passes of `f` share, as the holder agent creates its
+// ring on its first trip and keeps it (device/bounce_pool.h), and records
+// what that cost.
+absl::Status MakeRing(BouncePool& pool, uint64_t window, const H2dWriterOptions& options,
+                      ThroughputFigure* f) {
+  const H2dWriter::Plan plan = H2dWriter::PlanFor(window, options);
+  auto t0 = std::chrono::steady_clock::now();
+  auto lease = pool.Acquire(plan.slots, plan.slot_size);
+  if (!lease.ok()) return lease.status();
+  f->ring_create_seconds = SecondsSince(t0);
   return absl::OkStatus();
 }
 
@@ -109,10 +136,22 @@ absl::StatusOr<BenchReport> RunDatapathBench(
         so.chunk_size = cs;
         so.threads = threads;
         so.bounce_dir = config.bounce_dir;
+        BouncePool pool(config.bounce_dir);
+        so.pool = &pool;
+        {
+          H2dWriterOptions geometry;
+          geometry.chunk_size = cs;
+          geometry.threads = threads;
+          geometry.slots = so.slots;
+          absl::Status st = MakeRing(pool, config.stage_window, geometry, &f);
+          if (!st.ok()) return st;
+        }
         std::vector<StageResult> passes;
         uint32_t counter = kFirstMessageCounter;
         for (int p = 0; p < config.stage_passes; ++p) {
           absl::Status adj = AdjacentReference(config, &f);
+          if (!adj.ok()) return adj;
+          adj = ConcurrentReference(config, &f);
           if (!adj.ok()) return adj;
           auto r = RunEncryptAndStage(key, 1, 1, config.stage_window, counter, source, so);
           if (!r.ok()) return r.status();
@@ -148,6 +187,10 @@ absl::StatusOr<BenchReport> RunDatapathBench(
         wo.chunk_size = cs;
         wo.threads = threads;
         wo.bounce_dir = config.bounce_dir;
+        BouncePool pool(config.bounce_dir);
+        wo.pool = &pool;
+        absl::Status ring = MakeRing(pool, config.device_window, wo, &f);
+        if (!ring.ok()) return ring;
         std::vector<ProvisionResult> passes;
         for (int p = 0; p < config.device_passes; ++p) {
           absl::Status adj = AdjacentReference(config, &f);
@@ -184,6 +227,10 @@ absl::StatusOr<BenchReport> RunDatapathBench(
       wo.chunk_size = config.provision_chunk;
       wo.threads = config.provision_threads;
       wo.bounce_dir = config.bounce_dir;
+      BouncePool pool(config.bounce_dir);
+      wo.pool = &pool;
+      absl::Status ring = MakeRing(pool, config.provision_window, wo, &f);
+      if (!ring.ok()) return ring;
       std::vector<ProvisionResult> passes;
       for (int p = 0; p < config.provision_passes; ++p) {
         absl::Status adj = AdjacentReference(config, &f);

@@ -3,10 +3,12 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "bench/stats.h"
@@ -77,6 +79,30 @@ absl::StatusOr<GcmReference> MeasureGcmReference(size_t message_bytes,
   return EncryptLoop(
       message_bytes, min_seconds, [&](uint64_t) -> const uint8_t* { return buf.data(); },
       [&](uint64_t) { return buf.data(); });
+}
+
+absl::StatusOr<GcmReference> MeasureGcmReferenceConcurrent(size_t message_bytes,
+                                                           double min_seconds,
+                                                           int threads) {
+  if (threads < 1 || threads > 64) {
+    return absl::InvalidArgumentError("threads must be 1..64");
+  }
+  std::vector<absl::StatusOr<GcmReference>> results(threads, absl::UnknownError("not run"));
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back(
+        [&, t] { results[t] = MeasureGcmReference(message_bytes, min_seconds); });
+  }
+  for (auto& w : workers) w.join();
+  GcmReference sum;
+  sum.message_bytes = message_bytes;
+  for (const auto& r : results) {
+    if (!r.ok()) return r.status();
+    sum.messages += r->messages;
+    sum.seconds = std::max(sum.seconds, r->seconds);
+    sum.mbps += r->mbps;
+  }
+  return sum;
 }
 
 absl::StatusOr<GcmReference> MeasureGcmIntoBounceRing(size_t message_bytes, uint32_t slots,

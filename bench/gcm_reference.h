@@ -27,6 +27,15 @@ struct GcmReference {
 absl::StatusOr<GcmReference> MeasureGcmReference(size_t message_bytes,
                                                  double min_seconds);
 
+// The machine's capacity for `threads` encryptions at once: the loop of
+// MeasureGcmReference on `threads` threads together, each on its own buffer;
+// `mbps` is their sum. Not the yardstick of any target (those are threads x
+// the single-thread figure); it tells how much of a shortfall is the
+// machine's (shared cores, memory) rather than the pipeline's.
+absl::StatusOr<GcmReference> MeasureGcmReferenceConcurrent(size_t message_bytes,
+                                                           double min_seconds,
+                                                           int threads);
+
 // The same single-thread loop, but out of place as the stage does it: message
 // k is read from private staging buffer k % slots and written to slot
 // k % slots of a BounceBuffer ring in `bounce_dir` (no reader, no zeroize, no

@@ -36,6 +36,12 @@ struct ThroughputFigure {
   std::vector<double> pass_adjacent_reference_mbps;
   double adjacent_reference_mbps = 0;  // median
   double ratio_adjacent = 0;
+  // Several threads only, (a): OpenSSL on `threads` threads at once right
+  // before each pass (MeasureGcmReferenceConcurrent), and the median over
+  // passes of pass_mbps / that figure. Diagnostic, not a target.
+  std::vector<double> pass_concurrent_reference_mbps;
+  double concurrent_reference_mbps = 0;  // median
+  double ratio_concurrent = 0;
   // Median pass: wall, process CPU (cpu/wall = CPUs busy on average), and
   // (pure stage only) thread time per step.
   double seconds = 0, cpu_seconds = 0;
@@ -43,6 +49,9 @@ struct ThroughputFigure {
   // staging); zeroize = wiping private staging (copying sources only).
   double read_seconds = 0, encrypt_seconds = 0, zeroize_seconds = 0;
   bool zero_copy = false;  // (a) the workers encrypted straight from source views
+  // Creating the bounce ring the passes share: once per holder agent (it
+  // keeps its ring between trips, device/bounce_pool.h), so not in any pass.
+  double ring_create_seconds = 0;
 };
 
 struct BenchReport {

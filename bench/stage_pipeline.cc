@@ -26,7 +26,6 @@ namespace {
 // Must equal the label in device/h2d_writer.cc (checked by the test through
 // WindowDigest).
 constexpr char kDigestLabel[] = "gputravel-window-digest-v1";
-constexpr int kMaxThreads = 32;  // as H2dWriter
 
 }  // namespace
 
@@ -42,11 +41,14 @@ absl::StatusOr<StageResult> RunEncryptAndStage(const ChannelMaterial& key,
     return absl::InvalidArgumentError("chunk size must be a non-zero multiple of 32");
   }
   const uint32_t n_chunks = H2dWriter::ChunksFor(length, cs);
-  // Threads and slots exactly as H2dWriter::Write chooses them.
-  const int threads = static_cast<int>(
-      std::min<uint64_t>(std::clamp(options.threads, 1, kMaxThreads), n_chunks));
-  const uint32_t slots =
-      std::min<uint32_t>(std::max<uint32_t>(options.slots, threads + 1), n_chunks);
+  // Threads and ring exactly as H2dWriter::Write chooses them.
+  H2dWriterOptions wo;
+  wo.chunk_size = cs;
+  wo.slots = options.slots;
+  wo.threads = options.threads;
+  const H2dWriter::Plan geometry = H2dWriter::PlanFor(length, wo);
+  const int threads = geometry.threads;
+  const uint32_t slots = geometry.slots;
   const bool viewable = source.CanView();
   auto chunk_len = [&](uint32_t i) -> uint32_t {
     return static_cast<uint32_t>(std::min<uint64_t>(cs, length - uint64_t{i} * cs));
@@ -64,10 +66,15 @@ absl::StatusOr<StageResult> RunEncryptAndStage(const ChannelMaterial& key,
 
   auto t0 = std::chrono::steady_clock::now();
   const double cpu0 = ProcessCpuSeconds();
-  auto ring = BounceBuffer::Create(
-      options.bounce_dir + "/gputravel-bench-" + HexEncode(RandomString(8)), slots, cs);
-  if (!ring.ok()) return ring.status();
-  (*ring)->Unlink();  // nobody else maps it; the mapping stays valid
+  std::unique_ptr<BouncePool> own_pool;
+  BouncePool* pool = options.pool;
+  if (pool == nullptr) {
+    own_pool = std::make_unique<BouncePool>(options.bounce_dir);
+    pool = own_pool.get();
+  }
+  auto lease = pool->Acquire(slots, geometry.slot_size);
+  if (!lease.ok()) return lease.status();
+  BounceBuffer* ring = lease->ring();
 
   std::atomic<uint32_t> next_chunk{0};
   std::mutex mu;
@@ -145,7 +152,7 @@ absl::StatusOr<StageResult> RunEncryptAndStage(const ChannelMaterial& key,
         uint8_t tag[kGcmTagSize];
         absl::Status st = ciphers[t]->Encrypt(
             first_counter + i, reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
-            in, n, (*ring)->slot(s), tag);
+            in, n, ring->slot(s), tag);
         view.Reset();
         encrypt_s[t] += SecondsSince(e0);
         if (!st.ok()) {

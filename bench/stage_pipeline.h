@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "device/bounce_pool.h"
 #include "device/h2d_source.h"
 #include "device/h2d_writer.h"
 #include "keyxfer/cc_channel.h"
@@ -17,12 +18,15 @@ struct StageOptions {
   uint32_t slots = 4;  // raised to threads + 1, as H2dWriter does
   int threads = 2;
   std::string bounce_dir = "/dev/shm";
+  // As H2dWriterOptions::pool: the ring kept between passes, as the holder
+  // agent keeps it between trips; unset, each pass creates and removes one.
+  BouncePool* pool = nullptr;
 };
 
 struct StageResult {
   uint64_t bytes = 0;
   uint64_t chunks = 0;
-  double seconds = 0;  // ring creation .. last chunk released
+  double seconds = 0;  // ring lease (creation, when not kept) .. last chunk released
   double mbps = 0;
   double cpu_seconds = 0;  // process CPU time over the same interval
   // Where the time of the workers went (summed over workers, so the encrypt

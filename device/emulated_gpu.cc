@@ -282,10 +282,17 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd) {
       if (it == buffers_.end()) {
         return fail(absl::StatusCode::kNotFound, "no such buffer");
       }
+      const uint64_t read_back = cmd.scrub().read_back();
+      if (read_back > it->second.size() || read_back > (32u << 20)) {
+        return fail(absl::StatusCode::kOutOfRange,
+                    "scrub read-back larger than the buffer or than 32 MiB");
+      }
       std::memset(it->second.data(), 0, it->second.size());
       EndDataLocked();
       r.set_bytes_scrubbed(it->second.size());
       r.set_buffer_id(it->first);
+      // Read from device memory after the zeroing, as a Read would be.
+      r.set_data(reinterpret_cast<const char*>(it->second.data()), read_back);
       return r;
     }
     case v1::DeviceCommand::kHeartbeat: {
@@ -329,6 +336,17 @@ absl::Status EmulatedGpu::DetachBounce(const std::string& domain, uint64_t bounc
 
 absl::StatusOr<uint32_t> EmulatedGpu::SubmitH2D(
     const std::string& domain, const v1::SubmitH2DRequest& req) {
+  absl::StatusOr<uint32_t> r = CopyChunk(domain, req);
+  if (req.release_bounce()) {
+    // The window's last doorbell, whatever became of its chunk.
+    absl::MutexLock l(&mu_);
+    if (CheckOwnerLocked(domain).ok()) bounces_.erase(req.bounce_id());
+  }
+  return r;
+}
+
+absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
+                                                const v1::SubmitH2DRequest& req) {
   // The copy engine handles one chunk at a time, in arrival order, and holds
   // ce_mu_ for the whole chunk. mu_ is held only to check (phase 1) and to
   // commit (phase 3); the decryption (phase 2) runs without it.

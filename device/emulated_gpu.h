@@ -74,6 +74,7 @@ class EmulatedGpu {
   absl::StatusOr<uint64_t> AttachBounce(const std::string& domain,
                                         const v1::AttachBounceRequest& request);
   absl::Status DetachBounce(const std::string& domain, uint64_t bounce_id);
+  // One chunk; a request with release_bounce also unmaps its ring afterwards.
   absl::StatusOr<uint32_t> SubmitH2D(const std::string& domain,
                                      const v1::SubmitH2DRequest& request);
 
@@ -112,6 +113,9 @@ class EmulatedGpu {
   // chunk being decrypted is discarded, and the scratch is wiped now (or by
   // the copy engine as soon as its chunk is discarded).
   void EndDataLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The copy engine's handling of one chunk (SubmitH2D without the release).
+  absl::StatusOr<uint32_t> CopyChunk(const std::string& domain,
+                                     const v1::SubmitH2DRequest& request);
   // Phase 3 of a chunk that is not committed: wipes what it left in scratch.
   absl::Status DiscardChunkLocked(size_t n, absl::Status why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

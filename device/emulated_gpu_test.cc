@@ -33,12 +33,16 @@ class EmulatedGpuTest : public ::testing::Test {
     dir_ = mkdtemp(tmpl);
     Establish();
     bounce_ = *BounceBuffer::Create(dir_ + "/bounce", 4, 4096);
+    Attach();
+    buffer_ = Alloc(8192);
+  }
+  // Maps the ring into the device (again); later doorbells use the new id.
+  void Attach() {
     v1::AttachBounceRequest ab;
     ab.set_path(bounce_->path());
     ab.set_slots(4);
     ab.set_slot_size(4096);
     bounce_id_ = *gpu_->AttachBounce(kOwner, ab);
-    buffer_ = Alloc(8192);
   }
   void TearDown() override {
     bounce_.reset();
@@ -242,7 +246,29 @@ TEST_F(EmulatedGpuTest, ScrubZeroesMemory) {
   auto r = Command(c);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->bytes_scrubbed(), 8192u);
+  EXPECT_TRUE(r->data().empty());  // no read-back asked for
   EXPECT_EQ(Read(0, 8192), std::string(8192, '\0'));
+}
+
+TEST_F(EmulatedGpuTest, ScrubReadsBackDeviceMemoryAfterZeroing) {
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'))).ok());
+  // A read-back beyond the buffer is refused before anything is zeroed.
+  v1::DeviceCommand too_far;
+  too_far.mutable_scrub()->set_buffer_id(buffer_);
+  too_far.mutable_scrub()->set_read_back(8193);
+  auto refused = Command(too_far);
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->code(), static_cast<int>(absl::StatusCode::kOutOfRange));
+  EXPECT_EQ(Read(0, 64), std::string(64, 'a'));
+
+  v1::DeviceCommand c;
+  c.mutable_scrub()->set_buffer_id(buffer_);
+  c.mutable_scrub()->set_read_back(8192);
+  auto r = Command(c);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->code(), 0);
+  EXPECT_EQ(r->bytes_scrubbed(), 8192u);
+  EXPECT_EQ(r->data(), std::string(8192, '\0'));
 }
 
 TEST_F(EmulatedGpuTest, ResetWipesSessionKeysAndMemory) {
@@ -307,6 +333,42 @@ TEST_F(EmulatedGpuTest, BounceRingsDetachedAndDroppedWithTheSession) {
   EXPECT_EQ(gpu_->Status().bounce_buffers(), 1u);
   Establish();  // a new session drops the old session's rings
   EXPECT_EQ(gpu_->Status().bounce_buffers(), 0u);
+}
+
+TEST_F(EmulatedGpuTest, LastDoorbellReleasesTheRingWhateverBecameOfItsChunk) {
+  // Accepted chunk: handled, then the ring goes.
+  auto r1 = Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'));
+  r1.set_release_bounce(true);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, r1).ok());
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), 0u);
+  EXPECT_EQ(Read(0, 64), std::string(64, 'a'));
+  // The ring is gone: a later doorbell on it is refused.
+  auto late = Stage(keys_.lce_h2d, 2, 1, 64, std::string(64, 'b'));
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, late).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  // Refused chunk (bad tag): refused, memory untouched, ring released too.
+  Attach();
+  auto r2 = Stage(keys_.lce_h2d, 2, 1, 64, std::string(64, 'b'));
+  std::string tag = r2.tag();
+  tag[0] ^= 1;
+  r2.set_tag(tag);
+  r2.set_release_bounce(true);
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, r2).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), 0u);
+  EXPECT_EQ(Read(64, 64), std::string(64, '\0'));
+
+  // Another domain cannot release this domain's ring.
+  Attach();
+  auto r3 = Stage(keys_.lce_h2d, 2, 1, 64, std::string(64, 'b'));
+  r3.set_release_bounce(true);
+  EXPECT_FALSE(gpu_->SubmitH2D("intruder", r3).ok());  // not the owner
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), 1u);
+  // Without the flag the ring stays for the next chunk.
+  r3.set_release_bounce(false);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, r3).ok());
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), 1u);
 }
 
 TEST_F(EmulatedGpuTest, HeartbeatMissForcesReset) {

@@ -59,7 +59,8 @@ class GpuSession {
   // Reads back through the sealed control channel (the D2H path).
   absl::StatusOr<std::string> Read(uint64_t buffer_id, uint64_t offset,
                                    uint64_t length);
-  // Zeroes on the device, then reads every byte back and checks it (P2).
+  // Zeroes on the device, then reads every byte back and checks it (P2); the
+  // scrub command itself returns the first 8 MiB, Reads the rest.
   absl::Status ScrubAndVerify(uint64_t buffer_id, uint64_t size);
   // Keeps the session alive on a device with a heartbeat period.
   absl::Status Heartbeat();

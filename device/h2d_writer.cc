@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "device/bounce_buffer.h"
+#include "device/bounce_pool.h"
 #include "keyxfer/device_session.h"
-#include "keyxfer/random.h"
 #include "keyxfer/secret_bytes.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
@@ -65,8 +65,10 @@ struct WindowPlan {
     return static_cast<uint32_t>(
         std::min<uint64_t>(chunk_size, length - uint64_t{i} * chunk_size));
   }
+  // The last chunk's doorbell also releases the ring from the device.
   v1::SubmitH2DRequest Doorbell(uint32_t i, uint32_t slot, const uint8_t* tag) const {
     v1::SubmitH2DRequest req;
+    req.set_release_bounce(i + 1 == n_chunks);
     req.set_bounce_id(bounce_id);
     req.set_slot(slot);
     req.set_buffer_id(buffer_id);
@@ -112,7 +114,7 @@ absl::Status EncryptChunk(const WindowPlan& p, ChannelCipher& cipher, uint32_t i
 // A window of one chunk (the 4 KiB trip): everything on the calling thread,
 // one unary doorbell.
 absl::StatusOr<std::string> WriteOneChunk(const WindowPlan& p, v1::Device::Stub& stub,
-                                          double* source_seconds) {
+                                          double* source_seconds, bool* released) {
   auto cipher = ChannelCipher::Create(*p.key);
   if (!cipher.ok()) return cipher.status();
   std::vector<uint8_t> staging;
@@ -126,6 +128,7 @@ absl::StatusOr<std::string> WriteOneChunk(const WindowPlan& p, v1::Device::Stub&
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   st = FromGrpc(stub.SubmitH2D(&ctx, p.Doorbell(0, 0, tag), &resp), "GPU SubmitH2D");
   if (!st.ok()) return st;
+  *released = true;  // the device handled the doorbell, ring included
   TagDigest digest;
   digest.Add(tag);
   return digest.Final();
@@ -152,7 +155,10 @@ class StreamPipeline {
       : p_(plan), slots_(slots), threads_(threads), slot_free_(slots),
         ready_(slots, -1), tags_(slots) {}
 
-  absl::StatusOr<std::string> Run(v1::Device::Stub& stub, double* source_seconds) {
+  // `*released` is set once the device acknowledged the last chunk, whose
+  // doorbell released the ring.
+  absl::StatusOr<std::string> Run(v1::Device::Stub& stub, double* source_seconds,
+                                  bool* released) {
     std::vector<std::unique_ptr<ChannelCipher>> ciphers;
     for (int t = 0; t < threads_; ++t) {
       auto c = ChannelCipher::Create(*p_.key);
@@ -209,6 +215,7 @@ class StreamPipeline {
                                  std::to_string(acked) + " of " +
                                  std::to_string(p_.n_chunks) + " chunks without an error");
     }
+    *released = true;
     return digest.Final();
   }
 
@@ -304,6 +311,19 @@ uint32_t H2dWriter::ChunksFor(uint64_t length, uint32_t chunk_size) {
   return static_cast<uint32_t>((length + chunk_size - 1) / chunk_size);
 }
 
+H2dWriter::Plan H2dWriter::PlanFor(uint64_t length, const H2dWriterOptions& options) {
+  const uint32_t n_chunks = ChunksFor(length, options.chunk_size);
+  Plan p;
+  p.threads = static_cast<int>(
+      std::min<uint64_t>(std::clamp(options.threads, 1, kMaxThreads), n_chunks));
+  // One slot per worker plus one at the device; never more than there are
+  // chunks. A one-chunk window needs no more than its own rounded-up size.
+  p.slots = std::min<uint32_t>(std::max<uint32_t>(options.slots, p.threads + 1), n_chunks);
+  p.slot_size = n_chunks == 1 ? static_cast<uint32_t>((length + 31) / 32 * 32)
+                              : options.chunk_size;
+  return p;
+}
+
 absl::StatusOr<H2dWriteStats> H2dWriter::Write(
     const ChannelMaterial& key, uint64_t session_id, uint64_t buffer_id,
     uint64_t dest_offset, uint64_t length, CounterWindow window,
@@ -328,23 +348,26 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
         "counter window holds " + std::to_string(window.count) + " counters but " +
         std::to_string(length) + " bytes need " + std::to_string(n_chunks) + " chunks");
   }
-  const int threads = static_cast<int>(
-      std::min<uint64_t>(std::clamp(options_.threads, 1, kMaxThreads), n_chunks));
-  // One slot per worker plus one at the device; never more than there are
-  // chunks. A one-chunk window needs no more than its own rounded-up size.
-  const uint32_t slots = std::min<uint32_t>(
-      std::max<uint32_t>(options_.slots, threads + 1), n_chunks);
-  const uint32_t slot_size =
-      n_chunks == 1 ? static_cast<uint32_t>((length + 31) / 32 * 32) : cs;
+  const Plan geometry = PlanFor(length, options_);
+  const int threads = geometry.threads;
+  const uint32_t slots = geometry.slots;
+  const uint32_t slot_size = geometry.slot_size;
   auto t0 = Clock::now();
-  auto ring = BounceBuffer::Create(
-      options_.bounce_dir + "/gputravel-bounce-" + HexEncode(RandomString(8)), slots,
-      slot_size);
-  if (!ring.ok()) return ring.status();
+  // Without the holder's pool, a pool for this write alone: its ring is
+  // removed when the write ends.
+  std::unique_ptr<BouncePool> own_pool;
+  BouncePool* pool = options_.pool;
+  if (pool == nullptr) {
+    own_pool = std::make_unique<BouncePool>(options_.bounce_dir);
+    pool = own_pool.get();
+  }
+  auto lease = pool->Acquire(slots, slot_size);
+  if (!lease.ok()) return lease.status();
+  BounceBuffer* ring = lease->ring();
   uint64_t bounce_id = 0;
   {
     v1::AttachBounceRequest req;
-    req.set_path((*ring)->path());
+    req.set_path(ring->path());
     req.set_slots(slots);
     req.set_slot_size(slot_size);
     v1::AttachBounceResponse resp;
@@ -356,13 +379,16 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
   }
 
   WindowPlan plan{&key,     session_id, buffer_id, dest_offset, length, window,
-                  cs,       n_chunks,   bounce_id, ring->get(), &source};
+                  cs,       n_chunks,   bounce_id, ring,        &source};
   double source_seconds = 0;
+  bool released = false;
   absl::StatusOr<std::string> digest =
-      n_chunks == 1 ? WriteOneChunk(plan, *stub_, &source_seconds)
-                    : StreamPipeline(plan, slots, threads).Run(*stub_, &source_seconds);
-  {
-    // Best effort: the device also drops rings when the session ends.
+      n_chunks == 1
+          ? WriteOneChunk(plan, *stub_, &source_seconds, &released)
+          : StreamPipeline(plan, slots, threads).Run(*stub_, &source_seconds, &released);
+  if (!released) {
+    // The last doorbell never reached the device. Best effort: the device
+    // also drops rings when the session ends.
     v1::DetachBounceRequest dreq;
     dreq.set_bounce_id(bounce_id);
     v1::DetachBounceResponse dresp;

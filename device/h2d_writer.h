@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "device/bounce_pool.h"
 #include "device/h2d_source.h"
 #include "keyxfer/cc_channel.h"
 #include "keyxfer/counter_window.h"
@@ -20,6 +21,10 @@ struct H2dWriterOptions {
   uint32_t slots = 4;               // bounce ring depth (raised to threads + 1)
   int threads = 2;                  // parallel encryption workers (at most chunks)
   std::string bounce_dir = "/dev/shm";
+  // Where the bounce ring comes from. Set (the holder agent's), the ring is
+  // kept between writes; unset, each write creates a ring in `bounce_dir` and
+  // removes it at the end. Not owned; must outlive the writer.
+  BouncePool* pool = nullptr;
 };
 
 struct H2dWriteStats {
@@ -45,8 +50,10 @@ struct H2dWriteStats {
 // on one SubmitH2DStream call, without waiting for the device to finish the
 // chunks before; the device acknowledges each chunk and a slot is reused only
 // after its chunk's ack. A window of one chunk is written on the calling
-// thread with one unary SubmitH2D (no threads, no stream). Plaintext never
-// enters the bounce ring, and private staging is zeroized when the write ends.
+// thread with one unary SubmitH2D (no threads, no stream). The last doorbell
+// also releases the ring from the device (no DetachBounce round trip; a write
+// that fails before it detaches the ring itself). Plaintext never enters the
+// bounce ring, and private staging is zeroized when the write ends.
 class H2dWriter {
  public:
   H2dWriter(std::shared_ptr<grpc::Channel> device, H2dWriterOptions options)
@@ -68,6 +75,18 @@ class H2dWriter {
 
   // Number of chunks (= counters) a window of `length` bytes needs.
   static uint32_t ChunksFor(uint64_t length, uint32_t chunk_size);
+
+  // The workers and bounce ring a write of `length` bytes uses: `threads`
+  // workers (at most one per chunk), one slot per worker plus one at the
+  // device (at least options.slots, never more than there are chunks), and
+  // slots of chunk_size bytes (a one-chunk window: its own length rounded up
+  // to 32). `length` must be non-zero.
+  struct Plan {
+    int threads;
+    uint32_t slots;
+    uint32_t slot_size;
+  };
+  static Plan PlanFor(uint64_t length, const H2dWriterOptions& options);
 
  private:
   std::unique_ptr<v1::Device::Stub> stub_;

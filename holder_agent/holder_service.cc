@@ -29,7 +29,8 @@ HolderService::HolderService(HolderOptions options, std::unique_ptr<Dataset> dat
       dataset_(std::move(dataset)),
       attester_(attester),
       verifier_(verifier),
-      device_(MakeChannel(options_.device_endpoint)) {}
+      device_(MakeChannel(options_.device_endpoint)),
+      bounce_pool_(options_.writer.bounce_dir) {}
 
 grpc::Status HolderService::GetInfo(grpc::ServerContext* ctx, const v1::GetInfoRequest*,
                                     v1::HolderInfo* out) {
@@ -148,6 +149,7 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
   }
   H2dWriterOptions wo = options_.writer;
   wo.chunk_size = b.chunk_size();
+  wo.pool = &bounce_pool_;
   H2dWriter writer(device_, wo);
   // Chunks are mapped from the file and encrypted straight from the mapping
   // into the bounce ring (no plaintext copy); each mapping goes once its

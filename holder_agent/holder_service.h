@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
+#include "device/bounce_pool.h"
 #include "device/h2d_writer.h"
 #include "grpcpp/grpcpp.h"
 #include "holder_agent/dataset.h"
@@ -55,6 +56,9 @@ class HolderService final : public v1::HolderAgent::Service {
   Verifier* const verifier_;
   // One channel to the GPU for every trip (connection set-up is per-trip cost).
   const std::shared_ptr<grpc::Channel> device_;
+  // One bounce ring for every trip (creating a ring is per-trip cost too);
+  // it holds ciphertext only.
+  BouncePool bounce_pool_;
 
   absl::Mutex mu_;
   // Channels opened but not yet used; each is consumed by one Provision.

@@ -1,0 +1,81 @@
+#include "device/bounce_pool.h"
+
+#include <utility>
+
+#include "keyxfer/random.h"
+#include "util/files.h"
+
+namespace gputravel {
+
+BouncePool::Lease& BouncePool::Lease::operator=(Lease&& o) noexcept {
+  if (this != &o) {
+    if (pool_ != nullptr) pool_->Return();
+    pool_ = std::exchange(o.pool_, nullptr);
+    ring_ = std::exchange(o.ring_, nullptr);
+    own_ = std::move(o.own_);
+    fresh_ = std::exchange(o.fresh_, false);
+  }
+  return *this;
+}
+
+BouncePool::Lease::~Lease() {
+  if (pool_ != nullptr) pool_->Return();
+}
+
+absl::StatusOr<std::unique_ptr<BounceBuffer>> BouncePool::CreateRing(
+    uint32_t slots, uint32_t slot_size) {
+  auto ring = BounceBuffer::Create(
+      dir_ + "/gputravel-bounce-" + HexEncode(RandomString(8)), slots, slot_size);
+  if (ring.ok()) {
+    absl::MutexLock l(&mu_);
+    ++created_;
+  }
+  return ring;
+}
+
+absl::StatusOr<BouncePool::Lease> BouncePool::Acquire(uint32_t slots,
+                                                      uint32_t slot_size) {
+  Lease lease;
+  std::unique_ptr<BounceBuffer> old;  // removed outside the lock
+  {
+    absl::MutexLock l(&mu_);
+    if (!lent_) {
+      if (kept_ != nullptr && kept_->slots() == slots &&
+          kept_->slot_size() == slot_size) {
+        lent_ = true;
+        lease.pool_ = this;
+        lease.ring_ = kept_.get();
+        return std::move(lease);
+      }
+      old = std::move(kept_);
+      lent_ = true;  // reserved while the new ring is made
+      lease.pool_ = this;
+    }
+  }
+  old.reset();
+  auto ring = CreateRing(slots, slot_size);
+  if (!ring.ok()) return ring.status();  // the lease gives the reservation back
+  lease.fresh_ = true;
+  if (lease.pool_ == nullptr) {
+    // The kept ring is lent to another write: this one gets its own.
+    lease.own_ = std::move(*ring);
+    lease.ring_ = lease.own_.get();
+    return std::move(lease);
+  }
+  absl::MutexLock l(&mu_);
+  kept_ = std::move(*ring);
+  lease.ring_ = kept_.get();
+  return std::move(lease);
+}
+
+void BouncePool::Return() {
+  absl::MutexLock l(&mu_);
+  lent_ = false;
+}
+
+uint64_t BouncePool::created() const {
+  absl::MutexLock l(&mu_);
+  return created_;
+}
+
+}  // namespace gputravel
