@@ -93,6 +93,7 @@ absl::StatusOr<BenchReport> RunDatapathBench(
   BenchReport report;
   report.machine = CollectMachineInfo();
   report.bounce_dir = config.bounce_dir;
+  report.large_source_bytes = config.stage_window;
 
   // (ref) OpenSSL at 16 KiB and at every chunk size in play.
   std::set<size_t> sizes = {16u << 10, config.provision_chunk};
@@ -106,6 +107,10 @@ absl::StatusOr<BenchReport> RunDatapathBench(
   for (size_t n : sizes) {
     if (n == (16u << 10)) continue;
     auto r = MeasureGcmIntoBounceRing(n, 4, config.bounce_dir, config.reference_seconds);
+    if (!r.ok()) return r.status();
+    report.reference.push_back(*r);
+    r = MeasureGcmFromLargeSource(n, config.stage_window, 4, config.bounce_dir,
+                                  config.reference_seconds);
     if (!r.ok()) return r.status();
     report.reference.push_back(*r);
   }

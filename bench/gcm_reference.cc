@@ -127,5 +127,36 @@ absl::StatusOr<GcmReference> MeasureGcmIntoBounceRing(size_t message_bytes, uint
   return r;
 }
 
+absl::StatusOr<GcmReference> MeasureGcmFromLargeSource(size_t message_bytes,
+                                                       size_t source_bytes, uint32_t slots,
+                                                       const std::string& bounce_dir,
+                                                       double min_seconds) {
+  absl::Status s = CheckSize(message_bytes);
+  if (!s.ok()) return s;
+  if (message_bytes % 32 != 0 || source_bytes < message_bytes) {
+    return absl::InvalidArgumentError(
+        "bounce slots are multiples of 32 bytes and the source holds at least one message");
+  }
+  auto ring = BounceBuffer::Create(
+      bounce_dir + "/gputravel-bench-ref-" + HexEncode(RandomString(8)), slots,
+      static_cast<uint32_t>(message_bytes));
+  if (!ring.ok()) return ring.status();
+  (*ring)->Unlink();
+  std::vector<uint8_t> source(source_bytes);
+  for (size_t i = 0; i < source.size(); i += 4096) source[i] = static_cast<uint8_t>(i >> 12);
+  const uint64_t per_source = source_bytes / message_bytes;
+  auto r = EncryptLoop(
+      message_bytes, min_seconds,
+      [&](uint64_t k) -> const uint8_t* {
+        return source.data() + (k % per_source) * message_bytes;
+      },
+      [&](uint64_t k) { return (*ring)->slot(static_cast<uint32_t>(k % slots)); });
+  if (r.ok()) {
+    r->into_ring = true;
+    r->large_source = true;
+  }
+  return r;
+}
+
 }  // namespace bench
 }  // namespace gputravel

@@ -14,6 +14,9 @@ namespace bench {
 struct GcmReference {
   size_t message_bytes = 0;
   bool into_ring = false;  // out of place, private staging -> /dev/shm ring
+  // With into_ring: the messages are read in turn from a large buffer (as the
+  // holder reads its dataset) instead of from staging that stays in cache.
+  bool large_source = false;
   uint64_t messages = 0;
   double seconds = 0;
   double mbps = 0;  // 1e6 bytes/s, as `openssl speed` reports (in 1000s)
@@ -44,6 +47,15 @@ absl::StatusOr<GcmReference> MeasureGcmReferenceConcurrent(size_t message_bytes,
 absl::StatusOr<GcmReference> MeasureGcmIntoBounceRing(size_t message_bytes, uint32_t slots,
                                                       const std::string& bounce_dir,
                                                       double min_seconds);
+
+// The same into the ring, but message k is read from offset k x message_bytes
+// (wrapping) of a `source_bytes` buffer, as the holder's workers read a
+// dataset far larger than the caches: the ceiling (a) can reach on this
+// machine's memory, without any pipeline.
+absl::StatusOr<GcmReference> MeasureGcmFromLargeSource(size_t message_bytes,
+                                                       size_t source_bytes, uint32_t slots,
+                                                       const std::string& bounce_dir,
+                                                       double min_seconds);
 
 }  // namespace bench
 }  // namespace gputravel

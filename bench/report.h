@@ -28,6 +28,7 @@ struct ThroughputFigure {
   double best_mbps = 0;
   double reference_mbps = 0;      // OpenSSL single thread at chunk_size
   double ring_reference_mbps = 0; // the same out of place into a /dev/shm ring
+  double large_source_reference_mbps = 0;  // ... reading a large buffer in turn
   double ratio = 0;               // mbps / (threads x reference_mbps)
   double ratio_single = 0;        // mbps / reference_mbps
   // OpenSSL single thread at chunk_size measured right before each pass (the
@@ -59,6 +60,7 @@ struct BenchReport {
   std::string command_line;
   bool quick = false;
   std::string bounce_dir;
+  uint64_t large_source_bytes = 0;  // the buffer of the large-source reference
   std::string load_average_end;
   double total_seconds = 0;
 
@@ -74,7 +76,8 @@ struct BenchReport {
 
 // Reference figure for `message_bytes` (0 if it was not measured): in place
 // (the yardstick), or into the bounce ring.
-double ReferenceMbps(const BenchReport& report, size_t message_bytes, bool into_ring = false);
+double ReferenceMbps(const BenchReport& report, size_t message_bytes, bool into_ring = false,
+                     bool large_source = false);
 
 // Fills mbps/best/ratios of `f` from its passes and the report's reference.
 void FinishFigure(const BenchReport& report, ThroughputFigure* f);
