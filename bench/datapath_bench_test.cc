@@ -110,8 +110,9 @@ TEST(DatapathRunnerTest, TinyRunGivesFiniteRatiosAndValidJson) {
   c.run_trips = false;
   auto r = RunDatapathBench(c, nullptr);
   ASSERT_TRUE(r.ok()) << r.status();
-  // In place at 16 KiB, 64 KiB, 256 KiB, 1 MiB; into the ring at the last three.
-  EXPECT_EQ(r->reference.size(), 7u);
+  // In place at 16 KiB, 64 KiB, 256 KiB, 1 MiB; into the ring at the last
+  // three, from staging and from a window-sized source.
+  EXPECT_EQ(r->reference.size(), 10u);
   ASSERT_EQ(r->stage.size(), 4u);
   ASSERT_EQ(r->stage_device.size(), 4u);
   for (const auto* figs : {&r->stage, &r->stage_device}) {
@@ -119,7 +120,18 @@ TEST(DatapathRunnerTest, TinyRunGivesFiniteRatiosAndValidJson) {
       EXPECT_GT(f.mbps, 0);
       EXPECT_GT(f.reference_mbps, 0);
       EXPECT_GT(f.ring_reference_mbps, 0);
+      EXPECT_GT(f.large_source_reference_mbps, 0);
+      EXPECT_GT(f.ring_create_seconds, 0);
       EXPECT_TRUE(std::isfinite(f.ratio) && f.ratio > 0);
+    }
+  }
+  for (const auto& f : r->stage) {
+    // The multi-thread rows carry what OpenSSL got on as many threads at once.
+    if (f.threads > 1) {
+      EXPECT_EQ(f.pass_concurrent_reference_mbps.size(), f.pass_mbps.size());
+      EXPECT_TRUE(std::isfinite(f.ratio_concurrent) && f.ratio_concurrent > 0);
+    } else {
+      EXPECT_TRUE(f.pass_concurrent_reference_mbps.empty());
     }
   }
   ASSERT_EQ(r->device_ceiling.size(), 2u);

@@ -210,11 +210,13 @@ class H2dWriterTest : public H2dStreamTest {
   }
   absl::StatusOr<H2dWriteStats> WriteWith(H2dSource& src, uint64_t length,
                                           uint32_t chunk, int threads,
-                                          const ChannelMaterial* key = nullptr) {
+                                          const ChannelMaterial* key = nullptr,
+                                          BouncePool* pool = nullptr) {
     H2dWriterOptions wo;
     wo.chunk_size = chunk;
     wo.threads = threads;
     wo.bounce_dir = dir_;
+    wo.pool = pool;
     H2dWriter w(channel_, wo);
     CounterWindow window{gpu_->Status().h2d_next_counter(), H2dWriter::ChunksFor(length, chunk)};
     return w.Write(key ? *key : keys_.lce_h2d, session_, big_, 0, length, window, src);
@@ -253,6 +255,41 @@ TEST_F(H2dWriterTest, ViewsAndCopiesLandTheSameWindow) {
     }
   }
   EXPECT_EQ(gpu_->Status().bounce_buffers(), 1u);  // the writer detached its rings
+}
+
+// The holder agent's way: one ring for every write, mapped by the device for
+// each write and released by each write's last doorbell (no DetachBounce).
+TEST_F(H2dWriterTest, KeptRingServesEveryWriteAndTheLastDoorbellReleasesIt) {
+  BouncePool pool(dir_);
+  const size_t rings_before = gpu_->Status().bounce_buffers();  // the fixture's own
+  for (uint64_t length : {uint64_t{64} * 1024, uint64_t{4096}, uint64_t{64} * 1024}) {
+    for (int round = 0; round < 2; ++round) {
+      StringSource src(RandomString(length));
+      auto stats = WriteWith(src, length, 8192, 2, nullptr, &pool);
+      ASSERT_TRUE(stats.ok()) << stats.status();
+      EXPECT_TRUE(ReadBig(length) == src.data_);
+      EXPECT_EQ(gpu_->Status().bounce_buffers(), rings_before)
+          << "the last doorbell released the ring (length " << length << ")";
+    }
+  }
+  // One ring per geometry change: 64 KiB windows (4 slots of 8 KiB), then a
+  // one-chunk 4 KiB window (1 slot of 4 KiB), then 64 KiB again.
+  EXPECT_EQ(pool.created(), 3u);
+}
+
+TEST_F(H2dWriterTest, FailedWriteStillLeavesNoRingMappedInTheDevice) {
+  BouncePool pool(dir_);
+  const size_t rings_before = gpu_->Status().bounce_buffers();
+  StringSource src(RandomString(64 * 4096));
+  src.fail_at_ = 20 * 4096;  // the last doorbell is never rung
+  auto stats = WriteWith(src, src.data_.size(), 4096, 2, nullptr, &pool);
+  EXPECT_EQ(stats.status().code(), absl::StatusCode::kDataLoss) << stats.status();
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), rings_before) << "detached by the writer";
+  // The kept ring serves the next write.
+  StringSource ok(RandomString(64 * 4096));
+  stats = WriteWith(ok, ok.data_.size(), 4096, 2, nullptr, &pool);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(pool.created(), 1u);
 }
 
 TEST_F(H2dWriterTest, OneChunkWindowOnTheCallingThread) {
