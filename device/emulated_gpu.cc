@@ -5,7 +5,6 @@
 
 #include "keyxfer/random.h"
 #include "keyxfer/secret_bytes.h"
-#include "util/idle_task.h"
 
 namespace gputravel {
 namespace {
@@ -91,12 +90,14 @@ absl::StatusOr<EcKey> EmulatedGpu::TakeEphemeral() {
 void EmulatedGpu::PrepareEphemeral() {
   absl::MutexLock l(&eph_mu_);
   if (next_ephemeral_.valid()) return;
-  next_ephemeral_ = RunWhenIdle([] { return EcKey::Generate(Curve::kP384); });
+  next_ephemeral_ = idle_.Run([] { return EcKey::Generate(Curve::kP384); });
 }
 
 void EmulatedGpu::DiscardEphemeral() {
   absl::MutexLock l(&eph_mu_);
-  if (next_ephemeral_.valid()) (void)next_ephemeral_.get();  // freed (and cleared) here
+  // Dropped without waiting: a key still being made is freed (and cleared)
+  // as soon as it is made, unused.
+  next_ephemeral_ = std::future<absl::StatusOr<EcKey>>();
 }
 
 std::string EmulatedGpu::PendingEphemeralForTest() {
@@ -136,8 +137,7 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
       eph->PublicPoint(), nonce, id);
   // The signature covers the transcript, not the secret: sign and ECDH on
   // two cores.
-  auto signing = std::async(std::launch::async,
-                            [this, &transcript] { return identity_key_.Sign(transcript); });
+  auto signing = beside_.Run([this, &transcript] { return identity_key_.Sign(transcript); });
   auto secret = eph->DeriveSharedSecret(request.requester_public_key());
   auto sig = signing.get();
   if (!secret.ok()) return secret.status();

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "device/bounce_buffer.h"
+#include "util/task_thread.h"
 #include "keyxfer/cc_channel.h"
 #include "keyxfer/device_session.h"
 #include "keyxfer/ec_key.h"
@@ -166,6 +167,12 @@ class EmulatedGpu {
   uint64_t rejected_chunks_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_heartbeat_ ABSL_GUARDED_BY(mu_);
   bool needs_reset_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Last, so destroyed first (each runs what is queued, then joins):
+  // the signature made beside the ECDH of a key exchange, and the next
+  // ephemeral key made ahead at idle priority.
+  TaskThread beside_;
+  TaskThread idle_{TaskThread::Priority::kIdle};
 };
 
 }  // namespace gputravel

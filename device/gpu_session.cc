@@ -6,7 +6,6 @@
 #include "keyxfer/random.h"
 #include "keyxfer/x509.h"
 #include "util/grpc_status.h"
-#include "util/idle_task.h"
 
 namespace gputravel {
 
@@ -16,14 +15,12 @@ GpuSession::GpuSession(std::shared_ptr<grpc::Channel> channel,
       device_certificates_(std::move(device_ca_der), kCertificateRecheck),
       expected_serial_(std::move(expected_serial)) {}
 
-GpuSession::~GpuSession() {
-  // A pre-generated key still being made is waited for and dropped.
-  if (next_ephemeral_.valid()) next_ephemeral_.wait();
-}
+// A key still being made ahead is finished by idle_'s destructor and dropped.
+GpuSession::~GpuSession() = default;
 
 void GpuSession::PrepareNextEphemeral() {
   if (next_ephemeral_.valid()) return;
-  next_ephemeral_ = RunWhenIdle([] { return EcKey::Generate(Curve::kP384); });
+  next_ephemeral_ = idle_.Run([] { return EcKey::Generate(Curve::kP384); });
 }
 
 absl::StatusOr<EcKey> GpuSession::TakeEphemeral() {
@@ -112,7 +109,7 @@ absl::Status GpuSession::Exchange(const KnownDevice& device) {
   // The signature check and the ECDH are independent: run them on two cores.
   // Nothing derived from the secret is used unless the signature verified.
   const EcKey& identity = device.certificate->public_key;
-  auto sig_check = std::async(std::launch::async, [&identity, &transcript, &resp] {
+  auto sig_check = beside_.Run([&identity, &transcript, &resp] {
     return identity.Verify(transcript, resp.signature_der());
   });
   auto secret = eph->DeriveSharedSecret(resp.device_public_key());

@@ -16,6 +16,7 @@
 #include "keyxfer/x509.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/device.grpc.pb.h"
+#include "util/task_thread.h"
 
 namespace gputravel {
 
@@ -97,6 +98,11 @@ class GpuSession {
   ChannelMaterial lce_h2d_;
   std::future<absl::StatusOr<EcKey>> next_ephemeral_;
   std::optional<KnownDevice> known_;
+  // Last, so destroyed first (each runs what is queued, then joins): the
+  // signature check made beside the ECDH, and the next ephemeral key made
+  // ahead at idle priority.
+  TaskThread beside_;
+  TaskThread idle_{TaskThread::Priority::kIdle};
 };
 
 }  // namespace gputravel

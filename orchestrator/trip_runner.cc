@@ -100,7 +100,9 @@ absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* 
   bool done = false, timed_out = false;
   auto last = std::chrono::steady_clock::now();
   const auto limit = std::chrono::duration<double>(plan.holder_timeout_seconds);
-  std::thread watchdog([&] {
+  // On the runner's long-lived thread (waited for below, so the references
+  // it holds stay valid).
+  std::future<void> watchdog = watchdog_thread_.Run([&] {
     absl::MutexLock l(&mu);
     while (!done) {
       mu.AwaitWithTimeout(absl::Condition(&done), absl::Milliseconds(50));
@@ -130,7 +132,7 @@ absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* 
     absl::MutexLock l(&mu);
     done = true;
   }
-  watchdog.join();
+  watchdog.wait();
   control->SetCall(nullptr);
   if (timed_out) {
     return absl::DeadlineExceededError("holder " + plan.holder + " made no progress for " +

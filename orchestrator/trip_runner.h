@@ -15,6 +15,7 @@
 #include "orchestrator/state_store.h"
 #include "proto/holder.grpc.pb.h"
 #include "proto/mux.grpc.pb.h"
+#include "util/task_thread.h"
 
 namespace gputravel {
 
@@ -160,6 +161,8 @@ class TripRunner {
   GpuSession* const gpu_;
   Attester* const attester_;
   Verifier* const verifier_;
+  // Runs Provision's no-progress watchdog (one trip at a time per runner).
+  TaskThread watchdog_thread_;
 };
 
 }  // namespace gputravel

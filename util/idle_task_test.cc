@@ -2,8 +2,6 @@
 
 #include <sched.h>
 
-#include <chrono>
-#include <string>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -11,30 +9,19 @@
 namespace gputravel {
 namespace {
 
-TEST(IdleTaskTest, RunsAtIdlePriorityAndReturnsTheResult) {
-  auto f = RunWhenIdle([] { return sched_getscheduler(0); });
-  EXPECT_EQ(f.get(), SCHED_IDLE);
-  auto g = RunWhenIdle([] { return std::string("made ahead"); });
-  EXPECT_EQ(g.get(), "made ahead");
-}
-
-TEST(IdleTaskTest, CallerKeepsItsPriority) {
+TEST(IdleTaskTest, LowersOnlyTheCallingThread) {
   const int before = sched_getscheduler(0);
-  RunWhenIdle([] { return 0; }).get();
-  EXPECT_EQ(sched_getscheduler(0), before);
-  EXPECT_NE(before, SCHED_IDLE);
-}
-
-TEST(IdleTaskTest, NotReadyIsVisibleWithoutWaiting) {
-  std::promise<void> go;
-  std::shared_future<void> released = go.get_future().share();
-  auto f = RunWhenIdle([released] {
-    released.wait();
-    return 7;
+  ASSERT_NE(before, SCHED_IDLE);
+  int inside = -1;
+  bool lowered = false;
+  std::thread t([&] {
+    lowered = LowerCurrentThreadToIdle();
+    inside = sched_getscheduler(0);
   });
-  EXPECT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
-  go.set_value();
-  EXPECT_EQ(f.get(), 7);
+  t.join();
+  EXPECT_TRUE(lowered);
+  EXPECT_EQ(inside, SCHED_IDLE);
+  EXPECT_EQ(sched_getscheduler(0), before);
 }
 
 }  // namespace
