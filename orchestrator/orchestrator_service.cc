@@ -10,6 +10,9 @@
 namespace gputravel {
 namespace {
 
+// WatchCampaign sends live events at most this often (see there).
+constexpr absl::Duration kWatchBatchInterval = absl::Milliseconds(10);
+
 // Operators and schedulers drive campaigns; nobody else.
 grpc::Status AuthorizeControl(grpc::ServerContext* ctx) {
   return Authorize(*ctx, {kRoleOperator, kRoleScheduler});
@@ -223,6 +226,7 @@ grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
     auto events = store->EventsAfter(req->name(), seq, 256);
     if (!events.ok()) return ToGrpc(events.status());
     bool final_sent = false;
+    bool sent = false;
     for (const EventRow& e : *events) {
       seq = e.seq;
       v1::Event ev;
@@ -250,6 +254,7 @@ grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
       ev.set_loss(e.loss.value_or(0));
       ev.set_time_unix_ms(e.time_ms);
       if (!out->Write(ev)) return grpc::Status::OK;  // the watcher left
+      sent = true;
     }
     if (final_sent) return grpc::Status::OK;
     if (events->size() == 256) continue;  // more to replay
@@ -268,7 +273,12 @@ grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
       ev.set_total_bytes(p.total);
       ev.set_time_unix_ms(absl::ToUnixMillis(absl::Now()));
       if (!out->Write(ev)) return grpc::Status::OK;
+      sent = true;
     }
+    // Live events go out in batches, at most one every kWatchBatchInterval:
+    // a trip commits about ten events, and waking, reading and writing for
+    // each one took CPU from the trip itself on a small machine.
+    if (sent) absl::SleepFor(kWatchBatchInterval);
     // Wake on any newer event (of any campaign) or on progress.
     ask_cancelled = !engine_->WaitForChange(latest, progress_seen, absl::Milliseconds(250));
   }
