@@ -15,6 +15,7 @@
 #include "util/files.h"
 #include "util/grpc_status.h"
 #include "util/log.h"
+#include "util/task_thread.h"
 
 namespace gputravel {
 
@@ -25,6 +26,8 @@ struct CampaignEngine::Gpu {
   std::string campaign;            // running on this GPU now
   TripControl* control = nullptr;  // of the trip in flight
   DataLoader* loader = nullptr;    // of the campaign's trainer
+  // Opens the next trip's attested channel beside the current trip.
+  TaskThread channel_opener;
 };
 
 namespace {
@@ -600,10 +603,17 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     gpu->loader = &loader;
   }
 
-  // The attested channel for the next trip, opened while this trip's GPU is
-  // read back and scrubbed (declared after `stubs`, so it is waited for
-  // before they go).
+  // The attested channel for the next trip, opened on the GPU's channel
+  // opener while this trip's GPU is read back and scrubbed. The opener's
+  // tasks use `stubs` and `runner`: the one in flight is waited for before
+  // they go (the opener runs its tasks in order, so earlier ones are done).
   std::future<absl::StatusOr<PreparedChannel>> next_channel;
+  struct WaitForOpener {
+    std::future<absl::StatusOr<PreparedChannel>>* f;
+    ~WaitForOpener() {
+      if (f->valid()) f->wait();
+    }
+  } wait_for_opener{&next_channel};
   while (true) {
     {
       absl::MutexLock l(&mu_);
@@ -706,8 +716,9 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
       const std::string guess_name = (*holders)[*guess].name;
       v1::HolderAgent::Stub* guess_stub = stubs[guess_name].get();
       const double timeout = std::min(5.0, spec->holder_timeout_seconds);
-      hooks.set_on_rekeyed([&next_channel, runner, guess_name, guess_stub, timeout] {
-        next_channel = std::async(std::launch::async, [=] {
+      TaskThread* opener = &gpu->channel_opener;
+      hooks.set_on_rekeyed([&next_channel, opener, runner, guess_name, guess_stub, timeout] {
+        next_channel = opener->Run([=] {
           return runner->PrepareChannel(guess_name, guess_stub, timeout, nullptr);
         });
       });
