@@ -67,7 +67,12 @@ TEST_F(DeviceLayerTest, TripThroughTheDeviceLayer) {
   auto buffer = session.AllocBuffer(kSize);
   ASSERT_TRUE(buffer.ok()) << buffer.status();
   std::string data = RandomString(kSize);
+  // Before any hand-off, the session knows the copy engine's next counter
+  // without asking; afterwards it must ask.
+  ASSERT_EQ(session.UntouchedLceCounter(), std::optional<uint32_t>(kFirstMessageCounter));
+  EXPECT_EQ(session.QueryChannel()->h2d_next_counter(), kFirstMessageCounter);
   ChannelMaterial key = session.LceH2dForHandoff();
+  EXPECT_EQ(session.UntouchedLceCounter(), std::nullopt);
   uint64_t old_session = session.session_id();
 
   gpu_->SetOwner("holder");  // route out
@@ -87,8 +92,11 @@ TEST_F(DeviceLayerTest, TripThroughTheDeviceLayer) {
 
   gpu_->SetOwner("orch");  // route back
   ASSERT_TRUE(session.VerifyStillSameSession().ok());
+  EXPECT_EQ(session.UntouchedLceCounter(), std::nullopt);
   ASSERT_TRUE(session.Establish().ok());  // fresh re-key
   EXPECT_GT(session.session_id(), old_session);
+  EXPECT_EQ(session.UntouchedLceCounter(), std::optional<uint32_t>(kFirstMessageCounter));
+  EXPECT_EQ(session.QueryChannel()->h2d_next_counter(), kFirstMessageCounter);
   std::string back;
   for (uint64_t off = 0; off < kSize; off += 4 << 20) {
     back += *session.Read(*buffer, off, std::min<uint64_t>(4 << 20, kSize - off));

@@ -127,6 +127,7 @@ absl::Status GpuSession::Exchange(const KnownDevice& device) {
   if (!control.ok()) return control.status();
   control_ = std::move(*control);
   lce_h2d_ = std::move(keys->lce_h2d);
+  lce_handed_ = false;
   serial_ = device.serial;
   if (expected_serial_.empty()) expected_serial_ = serial_;
   session_id_ = resp.session_id();

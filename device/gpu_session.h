@@ -72,7 +72,18 @@ class GpuSession {
   uint64_t session_id() const { return session_id_; }
   bool established() const { return control_ != nullptr; }
   // The copy-engine H2D key material to hand to a holder (copy).
-  ChannelMaterial LceH2dForHandoff() const { return lce_h2d_.Clone(); }
+  ChannelMaterial LceH2dForHandoff() {
+    lce_handed_ = true;
+    return lce_h2d_.Clone();
+  }
+  // The copy engine's next H2D counter when nobody can have used the
+  // session's LCE key yet: the session is established and its key was never
+  // handed out (it exists only in this process), so the device's counter is
+  // still the first one. Empty otherwise: ask the device (QueryChannel).
+  std::optional<uint32_t> UntouchedLceCounter() const {
+    if (!established() || lce_handed_) return std::nullopt;
+    return kFirstMessageCounter;
+  }
 
  private:
   // A device whose identity was checked: certificate against the pinned CA,
@@ -96,6 +107,7 @@ class GpuSession {
   uint64_t session_id_ = 0;
   std::unique_ptr<SealedChannel> control_;
   ChannelMaterial lce_h2d_;
+  bool lce_handed_ = false;  // LceH2dForHandoff was called in this session
   std::future<absl::StatusOr<EcKey>> next_ephemeral_;
   std::optional<KnownDevice> known_;
   // Last, so destroyed first (each runs what is queued, then joins): the

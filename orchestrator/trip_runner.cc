@@ -221,12 +221,18 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   // fresh for this trip and its key exists only in this process's memory, so
   // the window starts at the copy engine's next counter and no other window
   // is ever cut from the same key: after a crash the key is gone and recovery
-  // re-keys. The window is recorded with the route_out commit below, before
-  // it leaves.
+  // re-keys. That counter is the first one while the key was never handed
+  // out (every trip re-keys on its way home, so this is the normal case);
+  // otherwise the device is asked. The window is recorded with the route_out
+  // commit below, before it leaves.
   const uint32_t chunks = H2dWriter::ChunksFor(plan.window_length, plan.chunk_bytes);
-  auto query = gpu_->QueryChannel();
-  if (!query.ok()) return query.status();
-  auto window_or = CounterWindowAt(query->h2d_next_counter(), chunks);
+  std::optional<uint32_t> next_counter = gpu_->UntouchedLceCounter();
+  if (!next_counter.has_value()) {
+    auto query = gpu_->QueryChannel();
+    if (!query.ok()) return query.status();
+    next_counter = query->h2d_next_counter();
+  }
+  auto window_or = CounterWindowAt(*next_counter, chunks);
   if (!window_or.ok()) return window_or.status();
   const CounterWindow window = *window_or;
 
@@ -280,7 +286,30 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   if (!back.ok()) return back;
   commit = hooks->Step(kStepRekey, "same-device check and fresh key agreement");
   if (!commit.ok()) GT_LOG(0, "trip ", plan.trip, ": ", commit.message());
-  absl::Status same = gpu_->VerifyStillSameSession();
+  // The GPU that came back must still hold the session H saw: a sealed
+  // command on it must round-trip. When provisioning worked, that command is
+  // the read-back of the window (one round trip fewer; the GPU is home, so
+  // H's key cannot be used meanwhile, and only this process holds the
+  // session's control keys). A read that fails is told apart from a lost
+  // session by a query.
+  std::string data;  // the window's plaintext: wiped on every way out
+  struct WipeOnExit {
+    std::string* d;
+    ~WipeOnExit() { Zeroize(&(*d)[0], d->size()); }
+  } wipe_data{&data};
+  absl::Status rd;
+  absl::Status same;
+  if (s.ok()) {
+    data.reserve(plan.window_length);
+    for (uint64_t off = 0; off < plan.window_length && rd.ok(); off += 8u << 20) {
+      auto piece = gpu_->Read(plan.buffer_id, off,
+                              std::min<uint64_t>(8u << 20, plan.window_length - off));
+      if (!piece.ok()) rd = piece.status(); else data += *piece;
+    }
+    if (!rd.ok()) same = gpu_->VerifyStillSameSession();
+  } else {
+    same = gpu_->VerifyStillSameSession();
+  }
   if (!same.ok()) {
     GT_LOG(0, "trip ", plan.trip, ": the GPU that came back does not hold our session: ",
            same.message());
@@ -297,16 +326,8 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   }
   bool trained = false;
   if (out.error.empty()) {
-    // Read the window back through the new session: the device must hold
-    // exactly what the holder encrypted.
-    std::string data;
-    data.reserve(plan.window_length);
-    absl::Status rd;
-    for (uint64_t off = 0; off < plan.window_length && rd.ok(); off += 8u << 20) {
-      auto piece = gpu_->Read(plan.buffer_id, off,
-                              std::min<uint64_t>(8u << 20, plan.window_length - off));
-      if (!piece.ok()) rd = piece.status(); else data += *piece;
-    }
+    // The window read back above: the device must hold exactly what the
+    // holder encrypted.
     bool digest_match = false;
     if (rd.ok()) {
       auto digest = WindowDigest(lce, handed_session, plan.buffer_id, 0, data,
@@ -340,7 +361,7 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
         out.error = std::string(st.message());
       }
     }
-    Zeroize(&data[0], data.size());
+    Zeroize(&data[0], data.size());  // consumed; wiped again on the way out
   }
   lce.key.Clear();
   // Scrub before any other holder can get the GPU (P2). A trained trip is
