@@ -69,8 +69,22 @@ absl::StatusOr<BouncePool::Lease> BouncePool::Acquire(uint32_t slots,
 }
 
 void BouncePool::Return() {
+  std::unique_ptr<BounceBuffer> gone;
   absl::MutexLock l(&mu_);
   lent_ = false;
+  gone = std::move(retired_);
+}
+
+void BouncePool::RemoveKeptRing() {
+  std::unique_ptr<BounceBuffer> gone;  // unmapped outside the lock
+  absl::MutexLock l(&mu_);
+  if (kept_ == nullptr) return;
+  kept_->Unlink();
+  if (lent_) {
+    retired_ = std::move(kept_);  // the lease's write still maps it
+  } else {
+    gone = std::move(kept_);
+  }
 }
 
 uint64_t BouncePool::created() const {

@@ -64,6 +64,11 @@ class BouncePool {
   // Rings created so far (kept or private), for tests and the benchmark.
   uint64_t created() const;
 
+  // Removes the kept ring's file now (a daemon that stops without running
+  // destructors); a write still using the ring keeps its mapping. The next
+  // Acquire creates a new ring.
+  void RemoveKeptRing();
+
  private:
   absl::StatusOr<std::unique_ptr<BounceBuffer>> CreateRing(uint32_t slots,
                                                            uint32_t slot_size);
@@ -72,6 +77,8 @@ class BouncePool {
   const std::string dir_;
   mutable absl::Mutex mu_;
   std::unique_ptr<BounceBuffer> kept_ ABSL_GUARDED_BY(mu_);
+  // Removed by RemoveKeptRing while lent: unmapped when the lease ends.
+  std::unique_ptr<BounceBuffer> retired_ ABSL_GUARDED_BY(mu_);
   bool lent_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t created_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -101,6 +101,28 @@ TEST_F(BouncePoolTest, RingIsPrivateToItsOwnerAndGoesWithThePool) {
   EXPECT_FALSE(Exists(path));
 }
 
+TEST_F(BouncePoolTest, RemoveKeptRingRemovesTheFileEvenWhileLent) {
+  BouncePool pool(dir_);
+  std::string path;
+  {
+    auto lease = pool.Acquire(2, 4096);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    path = lease->ring()->path();
+    pool.RemoveKeptRing();
+    EXPECT_FALSE(Exists(path));
+    lease->ring()->slot(1)[0] = 1;  // the write in progress keeps its mapping
+  }
+  // The next write gets a new ring, with a file the device can map.
+  auto next = pool.Acquire(2, 4096);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_TRUE(next->fresh());
+  EXPECT_NE(next->ring()->path(), path);
+  EXPECT_TRUE(Exists(next->ring()->path()));
+  *next = BouncePool::Lease();
+  pool.RemoveKeptRing();  // not lent: removed at once
+  EXPECT_EQ(pool.created(), 2u);
+}
+
 TEST_F(BouncePoolTest, BadGeometryIsRefusedAndLeavesThePoolUsable) {
   BouncePool pool(dir_);
   auto bad = pool.Acquire(0, 4096);

@@ -93,5 +93,6 @@ int main(int argc, char** argv) {
 
   HolderService service(opts, std::move(*dataset), att->attester.get(),
                         att->verifier.get());
-  ServeUntilSignal(kProgram, {{*listen, {&service}, *creds}}, args.ready_file);
+  ServeUntilSignal(kProgram, {{*listen, {&service}, *creds}}, args.ready_file,
+                   [&service] { service.RemoveBounceRing(); });
 }

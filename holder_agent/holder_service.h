@@ -44,6 +44,10 @@ class HolderService final : public v1::HolderAgent::Service {
   grpc::Status Provision(grpc::ServerContext* ctx, const v1::ProvisionRequest* req,
                          grpc::ServerWriter<v1::ProvisionUpdate>* out) override;
 
+  // Removes the bounce ring file the agent keeps between trips (at shutdown:
+  // the daemon exits without running destructors).
+  void RemoveBounceRing() { bounce_pool_.RemoveKeptRing(); }
+
  private:
   // `progress(bytes)` is called from the encryption threads as chunks are
   // mapped or read; it returns false once the caller has gone (cancel).

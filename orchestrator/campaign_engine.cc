@@ -604,7 +604,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
   }
 
   // The attested channel for the next trip, opened on the GPU's channel
-  // opener while this trip's GPU is read back and scrubbed. The opener's
+  // opener once this trip's GPU is re-keyed, while it is scrubbed. The opener's
   // tasks use `stubs` and `runner`: the one in flight is waited for before
   // they go (the opener runs its tasks in order, so earlier ones are done).
   std::future<absl::StatusOr<PreparedChannel>> next_channel;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -113,6 +114,19 @@ TEST(EndToEndTest, ThreeHoldersEveryTripVerifiedAndTheLossFalls) {
   for (const auto& h : (*stack)->holder_names()) {
     EXPECT_NE(audit.find("\"to\":\"td-" + h + "\""), std::string::npos) << h;
   }
+  // Each agent kept one bounce ring between its trips (one chunk size here)
+  // and removed it when it stopped.
+  const std::string shm = (*stack)->dir() + "/shm";
+  auto rings = [&] {
+    size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(shm)) {
+      if (e.path().filename().string().rfind("gputravel-bounce-", 0) == 0) ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(rings(), (*stack)->holder_names().size());
+  (*stack)->Stop();
+  EXPECT_EQ(rings(), 0u) << "a stopped agent leaves no bounce ring in " << shm;
 }
 
 TEST(EndToEndTest, DatasetLargerThanBufferTakesSeveralTrips) {
