@@ -67,7 +67,11 @@ absl::Status TripRunner::MakeSafe(uint64_t token, uint64_t buffer_id,
   s = gpu_->Establish();
   if (!s.ok()) return s;
   if (buffer_id == 0) return absl::OkStatus();
-  s = gpu_->ScrubAndVerify(buffer_id, buffer_bytes);
+  return ScrubOrGone(buffer_id, buffer_bytes);
+}
+
+absl::Status TripRunner::ScrubOrGone(uint64_t buffer_id, uint64_t buffer_bytes) {
+  absl::Status s = gpu_->ScrubAndVerify(buffer_id, buffer_bytes);
   if (absl::IsNotFound(s)) {
     GT_LOG(1, "buffer ", buffer_id, " is gone (a device reset wipes memory)");
     return absl::OkStatus();
@@ -83,7 +87,7 @@ absl::Status TripRunner::SafeReturn(const TripPlan& plan, TripOutcome* out) {
   s = gpu_->Establish();
   if (!s.ok()) return s;
   out->rekeyed = gpu_->session_id() != old_session;
-  s = gpu_->ScrubAndVerify(plan.buffer_id, plan.buffer_bytes);
+  s = ScrubOrGone(plan.buffer_id, plan.buffer_bytes);
   if (!s.ok()) return s;
   out->scrub_verified = true;
   return absl::OkStatus();
@@ -370,7 +374,7 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
     commit = hooks->Step(kStepScrub, "zeroing and verifying the buffer");
     if (!commit.ok()) GT_LOG(0, "trip ", plan.trip, ": ", commit.message());
   }
-  absl::Status scrub = gpu_->ScrubAndVerify(plan.buffer_id, plan.buffer_bytes);
+  absl::Status scrub = ScrubOrGone(plan.buffer_id, plan.buffer_bytes);
   if (!scrub.ok()) return scrub;  // residue cannot be ruled out
   out.scrub_verified = true;
   hooks->Scrubbed();

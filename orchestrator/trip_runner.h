@@ -149,6 +149,9 @@ class TripRunner {
 
  private:
   absl::Status RouteTo(const std::string& domain, uint64_t token);
+  // Scrubs and verifies `buffer_id`; a buffer the device no longer has (a
+  // reset wiped all device memory) counts as clean.
+  absl::Status ScrubOrGone(uint64_t buffer_id, uint64_t buffer_bytes);
   // Route back, re-key, scrub + verify.
   absl::Status SafeReturn(const TripPlan& plan, TripOutcome* out);
   // Streams the holder's Provision, with the no-progress watchdog.

@@ -19,6 +19,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "keyxfer/random.h"
+#include "proto/device.grpc.pb.h"
 #include "tests/key_keeping_holder.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
@@ -499,6 +500,72 @@ TEST(EndToEndTest, HolderRetryingWithItsOldKeyAfterRekeyIsRefused) {
     EXPECT_EQ(text.find(hex), std::string::npos) << log.first;
     EXPECT_EQ(text.find(hex.substr(0, 16)), std::string::npos) << log.first;
   }
+  keeper->reset();
+  (*stack)->Stop();
+  (void)system(("rm -rf " + mydir).c_str());
+}
+
+// The GPU that comes back from a holder no longer holds the session the
+// holder was handed (here the host resets it while it is away, which wipes
+// sessions, keys and memory; a substituted GPU looks the same): the read-back
+// that doubles as the same-session check fails, the trip fails naming the
+// substitution, nothing is trained on it, the GPU is re-keyed and the gone
+// buffer counts as clean, and the campaign pauses (not the holder's fault).
+TEST(EndToEndTest, GpuResetWhileAwayIsCaughtWhenItComesBack) {
+  char tmpl[] = "/tmp/gputravel-reset-XXXXXX";
+  std::string mydir = mkdtemp(tmpl);
+  StackOptions o;
+  o.holders = 1;
+  KeyKeepingHolder::AddTo(&o, "keeper", mydir);
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto keeper = KeyKeepingHolder::Serve(stack->get(), "keeper", mydir);
+  ASSERT_TRUE(keeper.ok()) << keeper.status();
+  const std::string admin = (*stack)->device_admin_endpoint();
+  (*keeper)->set_after_write([admin] {
+    auto stub = v1::DeviceAdmin::NewStub(MakeChannel(admin));
+    grpc::ClientContext ctx;
+    v1::ResetRequest req;
+    v1::ResetResponse resp;
+    grpc::Status st = stub->Reset(&ctx, req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+  });
+
+  auto stub = (*stack)->OperatorClient();
+  v1::CreateCampaignResponse created;
+  ASSERT_TRUE(Create(stub.get(), (*stack)->CampaignSpec(), "r1", &created).ok());
+  v1::Campaign c;
+  ASSERT_TRUE(Control(stub.get(), "start", "demo", &c).ok());
+  ASSERT_TRUE(WatchUntil(stub.get(), "demo", [](const v1::Event& e) {
+    return e.kind() == v1::CAMPAIGN_STATE &&
+           (e.campaign_state() == v1::PAUSED || e.campaign_state() == v1::COMPLETED);
+  }));
+  v1::GetCampaignRequest g;
+  g.set_name("demo");
+  g.set_include_trips(true);
+  v1::Campaign report;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->GetCampaign(&ctx, g, &report).ok());
+  }
+  EXPECT_EQ(report.state(), v1::PAUSED) << report.error();
+  EXPECT_NE(report.error().find("GPU substitution detected"), std::string::npos)
+      << report.error();
+  bool seen = false;
+  for (const auto& t : report.trips()) {
+    if (t.holder() != "keeper") {
+      EXPECT_EQ(t.outcome(), "ok") << t.error();
+      continue;
+    }
+    seen = true;
+    EXPECT_EQ(t.outcome(), "failed");
+    EXPECT_NE(t.error().find("GPU substitution detected"), std::string::npos) << t.error();
+    EXPECT_FALSE(t.digest_match());
+    EXPECT_FALSE(t.has_loss()) << "nothing is trained on a GPU that lost our session";
+    EXPECT_TRUE(t.rekeyed());
+    EXPECT_TRUE(t.scrub_verified());
+  }
+  EXPECT_TRUE(seen) << "the keeper's trip ran";
   keeper->reset();
   (*stack)->Stop();
   (void)system(("rm -rf " + mydir).c_str());

@@ -1,6 +1,7 @@
 #ifndef GPUTRAVEL_TESTS_KEY_KEEPING_HOLDER_H_
 #define GPUTRAVEL_TESTS_KEY_KEEPING_HOLDER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,13 @@ class KeyKeepingHolder final : public v1::HolderAgent::Service {
   // Every key handed to this holder so far (copies).
   std::vector<Kept> kept();
 
+  // Called once the holder's window is on the device, before its report is
+  // sent (the GPU is still routed to this holder): what a host could do then.
+  void set_after_write(std::function<void()> f) {
+    absl::MutexLock l(&mu_);
+    after_write_ = std::move(f);
+  }
+
   // Tries every kept key against the device (the GPU routed to this holder's
   // TD with the orchestrator's MUX credentials, as a malicious host could):
   // each key at its own session and claiming the device's current session,
@@ -66,6 +74,7 @@ class KeyKeepingHolder final : public v1::HolderAgent::Service {
   absl::Mutex mu_;
   std::unique_ptr<ChannelResponder> responder_ ABSL_GUARDED_BY(mu_);
   std::vector<Kept> kept_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> after_write_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gputravel
