@@ -1,0 +1,288 @@
+// The holder agent's own checks of a hand-off (P5, P6), through its gRPC API
+// with mTLS as the orchestrator calls it, into an emulated GPU: the test
+// plays an orchestrator that is attested and holds the GPU session, and sends
+// hand-offs a faithful orchestrator never would. Each refusal is checked by
+// its code and message, and by what it did NOT do: no bytes in the device
+// buffer, no counter of the channel used, the channel consumed.
+#include "holder_agent/holder_service.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "auth/identity.h"
+#include "auth/test_server.h"
+#include "auth/tls_config.h"
+#include "device/emulated_gpu_fixture.h"
+#include "gtest/gtest.h"
+#include "holder_agent/dataset.h"
+#include "keyxfer/attested_channel.h"
+#include "keyxfer/dev_attester.h"
+#include "keyxfer/handoff.h"
+#include "keyxfer/x509.h"
+#include "proto/holder.grpc.pb.h"
+#include "util/files.h"
+
+namespace gputravel {
+namespace {
+
+const Identity kOrch{kRoleOrchestrator, "orchestrator"};
+const Identity kHolderA{kRoleHolder, "holder-a"};
+const std::string kOrchMrtd(48, 'O');
+const std::string kHolderMrtd(48, 'H');
+constexpr uint64_t kWindow = 4096;     // one window = half the device buffer
+constexpr uint32_t kChunk = 2048;      // two chunks (two counters) per window
+constexpr uint32_t kChunksPerWindow = kWindow / kChunk;
+
+// What the orchestrator has once a channel to the agent is attested both ways.
+struct Channel {
+  std::string id;
+  AttestedChannel keys;
+  Evidence orchestrator_evidence;
+};
+
+class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
+ protected:
+  void SetUp() override {
+    EmulatedGpuFixture::SetUp();
+    Serve();  // the device as the holder's TD sees it: dir_/holder.sock
+    // Development attestation: one root, one attestation key per TD.
+    auto root = *EcKey::Generate(Curve::kP256);
+    root_der_ = *IssueCertificate(root, "dev root", root, "", true, 1);
+    orch_attester_ = MakeAttester(root, "orchestrator", kOrchMrtd);
+    holder_attester_ = MakeAttester(root, "holder-a", kHolderMrtd);
+    DevPolicy orch_policy;  // what the holder accepts as an orchestrator
+    orch_policy.allowed_mrtd = {kOrchMrtd};
+    holder_verifier_ = std::make_unique<DevVerifier>(root_der_, orch_policy);
+    DevPolicy holder_policy;  // what the orchestrator accepts as holder-a
+    holder_policy.allowed_mrtd = {kHolderMrtd};
+    orch_verifier_ = std::make_unique<DevVerifier>(root_der_, holder_policy);
+    // Intruder: attested by the same root, but not the orchestrator's binary.
+    rogue_attester_ = MakeAttester(root, "orchestrator", std::string(48, 'R'));
+
+    // The holder's dataset: 16 KiB of a pattern, so every window differs.
+    dataset_.resize(4 * kWindow);
+    for (size_t i = 0; i < dataset_.size(); ++i) dataset_[i] = static_cast<char>(i * 131 + 7);
+    ASSERT_TRUE(WriteFile(dir_ + "/data.raw", dataset_).ok());
+    auto ds = Dataset::Open(dir_ + "/data.raw", "raw");
+    ASSERT_TRUE(ds.ok()) << ds.status();
+
+    // The agent, served with mTLS as the holder-a identity.
+    ASSERT_TRUE(MakeTestPki(pki_.path(), {kOrch, kHolderA}).ok());
+    HolderOptions o;
+    o.name = "holder-a";
+    o.dataset_name = "pattern";
+    o.domain = "holder-a-td";
+    o.device_endpoint = "unix:" + dir_ + "/holder.sock";
+    o.writer.bounce_dir = pki_.path();
+    auto service = std::make_unique<HolderService>(o, std::move(*ds), holder_attester_.get(),
+                                                   holder_verifier_.get());
+    agent_ = service.get();
+    auto creds = MakeServerCredentials(TestFiles(pki_.path(), kHolderA));
+    ASSERT_TRUE(creds.ok()) << creds.status();
+    auto server = StartServer("unix:" + pki_.path() + "/agent.sock", *creds, std::move(service));
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    auto ch = MakeSecureChannel(server_->endpoint, TestFiles(pki_.path(), kOrch), kHolderA);
+    ASSERT_TRUE(ch.ok()) << ch.status();
+    stub_ = v1::HolderAgent::NewStub(*ch);
+  }
+  void TearDown() override {
+    if (server_ != nullptr) {
+      server_->server->Shutdown();
+      agent_->RemoveBounceRing();  // as the daemon does after shutdown
+      server_.reset();             // (destroys the agent)
+    }
+    EmulatedGpuFixture::TearDown();
+  }
+
+  std::unique_ptr<DevAttester> MakeAttester(const EcKey& root, const std::string& domain,
+                                            const std::string& mrtd) {
+    auto k = *EcKey::Generate(Curve::kP256);
+    auto cert = *IssueCertificate(k, domain, root, root_der_, false, 1);
+    return *DevAttester::Create(domain, std::move(k), cert, mrtd);
+  }
+
+  // Opens an attested channel as the orchestrator does, attesting with `as`.
+  Channel Open(Attester* as = nullptr) {
+    auto init = ChannelInitiator::Create();
+    EXPECT_TRUE(init.ok()) << init.status();
+    v1::OpenChannelRequest req;
+    req.set_orchestrator_public_key(init->public_key());
+    req.set_orchestrator_nonce(init->nonce());
+    v1::OpenChannelResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(15));
+    grpc::Status s = stub_->OpenChannel(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    Channel c;
+    c.id = resp.channel_id();
+    auto done = init->Complete(resp.holder_public_key(), resp.holder_nonce(), resp.evidence(),
+                               *orch_verifier_, as != nullptr ? *as : *orch_attester_,
+                               &c.orchestrator_evidence);
+    EXPECT_TRUE(done.ok()) << done.status();
+    if (done.ok()) c.keys = std::move(*done);
+    return c;
+  }
+
+  // The binding a faithful orchestrator would send for `trip` of `campaign`,
+  // writing dataset window `window` (0..3) into the first half of the buffer
+  // at the channel's next counters.
+  v1::HandoffBinding Binding(const std::string& campaign, uint64_t trip, uint64_t window) {
+    v1::HandoffBinding b;
+    b.set_campaign(campaign);
+    b.set_trip(trip);
+    b.set_gpu_serial("EMU-1");
+    b.set_gpu_session(session_);
+    b.set_holder("holder-a");
+    b.set_buffer_id(buffer_);
+    b.set_window_offset(window * kWindow);
+    b.set_window_length(kWindow);
+    b.set_first_counter(next_counter_);
+    b.set_counter_count(kChunksPerWindow);
+    b.set_chunk_size(kChunk);
+    return b;
+  }
+
+  // Sends a hand-off: the LCE H2D key wrapped for `wrapped_for` on `c`, with
+  // `sent` as the binding in the request (normally the same).
+  grpc::Status Provision(const Channel& c, const v1::HandoffBinding& wrapped_for,
+                         const v1::HandoffBinding& sent, v1::ProvisionReport* report) {
+    v1::ProvisionRequest req;
+    req.set_channel_id(c.id);
+    *req.mutable_orchestrator_evidence() = c.orchestrator_evidence;
+    *req.mutable_binding() = sent;
+    auto wrapped = WrapHandoff(c.keys.handoff_key, wrapped_for, keys_.lce_h2d);
+    EXPECT_TRUE(wrapped.ok()) << wrapped.status();
+    req.set_wrapped_handoff(*wrapped);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(15));
+    auto reader = stub_->Provision(&ctx, req);
+    v1::ProvisionUpdate u;
+    while (reader->Read(&u)) {
+      if (u.has_report()) *report = u.report();
+    }
+    grpc::Status s = reader->Finish();
+    if (s.ok()) next_counter_ += static_cast<uint32_t>(report->chunks());
+    return s;
+  }
+  grpc::Status Provision(const Channel& c, const v1::HandoffBinding& b,
+                         v1::ProvisionReport* report = nullptr) {
+    v1::ProvisionReport ignored;
+    return Provision(c, b, b, report != nullptr ? report : &ignored);
+  }
+
+  std::string Window(uint64_t window) const {
+    return dataset_.substr(window * kWindow, kWindow);
+  }
+  // The first half of the device buffer, where every window is written.
+  std::string DeviceWindow() { return Read(0, kWindow); }
+
+  TempDir pki_;
+  std::string root_der_, dataset_;
+  std::unique_ptr<DevAttester> orch_attester_, holder_attester_, rogue_attester_;
+  std::unique_ptr<DevVerifier> holder_verifier_, orch_verifier_;
+  HolderService* agent_ = nullptr;
+  std::unique_ptr<RunningServer> server_;
+  std::unique_ptr<v1::HolderAgent::Stub> stub_;
+  uint32_t next_counter_ = 1;  // the LCE H2D channel's next counter on the device
+};
+
+void ExpectRefused(const grpc::Status& s, grpc::StatusCode code, const std::string& says) {
+  EXPECT_EQ(s.error_code(), code) << s.error_code() << " " << s.error_message();
+  EXPECT_NE(s.error_message().find(says), std::string::npos) << s.error_message();
+}
+
+TEST_F(HolderServiceTest, FaithfulHandoffIsProvisionedAndItsChannelServesOnce) {
+  Channel c = Open();
+  v1::ProvisionReport rep;
+  v1::HandoffBinding b = Binding("c1", 1, 2);
+  ASSERT_TRUE(Provision(c, b, &rep).ok());
+  EXPECT_EQ(rep.bytes(), kWindow);
+  EXPECT_EQ(rep.chunks(), kChunksPerWindow);
+  EXPECT_EQ(DeviceWindow(), Window(2));
+  // The same request again (a replay by the host, or a retry): the channel
+  // was single-use.
+  ExpectRefused(Provision(c, Binding("c1", 2, 1)), grpc::StatusCode::FAILED_PRECONDITION,
+                "unknown or already used channel");
+  EXPECT_EQ(DeviceWindow(), Window(2));
+}
+
+TEST_F(HolderServiceTest, HandoffBoundToAnotherHolderIsRefusedBeforeAnyWrite) {
+  const std::string zeros(kWindow, '\0');
+  Channel c = Open();
+  v1::HandoffBinding b = Binding("c1", 1, 0);
+  b.set_holder("holder-b");
+  ExpectRefused(Provision(c, b), grpc::StatusCode::PERMISSION_DENIED,
+                "hand-off is for holder 'holder-b', this is 'holder-a'");
+  EXPECT_EQ(DeviceWindow(), zeros);
+  // The refused hand-off took no trip and no counter: the faithful one for
+  // the same trip and counters, on a new channel, is accepted.
+  ExpectRefused(Provision(c, Binding("c1", 1, 0)), grpc::StatusCode::FAILED_PRECONDITION,
+                "already used channel");
+  ASSERT_TRUE(Provision(Open(), Binding("c1", 1, 0)).ok());
+  EXPECT_EQ(DeviceWindow(), Window(0));
+}
+
+TEST_F(HolderServiceTest, TripNotNewerThanTheLastAcceptedIsRefusedPerCampaign) {
+  ASSERT_TRUE(Provision(Open(), Binding("c1", 7, 0)).ok());
+  ASSERT_EQ(DeviceWindow(), Window(0));
+  // The same trip again and an older trip, each correctly wrapped on its own
+  // attested channel: refused, the buffer keeps trip 7's window.
+  ExpectRefused(Provision(Open(), Binding("c1", 7, 1)), grpc::StatusCode::PERMISSION_DENIED,
+                "hand-off for trip 7 of campaign 'c1' is not fresh (trip 7 was already accepted)");
+  ExpectRefused(Provision(Open(), Binding("c1", 6, 1)), grpc::StatusCode::PERMISSION_DENIED,
+                "hand-off for trip 6 of campaign 'c1' is not fresh");
+  EXPECT_EQ(DeviceWindow(), Window(0));
+  // A newer trip is accepted; freshness is counted per campaign.
+  ASSERT_TRUE(Provision(Open(), Binding("c1", 8, 1)).ok());
+  EXPECT_EQ(DeviceWindow(), Window(1));
+  ASSERT_TRUE(Provision(Open(), Binding("c2", 1, 3)).ok());
+  EXPECT_EQ(DeviceWindow(), Window(3));
+  ExpectRefused(Provision(Open(), Binding("c2", 1, 2)), grpc::StatusCode::PERMISSION_DENIED,
+                "hand-off for trip 1 of campaign 'c2' is not fresh");
+  EXPECT_EQ(DeviceWindow(), Window(3));
+}
+
+TEST_F(HolderServiceTest, BindingAlteredInTransitIsRefusedAndTakesNoTrip) {
+  // The host changes the window, the buffer or the trip in the request; the
+  // key was wrapped for the original binding.
+  const v1::HandoffBinding wrapped = Binding("c1", 3, 0);
+  for (int field = 0; field < 3; ++field) {
+    v1::HandoffBinding sent = wrapped;
+    if (field == 0) sent.set_window_offset(2 * kWindow);
+    if (field == 1) sent.set_buffer_id(buffer_ + 1);
+    if (field == 2) sent.set_trip(4);
+    v1::ProvisionReport ignored;
+    ExpectRefused(Provision(Open(), wrapped, sent, &ignored),
+                  grpc::StatusCode::PERMISSION_DENIED,
+                  "hand-off refused: it was not wrapped for this channel, campaign, trip");
+  }
+  EXPECT_EQ(DeviceWindow(), std::string(kWindow, '\0'));
+  // None of them counted as trip 3 or 4.
+  ASSERT_TRUE(Provision(Open(), Binding("c1", 3, 0)).ok());
+  EXPECT_EQ(DeviceWindow(), Window(0));
+}
+
+TEST_F(HolderServiceTest, OrchestratorOutsideThePolicyGetsNothingWritten) {
+  // Another binary, attested by the same root, opens a channel and sends a
+  // well-formed hand-off: the agent refuses it before opening the key.
+  Channel c = Open(rogue_attester_.get());
+  ExpectRefused(Provision(c, Binding("c1", 1, 0)), grpc::StatusCode::PERMISSION_DENIED,
+                "orchestrator attestation refused");
+  EXPECT_EQ(DeviceWindow(), std::string(kWindow, '\0'));
+  // Evidence moved from another channel: bound to that channel's transcript.
+  Channel a = Open(), b = Open();
+  b.orchestrator_evidence = a.orchestrator_evidence;
+  ExpectRefused(Provision(b, Binding("c1", 1, 0)), grpc::StatusCode::PERMISSION_DENIED,
+                "orchestrator attestation refused");
+  EXPECT_EQ(DeviceWindow(), std::string(kWindow, '\0'));
+  // The faithful orchestrator's own channel still works, for trip 1.
+  ASSERT_TRUE(Provision(a, Binding("c1", 1, 0)).ok());
+  EXPECT_EQ(DeviceWindow(), Window(0));
+}
+
+}  // namespace
+}  // namespace gputravel
