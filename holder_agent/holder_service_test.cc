@@ -95,6 +95,7 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
       agent_->RemoveBounceRing();  // as the daemon does after shutdown
       server_.reset();             // (destroys the agent)
     }
+    if (!dir_.empty()) unlink((dir_ + "/data.raw").c_str());
     EmulatedGpuFixture::TearDown();
   }
 
