@@ -171,7 +171,7 @@ class EmulatedGpu {
   // Last, so destroyed first (each runs what is queued, then joins):
   // the signature made beside the ECDH of a key exchange, and the next
   // ephemeral key made ahead at idle priority.
-  TaskThread beside_;
+  TaskThread beside_{TaskThread::Priority::kNormal, TaskThread::Placement::kAwayFromCaller};
   TaskThread idle_{TaskThread::Priority::kIdle};
 };
 

@@ -113,7 +113,7 @@ class GpuSession {
   // Last, so destroyed first (each runs what is queued, then joins): the
   // signature check made beside the ECDH, and the next ephemeral key made
   // ahead at idle priority.
-  TaskThread beside_;
+  TaskThread beside_{TaskThread::Priority::kNormal, TaskThread::Placement::kAwayFromCaller};
   TaskThread idle_{TaskThread::Priority::kIdle};
 };
 

@@ -70,5 +70,65 @@ TEST(TaskThreadTest, DroppedResultDoesNotWaitAndQueuedTasksRunBeforeTheEnd) {
   EXPECT_EQ(ran.load(), 2);
 }
 
+
+// Pins the calling thread to `cpu` for the scope, then restores its mask.
+class PinCaller {
+ public:
+  explicit PinCaller(int cpu) {
+    sched_getaffinity(0, sizeof(before_), &before_);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    ok_ = sched_setaffinity(0, sizeof(one), &one) == 0 && sched_getcpu() == cpu;
+  }
+  ~PinCaller() { sched_setaffinity(0, sizeof(before_), &before_); }
+  bool ok() const { return ok_; }
+
+ private:
+  cpu_set_t before_;
+  bool ok_ = false;
+};
+
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+TEST(TaskThreadTest, AwayFromCallerRunsOnAnotherCpuThanItsCaller) {
+  const std::vector<int> cpus = AllowedCpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
+  TaskThread beside(TaskThread::Priority::kNormal, TaskThread::Placement::kAwayFromCaller);
+  TaskThread any;
+  auto where = [] { return sched_getcpu(); };
+  for (int round = 0; round < 3; ++round) {
+    for (int cpu : {cpus[0], cpus[1]}) {
+      PinCaller pin(cpu);
+      ASSERT_TRUE(pin.ok());
+      EXPECT_NE(beside.Run(where).get(), cpu) << "round " << round;
+      // kAnyCpu leaves the placement to the scheduler (the thread keeps
+      // every CPU its creator had).
+      cpu_set_t mask;
+      ASSERT_EQ(any.Run([&mask] { return sched_getaffinity(0, sizeof(mask), &mask); }).get(),
+                0);
+      EXPECT_EQ(static_cast<size_t>(CPU_COUNT(&mask)), cpus.size());
+    }
+  }
+}
+
+TEST(TaskThreadTest, AwayFromCallerWithOneCpuStillRunsThere) {
+  const std::vector<int> cpus = AllowedCpus();
+  ASSERT_FALSE(cpus.empty());
+  PinCaller pin(cpus[0]);
+  ASSERT_TRUE(pin.ok());
+  // Created by a thread that may use one CPU: there is no other to go to.
+  TaskThread beside(TaskThread::Priority::kNormal, TaskThread::Placement::kAwayFromCaller);
+  EXPECT_EQ(beside.Run([] { return sched_getcpu(); }).get(), cpus[0]);
+}
+
 }  // namespace
 }  // namespace gputravel
