@@ -1,6 +1,9 @@
 // Authorization across the real emulated stack: every daemon (orchestrator,
 // holder agents, MUX) as its own process, mTLS on every gRPC connection, and
 // one test per rule of who may call what.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <memory>
 #include <set>
@@ -19,6 +22,7 @@
 #include "proto/mux.grpc.pb.h"
 #include "proto/orchestrator.grpc.pb.h"
 #include "util/files.h"
+#include "util/subprocess.h"
 
 namespace gputravel {
 namespace {
@@ -466,6 +470,88 @@ TEST_F(AuthorizationTest, TrainerRoleIsDeniedEverywhere) {
   ExpectDenied(MuxRoute(As(kTrainer, stack_->mux_endpoint(), kMux)), kTrainer,
                kOnlyOrchestrator, "mux Route");
   EXPECT_EQ(Gpu0Route(), before);
+}
+
+// A daemon runs as the identity in its certificate: one configured with
+// another identity's certificate (and its matching key) refuses to start,
+// exit status 2, naming both, before it serves or, for the MUX, touches a GPU
+// or its journal.
+TEST_F(AuthorizationTest, DaemonsRefuseToStartWithAnotherIdentitysCertificate) {
+  auto bin_dir = FindDaemonDir("");
+  ASSERT_TRUE(bin_dir.ok()) << bin_dir.status();
+  TempDir t;
+  // Runs the daemon until it exits (20 s at most); its exit status and log.
+  auto run = [&](const std::string& daemon, const nlohmann::json& config, int n,
+                 std::string* log) {
+    const std::string cfg = t.path() + "/" + std::to_string(n) + ".json";
+    const std::string log_path = t.path() + "/" + std::to_string(n) + ".log";
+    EXPECT_TRUE(WriteFile(cfg, config.dump(), 0600).ok());
+    Subprocess p;
+    EXPECT_TRUE(p.Start({*bin_dir + "/" + daemon, "--config=" + cfg}, log_path).ok());
+    for (int i = 0; i < 2000 && p.Running(); ++i) usleep(10000);
+    if (p.Running()) p.Terminate(1000);
+    auto text = ReadFile(log_path);
+    *log = text.ok() ? *text : "";
+    return p.exit_status();
+  };
+  auto tls_json = [&](const Identity& id) {
+    TlsFiles f = stack_->tls(id);
+    return nlohmann::json{{"ca", f.ca}, {"cert", f.cert}, {"key", f.key}};
+  };
+  int n = 0;
+
+  // holder-a's agent, on a socket of its own, with another identity's files.
+  auto holder = ReadJsonFile(stack_->dir() + "/holder-a.json");
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  (*holder)["listen"] = "unix:" + t.path() + "/holder.sock";
+  for (const Identity& wrong : {kHolderB, kMux, kOrch}) {
+    (*holder)["tls"] = tls_json(wrong);
+    std::string log;
+    const int st = run("holder_agent/holder_agent", *holder, ++n, &log);
+    ASSERT_TRUE(WIFEXITED(st)) << DescribeIdentity(wrong) << ": status " << st << "\n" << log;
+    EXPECT_EQ(WEXITSTATUS(st), 2) << log;
+    EXPECT_NE(log.find("tls.cert is for " + DescribeIdentity(wrong) +
+                       ", this agent is holder 'holder-a'"),
+              std::string::npos)
+        << log;
+    EXPECT_NE(access((t.path() + "/holder.sock").c_str(), F_OK), 0);
+  }
+
+  // A MUX with its own state and journal, with another identity's files:
+  // refused before it opens either.
+  auto mux = ReadJsonFile(stack_->dir() + "/mux.json");
+  ASSERT_TRUE(mux.ok()) << mux.status();
+  (*mux)["listen"] = "unix:" + t.path() + "/mux.sock";
+  (*mux)["state_file"] = t.path() + "/routes.json";
+  (*mux)["audit_log"] = t.path() + "/audit.jsonl";
+  for (const Identity& wrong : {kOrch, kHolderA}) {
+    (*mux)["tls"] = tls_json(wrong);
+    std::string log;
+    const int st = run("vfio_mux/vfio_mux", *mux, ++n, &log);
+    ASSERT_TRUE(WIFEXITED(st)) << DescribeIdentity(wrong) << ": status " << st << "\n" << log;
+    EXPECT_EQ(WEXITSTATUS(st), 2) << log;
+    EXPECT_NE(log.find("tls.cert is for " + DescribeIdentity(wrong) +
+                       "; the MUX needs a certificate of role mux"),
+              std::string::npos)
+        << log;
+    for (const char* f : {"/mux.sock", "/routes.json", "/audit.jsonl"}) {
+      EXPECT_NE(access((t.path() + f).c_str(), F_OK), 0) << f;
+    }
+  }
+
+  // The same holder configuration with its own certificate starts: the
+  // refusals above were about the certificate alone.
+  (*holder)["tls"] = tls_json(kHolderA);
+  const std::string cfg = t.path() + "/right.json";
+  ASSERT_TRUE(WriteFile(cfg, holder->dump(), 0600).ok());
+  Subprocess p;
+  ASSERT_TRUE(p.Start({*bin_dir + "/holder_agent/holder_agent", "--config=" + cfg,
+                       "--ready_file=" + t.path() + "/ready"},
+                      t.path() + "/right.log")
+                  .ok());
+  EXPECT_TRUE(WaitForFile(t.path() + "/ready", &p, "holder_agent", 20000).ok())
+      << ReadFile(t.path() + "/right.log").value_or("");
+  p.Terminate();
 }
 
 // The host holds the MUX's key: with it, it gets neither the holders' keys

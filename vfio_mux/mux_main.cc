@@ -28,10 +28,8 @@ int main(int argc, char** argv) {
   for (const absl::Status& s : {listen.status(), state.status(), audit.status()}) {
     if (!s.ok()) ExitStartupError(kProgram, std::string(s.message()));
   }
-  auto backend = MakeRoutingBackend(*cfg, args.config);
-  if (!backend.ok()) ExitStartupError(kProgram, std::string(backend.status().message()));
-  auto table = RouteTable::Open(backend->get(), *state, *audit);
-  if (!table.ok()) ExitStartupError(kProgram, std::string(table.status().message()));
+  // Who this MUX is, before it touches a GPU or its journal: a certificate
+  // of another role is a configuration error, refused with no side effect.
   if (!cfg->contains("tls")) {
     ExitStartupError(kProgram, args.config + ": missing object 'tls' ({\"ca\", \"cert\", "
                                "\"key\"}): every connection is mTLS");
@@ -46,6 +44,10 @@ int main(int argc, char** argv) {
   }
   auto creds = MakeServerCredentials(*tls);
   if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));
+  auto backend = MakeRoutingBackend(*cfg, args.config);
+  if (!backend.ok()) ExitStartupError(kProgram, std::string(backend.status().message()));
+  auto table = RouteTable::Open(backend->get(), *state, *audit);
+  if (!table.ok()) ExitStartupError(kProgram, std::string(table.status().message()));
   MuxService service(table->get(), (*backend)->Name());
   GT_LOG(1, "backend ", (*backend)->Name());
   RouteTable* routes = table->get();
