@@ -206,7 +206,7 @@ TEST_F(HolderServiceTest, FaithfulHandoffIsProvisionedAndItsChannelServesOnce) {
   EXPECT_EQ(DeviceWindow(), Window(2));
   // The same request again (a replay by the host, or a retry): the channel
   // was single-use.
-  ExpectRefused(Provision(c, Binding("c1", 2, 1)), grpc::StatusCode::FAILED_PRECONDITION,
+  ExpectRefused(Provision(c, b), grpc::StatusCode::FAILED_PRECONDITION,
                 "unknown or already used channel");
   EXPECT_EQ(DeviceWindow(), Window(2));
 }

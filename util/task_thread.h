@@ -43,9 +43,9 @@ class TaskThread {
     // cores): each task is placed on a CPU other than the one the caller runs
     // on when it posts the task, when the thread may use another. Left to
     // itself, the scheduler wakes the thread on the caller's own CPU once the
-    // other CPU has idled for a few milliseconds (on a VM whose idle vCPU is
-    // halted, measured on the CI machine: the two halves then take turns,
-    // 1.45 ms instead of 0.8 for ECDH beside an ECDSA check).
+    // other CPU has idled for a few milliseconds (measured on a 2-vCPU VM
+    // like CI's, docs/performance.md: the two halves then take turns,
+    // 1.44 ms instead of 0.8 for a P-384 ECDH beside an ECDSA check).
     kAwayFromCaller,
   };
 

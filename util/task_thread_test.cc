@@ -70,7 +70,6 @@ TEST(TaskThreadTest, DroppedResultDoesNotWaitAndQueuedTasksRunBeforeTheEnd) {
   EXPECT_EQ(ran.load(), 2);
 }
 
-
 // Pins the calling thread to `cpu` for the scope, then restores its mask.
 class PinCaller {
  public:
