@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "device/device_memory.h"
 #include "device/emulated_gpu_fixture.h"
 #include "gtest/gtest.h"
 
@@ -232,6 +233,89 @@ TEST_F(CopyEngineTest, ControlRacingSubmissionsIsSafe) {
   EXPECT_EQ(Read(0, kBufferBytes), std::string(kBufferBytes, '\0'));
   // Every refusal was counted by the device (the owner never changed).
   EXPECT_EQ(static_cast<uint64_t>(refused), gpu_->Status().rejected_chunks());
+}
+
+// Chunks shaped like a whole 2 MiB page of device memory are decrypted into
+// the copy engine's spare page, which then takes the old page's place: the
+// same rules hold as for chunks copied in from scratch.
+class WholePageTest : public CopyEngineTest {
+ protected:
+  static constexpr uint64_t kPage = kDevicePageBytes;
+  // Two whole pages and a short last one.
+  void SetUp() override {
+    slot_size_ = kPage;
+    buffer_bytes_ = 2 * kPage + 65536;
+    memory_bytes_ = 8 * kPage;
+    EmulatedGpuFixture::SetUp();
+  }
+  static std::string Pattern(char seed, size_t n) {
+    std::string s(n, '\0');
+    for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(seed + i * 7 % 251);
+    return s;
+  }
+};
+
+TEST_F(WholePageTest, WholePagesAndPartsLandInDeviceMemory) {
+  const std::string a = Pattern('a', kPage), b = Pattern('b', kPage);
+  const std::string tail = Pattern('t', 65536), part = Pattern('p', 4096);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, a)).ok());
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, kPage, b)).ok());
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 3, 2, 2 * kPage, tail)).ok());
+  EXPECT_EQ(Read(0, buffer_bytes_), a + b + tail);
+  // A part of a page written over a whole one, across the page boundary.
+  ASSERT_TRUE(
+      gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 4, 3, kPage - 2048, part)).ok());
+  EXPECT_EQ(Read(kPage - 4096, 8192),
+            a.substr(kPage - 4096, 2048) + part + b.substr(2048, 2048));
+  EXPECT_EQ(NextCounter(), 5u);
+}
+
+TEST_F(WholePageTest, RefusedWholePageChangesNothingAndLeavesNoPlaintext) {
+  const std::string a = Pattern('a', kPage);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, a)).ok());
+  // Only the tag is wrong: the decryption itself yields the real plaintext,
+  // in the spare page.
+  auto r = Stage(keys_.lce_h2d, 2, 1, 0, Pattern('s', kPage));
+  std::string tag = r.tag();
+  tag[5] ^= 1;
+  r.set_tag(tag);
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, r).status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(Read(0, kPage), a);
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+  EXPECT_EQ(NextCounter(), 2u);
+}
+
+TEST_F(WholePageTest, ReplacedPageKeepsPlaintextOnlyUntilTheScrub) {
+  const std::string a = Pattern('a', kPage), b = Pattern('b', kPage);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, a)).ok());
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, 0, b)).ok());
+  EXPECT_EQ(Read(0, kPage), b);
+  // The page that held `a` is the spare now: not wiped per chunk.
+  EXPECT_FALSE(gpu_->ScratchIsClearForTest());
+  ASSERT_TRUE(Scrub().ok());
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+  EXPECT_EQ(Read(0, buffer_bytes_), std::string(buffer_bytes_, '\0'));
+}
+
+TEST_F(WholePageTest, ScrubDuringWholePageDecryptionDiscardsIt) {
+  StartWithHook([&] { ASSERT_TRUE(Scrub().ok()); });
+  auto r = Stage(keys_.lce_h2d, 1, 0, kPage, Pattern('w', kPage));
+  hook_armed_ = true;
+  auto st = gpu_->SubmitH2D(kOwner, r);
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Read(0, buffer_bytes_), std::string(buffer_bytes_, '\0'));
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+  EXPECT_EQ(NextCounter(), 1u);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, r).ok());
+  EXPECT_EQ(Read(kPage, kPage), Pattern('w', kPage));
+}
+
+TEST_F(WholePageTest, ResetWipesTheSparePage) {
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, Pattern('a', kPage))).ok());
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, 0, Pattern('b', kPage))).ok());
+  EXPECT_FALSE(gpu_->ScratchIsClearForTest());
+  gpu_->Reset();
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ EmulatedGpu::EmulatedGpu(EmulatedGpuOptions options, EcKey identity_key,
 EmulatedGpu::~EmulatedGpu() {
   absl::MutexLock ce(&ce_mu_);
   absl::MutexLock l(&mu_);
-  for (auto& b : buffers_) Zeroize(b.second.data(), b.second.size());
+  buffers_.clear();  // each page zeroizes itself, as spare_ does
   Zeroize(scratch_.data(), scratch_.size());
 }
 
@@ -33,6 +33,8 @@ void EmulatedGpu::EndDataLocked() {
   } else {
     Zeroize(scratch_.data(), scratch_residue_);
     scratch_residue_ = 0;
+    if (spare_residue_) spare_.Wipe();
+    spare_residue_ = false;
   }
 }
 
@@ -45,7 +47,7 @@ absl::Status EmulatedGpu::CheckOwnerLocked(const std::string& domain) {
       Now() - last_heartbeat_ > 2 * options_.heartbeat_period) {
     // As the real GPU: a missed heartbeat ends the CC session for good.
     session_.reset();
-    for (auto& b : buffers_) Zeroize(b.second.data(), b.second.size());
+    for (auto& b : buffers_) b.second.Wipe();
     EndDataLocked();
     needs_reset_ = true;
   }
@@ -247,7 +249,7 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd) {
                         " free");
       }
       uint64_t id = next_buffer_id_++;
-      buffers_[id].assign(size, 0);
+      buffers_.emplace(id, DeviceBuffer(size));
       r.set_buffer_id(id);
       return r;
     }
@@ -256,8 +258,7 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd) {
       if (it == buffers_.end()) {
         return fail(absl::StatusCode::kNotFound, "no such buffer");
       }
-      Zeroize(it->second.data(), it->second.size());
-      buffers_.erase(it);
+      buffers_.erase(it);  // its pages zeroize themselves
       EndDataLocked();
       return r;
     }
@@ -272,8 +273,7 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd) {
         return fail(absl::StatusCode::kOutOfRange,
                     "read outside the buffer or larger than 32 MiB");
       }
-      r.set_data(reinterpret_cast<const char*>(it->second.data() + rd.offset()),
-                 rd.length());
+      it->second.AppendTo(rd.offset(), rd.length(), r.mutable_data());
       r.set_buffer_id(rd.buffer_id());
       return r;
     }
@@ -287,12 +287,12 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd) {
         return fail(absl::StatusCode::kOutOfRange,
                     "scrub read-back larger than the buffer or than 32 MiB");
       }
-      std::memset(it->second.data(), 0, it->second.size());
+      it->second.Zero();
       EndDataLocked();
       r.set_bytes_scrubbed(it->second.size());
       r.set_buffer_id(it->first);
       // Read from device memory after the zeroing, as a Read would be.
-      r.set_data(reinterpret_cast<const char*>(it->second.data()), read_back);
+      it->second.AppendTo(0, read_back, r.mutable_data());
       return r;
     }
     case v1::DeviceCommand::kHeartbeat: {
@@ -399,35 +399,45 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
     ce_busy_ = true;  // scratch_ is the copy engine's until phase 3
   }
 
-  // Phase 2, without mu_: decrypt at the copy engine's own counter into
-  // scratch; device memory is written only after the tag checks, so a bad
-  // chunk changes nothing. Only this thread uses the session's LCE cipher
-  // (ce_mu_), and the shared pointers keep it and the ring alive.
+  // Phase 2, without mu_: decrypt at the copy engine's own counter into the
+  // copy engine's own memory; device memory is changed only after the tag
+  // checks, so a bad chunk changes nothing. A chunk shaped like one whole
+  // page of device memory goes to the spare page (put in place below, not
+  // copied), any other to scratch. Only this thread uses the session's LCE
+  // cipher (ce_mu_), and the shared pointers keep it and the ring alive.
   const size_t n = req.length();
-  if (scratch_.size() < ring->slot_size()) {
-    Zeroize(scratch_.data(), scratch_.size());
-    scratch_ = std::vector<uint8_t>(ring->slot_size());
+  const bool whole_page = req.offset() % kDevicePageBytes == 0 && n == kDevicePageBytes;
+  uint8_t* target;
+  if (whole_page) {
+    if (spare_.size() != kDevicePageBytes) spare_ = DevicePage(kDevicePageBytes);
+    target = spare_.data();
+  } else {
+    if (scratch_.size() < ring->slot_size()) {
+      Zeroize(scratch_.data(), scratch_.size());
+      scratch_ = std::vector<uint8_t>(ring->slot_size());
+    }
+    target = scratch_.data();
   }
   std::string aad = ChunkAad(ses->id, req.buffer_id(), req.offset(), n);
   absl::Status d = ses->lce_h2d->Decrypt(
       counter, reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
       ring->slot(req.slot()), n, reinterpret_cast<const uint8_t*>(req.tag().data()),
-      scratch_.data());
+      target);
   if (options_.copy_engine_hook_for_test) options_.copy_engine_hook_for_test();
 
   // Phase 3, under mu_ again: commit only if nothing changed meanwhile.
   absl::MutexLock l(&mu_);
   ce_busy_ = false;
   if (!d.ok()) {
-    return DiscardChunkLocked(n, absl::UnauthenticatedError(
+    return DiscardChunkLocked(target, n, absl::UnauthenticatedError(
         "chunk refused by the copy engine: tag check failed at counter " +
         std::to_string(counter) +
         " (wrong key, replayed or reordered chunk, or tampered data)"));
   }
   absl::Status s = CheckOwnerLocked(domain);
-  if (!s.ok()) return DiscardChunkLocked(n, s);
+  if (!s.ok()) return DiscardChunkLocked(target, n, s);
   if (session_ != ses || ses->h2d_next != counter || data_epoch_ != epoch) {
-    return DiscardChunkLocked(n, absl::FailedPreconditionError(
+    return DiscardChunkLocked(target, n, absl::FailedPreconditionError(
         "chunk discarded: the CC session or device memory changed while the copy "
         "engine decrypted it (re-key, reset, scrub or free); nothing was written"));
   }
@@ -436,12 +446,24 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
   if (mit == buffers_.end() || req.offset() > mit->second.size() ||
       n > mit->second.size() - req.offset()) {
     return DiscardChunkLocked(
-        n, absl::OutOfRangeError("chunk would write outside any device buffer"));
+        target, n, absl::OutOfRangeError("chunk would write outside any device buffer"));
   }
-  std::memcpy(mit->second.data() + req.offset(), scratch_.data(), n);
-  // The scratch now holds a copy of what device memory holds; it is wiped
-  // when that data's life ends (EndDataLocked), not per chunk.
-  scratch_residue_ = std::max(scratch_residue_, n);
+  if (whole_page && mit->second.IsWholePage(req.offset(), n)) {
+    // The decrypted page takes the old one's place; the old page, which
+    // held device memory, is the next spare. Wiped when that data's life
+    // ends (EndDataLocked), not per chunk.
+    spare_ = mit->second.Exchange(req.offset(), std::move(spare_));
+    spare_residue_ = true;
+  } else {
+    mit->second.Write(req.offset(), target, n);
+    // What was decrypted stays behind as a copy of what device memory now
+    // holds; wiped likewise.
+    if (whole_page) {
+      spare_residue_ = true;
+    } else {
+      scratch_residue_ = std::max(scratch_residue_, n);
+    }
+  }
   ses->rotation_usage += usage;
   ++ses->h2d_chunks;
   ses->h2d_bytes += n;
@@ -453,15 +475,22 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
   return ses->h2d_next;
 }
 
-absl::Status EmulatedGpu::DiscardChunkLocked(size_t n, absl::Status why) {
+absl::Status EmulatedGpu::DiscardChunkLocked(uint8_t* target, size_t n,
+                                             absl::Status why) {
   ++rejected_chunks_;
   if (scratch_wipe_pending_) {
-    Zeroize(scratch_.data(), std::max(scratch_residue_, n));
+    Zeroize(scratch_.data(), scratch_.size());
     scratch_residue_ = 0;
+    spare_.Wipe();
+    spare_residue_ = false;
     scratch_wipe_pending_ = false;
+  } else if (target == spare_.data()) {
+    // The chunk covered the whole spare: nothing older is left in it.
+    spare_.Wipe();
+    spare_residue_ = false;
   } else {
     // What this chunk decrypted (the bytes past n are older, committed data).
-    Zeroize(scratch_.data(), n);
+    Zeroize(target, n);
   }
   return why;
 }
@@ -471,6 +500,9 @@ bool EmulatedGpu::ScratchIsClearForTest() {
   absl::MutexLock l(&mu_);
   for (uint8_t b : scratch_) {
     if (b != 0) return false;
+  }
+  for (size_t i = 0; i < spare_.size(); ++i) {
+    if (spare_.data()[i] != 0) return false;
   }
   return true;
 }
@@ -492,8 +524,7 @@ void EmulatedGpu::Reset() {
   {
     absl::MutexLock l(&mu_);
     session_.reset();
-    for (auto& b : buffers_) Zeroize(b.second.data(), b.second.size());
-    buffers_.clear();
+    buffers_.clear();  // each page zeroizes itself
     bounces_.clear();
     EndDataLocked();
     needs_reset_ = false;

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "device/bounce_buffer.h"
+#include "device/device_memory.h"
 #include "util/task_thread.h"
 #include "keyxfer/cc_channel.h"
 #include "keyxfer/device_session.h"
@@ -57,9 +58,14 @@ struct EmulatedGpuOptions {
 // after, so Control, GetStatus and SetOwner never wait behind a decryption. A
 // chunk whose session, memory or route changed while it was being decrypted
 // (re-key, reset, scrub, free, heartbeat miss) is discarded and changes
-// nothing. The decryption scratch is not wiped per chunk; it is wiped when
-// the data's life ends on the device (scrub, free, reset, heartbeat miss,
-// destruction), so no plaintext survives a scrub there either (P2).
+// nothing. A chunk is decrypted into the copy engine's own memory and put in
+// place only after its tag checks: a chunk covering one whole 2 MiB page of
+// device memory (device_memory.h) into a spare page that then takes that
+// page's place (the old page becomes the spare), any other chunk into a
+// scratch area it is then copied from. Neither is wiped per chunk; both are
+// wiped when the data's life ends on the device (scrub, free, reset,
+// heartbeat miss, destruction), so no plaintext survives a scrub there either
+// (P2).
 class EmulatedGpu {
  public:
   EmulatedGpu(EmulatedGpuOptions options, EcKey identity_key,
@@ -86,8 +92,9 @@ class EmulatedGpu {
 
   // Moves the copy engine's next H2D counter (tests of IV exhaustion only).
   void SetH2dCounterForTest(uint32_t next);
-  // True when the copy engine's decryption scratch holds no plaintext (waits
-  // for a chunk in flight to finish first). Tests of P2 only.
+  // True when the copy engine's own memory (its scratch and its spare page)
+  // holds no plaintext (waits for a chunk in flight to finish first). Tests of
+  // P2 only.
   bool ScratchIsClearForTest();
   // The public point of the ephemeral key the next exchange will use (waits
   // for it to be made); empty if none is pending. Tests only.
@@ -111,14 +118,15 @@ class EmulatedGpu {
   v1::DeviceReply ExecuteLocked(const v1::DeviceCommand& cmd)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The data in device memory ends (scrub, free, reset, heartbeat miss): a
-  // chunk being decrypted is discarded, and the scratch is wiped now (or by
-  // the copy engine as soon as its chunk is discarded).
+  // chunk being decrypted is discarded, and the scratch and the spare page
+  // are wiped now (or by the copy engine as soon as its chunk is discarded).
   void EndDataLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The copy engine's handling of one chunk (SubmitH2D without the release).
   absl::StatusOr<uint32_t> CopyChunk(const std::string& domain,
                                      const v1::SubmitH2DRequest& request);
-  // Phase 3 of a chunk that is not committed: wipes what it left in scratch.
-  absl::Status DiscardChunkLocked(size_t n, absl::Status why)
+  // Phase 3 of a chunk that is not committed: wipes what it decrypted (into
+  // `target`, the scratch or the spare page).
+  absl::Status DiscardChunkLocked(uint8_t* target, size_t n, absl::Status why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t MemoryInUseLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The responder's next ephemeral P-384 key, made at idle priority once an
@@ -146,19 +154,25 @@ class EmulatedGpu {
   // cipher alive when a key exchange or reset replaces the session.
   std::shared_ptr<Session> session_ ABSL_GUARDED_BY(mu_);
   // Device memory: buffer id -> bytes (really stored, really zeroed).
-  std::map<uint64_t, std::vector<uint8_t>> buffers_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, DeviceBuffer> buffers_ ABSL_GUARDED_BY(mu_);
   uint64_t next_buffer_id_ ABSL_GUARDED_BY(mu_) = 1;
   // Shared for the same reason: a ring detached or dropped mid-chunk stays
   // mapped until the copy engine is done reading it.
   std::map<uint64_t, std::shared_ptr<BounceBuffer>> bounces_ ABSL_GUARDED_BY(mu_);
   uint64_t next_bounce_id_ ABSL_GUARDED_BY(mu_) = 1;
-  // The copy engine's decryption target. Touched by the copy engine (holding
-  // ce_mu_) while ce_busy_, and by mu_ holders only while !ce_busy_.
+  // The copy engine's decryption targets: the scratch for chunks that are
+  // copied in, the spare page for whole-page chunks (made at the first one).
+  // Touched by the copy engine (holding ce_mu_) while ce_busy_, and by mu_
+  // holders only while !ce_busy_.
   std::vector<uint8_t> scratch_;
+  DevicePage spare_{0};
   bool ce_busy_ ABSL_GUARDED_BY(mu_) = false;
   // Leading bytes of scratch_ that may hold plaintext of committed chunks.
   size_t scratch_residue_ ABSL_GUARDED_BY(mu_) = 0;
-  // Set by EndDataLocked while ce_busy_: the copy engine wipes all of scratch_.
+  // True when spare_ holds a page that was device memory (plaintext).
+  bool spare_residue_ ABSL_GUARDED_BY(mu_) = false;
+  // Set by EndDataLocked while ce_busy_: the copy engine wipes all of
+  // scratch_ and spare_.
   bool scratch_wipe_pending_ ABSL_GUARDED_BY(mu_) = false;
   // Bumped whenever data in device memory ends; a chunk decrypted across a
   // change is discarded.

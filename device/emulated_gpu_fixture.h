@@ -43,15 +43,15 @@ class EmulatedGpuFixture : public ::testing::Test {
     auto id = *EcKey::Generate(Curve::kP384);
     auto cert = *IssueCertificate(id, "EMU-1", ca, ca_der_, false, 1);
     o.serial = "EMU-1";
-    o.memory_bytes = 1 << 20;
+    o.memory_bytes = memory_bytes_;
     gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
     gpu_->SetOwner(kOwner);
     char tmpl[] = "/tmp/gputravel-gpuf-XXXXXX";
     dir_ = mkdtemp(tmpl);
     Establish();
-    bounce_ = *BounceBuffer::Create(dir_ + "/bounce", kSlots, kSlotSize);
+    bounce_ = *BounceBuffer::Create(dir_ + "/bounce", kSlots, slot_size_);
     Attach();
-    buffer_ = Alloc(kBufferBytes);
+    buffer_ = Alloc(buffer_bytes_);
   }
   void Stop() {
     if (server_ != nullptr) server_->Shutdown();
@@ -95,7 +95,7 @@ class EmulatedGpuFixture : public ::testing::Test {
     v1::AttachBounceRequest ab;
     ab.set_path(bounce_->path());
     ab.set_slots(kSlots);
-    ab.set_slot_size(kSlotSize);
+    ab.set_slot_size(slot_size_);
     bounce_id_ = *gpu_->AttachBounce(kOwner, ab);
   }
 
@@ -162,6 +162,11 @@ class EmulatedGpuFixture : public ::testing::Test {
     r.set_session_id(session_);
     return r;
   }
+
+  // The geometry Start() uses; a test may change it before calling Start().
+  uint32_t slot_size_ = kSlotSize;
+  uint64_t buffer_bytes_ = kBufferBytes;
+  uint64_t memory_bytes_ = 1 << 20;
 
   std::string ca_der_, dir_;
   std::unique_ptr<EmulatedGpu> gpu_;

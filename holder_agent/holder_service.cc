@@ -96,7 +96,9 @@ grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
   v1::ProvisionUpdate u;
   *u.mutable_report() = std::move(*r);
   absl::MutexLock l(&write_mu);
-  if (!out->Write(u)) return grpc::Status(grpc::StatusCode::CANCELLED, "caller went away");
+  if (ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "caller went away");
+  // The report is the last message: it leaves with the status, in one write.
+  out->WriteLast(u, grpc::WriteOptions());
   return grpc::Status::OK;
 }
 
