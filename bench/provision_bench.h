@@ -43,8 +43,10 @@ absl::StatusOr<ProvisionResult> MeasureProvision(DeviceRig& rig, uint64_t buffer
 // The device's own ceiling: EmulatedGpu::SubmitH2D called directly (no
 // gRPC, no holder threads) on chunks of `chunk_size` staged one at a time in a
 // one-slot ring in `bounce_dir`; only the SubmitH2D calls are timed (decrypt
-// at the device's counter into scratch outside the device lock, tag check,
-// copy into device memory). `bytes` in all, into device buffer `buffer_id`.
+// at the device's counter outside the device lock, tag check, then the chunk
+// put in device memory: a 2 MiB chunk at a page boundary by exchanging the
+// copy engine's spare page for the old one, a smaller chunk by a copy from
+// scratch). `bytes` in all, into device buffer `buffer_id`.
 struct DeviceCeiling {
   uint32_t chunk_size = 0;
   uint64_t bytes = 0;

@@ -1,7 +1,6 @@
 #include "device/emulated_gpu.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "keyxfer/random.h"
 #include "keyxfer/secret_bytes.h"
@@ -396,7 +395,7 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
     ring = bit->second;
     counter = ses->h2d_next;
     epoch = data_epoch_;
-    ce_busy_ = true;  // scratch_ is the copy engine's until phase 3
+    ce_busy_ = true;  // scratch_ and spare_ are the copy engine's until phase 3
   }
 
   // Phase 2, without mu_: decrypt at the copy engine's own counter into the
