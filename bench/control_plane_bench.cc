@@ -251,8 +251,8 @@ absl::StatusOr<std::vector<ComponentTiming>> MeasureControlPlaneComponents(
   };
   s = add("h2d_write_4k",
           "holder's H2dWriter::Write of 4 KiB as the holder agent does it on every trip: "
-          "its gRPC channel and bounce ring kept from the last trip, AttachBounce, one "
-          "unary SubmitH2D on the calling thread that also releases the ring (a one-chunk "
+          "its gRPC channel and bounce ring kept from the last trip, one unary SubmitH2D "
+          "on the calling thread that attaches the ring and releases it (a one-chunk "
           "window starts no threads)",
           1, hand, [&] { return write_with(rig.holder_channel(), &kept_ring); });
   if (!s.ok()) return s;

@@ -22,8 +22,9 @@ namespace gputravel {
 // The ring only ever holds ciphertext (see BounceBuffer), so reusing it across
 // trips and sessions stages nothing the host could not already read: a slot
 // written under an old session key is unreadable once that key is gone. The
-// device maps the ring anew on every trip (AttachBounce) and drops it when the
-// trip's last doorbell releases it or the session ends.
+// device maps the ring anew on every trip (AttachBounce, or the doorbell of a
+// one-chunk window) and drops it when the trip's last doorbell releases it or
+// the session ends.
 //
 // One ring is kept, of the geometry last asked for; a write with a different
 // geometry replaces it. A ring is lent to one write at a time: a second lease

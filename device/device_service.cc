@@ -50,12 +50,14 @@ grpc::Status DeviceServiceImpl::DetachBounce(grpc::ServerContext*,
 grpc::Status DeviceServiceImpl::SubmitH2D(grpc::ServerContext*,
                                           const v1::SubmitH2DRequest* req,
                                           v1::SubmitH2DResponse* out) {
-  auto r = gpu_->SubmitH2D(domain_, *req);
+  uint64_t attached = 0;
+  auto r = gpu_->SubmitH2D(domain_, *req, &attached);
   if (!r.ok()) {
     GT_LOG(1, "domain ", domain_, ": chunk refused: ", r.status().message());
     return ToGrpc(r.status());
   }
   out->set_next_counter(*r);
+  out->set_bounce_id(attached);
   return grpc::Status::OK;
 }
 
@@ -64,6 +66,13 @@ grpc::Status DeviceServiceImpl::SubmitH2DStream(
     grpc::ServerReaderWriter<v1::SubmitH2DAck, v1::SubmitH2DRequest>* stream) {
   v1::SubmitH2DRequest req;
   for (uint64_t seq = 0; stream->Read(&req); ++seq) {
+    if (req.has_attach()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "chunk " + std::to_string(seq) +
+                              " of the stream attaches a bounce buffer: only the unary "
+                              "SubmitH2D does; attach the ring with AttachBounce before "
+                              "the stream");
+    }
     // The same copy-engine rules as the unary doorbell, one chunk after the
     // other on this thread, so the stream's order is the decryption order.
     auto r = gpu_->SubmitH2D(domain_, req);

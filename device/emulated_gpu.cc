@@ -334,12 +334,26 @@ absl::Status EmulatedGpu::DetachBounce(const std::string& domain, uint64_t bounc
 }
 
 absl::StatusOr<uint32_t> EmulatedGpu::SubmitH2D(
-    const std::string& domain, const v1::SubmitH2DRequest& req) {
-  absl::StatusOr<uint32_t> r = CopyChunk(domain, req);
-  if (req.release_bounce()) {
+    const std::string& domain, const v1::SubmitH2DRequest& req, uint64_t* attached) {
+  if (attached != nullptr) *attached = 0;
+  const v1::SubmitH2DRequest* chunk = &req;
+  v1::SubmitH2DRequest on_attached;
+  if (req.has_attach()) {
+    // The doorbell brings its ring: map it as AttachBounce would.
+    absl::StatusOr<uint64_t> id = AttachBounce(domain, req.attach());
+    if (!id.ok()) return id.status();
+    on_attached = req;
+    on_attached.clear_attach();
+    on_attached.set_bounce_id(*id);
+    chunk = &on_attached;
+  }
+  absl::StatusOr<uint32_t> r = CopyChunk(domain, *chunk);
+  if (chunk->release_bounce()) {
     // The window's last doorbell, whatever became of its chunk.
     absl::MutexLock l(&mu_);
-    if (CheckOwnerLocked(domain).ok()) bounces_.erase(req.bounce_id());
+    if (CheckOwnerLocked(domain).ok()) bounces_.erase(chunk->bounce_id());
+  } else if (req.has_attach() && attached != nullptr) {
+    *attached = chunk->bounce_id();
   }
   return r;
 }

@@ -81,9 +81,13 @@ class EmulatedGpu {
   absl::StatusOr<uint64_t> AttachBounce(const std::string& domain,
                                         const v1::AttachBounceRequest& request);
   absl::Status DetachBounce(const std::string& domain, uint64_t bounce_id);
-  // One chunk; a request with release_bounce also unmaps its ring afterwards.
+  // One chunk; a request with `attach` maps its ring first, one with
+  // release_bounce unmaps it afterwards (whatever became of the chunk).
+  // Returns the next counter; `*attached` (if given) gets the handle of a
+  // ring the request attached and did not release, else 0.
   absl::StatusOr<uint32_t> SubmitH2D(const std::string& domain,
-                                     const v1::SubmitH2DRequest& request);
+                                     const v1::SubmitH2DRequest& request,
+                                     uint64_t* attached = nullptr);
 
   // Host-facing (the MUX's PCIe topology control).
   void SetOwner(const std::string& domain);

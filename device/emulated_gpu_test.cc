@@ -371,6 +371,55 @@ TEST_F(EmulatedGpuTest, LastDoorbellReleasesTheRingWhateverBecameOfItsChunk) {
   EXPECT_EQ(gpu_->Status().bounce_buffers(), 1u);
 }
 
+// A one-chunk window's doorbell brings its own ring: mapped, used, released.
+TEST_F(EmulatedGpuTest, DoorbellCanBringItsOwnRing) {
+  const uint64_t rings = gpu_->Status().bounce_buffers();  // the fixture's
+  v1::AttachBounceRequest ab;
+  ab.set_path(bounce_->path());
+  ab.set_slots(4);
+  ab.set_slot_size(4096);
+
+  auto r1 = Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'));
+  r1.set_bounce_id(0);  // ignored: the request attaches its ring
+  *r1.mutable_attach() = ab;
+  r1.set_release_bounce(true);
+  uint64_t attached = 99;
+  auto n = gpu_->SubmitH2D(kOwner, r1, &attached);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 2u);
+  EXPECT_EQ(attached, 0u);  // released again
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), rings);
+  EXPECT_EQ(Read(0, 64), std::string(64, 'a'));
+
+  // Without release_bounce the ring stays, under the handle returned.
+  auto r2 = Stage(keys_.lce_h2d, 2, 1, 64, std::string(64, 'b'));
+  *r2.mutable_attach() = ab;
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, r2, &attached).ok());
+  ASSERT_NE(attached, 0u);
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), rings + 1);
+  auto r3 = Stage(keys_.lce_h2d, 3, 2, 128, std::string(64, 'c'));
+  r3.set_bounce_id(attached);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, r3).ok());
+  EXPECT_EQ(Read(0, 192), std::string(64, 'a') + std::string(64, 'b') + std::string(64, 'c'));
+
+  // A ring that cannot be mapped, or a domain the GPU is not routed to: the
+  // chunk is not looked at and consumes nothing.
+  const uint64_t rejected = gpu_->Status().rejected_chunks();
+  auto r4 = Stage(keys_.lce_h2d, 4, 3, 192, std::string(64, 'd'));
+  v1::AttachBounceRequest bad = ab;
+  bad.set_path("relative/path");
+  *r4.mutable_attach() = bad;
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, r4).status().code(), absl::StatusCode::kInvalidArgument);
+  *r4.mutable_attach() = ab;
+  EXPECT_EQ(gpu_->SubmitH2D("intruder", r4).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), rings + 1);
+  EXPECT_EQ(gpu_->Status().h2d_next_counter(), 4u);
+  EXPECT_EQ(gpu_->Status().rejected_chunks(), rejected);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, r4).ok());  // the same doorbell, rightly sent
+  EXPECT_EQ(Read(192, 64), std::string(64, 'd'));
+}
+
 TEST_F(EmulatedGpuTest, HeartbeatMissForcesReset) {
   absl::Time now = absl::FromUnixSeconds(1000);
   auto ca = *EcKey::Generate(Curve::kP384);

@@ -64,6 +64,23 @@ TEST_F(H2dStreamTest, InOrderChunksAreAckedOneByOne) {
                                std::string(1024, 'c') + std::string(1024, 'd'));
 }
 
+// Only the unary doorbell may attach its ring; on a stream it is refused.
+TEST_F(H2dStreamTest, DoorbellThatAttachesARingIsRefusedOnTheStream) {
+  auto r = Stage(keys_.lce_h2d, 1, 0, 0, std::string(1024, 'a'));
+  r.mutable_attach()->set_path(bounce_->path());
+  r.mutable_attach()->set_slots(kSlots);
+  r.mutable_attach()->set_slot_size(kSlotSize);
+  const uint64_t rings = gpu_->Status().bounce_buffers();
+  std::vector<v1::SubmitH2DAck> acks;
+  grpc::Status st = SendAll({r}, &acks);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("AttachBounce"), std::string::npos) << st.error_message();
+  EXPECT_TRUE(acks.empty());
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), rings);
+  EXPECT_EQ(gpu_->Status().h2d_next_counter(), 1u);
+  EXPECT_EQ(Read(0, 1024), std::string(1024, '\0'));
+}
+
 TEST_F(H2dStreamTest, BadChunkInTheMiddleEndsTheStreamAndChangesNothing) {
   std::vector<v1::SubmitH2DRequest> reqs;
   reqs.push_back(Stage(keys_.lce_h2d, 1, 0, 0, std::string(1024, 'a')));

@@ -113,8 +113,9 @@ absl::Status EncryptChunk(const WindowPlan& p, ChannelCipher& cipher, uint32_t i
 
 // A window of one chunk (the 4 KiB trip): everything on the calling thread,
 // one unary doorbell.
-absl::StatusOr<std::string> WriteOneChunk(const WindowPlan& p, v1::Device::Stub& stub,
-                                          double* source_seconds, bool* released) {
+absl::StatusOr<std::string> WriteOneChunk(const WindowPlan& p,
+                                          const v1::AttachBounceRequest& attach,
+                                          v1::Device::Stub& stub, double* source_seconds) {
   auto cipher = ChannelCipher::Create(*p.key);
   if (!cipher.ok()) return cipher.status();
   std::vector<uint8_t> staging;
@@ -123,12 +124,16 @@ absl::StatusOr<std::string> WriteOneChunk(const WindowPlan& p, v1::Device::Stub&
                                  source_seconds);
   Zeroize(staging.data(), staging.size());
   if (!st.ok()) return st;
+  // One call: the device maps the ring, decrypts the chunk and unmaps the
+  // ring, whatever becomes of the chunk. (Should the call fail on the way
+  // back, the device drops every ring at its next key exchange anyway.)
+  v1::SubmitH2DRequest req = p.Doorbell(0, 0, tag);
+  *req.mutable_attach() = attach;
   v1::SubmitH2DResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  st = FromGrpc(stub.SubmitH2D(&ctx, p.Doorbell(0, 0, tag), &resp), "GPU SubmitH2D");
+  st = FromGrpc(stub.SubmitH2D(&ctx, req, &resp), "GPU SubmitH2D");
   if (!st.ok()) return st;
-  *released = true;  // the device handled the doorbell, ring included
   TagDigest digest;
   digest.Add(tag);
   return digest.Final();
@@ -364,16 +369,19 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
   auto lease = pool->Acquire(slots, slot_size);
   if (!lease.ok()) return lease.status();
   BounceBuffer* ring = lease->ring();
+  v1::AttachBounceRequest attach;
+  attach.set_path(ring->path());
+  attach.set_slots(slots);
+  attach.set_slot_size(slot_size);
+  // A one-chunk window's doorbell attaches the ring itself (and releases it);
+  // a stream needs the ring attached first.
   uint64_t bounce_id = 0;
-  {
-    v1::AttachBounceRequest req;
-    req.set_path(ring->path());
-    req.set_slots(slots);
-    req.set_slot_size(slot_size);
+  if (n_chunks > 1) {
     v1::AttachBounceResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    absl::Status s = FromGrpc(stub_->AttachBounce(&ctx, req, &resp), "GPU AttachBounce");
+    absl::Status s =
+        FromGrpc(stub_->AttachBounce(&ctx, attach, &resp), "GPU AttachBounce");
     if (!s.ok()) return s;
     bounce_id = resp.bounce_id();
   }
@@ -384,9 +392,9 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
   bool released = false;
   absl::StatusOr<std::string> digest =
       n_chunks == 1
-          ? WriteOneChunk(plan, *stub_, &source_seconds, &released)
+          ? WriteOneChunk(plan, attach, *stub_, &source_seconds)
           : StreamPipeline(plan, slots, threads).Run(*stub_, &source_seconds, &released);
-  if (!released) {
+  if (n_chunks > 1 && !released) {
     // The last doorbell never reached the device. Best effort: the device
     // also drops rings when the session ends.
     v1::DetachBounceRequest dreq;
