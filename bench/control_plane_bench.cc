@@ -187,9 +187,9 @@ absl::StatusOr<std::vector<ComponentTiming>> MeasureControlPlaneComponents(
     if (!st.ok()) return st;
     s = add("state_store_trip",
             "the orchestrator's durable record of one trip in SQLite (WAL) in " + state_dir +
-                ": trip id, BeginTrip, 6 steps, provisioning report, scrubbed event, "
-                "FinishTrip; 3 commits fsynced (route_out, FinishTrip and, with a trainer, "
-                "RecordTrained)",
+                ": trip id, BeginTrip, 4 steps, the provisioning report with step scrub, "
+                "scrubbed event, FinishTrip (9 commits); 2 of them fsynced (route_out, "
+                "FinishTrip; a trainer adds RecordTrained)",
             1, nullptr, [&]() -> absl::Status {
               StateStore& db = **store;
               auto id = db.NextTripId();
@@ -205,8 +205,7 @@ absl::StatusOr<std::vector<ComponentTiming>> MeasureControlPlaneComponents(
               r.push_back(db.SetTripStep(*id, kStepProvision, ""));
               r.push_back(db.SetTripStep(*id, kStepRouteBack, ""));
               r.push_back(db.SetTripStep(*id, kStepRekey, ""));
-              r.push_back(db.RecordProvisioned(*id, kWindow, 1, 0.001, true));
-              r.push_back(db.SetTripStep(*id, kStepScrub, ""));
+              r.push_back(db.RecordProvisioned(*id, kWindow, 1, 0.001, true, kStepScrub, ""));
               EventRow e;
               e.campaign = "bench";
               e.trip = *id;

@@ -39,6 +39,19 @@ int main(int argc, char** argv) {
     std::printf("%s", flags.Help().c_str());
     return 0;
   }
+  auto usage_error = [](const std::string& msg) {
+    std::fprintf(stderr, "datapath_bench: %s (see --help)\n", msg.c_str());
+    return 2;
+  };
+  if (!flags.positional().empty()) {
+    return usage_error("unexpected argument '" + flags.positional()[0] + "'");
+  }
+  if (flags.IsSet("skip_trips") && flags.IsSet("trips_only")) {
+    return usage_error("--skip_trips and --trips_only leave nothing but the reference to run");
+  }
+  if (flags.IsSet("skip_trips") && (!flags.Get("trips").empty() || !flags.Get("bin_dir").empty())) {
+    return usage_error("--trips and --bin_dir are for the trips (c), which --skip_trips leaves out");
+  }
   SetLogLevel(0);  // the in-process device's INFO lines would drown the output
   bench::BenchConfig config =
       flags.IsSet("quick") ? bench::BenchConfig::Quick() : bench::BenchConfig::Full();
@@ -49,8 +62,7 @@ int main(int argc, char** argv) {
   if (!flags.Get("trips").empty()) {
     int trips = 0;
     if (!absl::SimpleAtoi(flags.Get("trips"), &trips) || trips < 1 || trips > 100000) {
-      std::fprintf(stderr, "datapath_bench: --trips must be a whole number from 1 to 100000\n");
-      return 2;
+      return usage_error("--trips must be a whole number from 1 to 100000");
     }
     config.trips.rounds = static_cast<uint32_t>(trips);
   }
@@ -68,5 +80,17 @@ int main(int argc, char** argv) {
   report->quick = flags.IsSet("quick");
   std::string out = flags.IsSet("json") ? bench::ReportJson(*report) : bench::ReportTable(*report);
   std::fwrite(out.data(), 1, out.size(), stdout);
+  // The figures are printed either way; a (c) that did not complete is a
+  // failed run for scripts.
+  if (report->ran_trips && !report->trips_error.empty()) {
+    std::fprintf(stderr, "datapath_bench: (c) not measured: %s\n", report->trips_error.c_str());
+    return 1;
+  }
+  if (report->ran_trips && report->trips.failed_trips > 0) {
+    std::fprintf(stderr, "datapath_bench: (c) %llu of %llu trips failed\n",
+                 (unsigned long long)report->trips.failed_trips,
+                 (unsigned long long)report->trips.trips);
+    return 1;
+  }
   return 0;
 }

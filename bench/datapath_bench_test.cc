@@ -111,7 +111,7 @@ TEST(DatapathRunnerTest, TinyRunGivesFiniteRatiosAndValidJson) {
   auto r = RunDatapathBench(c, nullptr);
   ASSERT_TRUE(r.ok()) << r.status();
   // In place at 16 KiB, 64 KiB, 256 KiB, 1 MiB; into the ring at the last
-  // three, from staging and from a window-sized source.
+  // three, from staging and from a source-sized buffer.
   EXPECT_EQ(r->reference.size(), 10u);
   ASSERT_EQ(r->stage.size(), 4u);
   ASSERT_EQ(r->stage_device.size(), 4u);
@@ -146,12 +146,58 @@ TEST(DatapathRunnerTest, TinyRunGivesFiniteRatiosAndValidJson) {
     EXPECT_EQ(comp.seconds.n, 2u) << comp.name;
     EXPECT_GT(comp.seconds.p50, 0) << comp.name;
   }
-  EXPECT_EQ(r->trips_error, "skipped");
+  EXPECT_FALSE(r->ran_trips);
+  EXPECT_TRUE(r->trips_error.empty());
+  EXPECT_FALSE(TripTargetMet(*r).has_value()) << "no verdict on trips that did not run";
   auto j = nlohmann::json::parse(ReportJson(*r), nullptr, false);
   ASSERT_FALSE(j.is_discarded());
   EXPECT_GT(j["machine"]["nproc"].get<int>(), 0);
   EXPECT_EQ(j["encrypt_and_stage"]["figures"].size(), 4u);
-  EXPECT_FALSE(ReportTable(*r).empty());
+  for (const auto& f : j["encrypt_and_stage"]["figures"]) {
+    EXPECT_EQ(f["meets_target"].get<bool>(), f["ratio_vs_threads_x_openssl"].get<double>() >= 0.9);
+  }
+  EXPECT_TRUE(j["provision_end_to_end"]["meets_target"].is_boolean());
+  EXPECT_TRUE(j["sections_run"]["provision_end_to_end"].get<bool>());
+  EXPECT_FALSE(j["sections_run"]["trip_control_plane"].get<bool>());
+  // Trips that did not run have no figures that could pass for zeros.
+  EXPECT_FALSE(j["trip_control_plane"].contains("trip_seconds"));
+  EXPECT_TRUE(j["trip_control_plane"]["p50_meets_target"].is_null());
+  EXPECT_EQ(j["trip_control_plane"]["components_in_process"].size(), r->components.size());
+  const std::string table = ReportTable(*r);
+  EXPECT_NE(table.find("not run (--skip_trips)"), std::string::npos) << table;
+  EXPECT_EQ(table.find("NOT MEASURED"), std::string::npos) << table;
+}
+
+TEST(DatapathRunnerTest, SectionsLeftOutAreSaidSoAndNotZeros) {
+  BenchReport r;
+  r.ran_datapath = false;
+  r.trips.trips = 20;
+  r.trips.trip_seconds.n = 20;
+  r.trips.trip_seconds.p50 = 0.001;
+  // Fewer trips than a figure needs: no verdict, even on a fast p50.
+  EXPECT_FALSE(TripTargetMet(r).has_value());
+  const std::string table = ReportTable(r);
+  EXPECT_NE(table.find("(a), (a') and (b): not run (--trips_only)"), std::string::npos) << table;
+  EXPECT_EQ(table.find("(b) end-to-end"), std::string::npos) << table;
+  EXPECT_NE(table.find("no verdict (20 trips measured; figures need 100)"), std::string::npos)
+      << table;
+  auto j = nlohmann::json::parse(ReportJson(r), nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_TRUE(j["encrypt_and_stage"].is_null());
+  EXPECT_TRUE(j["encrypt_and_stage_with_device"].is_null());
+  EXPECT_TRUE(j["provision_end_to_end"].is_null());
+  EXPECT_FALSE(j["sections_run"]["encrypt_and_stage"].get<bool>());
+  EXPECT_TRUE(j["sections_run"]["trip_control_plane"].get<bool>());
+  EXPECT_TRUE(j["trip_control_plane"]["p50_meets_target"].is_null());
+  r.trips.trips = 100;
+  r.trips.trip_seconds.n = 100;
+  ASSERT_TRUE(TripTargetMet(r).has_value());
+  EXPECT_TRUE(*TripTargetMet(r));
+  r.trips.trip_seconds.p50 = 0.006;
+  EXPECT_FALSE(*TripTargetMet(r));
+  r.trips_error = "stack did not start";
+  EXPECT_FALSE(TripTargetMet(r).has_value());
+  EXPECT_NE(ReportTable(r).find("NOT MEASURED: stack did not start"), std::string::npos);
 }
 
 TEST(TripBenchTest, FewTripsOverTheRealStack) {

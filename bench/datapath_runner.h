@@ -26,7 +26,8 @@ struct BenchConfig {
   uint32_t provision_chunk = 2u << 20;          // (b): H2dWriterOptions defaults
   int provision_threads = 2;
   int provision_passes = 3;
-  size_t source_bytes = 64u << 20;              // in-memory dataset, read cyclically
+  size_t source_bytes = 256u << 20;             // in-memory dataset, read cyclically;
+                                                // also the large-source reference's
   int component_iterations = 50;                // (c) steps in process
   bool run_datapath = true;                     // (a), (a') and (b)
   bool run_trips = true;                        // (c) multi-process stack
@@ -41,7 +42,8 @@ struct BenchConfig {
 // Runs every section in order: (ref), (a), (a'), (b), (c); run_datapath and
 // run_trips leave sections out. `progress` (may be
 // empty) gets a line before each section. A failing (c) is recorded in the
-// report (trips_error) rather than failing the run; anything else fails it.
+// report (trips_error) rather than failing the run; anything else fails it,
+// and so do daemons that cannot be found for (c), before anything is measured.
 absl::StatusOr<BenchReport> RunDatapathBench(
     const BenchConfig& config, const std::function<void(const std::string&)>& progress);
 

@@ -58,6 +58,7 @@ json FigureJson(const ThroughputFigure& f, bool with_breakdown) {
             {"pass_adjacent_openssl_mbps", f.pass_adjacent_reference_mbps},
             {"adjacent_openssl_mbps_median", f.adjacent_reference_mbps},
             {"ratio_vs_threads_x_adjacent_openssl", Finite(f.ratio_adjacent)}};
+  j["meets_target"] = f.ratio >= kStageTargetRatio;
   j["ring_create_seconds_once"] = f.ring_create_seconds;
   if (!f.pass_concurrent_reference_mbps.empty()) {
     j["pass_concurrent_openssl_mbps"] = f.pass_concurrent_reference_mbps;
@@ -77,6 +78,12 @@ json FigureJson(const ThroughputFigure& f, bool with_breakdown) {
 }
 
 }  // namespace
+
+std::optional<bool> TripTargetMet(const BenchReport& r) {
+  if (!r.ran_trips || !r.trips_error.empty()) return std::nullopt;
+  if (r.trips.trip_seconds.n < kTripsForFigures) return std::nullopt;
+  return r.trips.trip_seconds.p50 <= kTripP50TargetSeconds;
+}
 
 double ReferenceMbps(const BenchReport& report, size_t message_bytes, bool into_ring,
                      bool large_source) {
@@ -145,7 +152,15 @@ std::string ReportJson(const BenchReport& r) {
                   {"load_average_start", r.machine.load_average},
                   {"load_average_end", r.load_average_end}};
   j["targets"] = {{"stage_ratio_min", kStageTargetRatio},
-                  {"trip_p50_max_seconds", kTripP50TargetSeconds}};
+                  {"provision_ratio_min", kStageTargetRatio},
+                  {"trip_p50_max_seconds", kTripP50TargetSeconds},
+                  {"trips_for_figures_min", kTripsForFigures}};
+  j["sections_run"] = {{"reference", true},
+                       {"encrypt_and_stage", r.ran_datapath},
+                       {"encrypt_and_stage_with_device", r.ran_datapath},
+                       {"provision_end_to_end", r.ran_datapath},
+                       {"trip_steps_in_process", true},
+                       {"trip_control_plane", r.ran_trips && r.trips_error.empty()}};
   json ref = json::array();
   for (const auto& x : r.reference) {
     ref.push_back({{"message_bytes", x.message_bytes},
@@ -173,6 +188,11 @@ std::string ReportJson(const BenchReport& r) {
   j["encrypt_and_stage_with_device"] = {
       {"bounce_dir", r.bounce_dir}, {"figures", dev}, {"device_submit_h2d_ceiling", ceil}};
   j["provision_end_to_end"] = FigureJson(r.provision, false);
+  if (!r.ran_datapath) {
+    j["encrypt_and_stage"] = nullptr;
+    j["encrypt_and_stage_with_device"] = nullptr;
+    j["provision_end_to_end"] = nullptr;
+  }
   json comps = json::array();
   for (const auto& c : r.components) {
     comps.push_back({{"name", c.name},
@@ -181,6 +201,14 @@ std::string ReportJson(const BenchReport& r) {
                      {"seconds", SummaryJson(c.seconds)}});
   }
   const TripBenchResult& t = r.trips;
+  if (!r.ran_trips || !r.trips_error.empty()) {
+    // Not measured: the steps in process only, no summaries of nothing.
+    j["trip_control_plane"] = {{"error", r.ran_trips ? r.trips_error : "not run (--skip_trips)"},
+                               {"p50_meets_target", nullptr},
+                               {"components_in_process", comps}};
+    return j.dump(2) + "\n";
+  }
+  const std::optional<bool> met = TripTargetMet(r);
   j["trip_control_plane"] = {
       {"error", r.trips_error},
       {"stack_start_seconds", t.stack_start_seconds},
@@ -199,7 +227,7 @@ std::string ReportJson(const BenchReport& r) {
       {"cpu_seconds_per_trip", t.cpu_seconds_per_trip},
       {"device_bounce_mappings_after_campaign", t.device_bounce_mappings},
       {"device_bounce_bytes_after_campaign", t.device_bounce_bytes},
-      {"p50_meets_target", t.trip_seconds.n > 0 && t.trip_seconds.p50 <= kTripP50TargetSeconds},
+      {"p50_meets_target", met.has_value() ? json(*met) : json(nullptr)},
       {"components_in_process", comps}};
   return j.dump(2) + "\n";
 }
@@ -259,45 +287,53 @@ std::string ReportTable(const BenchReport& r) {
       o += "\n";
     }
   };
-  o += "\n(adj ref: OpenSSL single thread measured right before each pass; vs adj: median over\n"
-       " passes of MB/s / (threads x that pass's adj ref). CPUs: process CPU time / wall.\n"
-       " ring ms: creating the bounce ring, once per holder agent, which keeps it between\n"
-       " trips; the passes reuse it, the device maps it on every pass. conc ref: OpenSSL's\n"
-       " loop on that many threads at once right before each pass, what the machine gives\n"
-       " now; vs conc: MB/s / conc ref, median over passes. Diagnostic, not the target.)\n";
-  o += "\n(a) encrypt-and-stage into the bounce ring in " + r.bounce_dir +
-       ", no device (target >= " + Format("%.1f", kStageTargetRatio) +
-       " x threads x ref)" +
-       (!r.stage.empty() && r.stage.front().zero_copy
-            ? "; workers encrypt straight from source views (zero copy)"
-            : "; workers copy into private staging") +
-       "\n";
-  table(r.stage, true);
-  o += "\n(a') the same through H2dWriter into the in-process emulated device "
-       "(streamed gRPC doorbells, device decrypts)\n";
-  table(r.stage_device, false);
-  o += "  device side alone (EmulatedGpu::SubmitH2D called directly, one thread):";
-  for (const auto& c : r.device_ceiling) {
-    o += Format("  %s %.0f MB/s (%.0f us/chunk)", SizeName(c.chunk_size).c_str(), c.mbps,
-                c.per_chunk_us);
-  }
-  o += "\n";
+  if (r.ran_datapath) {
+    o += "\n(adj ref: OpenSSL single thread measured right before each pass; vs adj: median over\n"
+         " passes of MB/s / (threads x that pass's adj ref). CPUs: process CPU time / wall.\n"
+         " ring ms: creating the bounce ring, once per holder agent, which keeps it between\n"
+         " trips; the passes reuse it, the device maps it on every pass. conc ref: OpenSSL's\n"
+         " loop on that many threads at once right before each pass, what the machine gives\n"
+         " now; vs conc: MB/s / conc ref, median over passes. Diagnostic, not the target.)\n";
+    o += "\n(a) encrypt-and-stage into the bounce ring in " + r.bounce_dir +
+         ", no device (target >= " + Format("%.1f", kStageTargetRatio) +
+         " x threads x ref)" +
+         (!r.stage.empty() && r.stage.front().zero_copy
+              ? "; workers encrypt straight from source views (zero copy)"
+              : "; workers copy into private staging") +
+         "\n";
+    table(r.stage, true);
+    o += "\n(a') the same through H2dWriter into the in-process emulated device "
+         "(streamed gRPC doorbells, device decrypts)\n";
+    table(r.stage_device, false);
+    o += "  device side alone (EmulatedGpu::SubmitH2D called directly, one thread):";
+    for (const auto& c : r.device_ceiling) {
+      o += Format("  %s %.0f MB/s (%.0f us/chunk)", SizeName(c.chunk_size).c_str(), c.mbps,
+                  c.per_chunk_us);
+    }
+    o += "\n";
 
-  const ThroughputFigure& p = r.provision;
-  o += "\n(b) end-to-end provisioning, H2dWriter -> gRPC -> DeviceServiceImpl -> EmulatedGpu\n";
-  o += Format("  window %s, chunk %s, %d threads: %.0f MB/s median (best %.0f) over %zu "
-              "passes, %.2f CPUs busy;\n  %.2f x OpenSSL single thread (%.0f MB/s), "
-              "%.2f x threads x OpenSSL; adjacent OpenSSL %.0f MB/s: %.2f x single thread, "
-              "%.2f x threads x it\n",
-              SizeName(p.window_bytes).c_str(), SizeName(p.chunk_size).c_str(), p.threads,
-              p.mbps, p.best_mbps, p.pass_mbps.size(),
-              p.seconds > 0 ? p.cpu_seconds / p.seconds : 0.0, p.ratio_single,
-              p.reference_mbps, p.ratio, p.adjacent_reference_mbps,
-              p.ratio_adjacent * std::max(1, p.threads), p.ratio_adjacent);
+    const ThroughputFigure& p = r.provision;
+    o += "\n(b) end-to-end provisioning, H2dWriter -> gRPC -> DeviceServiceImpl -> EmulatedGpu\n";
+    o += Format("  window %s, chunk %s, %d threads: %.0f MB/s median (best %.0f) over %zu "
+                "passes, %.2f CPUs busy;\n  %.2f x OpenSSL single thread (%.0f MB/s), "
+                "%.2f x threads x OpenSSL; adjacent OpenSSL %.0f MB/s: %.2f x single thread, "
+                "%.2f x threads x it\n",
+                SizeName(p.window_bytes).c_str(), SizeName(p.chunk_size).c_str(), p.threads,
+                p.mbps, p.best_mbps, p.pass_mbps.size(),
+                p.seconds > 0 ? p.cpu_seconds / p.seconds : 0.0, p.ratio_single,
+                p.reference_mbps, p.ratio, p.adjacent_reference_mbps,
+                p.ratio_adjacent * std::max(1, p.threads), p.ratio_adjacent);
+    o += Format("  target >= %.1f x threads x OpenSSL: %s\n", kStageTargetRatio,
+                p.ratio >= kStageTargetRatio ? "met" : "MISSED");
+  } else {
+    o += "\n(a), (a') and (b): not run (--trips_only)\n";
+  }
 
   o += "\n(c) control plane: trips of a 4 KiB window over the multi-process stack\n";
-  if (!r.trips_error.empty()) {
+  if (r.ran_trips && !r.trips_error.empty()) {
     o += "  NOT MEASURED: " + r.trips_error + "\n";
+  } else if (!r.ran_trips) {
+    o += "  not run (--skip_trips)\n";
   } else {
     const TripBenchResult& t = r.trips;
     o += Format("  %llu trips (%llu failed), stack start %.2f s, campaign %.2f s\n",
@@ -312,9 +348,13 @@ std::string ReportTable(const BenchReport& r) {
     row("  holder Provision (seconds)", t.holder_seconds);
     row("  orchestrator side (rest)", t.orchestrator_seconds);
     row("MUX Route RPC (after)", t.mux_route_seconds);
+    const std::optional<bool> met = TripTargetMet(r);
     o += Format("  target p50 <= %.0f ms: %s\n", kTripP50TargetSeconds * 1e3,
-                t.trip_seconds.n > 0 && t.trip_seconds.p50 <= kTripP50TargetSeconds ? "met"
-                                                                                 : "MISSED");
+                met.has_value() ? (*met ? "met" : "MISSED")
+                                : Format("no verdict (%llu trips measured; figures need %llu)",
+                                         (unsigned long long)t.trip_seconds.n,
+                                         (unsigned long long)kTripsForFigures)
+                                      .c_str());
     o += Format("  phases from daemon logs (mean of %llu trips): setup %.2f ms, away %.2f ms, "
                 "return %.2f ms\n",
                 (unsigned long long)t.phase_trips, t.setup_mean * 1e3, t.away_mean * 1e3,
@@ -341,7 +381,7 @@ std::string ReportTable(const BenchReport& r) {
                 c.what.c_str());
     modelled += c.per_trip * c.seconds.p50;
   }
-  if (!r.trips_error.empty() || r.trips.mux_route_seconds.n == 0) {
+  if (!r.ran_trips || !r.trips_error.empty() || r.trips.mux_route_seconds.n == 0) {
     o += Format("  sum over one trip's steps: %.2f ms (MUX routes not included)\n", modelled * 1e3);
   } else {
     o += Format("  sum over one trip's steps + 2 MUX routes: %.2f ms\n",

@@ -2,6 +2,7 @@
 #define GPUTRAVEL_BENCH_REPORT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@ namespace bench {
 // Targets the figures are judged against.
 inline constexpr double kStageTargetRatio = 0.9;      // (a) vs threads x OpenSSL
 inline constexpr double kTripP50TargetSeconds = 0.005;  // (c)
+// Fewer trips than this give no p99 worth the name: no verdict on (c).
+inline constexpr uint64_t kTripsForFigures = 100;
 
 // One throughput configuration, measured over several passes.
 struct ThroughputFigure {
@@ -63,6 +66,8 @@ struct BenchReport {
   uint64_t large_source_bytes = 0;  // the buffer of the large-source reference
   std::string load_average_end;
   double total_seconds = 0;
+  bool ran_datapath = true;  // (a), (a') and (b) ran (not --trips_only)
+  bool ran_trips = true;     // (c) over the stack was attempted (not --skip_trips)
 
   std::vector<GcmReference> reference;           // (ref), both kinds
   std::vector<ThroughputFigure> stage;           // (a) without the device
@@ -82,7 +87,12 @@ double ReferenceMbps(const BenchReport& report, size_t message_bytes, bool into_
 // Fills mbps/best/ratios of `f` from its passes and the report's reference.
 void FinishFigure(const BenchReport& report, ThroughputFigure* f);
 
+// The verdict on (c): true (met), false (missed), or empty when it was not
+// measured or rests on fewer than kTripsForFigures trips.
+std::optional<bool> TripTargetMet(const BenchReport& report);
+
 // One JSON object with every figure, the machine and the command line.
+// Sections that did not run are null ("sections_run" says which did).
 std::string ReportJson(const BenchReport& report);
 // Human-readable tables.
 std::string ReportTable(const BenchReport& report);

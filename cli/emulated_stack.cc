@@ -74,11 +74,16 @@ json DevAttestation(const DevPki& pki, const std::string& domain,
 }  // namespace
 
 absl::StatusOr<std::string> FindDaemonDir(const std::string& override_dir) {
-  std::vector<std::pair<std::string, bool>> candidates;
   if (!override_dir.empty()) {
-    candidates.push_back({override_dir, true});
-    candidates.push_back({override_dir, false});
+    // A directory the user named is the only place to look: falling back to
+    // other daemons would run what they did not choose.
+    if (HasDaemons(override_dir, true) || HasDaemons(override_dir, false)) return override_dir;
+    return absl::NotFoundError(
+        "the daemon directory " + override_dir +
+        " does not hold all of emulated_gpu_daemon, vfio_mux, holder_agent and orchestrator "
+        "(side by side, or in Bazel's runfiles layout)");
   }
+  std::vector<std::pair<std::string, bool>> candidates;
   if (const char* r = getenv("RUNFILES_DIR")) candidates.push_back({std::string(r) + "/gputravel", true});
   if (const char* r = getenv("TEST_SRCDIR")) candidates.push_back({std::string(r) + "/gputravel", true});
   std::string self = SelfExe();
@@ -91,7 +96,8 @@ absl::StatusOr<std::string> FindDaemonDir(const std::string& override_dir) {
   }
   return absl::NotFoundError(
       "cannot find the daemons (emulated_gpu_daemon, vfio_mux, holder_agent, "
-      "orchestrator): run through `bazel run //:gputravel`, or pass --bin_dir");
+      "orchestrator) in this program's Bazel runfiles: start it with `bazel run`, or pass "
+      "--bin_dir");
 }
 
 std::string EmulatedStack::device_socket(const std::string& domain) const {
@@ -318,7 +324,8 @@ std::unique_ptr<v1::Orchestrator::Stub> EmulatedStack::OperatorClient() const {
 }
 
 absl::StatusOr<v1::Campaign> EmulatedStack::WaitForFinal(const std::string& name,
-                                                         double seconds) const {
+                                                         double seconds,
+                                                         bool paused_ends_wait) const {
   auto stub = OperatorClient();
   if (stub == nullptr) return absl::InternalError("cannot build the operator's TLS channel");
   auto until = std::chrono::steady_clock::now() +
@@ -342,7 +349,8 @@ absl::StatusOr<v1::Campaign> EmulatedStack::WaitForFinal(const std::string& name
     v1::Campaign c;
     absl::Status s = FromGrpc(stub->GetCampaign(&ctx, req, &c), "orchestrator GetCampaign");
     if (s.ok() && (c.state() == v1::COMPLETED || c.state() == v1::FAILED ||
-                   c.state() == v1::CANCELLED)) {
+                   c.state() == v1::CANCELLED ||
+                   (paused_ends_wait && c.state() == v1::PAUSED))) {
       return c;
     }
     if (std::chrono::steady_clock::now() > until) {
@@ -380,7 +388,7 @@ absl::StatusOr<v1::Campaign> EmulatedStack::RunCampaign(const json* spec) {
     absl::Status s = FromGrpc(stub->StartCampaign(&ctx, ref, &c), "orchestrator StartCampaign");
     if (!s.ok()) return s;
   }
-  return WaitForFinal(name, 1200);
+  return WaitForFinal(name, 1200, /*paused_ends_wait=*/true);
 }
 
 void EmulatedStack::Stop() {

@@ -66,12 +66,16 @@ class EmulatedStack {
   // The campaign specification the options describe (tests may edit it).
   nlohmann::json CampaignSpec() const;
   // Creates the campaign (CampaignSpec() unless `spec` is given), starts it,
-  // waits until it is final and returns it with its trips.
+  // waits until it is final, or PAUSED (a failure that waits for an operator,
+  // who is not there: the caller sees the state and the error), and returns
+  // it with its trips.
   absl::StatusOr<v1::Campaign> RunCampaign(const nlohmann::json* spec = nullptr);
   // A client of the orchestrator API with the operator's certificate.
   std::unique_ptr<v1::Orchestrator::Stub> OperatorClient() const;
-  // Waits until the campaign is in a final state (or `seconds` pass).
-  absl::StatusOr<v1::Campaign> WaitForFinal(const std::string& name, double seconds) const;
+  // Waits until the campaign is in a final state, or also PAUSED with
+  // `paused_ends_wait` (or `seconds` pass: DeadlineExceeded).
+  absl::StatusOr<v1::Campaign> WaitForFinal(const std::string& name, double seconds,
+                                            bool paused_ends_wait = false) const;
   // Starts a daemon again with its configuration (after Kill, for crash tests).
   absl::Status Restart(const std::string& name);
   // Stops every daemon (SIGTERM, then SIGKILL). Idempotent.

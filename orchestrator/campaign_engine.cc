@@ -75,14 +75,17 @@ class CampaignEngine::Hooks final : public TripHooks {
     engine_->SetProgress(plan_->campaign, plan_->trip, plan_->holder, bytes, total);
   }
   absl::Status Provisioned(uint64_t bytes, uint64_t chunks, double seconds,
-                           bool digest_match) override {
+                           bool digest_match, const char* then_step,
+                           const std::string& then_message) override {
     engine_->SetProgress(plan_->campaign, plan_->trip, plan_->holder, bytes,
                          plan_->window_length);
     auto seqs = engine_->store_->RecordProvisioned(plan_->trip, bytes, chunks, seconds,
-                                                   digest_match);
+                                                   digest_match, then_step, then_message);
     engine_->Notify(seqs);
+    if (seqs.ok()) CrashPoint(std::string("after_commit:") + then_step);
     return seqs.status();
   }
+  bool Trains() const override { return trainer_ != nullptr; }
   void Rekeyed() override {
     if (on_rekeyed_) on_rekeyed_();
   }

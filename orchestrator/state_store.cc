@@ -1215,6 +1215,45 @@ absl::StatusOr<EventSeqs> StateStore::BeginTrip(const TripRow& t) {
   return seqs;
 }
 
+absl::StatusOr<int64_t> StateStore::MoveStepLocked(
+    const TripRow& t, const std::string& step, int to, const std::string& message,
+    const std::optional<TripCounterWindow>& window) {
+  if (IsFinalStep(t.step)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(TripName(t), " already finished (", t.step,
+                     "); it cannot move to ", step));
+  }
+  if (to < StepIndex(t.step)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(TripName(t), " is at step ", t.step,
+                     "; steps only move forward, not back to ", step));
+  }
+  const int64_t now = NowMs();
+  {
+    GT_SS_ASSIGN_OR_RETURN(
+        Stmt s,
+        Prepare(db_, stmts_, "UPDATE trips SET step = ? WHERE id = ?"));
+    s.Text(step).U64(t.id);
+    GT_SS_RETURN_IF_ERROR(s.Run());
+  }
+  if (window.has_value()) {
+    GT_SS_ASSIGN_OR_RETURN(
+        Stmt s, Prepare(db_, stmts_,
+                        "UPDATE trips SET gpu_session = ?, first_counter = ?, "
+                        "counter_count = ? WHERE id = ?"));
+    s.U64(window->gpu_session).Int(window->first).Int(window->count).U64(t.id);
+    GT_SS_RETURN_IF_ERROR(s.Run());
+  }
+  EventRow e;
+  e.campaign = t.campaign;
+  e.trip = t.id;
+  e.kind = "step";
+  e.step = step;
+  e.message = message;
+  e.time_ms = now;
+  return InsertEvent(e);
+}
+
 absl::StatusOr<EventSeqs> StateStore::SetTripStep(
     uint64_t trip_id, const std::string& step, const std::string& message,
     const std::optional<TripCounterWindow>& window) {
@@ -1238,40 +1277,7 @@ absl::StatusOr<EventSeqs> StateStore::SetTripStep(
   GT_SS_RETURN_IF_ERROR(
       InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
         GT_SS_ASSIGN_OR_RETURN(TripRow t, LoadTrip(trip_id));
-        if (IsFinalStep(t.step)) {
-          return absl::FailedPreconditionError(
-              absl::StrCat(TripName(t), " already finished (", t.step,
-                           "); it cannot move to ", step));
-        }
-        if (to < StepIndex(t.step)) {
-          return absl::FailedPreconditionError(
-              absl::StrCat(TripName(t), " is at step ", t.step,
-                           "; steps only move forward, not back to ", step));
-        }
-        const int64_t now = NowMs();
-        {
-          GT_SS_ASSIGN_OR_RETURN(
-              Stmt s,
-              Prepare(db_, stmts_, "UPDATE trips SET step = ? WHERE id = ?"));
-          s.Text(step).U64(trip_id);
-          GT_SS_RETURN_IF_ERROR(s.Run());
-        }
-        if (window.has_value()) {
-          GT_SS_ASSIGN_OR_RETURN(
-              Stmt s, Prepare(db_, stmts_,
-                              "UPDATE trips SET gpu_session = ?, first_counter = ?, "
-                              "counter_count = ? WHERE id = ?"));
-          s.U64(window->gpu_session).Int(window->first).Int(window->count).U64(trip_id);
-          GT_SS_RETURN_IF_ERROR(s.Run());
-        }
-        EventRow e;
-        e.campaign = t.campaign;
-        e.trip = trip_id;
-        e.kind = "step";
-        e.step = step;
-        e.message = message;
-        e.time_ms = now;
-        GT_SS_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
+        GT_SS_ASSIGN_OR_RETURN(int64_t seq, MoveStepLocked(t, step, to, message, window));
         seqs.push_back(seq);
         return absl::OkStatus();
       }, true, step == kStepRouteOut ? Durability::kFlush : Durability::kLazy));
@@ -1282,10 +1288,18 @@ absl::StatusOr<EventSeqs> StateStore::RecordProvisioned(uint64_t trip_id,
                                                         uint64_t bytes,
                                                         uint64_t chunks,
                                                         double seconds,
-                                                        bool digest_match) {
+                                                        bool digest_match,
+                                                        const char* then_step,
+                                                        const std::string& then_message) {
   if (!std::isfinite(seconds) || seconds < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "trip ", trip_id, ": provisioning time ", seconds, " is not valid"));
+  }
+  if (then_step != nullptr && std::string(then_step) != kStepTrain &&
+      std::string(then_step) != kStepScrub) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trip ", trip_id, ": after the provisioning report a trip moves to ", kStepTrain,
+        " or ", kStepScrub, ", not ", Quote(then_step)));
   }
   absl::MutexLock lock(&mu_);
   EventSeqs seqs;
@@ -1320,6 +1334,12 @@ absl::StatusOr<EventSeqs> StateStore::RecordProvisioned(uint64_t trip_id,
         e.time_ms = now;
         GT_SS_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
         seqs.push_back(seq);
+        if (then_step != nullptr) {
+          GT_SS_ASSIGN_OR_RETURN(
+              int64_t step_seq,
+              MoveStepLocked(t, then_step, StepIndex(then_step), then_message, std::nullopt));
+          seqs.push_back(step_seq);
+        }
         return absl::OkStatus();
       }, true, Durability::kLazy));
   return seqs;

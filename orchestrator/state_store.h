@@ -264,9 +264,14 @@ class StateStore {
       const std::optional<TripCounterWindow>& window = std::nullopt);
 
   // The holder's provisioning report. Allowed at steps provision..rekey.
+  // With `then_step` (train or scrub, the step that follows the report) the
+  // trip also moves there in the same transaction, exactly as SetTripStep
+  // would have moved it: one commit instead of two on the trip's path.
   absl::StatusOr<EventSeqs> RecordProvisioned(uint64_t trip_id, uint64_t bytes,
                                               uint64_t chunks, double seconds,
-                                              bool digest_match);
+                                              bool digest_match,
+                                              const char* then_step = nullptr,
+                                              const std::string& then_message = "");
 
   // Training of the trip's window finished: in ONE transaction, stores the
   // loss on the trip, the checkpoint and last_loss on the campaign, marks the
@@ -332,6 +337,13 @@ class StateStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SetSynchronous(Durability durability) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<int64_t> InsertEvent(const EventRow& e)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Inside a transaction: moves trip `t` to `step` (index `to`, checked by
+  // the caller to be a known, non-final step) if steps only move forward,
+  // records `window` with it, and appends the step event.
+  absl::StatusOr<int64_t> MoveStepLocked(const TripRow& t, const std::string& step, int to,
+                                         const std::string& message,
+                                         const std::optional<TripCounterWindow>& window)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::StatusOr<CampaignRow> LoadCampaign(const std::string& name,

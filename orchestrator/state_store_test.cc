@@ -427,6 +427,75 @@ TEST_F(StateStoreTest, StepsMoveForwardWithEventsInOrder) {
   for (size_t i = 1; i < seqs.size(); ++i) EXPECT_GT(seqs[i], seqs[i - 1]);
 }
 
+TEST_F(StateStoreTest, ProvisioningReportCommitsTheNextStepWithIt) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+  auto begin = [&]() -> absl::StatusOr<uint64_t> {
+    auto id = store->NextTripId();
+    if (!id.ok()) return id.status();
+    TripRow t;
+    t.id = *id;
+    t.campaign = "c1";
+    t.holder = "h1";
+    t.window_length = 25;
+    auto s = store->BeginTrip(t);
+    if (!s.ok()) return s.status();
+    s = store->SetTripStep(*id, kStepRouteOut, "", TripCounterWindow{9, 5, 2});
+    if (!s.ok()) return s.status();
+    s = store->SetTripStep(*id, kStepProvision, "");
+    if (!s.ok()) return s.status();
+    s = store->SetTripStep(*id, kStepRekey, "");
+    if (!s.ok()) return s.status();
+    return *id;
+  };
+  // Straight to scrub: the report and the step event, in that order.
+  ASSERT_OK_AND_ASSIGN(uint64_t id, begin());
+  ASSERT_OK_AND_ASSIGN(int64_t before, store->LastEventSeq());
+  ASSERT_OK_AND_ASSIGN(EventSeqs seqs, store->RecordProvisioned(id, 25, 2, 0.1, false,
+                                                               kStepScrub, "zeroing"));
+  ASSERT_EQ(seqs.size(), 2u);
+  ASSERT_OK_AND_ASSIGN(TripRow after, store->GetTrip(id));
+  EXPECT_EQ(after.step, kStepScrub);
+  EXPECT_EQ(after.bytes, 25u);
+  EXPECT_FALSE(after.digest_match);
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRow> events, store->EventsAfter("c1", before, 100));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, "provisioned");
+  EXPECT_EQ(events[0].step, kStepRekey);
+  EXPECT_EQ(events[0].seq, seqs[0]);
+  EXPECT_EQ(events[1].kind, "step");
+  EXPECT_EQ(events[1].step, kStepScrub);
+  EXPECT_EQ(events[1].message, "zeroing");
+  EXPECT_EQ(events[1].seq, seqs[1]);
+  TripFinish f;
+  f.outcome = kOutcomeFailed;
+  f.scrub_verified = true;
+  f.rekeyed = true;
+  ASSERT_OK(store->FinishTrip(id, f));
+
+  // To train: RecordTrained then finds the trip where it must be.
+  ASSERT_OK_AND_ASSIGN(id, begin());
+  ASSERT_OK(store->RecordProvisioned(id, 25, 2, 0.1, true, kStepTrain, "training"));
+  ASSERT_OK_AND_ASSIGN(after, store->GetTrip(id));
+  EXPECT_EQ(after.step, kStepTrain);
+  ASSERT_OK(store->RecordTrained(id, 1.5, "m"));
+
+  // Only the steps that follow a report, and nothing changes when refused.
+  ASSERT_OK(store->FinishTrip(id, f));
+  ASSERT_OK_AND_ASSIGN(id, begin());
+  ASSERT_OK_AND_ASSIGN(before, store->LastEventSeq());
+  for (const char* wrong : {kStepRouteBack, kStepDone, "teleport"}) {
+    auto r = store->RecordProvisioned(id, 25, 2, 0.1, true, wrong, "");
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << wrong;
+  }
+  ASSERT_OK_AND_ASSIGN(after, store->GetTrip(id));
+  EXPECT_EQ(after.step, kStepRekey);
+  EXPECT_EQ(after.bytes, 0u);
+  ASSERT_OK_AND_ASSIGN(events, store->EventsAfter("c1", before, 100));
+  EXPECT_TRUE(events.empty());
+}
+
 TEST_F(StateStoreTest, TripIsFinishedAndCountedExactlyOnce) {
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);

@@ -329,6 +329,7 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
     out.error = "GPU substitution detected: " + std::string(same.message());
   }
   bool trained = false;
+  bool at_scrub = false;  // step "scrub" is committed
   if (out.error.empty()) {
     // The window read back above: the device must hold exactly what the
     // holder encrypted.
@@ -339,8 +340,14 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
       digest_match = digest.ok() && *digest == prep.digest() &&
                      prep.bytes() == plan.window_length;
     }
-    absl::Status rec = hooks->Provisioned(prep.bytes(), prep.chunks(), prep.seconds(),
-                                          digest_match);
+    // The report is committed with the next step: train when the window is
+    // good and a trainer waits, else straight to scrub.
+    const bool train = rd.ok() && digest_match && !control->cancelled() && hooks->Trains();
+    absl::Status rec = hooks->Provisioned(
+        prep.bytes(), prep.chunks(), prep.seconds(), digest_match,
+        train ? kStepTrain : kStepScrub,
+        train ? "training on the window" : "zeroing and verifying the buffer");
+    at_scrub = rec.ok() && !train;
     if (!rd.ok()) {
       out.error = std::string(rd.message());
     } else if (!digest_match) {
@@ -351,26 +358,22 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
       out.error = std::string(rec.message());
     } else if (control->cancelled()) {
       out.error = "cancelled";
-    } else {
-      absl::Status st = hooks->Step(kStepTrain, "training on the window");
-      if (st.ok()) {
-        auto t = hooks->Train(data);
-        if (t.ok()) {
-          trained = *t;
-          out.trained = *t;
-        } else {
-          out.error = std::string(t.status().message());
-        }
+    } else if (train) {
+      auto t = hooks->Train(data);
+      if (t.ok()) {
+        trained = *t;
+        out.trained = *t;
       } else {
-        out.error = std::string(st.message());
+        out.error = std::string(t.status().message());
       }
     }
     Zeroize(&data[0], data.size());  // consumed; wiped again on the way out
   }
   lce.key.Clear();
   // Scrub before any other holder can get the GPU (P2). A trained trip is
-  // already at "scrub" (committed with the checkpoint).
-  if (!trained) {
+  // already at "scrub" (committed with the checkpoint), and so is one whose
+  // report was committed with it.
+  if (!trained && !at_scrub) {
     commit = hooks->Step(kStepScrub, "zeroing and verifying the buffer");
     if (!commit.ok()) GT_LOG(0, "trip ", plan.trip, ": ", commit.message());
   }

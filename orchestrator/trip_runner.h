@@ -62,9 +62,14 @@ class TripHooks {
                                 const std::string& message) = 0;
   // Live provisioning progress from the holder (not durable).
   virtual void Progress(uint64_t bytes, uint64_t total) = 0;
-  // The holder's report and the digest check, after the re-key.
+  // The holder's report and the digest check, after the re-key, committed
+  // together with the move to `then_step` (train or scrub: the step that
+  // follows, before its side effect) as one commit.
   virtual absl::Status Provisioned(uint64_t bytes, uint64_t chunks, double seconds,
-                                   bool digest_match) = 0;
+                                   bool digest_match, const char* then_step,
+                                   const std::string& then_message) = 0;
+  // Whether a trainer is configured (Train below trains and commits).
+  virtual bool Trains() const = 0;
   // Trains on the window's plaintext (zeroized by the caller afterwards) and
   // commits the result with the model checkpoint; the trip is then at step
   // "scrub". Returns false (without committing) if no trainer is configured,

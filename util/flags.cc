@@ -39,6 +39,11 @@ absl::Status Flags::Parse(int argc, char** argv, int first) {
       return absl::InvalidArgumentError("unknown flag --" + name + " (see --help)");
     }
     if (it->second.is_bool) {
+      if (has_value && value != "true" && value != "false") {
+        return absl::InvalidArgumentError("flag --" + name + " is a switch: give it alone, or as --" +
+                                          name + "=true or --" + name + "=false, not '" + value +
+                                          "'");
+      }
       it->second.value = has_value ? value : "true";
     } else {
       if (!has_value) {

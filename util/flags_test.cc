@@ -1,0 +1,80 @@
+#include "util/flags.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace gputravel {
+namespace {
+
+// Parses `args` (program name first) with a switch --json and a value --trips.
+absl::Status Parse(Flags* f, std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(&a[0]);
+  return f->Parse(static_cast<int>(argv.size()), argv.data());
+}
+
+Flags Declared() {
+  Flags f("prog", "Does things.");
+  f.Bool("json", "Print JSON.");
+  f.String("trips", "100", "How many trips.");
+  return f;
+}
+
+TEST(FlagsTest, ValuesSwitchesAndPositionals) {
+  Flags f = Declared();
+  ASSERT_TRUE(Parse(&f, {"prog", "--json", "--trips", "7", "extra"}).ok());
+  EXPECT_TRUE(f.IsSet("json"));
+  EXPECT_EQ(f.Get("trips"), "7");
+  EXPECT_EQ(f.GetInt("trips"), 7);
+  EXPECT_EQ(f.positional(), std::vector<std::string>{"extra"});
+  Flags g = Declared();
+  ASSERT_TRUE(Parse(&g, {"prog", "--trips=9"}).ok());
+  EXPECT_FALSE(g.IsSet("json"));
+  EXPECT_EQ(g.Get("trips"), "9");
+  Flags d = Declared();
+  ASSERT_TRUE(Parse(&d, {"prog"}).ok());
+  EXPECT_EQ(d.Get("trips"), "100") << "the default";
+  EXPECT_FALSE(d.IsSet("trips"));
+}
+
+TEST(FlagsTest, SwitchesTakeOnlyTrueOrFalse) {
+  Flags t = Declared();
+  ASSERT_TRUE(Parse(&t, {"prog", "--json=true"}).ok());
+  EXPECT_TRUE(t.IsSet("json"));
+  Flags f = Declared();
+  ASSERT_TRUE(Parse(&f, {"prog", "--json=false"}).ok());
+  EXPECT_FALSE(f.IsSet("json"));
+  for (const char* bad : {"--json=1", "--json=yes", "--json="}) {
+    Flags b = Declared();
+    absl::Status s = Parse(&b, {"prog", bad});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("--json"), absl::string_view::npos) << s;
+  }
+}
+
+TEST(FlagsTest, UnknownFlagsAndMissingValuesAreErrors) {
+  Flags u = Declared();
+  absl::Status s = Parse(&u, {"prog", "--jsn"});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--jsn"), absl::string_view::npos) << s;
+  Flags m = Declared();
+  s = Parse(&m, {"prog", "--trips"});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("needs a value"), absl::string_view::npos) << s;
+}
+
+TEST(FlagsTest, HelpListsEveryFlagWithItsDefault) {
+  Flags f = Declared();
+  ASSERT_TRUE(Parse(&f, {"prog", "--help"}).ok());
+  EXPECT_TRUE(f.help_requested());
+  const std::string h = f.Help();
+  EXPECT_NE(h.find("Usage: prog"), std::string::npos) << h;
+  EXPECT_NE(h.find("Does things."), std::string::npos) << h;
+  EXPECT_NE(h.find("--json\n      Print JSON."), std::string::npos) << h;
+  EXPECT_NE(h.find("--trips=VALUE\n      How many trips. (default: 100)"), std::string::npos) << h;
+}
+
+}  // namespace
+}  // namespace gputravel
