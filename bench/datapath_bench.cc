@@ -3,6 +3,7 @@
 // what a trip costs in the control plane. See docs/performance.md.
 //
 //   bazel run -c opt //bench:datapath_bench -- [--json] [--quick] [--skip_trips | --trips_only]
+//       [--trips N] [--transport tcp|unix]
 #include <cstdio>
 #include <string>
 
@@ -28,6 +29,10 @@ int main(int argc, char** argv) {
   flags.Bool("skip_trips", "Do not start the multi-process stack (c).");
   flags.String("trips", "",
                "Trips in (c), at least 100 for figures (default: 100, or 20 with --quick).");
+  flags.String("transport", "tcp",
+               "The network links of (c) (orchestrator API, MUX, holder agent): tcp (127.0.0.1, "
+               "as between TDs) or unix (Unix sockets). The device's sockets, which stand for "
+               "PCIe, are Unix sockets either way.");
   flags.Bool("trips_only",
              "Only the reference and (c): leave out the data-path sections (a), (a') and (b).");
   absl::Status s = flags.Parse(argc, argv);
@@ -49,14 +54,20 @@ int main(int argc, char** argv) {
   if (flags.IsSet("skip_trips") && flags.IsSet("trips_only")) {
     return usage_error("--skip_trips and --trips_only leave nothing but the reference to run");
   }
-  if (flags.IsSet("skip_trips") && (!flags.Get("trips").empty() || !flags.Get("bin_dir").empty())) {
-    return usage_error("--trips and --bin_dir are for the trips (c), which --skip_trips leaves out");
+  if (flags.IsSet("skip_trips") &&
+      (flags.IsSet("trips") || flags.IsSet("bin_dir") || flags.IsSet("transport"))) {
+    return usage_error(
+        "--trips, --bin_dir and --transport are for the trips (c), which --skip_trips leaves out");
+  }
+  if (flags.Get("transport") != "tcp" && flags.Get("transport") != "unix") {
+    return usage_error("--transport is tcp or unix, not '" + flags.Get("transport") + "'");
   }
   SetLogLevel(0);  // the in-process device's INFO lines would drown the output
   bench::BenchConfig config =
       flags.IsSet("quick") ? bench::BenchConfig::Quick() : bench::BenchConfig::Full();
   config.bounce_dir = flags.Get("bounce_dir");
   config.trips.bin_dir = flags.Get("bin_dir");
+  config.trips.tcp_loopback = flags.Get("transport") == "tcp";
   config.run_trips = !flags.IsSet("skip_trips");
   config.run_datapath = !flags.IsSet("trips_only");
   if (!flags.Get("trips").empty()) {

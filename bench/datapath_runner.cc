@@ -272,6 +272,7 @@ absl::StatusOr<BenchReport> RunDatapathBench(
 
   if (config.run_trips) {
     Say(progress, "(c) trips over the multi-process emulated stack");
+    report.trips.transport = config.trips.tcp_loopback ? "tcp-loopback" : "unix";
     auto trips = MeasureTrips(config.trips);
     if (trips.ok()) {
       report.trips = *trips;

@@ -211,6 +211,7 @@ std::string ReportJson(const BenchReport& r) {
   const std::optional<bool> met = TripTargetMet(r);
   j["trip_control_plane"] = {
       {"error", r.trips_error},
+      {"network_transport", t.transport},
       {"stack_start_seconds", t.stack_start_seconds},
       {"campaign_seconds", t.campaign_seconds},
       {"trips", t.trips},
@@ -329,7 +330,13 @@ std::string ReportTable(const BenchReport& r) {
     o += "\n(a), (a') and (b): not run (--trips_only)\n";
   }
 
-  o += "\n(c) control plane: trips of a 4 KiB window over the multi-process stack\n";
+  o += "\n(c) control plane: trips of a 4 KiB window over the multi-process stack";
+  if (r.ran_trips) {
+    o += r.trips.transport == "unix"
+             ? " (network links over Unix sockets)"
+             : " (network links over TCP on 127.0.0.1; the device's sockets are Unix sockets)";
+  }
+  o += "\n";
   if (r.ran_trips && !r.trips_error.empty()) {
     o += "  NOT MEASURED: " + r.trips_error + "\n";
   } else if (!r.ran_trips) {

@@ -113,6 +113,8 @@ absl::StatusOr<TripBenchResult> MeasureTrips(const TripBenchOptions& options) {
   so.chunk_bytes = static_cast<uint32_t>(options.window_bytes);
   so.rounds = options.rounds;
   so.bin_dir = options.bin_dir;
+  so.tcp_loopback = options.tcp_loopback;
+  r.transport = options.tcp_loopback ? "tcp-loopback" : "unix";
   so.log_level = 1;  // the phase marks are INFO lines
   // The control plane only: training is the trainer's work, not the trip's
   // (route out, hand-off, provision, route back, re-key, scrub).

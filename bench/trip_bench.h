@@ -16,9 +16,14 @@ struct TripBenchOptions {
   uint64_t window_bytes = 4096;   // dataset = buffer = chunk = one window
   int route_samples = 50;         // MUX Route calls timed after the campaign
   std::string bin_dir;            // daemons; empty: Bazel runfiles
+  // The network links (orchestrator API, MUX, holder agent) over TCP on
+  // 127.0.0.1, as between TDs; false: Unix sockets. The device's sockets
+  // are Unix sockets either way (EmulatedStack).
+  bool tcp_loopback = true;
 };
 
 struct TripBenchResult {
+  std::string transport;           // "tcp-loopback" or "unix" (network links)
   double stack_start_seconds = 0;  // five processes up and ready
   double campaign_seconds = 0;     // RunCampaign RPC, wall
   uint64_t trips = 0, failed_trips = 0;

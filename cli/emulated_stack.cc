@@ -147,6 +147,28 @@ absl::Status EmulatedStack::WaitReady(const std::string& name) {
   return absl::OkStatus();
 }
 
+std::string EmulatedStack::ListenAddress(const std::string& socket_name) const {
+  return options_.tcp_loopback ? "127.0.0.1:0" : "unix:" + dir_ + "/" + socket_name + ".sock";
+}
+
+absl::StatusOr<std::string> EmulatedStack::Served(const std::string& name, json* config) {
+  auto ready = ReadFile(dir_ + "/run/" + name + ".ready");
+  if (!ready.ok()) return ready.status();
+  const std::string tag = "\nlisten ";
+  const size_t at = ready->find(tag);
+  if (at == std::string::npos) {
+    return absl::InternalError(name + " announced no address in its ready file");
+  }
+  const size_t from = at + tag.size();
+  std::string address = ready->substr(from, ready->find('\n', from) - from);
+  if ((*config)["listen"] != address) {
+    (*config)["listen"] = address;
+    absl::Status s = WriteJson(launch_[name].second, *config);
+    if (!s.ok()) return s;
+  }
+  return address;
+}
+
 absl::Status EmulatedStack::Restart(const std::string& name) {
   Subprocess* p = process(name);
   if (p == nullptr) return absl::NotFoundError("no daemon named " + name);
@@ -177,7 +199,7 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
     StackHolder h;
     h.name = "holder-" + std::string(1, static_cast<char>('a' + i));
     h.domain = "td-" + h.name;
-    h.endpoint = "unix:" + d + "/" + h.name + ".sock";
+    h.endpoint = st->ListenAddress(h.name);
     h.dataset = h.name + "-tokens";
     holders.push_back(h);
     domains.push_back(h.domain);
@@ -224,7 +246,7 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
   if (!s.ok()) return s;
 
   // The MUX.
-  json mux = {{"listen", st->mux_endpoint()},
+  json mux = {{"listen", st->ListenAddress("mux")},
               {"backend", "emulated"},
               {"state_file", d + "/state/mux-routes.json"},
               {"audit_log", d + "/logs/mux-audit.jsonl"},
@@ -235,6 +257,9 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
   if (!s.ok()) return s;
   s = st->Launch("mux", Daemon(st->bin_dir_, 1), d + "/mux.json");
   if (!s.ok()) return s;
+  auto served = st->Served("mux", &mux);
+  if (!served.ok()) return served.status();
+  st->mux_endpoint_ = *served;
 
   // Holders and their datasets (llm.c shards; the third is a raw file), all
   // drawn from one synthetic language so the trainer's loss falls as the
@@ -272,12 +297,15 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
     if (!s.ok()) return s;
     s = st->Launch(h.name, Daemon(st->bin_dir_, 2), d + "/" + h.name + ".json");
     if (!s.ok()) return s;
+    served = st->Served(h.name, &hc);
+    if (!served.ok()) return served.status();
+    st->holders_[i].endpoint = *served;
     st->holder_names_.push_back(h.name);
   }
 
   // The orchestrator.
   json orch = {
-      {"listen", st->orchestrator_endpoint()},
+      {"listen", st->ListenAddress("orchestrator")},
       {"domain", kOrchestratorDomain},
       {"state_dir", d + "/state"},
       {"mux_endpoint", st->mux_endpoint()},
@@ -291,6 +319,9 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
   if (!s.ok()) return s;
   s = st->Launch("orchestrator", Daemon(st->bin_dir_, 3), d + "/orchestrator.json");
   if (!s.ok()) return s;
+  served = st->Served("orchestrator", &orch);
+  if (!served.ok()) return served.status();
+  st->orchestrator_endpoint_ = *served;
   return st;
 }
 

@@ -49,10 +49,16 @@ struct StackOptions {
   std::vector<StackHolder> extra_holders;
   std::vector<std::string> extra_holder_mrtd_hex;
   bool keep = false;  // keep the temporary directory (logs, configs)
+  // The network links (orchestrator API, MUX, holder agents) over TCP on
+  // 127.0.0.1, on ports the kernel picks, as between real TDs, instead of
+  // Unix sockets. The device sockets stay Unix sockets either way: they
+  // stand for the PCIe routing, not for a network.
+  bool tcp_loopback = false;
 };
 
 // The whole emulated deployment on one machine, as real processes talking
-// real gRPC over Unix sockets in a fresh temporary directory: the emulated
+// real gRPC over Unix sockets in a fresh temporary directory (or, with
+// tcp_loopback, over TCP on 127.0.0.1 for the network links): the emulated
 // GPU, the MUX (emulated backend), one holder_agent per holder and the
 // orchestrator. A campaign CA (auth/pki.h) issues a certificate per identity
 // and every connection except the emulated PCIe bus is mTLS; development
@@ -84,9 +90,9 @@ class EmulatedStack {
   const std::string& dir() const { return dir_; }
   const DevPki& pki() const { return pki_; }
   std::string device_socket(const std::string& domain) const;
-  std::string mux_endpoint() const { return "unix:" + dir_ + "/mux.sock"; }
+  const std::string& mux_endpoint() const { return mux_endpoint_; }
   std::string device_admin_endpoint() const { return "unix:" + dir_ + "/device-admin.sock"; }
-  std::string orchestrator_endpoint() const { return "unix:" + dir_ + "/orchestrator.sock"; }
+  const std::string& orchestrator_endpoint() const { return orchestrator_endpoint_; }
   // The campaign PKI directory and the TLS files of one identity (issued for
   // the orchestrator, the MUX, every holder, "operator" and "scheduler").
   std::string tls_dir() const { return dir_ + "/pki/tls"; }
@@ -104,9 +110,16 @@ class EmulatedStack {
   absl::Status Launch(const std::string& name, const std::string& binary,
                       const std::string& config);
   absl::Status WaitReady(const std::string& name);
+  // The address `name` serves (from its ready file). A daemon asked for
+  // 127.0.0.1:0 gets that address written into its configuration, so a
+  // restart listens where its peers already look.
+  absl::StatusOr<std::string> Served(const std::string& name, nlohmann::json* config);
+  // What a daemon listens on: a Unix socket in the directory, or 127.0.0.1:0.
+  std::string ListenAddress(const std::string& socket_name) const;
 
   StackOptions options_;
   std::string dir_, bin_dir_;
+  std::string mux_endpoint_, orchestrator_endpoint_;
   DevPki pki_;
   std::vector<std::string> holder_names_;
   std::vector<StackHolder> holders_;  // every holder of the campaign

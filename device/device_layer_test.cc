@@ -121,6 +121,68 @@ TEST_F(DeviceLayerTest, TripThroughTheDeviceLayer) {
   EXPECT_EQ(*session.Read(*buffer, 0, 64), std::string(64, '\0'));
 }
 
+// The read-back rides on the re-key (one round trip): it is answered under
+// the session that ends, and the new session is in force afterwards.
+TEST_F(DeviceLayerTest, ReadBackRidesOnTheRekey) {
+  GpuSession session(MakeChannel("unix:" + dir_ + "/orch.sock"), ca_der_, "");
+  // Without a session there is nothing to send the command in.
+  GpuSession::PriorOutcome outcome;
+  v1::DeviceCommand query;
+  query.mutable_query();
+  ASSERT_TRUE(session.EstablishAfter(query, &outcome).ok());
+  EXPECT_EQ(outcome.session.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(outcome.reply.ok());
+
+  auto buffer = session.AllocBuffer(4096);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  ChannelMaterial key = session.LceH2dForHandoff();
+  const uint64_t handed = session.session_id();
+  const std::string data = RandomString(4096);
+  gpu_->SetOwner("holder");
+  H2dWriterOptions wo;
+  wo.chunk_size = 4096;
+  wo.bounce_dir = dir_;
+  H2dWriter writer(MakeChannel("unix:" + dir_ + "/holder.sock"), wo);
+  auto stats = writer.Write(key, handed, *buffer, 0, 4096, CounterWindow{kFirstMessageCounter, 1},
+                            [&](uint64_t off, uint8_t* dst, size_t n) {
+                              std::memcpy(dst, data.data() + off, n);
+                              return absl::OkStatus();
+                            });
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  gpu_->SetOwner("orch");
+
+  v1::DeviceCommand read;
+  read.mutable_read()->set_buffer_id(*buffer);
+  read.mutable_read()->set_length(4096);
+  ASSERT_TRUE(session.EstablishAfter(read, &outcome).ok());
+  EXPECT_TRUE(outcome.session.ok()) << outcome.session;
+  ASSERT_TRUE(outcome.reply.ok()) << outcome.reply.status();
+  EXPECT_TRUE(outcome.reply->data() == data);
+  EXPECT_GT(session.session_id(), handed);
+  EXPECT_TRUE(session.VerifyStillSameSession().ok());
+  // The holder's key died with the session the read was answered in.
+  gpu_->SetOwner("holder");
+  EXPECT_FALSE(writer.Write(key, handed, *buffer, 0, 4096, CounterWindow{kFirstMessageCounter, 1},
+                            [](uint64_t, uint8_t*, size_t) { return absl::OkStatus(); })
+                   .ok());
+  gpu_->SetOwner("orch");
+
+  // The device's own refusal is authenticated: the session held.
+  read.mutable_read()->set_buffer_id(*buffer + 100);
+  ASSERT_TRUE(session.EstablishAfter(read, &outcome).ok());
+  EXPECT_TRUE(outcome.session.ok()) << outcome.session;
+  EXPECT_EQ(outcome.reply.status().code(), absl::StatusCode::kNotFound);
+
+  // A reset while the GPU was away wiped the session: the command cannot be
+  // answered in it, which the trip reports; the exchange still succeeds.
+  gpu_->Reset();
+  gpu_->SetOwner("orch");
+  ASSERT_TRUE(session.EstablishAfter(query, &outcome).ok());
+  EXPECT_EQ(outcome.session.code(), absl::StatusCode::kFailedPrecondition) << outcome.session;
+  EXPECT_EQ(outcome.reply.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(session.VerifyStillSameSession().ok());
+}
+
 TEST_F(DeviceLayerTest, DeviceFromAnotherCaRefused) {
   auto other = *EcKey::Generate(Curve::kP384);
   auto other_der = *IssueCertificate(other, "other-ca", other, "", true, 1);
@@ -208,6 +270,25 @@ TEST_F(SwappedDeviceTest, RecertifiedGpuIsCheckedAgainAndAccepted) {
   ASSERT_TRUE(st.ok()) << st;
   EXPECT_EQ(session.serial(), "EMU-7");
   EXPECT_TRUE(session.VerifyStillSameSession().ok());
+}
+
+// A GPU routed in place of the one that left cannot answer the command that
+// rides on the re-key, even when it is genuine and the exchange with it
+// succeeds: the trip learns of the substitution from that answer (P5).
+TEST_F(SwappedDeviceTest, SubstituteCannotAnswerUnderTheSessionThatLeft) {
+  GpuSession session(MakeChannel("unix:" + dir_ + "/orch.sock"), ca_der_, "");
+  ASSERT_TRUE(session.Establish().ok());
+  auto id = *EcKey::Generate(Curve::kP384);
+  auto cert = *IssueCertificate(id, "EMU-7", *ca_key_, ca_der_, false, 1);
+  EmulatedGpuOptions o;
+  o.serial = "EMU-7";
+  SwapIn(std::make_unique<EmulatedGpu>(o, std::move(id), cert));
+  v1::DeviceCommand query;
+  query.mutable_query();
+  GpuSession::PriorOutcome outcome;
+  ASSERT_TRUE(session.EstablishAfter(query, &outcome).ok());
+  EXPECT_FALSE(outcome.session.ok());
+  EXPECT_FALSE(outcome.reply.ok());
 }
 
 // Many exchanges in a row (each with its own pre-generated key) all work,

@@ -119,10 +119,22 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
     return absl::InvalidArgumentError("requester nonce must be 32 bytes");
   }
   uint64_t id = 0, resets_before = 0;
+  v1::KeyExchangeResponse resp;
   {
     absl::MutexLock l(&mu_);
     absl::Status s = CheckOwnerLocked(domain);
     if (!s.ok()) return s;
+    // The command that rides on the exchange, under the session in force
+    // (the one this exchange ends), before anything else can happen to it.
+    if (request.has_prior_command()) {
+      auto prior = ControlLocked(request.prior_command());
+      if (prior.ok()) {
+        *resp.mutable_prior_reply() = std::move(*prior);
+      } else {
+        resp.set_prior_error_code(static_cast<int>(prior.status().code()));
+        resp.set_prior_error(std::string(prior.status().message()));
+      }
+    }
     id = ++last_session_id_;  // never reused, even if this exchange fails
     resets_before = resets_;
   }
@@ -177,7 +189,6 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
   // the requester's half of this exchange or with anything else on a trip's
   // critical path.
   PrepareEphemeral();
-  v1::KeyExchangeResponse resp;
   resp.set_device_public_key(eph->PublicPoint());
   resp.set_device_nonce(nonce);
   resp.set_signature_der(*sig);
@@ -190,6 +201,10 @@ absl::StatusOr<v1::SealedMessage> EmulatedGpu::Control(
   absl::MutexLock l(&mu_);
   absl::Status s = CheckOwnerLocked(domain);
   if (!s.ok()) return s;
+  return ControlLocked(request);
+}
+
+absl::StatusOr<v1::SealedMessage> EmulatedGpu::ControlLocked(const v1::SealedMessage& request) {
   if (session_ == nullptr || request.session_id() != session_->id) {
     return absl::FailedPreconditionError(
         "no such CC session on GPU " + options_.serial +

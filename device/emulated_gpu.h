@@ -74,6 +74,9 @@ class EmulatedGpu {
 
   // Domain-facing (the PCIe function as seen by the routed TD).
   absl::StatusOr<v1::DeviceIdentity> GetIdentity(const std::string& domain);
+  // A request's prior_command is executed as Control would execute it, under
+  // the session in force, before the exchange starts; it is answered in the
+  // response whatever the exchange's outcome, unless the exchange fails.
   absl::StatusOr<v1::KeyExchangeResponse> KeyExchange(
       const std::string& domain, const v1::KeyExchangeRequest& request);
   absl::StatusOr<v1::SealedMessage> Control(const std::string& domain,
@@ -119,6 +122,9 @@ class EmulatedGpu {
   absl::Status CheckOwnerLocked(const std::string& domain)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time Now() const;
+  // Control's work once the owner is checked: open, execute, seal.
+  absl::StatusOr<v1::SealedMessage> ControlLocked(const v1::SealedMessage& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::DeviceReply ExecuteLocked(const v1::DeviceCommand& cmd)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The data in device memory ends (scrub, free, reset, heartbeat miss): a

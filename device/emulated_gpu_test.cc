@@ -239,6 +239,85 @@ TEST_F(EmulatedGpuTest, ControlFromAnotherKeyRefused) {
             absl::StatusCode::kUnauthenticated);
 }
 
+// A command riding on a key exchange runs under the session the exchange
+// ends, before it ends it; one the device cannot open is answered as
+// Control would refuse it, and does not stop the exchange.
+TEST_F(EmulatedGpuTest, CommandRidingOnTheExchangeRunsUnderTheSessionItEnds) {
+  const std::string data(4096, '\x7e');
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, kFirstMessageCounter, 0, 0, data)).ok());
+  auto exchange = [&](const v1::SealedMessage* prior) {
+    auto eph = *EcKey::Generate(Curve::kP384);
+    v1::KeyExchangeRequest req;
+    req.set_requester_public_key(eph.PublicPoint());
+    req.set_requester_nonce(RandomString(32));
+    if (prior != nullptr) *req.mutable_prior_command() = *prior;
+    return gpu_->KeyExchange(kOwner, req);
+  };
+  v1::DeviceCommand read;
+  read.mutable_read()->set_buffer_id(buffer_);
+  read.mutable_read()->set_length(4096);
+  v1::SealedMessage sealed;
+  sealed.set_session_id(session_);
+  sealed.set_ciphertext(
+      *control_->Seal(ControlAad(true, session_), read.SerializeAsString(), nullptr));
+  const uint64_t old_session = session_;
+  auto resp = exchange(&sealed);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_GT(resp->session_id(), old_session);
+  EXPECT_EQ(resp->prior_error_code(), 0) << resp->prior_error();
+  // Sealed under the old session's device-to-host key, in its order.
+  EXPECT_EQ(resp->prior_reply().session_id(), old_session);
+  auto plain = control_->Open(ControlAad(false, old_session), resp->prior_reply().ciphertext());
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  v1::DeviceReply reply;
+  ASSERT_TRUE(reply.ParseFromString(*plain));
+  EXPECT_EQ(reply.code(), 0);
+  EXPECT_TRUE(reply.data() == data);
+  // The old session is gone: the same command again is refused.
+  sealed.set_ciphertext(
+      *control_->Seal(ControlAad(true, old_session), read.SerializeAsString(), nullptr));
+  EXPECT_EQ(gpu_->Control(kOwner, sealed).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  // Under a session that no longer exists: refused, the exchange still done.
+  resp = exchange(&sealed);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->prior_error_code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_FALSE(resp->has_prior_reply());
+  const uint64_t current = resp->session_id();
+
+  // Under the current session's id but another key: not executed (a scrub
+  // here would have zeroed the buffer), the exchange still done.
+  ChannelMaterial bogus = keys_.gsp_h2d.Clone();
+  RandomBytes(bogus.key.data(), 32);
+  auto ch = *SealedChannel::Create(bogus, keys_.gsp_d2h);
+  v1::DeviceCommand scrub;
+  scrub.mutable_scrub()->set_buffer_id(buffer_);
+  v1::SealedMessage forged;
+  forged.set_session_id(current);
+  forged.set_ciphertext(*ch->Seal(ControlAad(true, current), scrub.SerializeAsString(), nullptr));
+  resp = exchange(&forged);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->prior_error_code(), static_cast<int>(absl::StatusCode::kUnauthenticated));
+  EXPECT_GT(resp->session_id(), current);
+  Establish();
+  EXPECT_TRUE(Read(0, 4096) == data) << "the forged scrub changed nothing";
+
+  // Not from the domain the GPU is routed to: neither runs.
+  sealed.set_session_id(session_);
+  sealed.set_ciphertext(
+      *control_->Seal(ControlAad(true, session_), scrub.SerializeAsString(), nullptr));
+  auto eph = *EcKey::Generate(Curve::kP384);
+  v1::KeyExchangeRequest req;
+  req.set_requester_public_key(eph.PublicPoint());
+  req.set_requester_nonce(RandomString(32));
+  *req.mutable_prior_command() = sealed;
+  EXPECT_EQ(gpu_->KeyExchange("holder-b", req).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  Establish();  // the refused command used a counter of the old session's channel
+  EXPECT_TRUE(Read(0, 4096) == data);
+}
+
 TEST_F(EmulatedGpuTest, ScrubZeroesMemory) {
   ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'))).ok());
   v1::DeviceCommand c;

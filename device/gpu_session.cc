@@ -60,9 +60,84 @@ absl::StatusOr<GpuSession::KnownDevice> GpuSession::FetchIdentity() {
   return KnownDevice{id.serial(), *cert, absl::Now()};
 }
 
-absl::Status GpuSession::Establish() {
-  control_.reset();
+absl::Status GpuSession::Establish() { return EstablishWith(nullptr, nullptr); }
+
+absl::Status GpuSession::EstablishAfter(const v1::DeviceCommand& prior,
+                                        PriorOutcome* outcome) {
+  return EstablishWith(&prior, outcome);
+}
+
+namespace {
+
+// The reply to a command that rode on a key exchange, opened under the
+// session it was sealed in.
+void OpenPrior(SealedChannel* sent_in, uint64_t session_id,
+               const v1::KeyExchangeResponse& resp, GpuSession::PriorOutcome* out) {
+  auto fail = [out](absl::Status s) {
+    out->session = s;
+    out->reply = std::move(s);
+  };
+  if (resp.prior_error_code() != 0) {
+    return fail(absl::Status(static_cast<absl::StatusCode>(resp.prior_error_code()),
+                             "GPU Control: " + resp.prior_error()));
+  }
+  if (!resp.has_prior_reply()) {
+    return fail(absl::DataLossError(
+        "the GPU did not answer the command sent with the key exchange"));
+  }
+  auto opened = sent_in->Open(ControlAad(false, session_id), resp.prior_reply().ciphertext());
+  if (!opened.ok()) {
+    return fail(absl::UnauthenticatedError(
+        "GPU reply does not authenticate under this session: the device is not "
+        "the one this session was established with"));
+  }
+  v1::DeviceReply reply;
+  const bool parsed = reply.ParseFromString(*opened);
+  Zeroize(&(*opened)[0], opened->size());
+  out->session = absl::OkStatus();
+  if (!parsed) {
+    out->reply = absl::DataLossError("GPU reply is malformed");
+  } else if (reply.code() != 0) {
+    out->reply = absl::Status(static_cast<absl::StatusCode>(reply.code()),
+                              "GPU: " + reply.message());
+  } else {
+    out->reply = std::move(reply);
+  }
+}
+
+}  // namespace
+
+absl::Status GpuSession::EstablishWith(const v1::DeviceCommand* prior,
+                                       PriorOutcome* outcome) {
+  // The session in force ends here whatever happens; a command riding on
+  // the exchange is sealed under it first.
+  std::unique_ptr<SealedChannel> old = std::move(control_);
+  const uint64_t old_id = session_id_;
   lce_h2d_ = ChannelMaterial();
+  std::optional<v1::SealedMessage> sealed;
+  if (prior != nullptr) {
+    *outcome = PriorOutcome();
+    if (old == nullptr) {
+      absl::Status none = absl::FailedPreconditionError(
+          "no CC session with the GPU to send the command in");
+      outcome->session = none;
+      outcome->reply = none;
+    } else {
+      std::string plain = prior->SerializeAsString();
+      uint32_t counter = 0;
+      auto ct = old->Seal(ControlAad(true, old_id), plain, &counter);
+      Zeroize(&plain[0], plain.size());
+      if (!ct.ok()) {
+        outcome->session = ct.status();
+        outcome->reply = ct.status();
+      } else {
+        sealed.emplace();
+        sealed->set_session_id(old_id);
+        sealed->set_counter(counter);
+        sealed->set_ciphertext(std::move(*ct));
+      }
+    }
+  }
   // The identity learned by the last exchange, while its certificate check
   // is fresh, like an SPDM requester that keeps the responder's certificate
   // chain: the exchange's signature still has to verify with that
@@ -76,16 +151,20 @@ absl::Status GpuSession::Establish() {
     if (!fetched.ok()) return fetched.status();
     known_ = std::move(*fetched);
   }
-  absl::Status s = Exchange(*known_);
+  v1::KeyExchangeResponse answer;
+  absl::Status s = Exchange(*known_, sealed ? &*sealed : nullptr, &answer);
+  // The command was executed (or refused) with the first exchange only.
+  if (sealed) OpenPrior(old.get(), old_id, answer, outcome);
   if (s.ok() || !reused || !absl::IsUnauthenticated(s)) return s;
   known_.reset();
   auto fetched = FetchIdentity();
   if (!fetched.ok()) return fetched.status();
   known_ = std::move(*fetched);
-  return Exchange(*known_);
+  return Exchange(*known_, nullptr, nullptr);
 }
 
-absl::Status GpuSession::Exchange(const KnownDevice& device) {
+absl::Status GpuSession::Exchange(const KnownDevice& device, const v1::SealedMessage* prior,
+                                  v1::KeyExchangeResponse* answer) {
   // The ephemeral key was generated ahead (one-shot: taken here, never used
   // for a second exchange); the next one starts once this exchange is done.
   auto eph = TakeEphemeral();
@@ -93,13 +172,20 @@ absl::Status GpuSession::Exchange(const KnownDevice& device) {
   v1::KeyExchangeRequest req;
   req.set_requester_public_key(eph->PublicPoint());
   req.set_requester_nonce(RandomString(32));
-  v1::KeyExchangeResponse resp;
+  if (prior != nullptr) *req.mutable_prior_command() = *prior;
+  v1::KeyExchangeResponse local;
+  v1::KeyExchangeResponse& resp = answer != nullptr ? *answer : local;
   {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     absl::Status s = FromGrpc(stub_->KeyExchange(&ctx, req, &resp), "GPU KeyExchange");
     if (!s.ok()) {
       PrepareNextEphemeral();
+      // No answer: the command may or may not have run.
+      resp.Clear();
+      resp.set_prior_error_code(static_cast<int>(s.code()));
+      resp.set_prior_error("no answer to the key exchange it rode on: " +
+                           std::string(s.message()));
       return s;
     }
   }

@@ -51,6 +51,22 @@ class GpuSession {
   // Every key of the previous session is dead afterwards (P3).
   absl::Status Establish();
 
+  // What became of a command sent with a key exchange (EstablishAfter).
+  struct PriorOutcome {
+    // OK when the device answered it under the session it was sealed in,
+    // which proves the device still held that session: the GPU that came
+    // back is the one that left. Otherwise why not.
+    absl::Status session = absl::UnknownError("not sent");
+    // The command's reply, or its refusal: the session's failure, or the
+    // device's own answer (e.g. NOT_FOUND for a buffer a reset wiped).
+    absl::StatusOr<v1::DeviceReply> reply = absl::UnknownError("not sent");
+  };
+  // Establish, with `prior` sealed under the current session and executed by
+  // the device just before the exchange ends that session, in the same
+  // round trip (KeyExchangeRequest.prior_command). The return value is the
+  // exchange's, as Establish's; `*outcome` is the command's.
+  absl::Status EstablishAfter(const v1::DeviceCommand& prior, PriorOutcome* outcome);
+
   // Proves the device still holds the current session (the same GPU came
   // back, not a substitute): a sealed query must round-trip.
   absl::Status VerifyStillSameSession();
@@ -94,8 +110,12 @@ class GpuSession {
     absl::Time fetched;
   };
   absl::StatusOr<KnownDevice> FetchIdentity();
+  absl::Status EstablishWith(const v1::DeviceCommand* prior, PriorOutcome* outcome);
   // One P-384 ECDHE with `device`; installs the session if it verifies.
-  absl::Status Exchange(const KnownDevice& device);
+  // `prior` (may be null) rides on the request; `*answer` (may be null) gets
+  // the response whenever one arrived, verified or not.
+  absl::Status Exchange(const KnownDevice& device, const v1::SealedMessage* prior,
+                        v1::KeyExchangeResponse* answer);
   absl::StatusOr<v1::DeviceReply> Command(const v1::DeviceCommand& cmd);
   void PrepareNextEphemeral();
   absl::StatusOr<EcKey> TakeEphemeral();

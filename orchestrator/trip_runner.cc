@@ -291,35 +291,58 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   commit = hooks->Step(kStepRekey, "same-device check and fresh key agreement");
   if (!commit.ok()) GT_LOG(0, "trip ", plan.trip, ": ", commit.message());
   // The GPU that came back must still hold the session H saw: a sealed
-  // command on it must round-trip. When provisioning worked, that command is
-  // the read-back of the window (one round trip fewer; the GPU is home, so
+  // command on it must round-trip. That command rides on the re-key's own
+  // request (the device runs it under the old session, then the exchange
+  // ends that session, with nothing in between): when provisioning worked,
+  // it is the read-back of the window's last piece (the earlier pieces of a
+  // window over 8 MiB are read before), else a query. The GPU is home, so
   // H's key cannot be used meanwhile, and only this process holds the
-  // session's control keys). A read that fails is told apart from a lost
-  // session by a query.
+  // session's control keys. A read the device refuses under that session
+  // (an authenticated answer) is told apart from a lost session.
   std::string data;  // the window's plaintext: wiped on every way out
   struct WipeOnExit {
     std::string* d;
     ~WipeOnExit() { Zeroize(&(*d)[0], d->size()); }
   } wipe_data{&data};
+  constexpr uint64_t kReadPiece = 8u << 20;
   absl::Status rd;
-  absl::Status same;
+  v1::DeviceCommand prior;
+  bool reads_last_piece = false;
+  uint64_t last_off = 0;
   if (s.ok()) {
     data.reserve(plan.window_length);
-    for (uint64_t off = 0; off < plan.window_length && rd.ok(); off += 8u << 20) {
-      auto piece = gpu_->Read(plan.buffer_id, off,
-                              std::min<uint64_t>(8u << 20, plan.window_length - off));
+    last_off = plan.window_length == 0 ? 0 : (plan.window_length - 1) / kReadPiece * kReadPiece;
+    for (uint64_t off = 0; off < last_off && rd.ok(); off += kReadPiece) {
+      auto piece = gpu_->Read(plan.buffer_id, off, kReadPiece);
       if (!piece.ok()) rd = piece.status(); else data += *piece;
     }
-    if (!rd.ok()) same = gpu_->VerifyStillSameSession();
-  } else {
-    same = gpu_->VerifyStillSameSession();
+    reads_last_piece = rd.ok();
   }
+  if (reads_last_piece) {
+    v1::ReadBufferCommand* r = prior.mutable_read();
+    r->set_buffer_id(plan.buffer_id);
+    r->set_offset(last_off);
+    r->set_length(plan.window_length - last_off);
+  } else {
+    prior.mutable_query();
+  }
+  GpuSession::PriorOutcome came_back;
+  absl::Status rekey = gpu_->EstablishAfter(prior, &came_back);
+  if (!rekey.ok()) return rekey;  // cannot prove a safe state
+  const absl::Status same = came_back.session;
   if (!same.ok()) {
     GT_LOG(0, "trip ", plan.trip, ": the GPU that came back does not hold our session: ",
            same.message());
   }
-  absl::Status rekey = gpu_->Establish();
-  if (!rekey.ok()) return rekey;  // cannot prove a safe state
+  if (reads_last_piece) {
+    if (came_back.reply.ok()) {
+      std::string* piece = came_back.reply->mutable_data();
+      data += *piece;
+      Zeroize(&(*piece)[0], piece->size());
+    } else {
+      rd = came_back.reply.status();
+    }
+  }
   out.rekeyed = gpu_->session_id() != handed_session;
   hooks->Rekeyed();
   if (!s.ok()) {

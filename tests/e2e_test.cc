@@ -130,6 +130,45 @@ TEST(EndToEndTest, ThreeHoldersEveryTripVerifiedAndTheLossFalls) {
   EXPECT_EQ(rings(), 0u) << "a stopped agent leaves no bounce ring in " << shm;
 }
 
+TEST(EndToEndTest, NetworkLinksOverTcpLoopbackAndARestartedMuxIsFoundAgain) {
+  StackOptions o;
+  o.holders = 2;
+  o.rounds = 2;
+  o.tcp_loopback = true;
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  // Every network link is TCP on loopback, on a port the kernel chose; the
+  // device sockets stay Unix sockets (the PCIe routing).
+  for (const std::string& e : {(*stack)->mux_endpoint(), (*stack)->orchestrator_endpoint()}) {
+    EXPECT_EQ(e.rfind("127.0.0.1:", 0), 0u) << e;
+    EXPECT_NE(e, "127.0.0.1:0");
+  }
+  nlohmann::json spec = (*stack)->CampaignSpec();
+  for (const auto& h : spec["holders"]) {
+    const std::string e = h["endpoint"];
+    EXPECT_EQ(e.rfind("127.0.0.1:", 0), 0u) << e;
+    EXPECT_NE(e, "127.0.0.1:0");
+  }
+  EXPECT_EQ((*stack)->device_socket("orchestrator").rfind("unix:", 0), 0u);
+  // A MUX restarted between campaigns listens where the orchestrator looks.
+  const std::string mux = (*stack)->mux_endpoint();
+  Subprocess* p = (*stack)->process("mux");
+  ASSERT_NE(p, nullptr);
+  p->Terminate();
+  ASSERT_TRUE((*stack)->Restart("mux").ok());
+  EXPECT_EQ((*stack)->mux_endpoint(), mux);
+  auto report = (*stack)->RunCampaign();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
+  ASSERT_EQ(report->trips_size(), 4);
+  for (const auto& t : report->trips()) {
+    EXPECT_EQ(t.outcome(), "ok") << t.error();
+    EXPECT_TRUE(t.digest_match());
+    EXPECT_TRUE(t.scrub_verified());
+    EXPECT_TRUE(t.rekeyed());
+  }
+}
+
 TEST(EndToEndTest, DatasetLargerThanBufferTakesSeveralTrips) {
   StackOptions o;
   o.holders = 1;

@@ -54,10 +54,14 @@ void ExitAfterShutdown(int code) {
   ::_exit(code);
 }
 
-void AnnounceReady(const std::string& path) {
+void AnnounceReady(const std::string& path, const std::vector<std::string>& served) {
   if (path.empty()) return;
   std::string tmp = path + ".tmp";
-  { std::ofstream(tmp) << "ready\n"; }
+  {
+    std::ofstream out(tmp);
+    out << "ready\n";
+    for (const auto& a : served) out << "listen " << a << "\n";
+  }
   ::rename(tmp.c_str(), path.c_str());
 }
 

@@ -2,6 +2,7 @@
 #define GPUTRAVEL_UTIL_DAEMON_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -23,8 +24,10 @@ absl::Status PrepareUnixSocketPath(const std::string& path);
 [[noreturn]] void ExitAfterShutdown(int code);
 
 // Writes "ready\n" to `path` (if non-empty) once the daemon serves, so a
-// supervisor can wait for readiness without polling the socket.
-void AnnounceReady(const std::string& path);
+// supervisor can wait for readiness without polling the socket, then one
+// line "listen ADDRESS" per address served, as bound: a TCP address given
+// with port 0 carries the port the kernel chose.
+void AnnounceReady(const std::string& path, const std::vector<std::string>& served = {});
 
 }  // namespace gputravel
 

@@ -47,24 +47,34 @@ void ServeUntilSignal(const std::string& program,
                       const std::function<void()>& after_shutdown,
                       const std::function<void()>& before_shutdown) {
   std::vector<std::unique_ptr<grpc::Server>> servers;
+  std::vector<std::string> served;
   for (const auto& e : endpoints) {
     if (e.address.rfind("unix:", 0) == 0) {
       absl::Status s = PrepareUnixSocketPath(e.address.substr(5));
       if (!s.ok()) ExitStartupError(program, std::string(s.message()));
     }
     grpc::ServerBuilder b;
-    b.AddListeningPort(e.address, e.credentials ? e.credentials
-                                                : grpc::InsecureServerCredentials());
+    int port = 0;
+    b.AddListeningPort(e.address,
+                       e.credentials ? e.credentials : grpc::InsecureServerCredentials(), &port);
     b.SetMaxReceiveMessageSize(kMaxMessageBytes);
     b.SetMaxSendMessageSize(kMaxMessageBytes);
     for (grpc::Service* service : e.services) b.RegisterService(service);
     auto server = b.BuildAndStart();
     if (!server) ExitStartupError(program, "cannot listen on " + e.address);
     servers.push_back(std::move(server));
+    // host:0 asks the kernel for a port: say which one it gave.
+    std::string address = e.address;
+    const size_t colon = address.rfind(':');
+    if (address.rfind("unix:", 0) != 0 && colon != std::string::npos &&
+        address.substr(colon + 1) == "0" && port > 0) {
+      address = address.substr(0, colon + 1) + std::to_string(port);
+    }
+    served.push_back(address);
   }
-  GT_LOG(1, "serving on ", endpoints.size(), " endpoint(s), first ",
-         endpoints.empty() ? "" : endpoints[0].address);
-  AnnounceReady(ready_file);
+  GT_LOG(1, "serving on ", served.size(), " endpoint(s), first ",
+         served.empty() ? "" : served[0]);
+  AnnounceReady(ready_file, served);
   int sig = WaitForTerminationSignal();
   GT_LOG(1, "signal ", sig, ": shutting down");
   if (before_shutdown) before_shutdown();
