@@ -150,7 +150,8 @@ absl::StatusOr<StageResult> RunEncryptAndStage(const ChannelMaterial& key,
         read_s[t] += std::chrono::duration<double>(e0 - r0).count();
         std::string aad = ChunkAad(session_id, buffer_id, uint64_t{i} * cs, n);
         uint8_t tag[kGcmTagSize];
-        absl::Status st = ciphers[t]->Encrypt(
+        // As H2dWriter: the ring is shared with the host (EncryptToShared).
+        absl::Status st = ciphers[t]->EncryptToShared(
             first_counter + i, reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
             in, n, ring->slot(s), tag);
         view.Reset();

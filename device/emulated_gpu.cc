@@ -447,7 +447,10 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
     target = scratch_.data();
   }
   std::string aad = ChunkAad(ses->id, req.buffer_id(), req.offset(), n);
-  absl::Status d = ses->lce_h2d->Decrypt(
+  // The slot is in memory the host can write while the copy engine reads
+  // it: each byte is read once, and what is decrypted is what the tag
+  // covered (as a real copy engine, which fetches the chunk once).
+  absl::Status d = ses->lce_h2d->DecryptFromShared(
       counter, reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
       ring->slot(req.slot()), n, reinterpret_cast<const uint8_t*>(req.tag().data()),
       target);

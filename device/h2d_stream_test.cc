@@ -2,9 +2,15 @@
 // the device's rules hold per chunk on the stream, the first refused chunk
 // ends the stream and changes nothing, and the writer lands every window
 // exactly, from lent views or from copies.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <random>
+#include <thread>
 
 #include "device/emulated_gpu_fixture.h"
 #include "device/h2d_source.h"
@@ -292,6 +298,58 @@ TEST_F(H2dWriterTest, KeptRingServesEveryWriteAndTheLastDoorbellReleasesIt) {
   // One ring per geometry change: 64 KiB windows (4 slots of 8 KiB), then a
   // one-chunk 4 KiB window (1 slot of 4 KiB), then 64 KiB again.
   EXPECT_EQ(pool.created(), 3u);
+}
+
+// The host maps the holder's bounce ring too, and can write a slot the
+// moment ciphertext lands in it (when OpenSSL, encrypting in place, would
+// read it back for the tag). Whatever it does, a chunk is either refused or
+// lands exactly as the holder encrypted it.
+TEST_F(H2dWriterTest, HostWritingTheRingMeanwhileCannotChangeWhatLands) {
+  BouncePool pool(dir_);
+  const uint64_t kLength = 64 * 1024;
+  StringSource first(RandomString(kLength));
+  ASSERT_TRUE(WriteWith(first, kLength, 16384, 1, nullptr, &pool).ok());  // makes the ring
+  std::string ring;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    if (e.path().filename().string().rfind("gputravel-bounce-", 0) == 0) ring = e.path();
+  }
+  ASSERT_FALSE(ring.empty());
+  const int fd = ::open(ring.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  const size_t size = std::filesystem::file_size(ring);
+  void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  ASSERT_NE(m, MAP_FAILED);
+  auto* target = static_cast<volatile uint8_t*>(m) + 100;  // slot 0
+  std::atomic<bool> go{false}, quit{false};
+  std::thread host([&] {
+    while (!quit.load()) {
+      if (!go.load()) continue;
+      const uint8_t before = *target;
+      while (go.load() && *target == before) {
+      }
+      if (go.load()) *target ^= 0x01;
+    }
+  });
+  int refused = 0;
+  for (int i = 0; i < 40; ++i) {
+    StringSource src(RandomString(kLength));
+    go = true;
+    auto stats = WriteWith(src, kLength, 16384, 1, nullptr, &pool);
+    go = false;
+    if (!stats.ok()) {
+      ++refused;
+      EXPECT_EQ(stats.status().code(), absl::StatusCode::kUnauthenticated) << stats.status();
+      continue;
+    }
+    ASSERT_TRUE(ReadBig(kLength) == src.data_) << "the host's bytes landed in write " << i;
+  }
+  quit = true;
+  host.join();
+  ::munmap(m, size);
+  if (std::thread::hardware_concurrency() > 1) {
+    EXPECT_GT(refused, 0) << "the host's writes never landed: the race was not exercised";
+  }
 }
 
 TEST_F(H2dWriterTest, FailedWriteStillLeavesNoRingMappedInTheDevice) {

@@ -107,8 +107,10 @@ absl::Status EncryptChunk(const WindowPlan& p, ChannelCipher& cipher, uint32_t i
   }
   *source_seconds += Since(t0);
   std::string aad = ChunkAad(p.session_id, p.buffer_id, p.dest_offset + off, n);
-  return cipher.Encrypt(p.window.first + i, reinterpret_cast<const uint8_t*>(aad.data()),
-                        aad.size(), in, n, out, tag);
+  // `out` is a bounce slot the host can write meanwhile: the tag must cover
+  // the ciphertext made here, not what the slot holds afterwards.
+  return cipher.EncryptToShared(p.window.first + i, reinterpret_cast<const uint8_t*>(aad.data()),
+                                aad.size(), in, n, out, tag);
 }
 
 // A window of one chunk (the 4 KiB trip): everything on the calling thread,

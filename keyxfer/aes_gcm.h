@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -35,6 +36,25 @@ class AesGcm {
                        size_t aad_len, const uint8_t* in, size_t n,
                        const uint8_t tag[kGcmTagSize], uint8_t* out);
 
+  // The same, for memory that others can write while the call runs (a bounce
+  // buffer shared with the untrusted host). OpenSSL reads what it has just
+  // written, or what it reads, more than once (the tag is computed over the
+  // ciphertext in `out` for Encrypt, and `in` is read for the tag and for
+  // the plaintext by Decrypt), so a writer racing the call could make the
+  // tag cover bytes this call did not produce, or make plaintext of bytes
+  // the tag did not cover. These go through private memory, one piece at a
+  // time: EncryptToShared makes each piece of ciphertext privately and only
+  // then copies it to `out`; DecryptFromShared reads each byte of `in` once,
+  // into private memory, and decrypts that. `out` and `in` must not overlap.
+  absl::Status EncryptToShared(const uint8_t iv[kGcmIvSize], const uint8_t* aad,
+                               size_t aad_len, const uint8_t* in, size_t n,
+                               uint8_t* shared_out, uint8_t tag[kGcmTagSize]);
+  absl::Status DecryptFromShared(const uint8_t iv[kGcmIvSize], const uint8_t* aad,
+                                 size_t aad_len, const uint8_t* shared_in, size_t n,
+                                 const uint8_t tag[kGcmTagSize], uint8_t* out);
+  // The private piece both go through (in the L1/L2 cache).
+  static constexpr size_t kSharedPiece = 16 * 1024;
+
   // Convenience: ciphertext || tag.
   absl::StatusOr<std::string> Seal(const uint8_t iv[kGcmIvSize],
                                    absl::string_view aad,
@@ -46,8 +66,16 @@ class AesGcm {
  private:
   AesGcm() = default;
   struct Ctx;
+  // Begins a message: IV and AAD.
+  absl::Status Begin(Ctx* ctx, bool encrypt, const uint8_t iv[kGcmIvSize], const uint8_t* aad,
+                     size_t aad_len);
+  absl::Status CheckTag(const uint8_t tag[kGcmTagSize], uint8_t* out, size_t n);
+  uint8_t* Piece();
+
   std::unique_ptr<Ctx> enc_;
   std::unique_ptr<Ctx> dec_;
+  // For the *Shared calls (ciphertext only), 64-byte aligned.
+  std::unique_ptr<uint8_t, void (*)(void*)> piece_{nullptr, &std::free};
 };
 
 }  // namespace gputravel

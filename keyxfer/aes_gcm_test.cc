@@ -1,5 +1,13 @@
 #include "keyxfer/aes_gcm.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "keyxfer/random.h"
 
@@ -51,6 +59,99 @@ TEST(AesGcmTest, TamperedCiphertextRefusedAndOutputZeroized) {
   ct[5] ^= 1;
   EXPECT_FALSE((*g)->Decrypt(iv, nullptr, 0, ct, 64, tag, out).ok());
   for (auto b : out) EXPECT_EQ(b, 0);
+}
+
+// Through private pieces, the result is the plain Encrypt/Decrypt's, at
+// every length around the piece size.
+TEST(AesGcmTest, SharedMemoryVariantsMatchThePlainOnes) {
+  auto g = AesGcm::Create(RandomKey());
+  ASSERT_TRUE(g.ok());
+  const size_t P = AesGcm::kSharedPiece;
+  for (size_t n : {size_t{0}, size_t{1}, size_t{15}, size_t{4096}, P - 1, P, P + 1, 3 * P + 17,
+                   size_t{2} << 20}) {
+    for (size_t shift : {size_t{0}, size_t{1}, size_t{32}}) {  // aligned or not
+      std::string pt = RandomString(n);
+      const auto* in = reinterpret_cast<const uint8_t*>(pt.data());
+      std::vector<uint8_t> a(n + 1), back(n + 1);
+      std::unique_ptr<uint8_t, void (*)(void*)> shared(
+          static_cast<uint8_t*>(std::aligned_alloc(64, (n + 128) / 64 * 64)), &std::free);
+      uint8_t* b = shared.get() + shift;
+      uint8_t iv[12] = {7}, ta[16], tb[16];
+      ASSERT_TRUE((*g)->Encrypt(iv, in, 5, in, n, a.data(), ta).ok());
+      ASSERT_TRUE((*g)->EncryptToShared(iv, in, 5, in, n, b, tb).ok()) << n;
+      EXPECT_EQ(std::memcmp(a.data(), b, n), 0) << n << " at +" << shift;
+      EXPECT_EQ(std::memcmp(ta, tb, 16), 0) << n;
+      ASSERT_TRUE((*g)->DecryptFromShared(iv, in, 5, b, n, tb, back.data()).ok()) << n;
+      EXPECT_EQ(std::memcmp(back.data(), pt.data(), n), 0) << n;
+      if (n == 0) continue;
+      b[n / 2] ^= 0x10;
+      EXPECT_EQ((*g)->DecryptFromShared(iv, in, 5, b, n, tb, back.data()).code(),
+                absl::StatusCode::kDataLoss) << n;
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], 0) << "unauthenticated plaintext at " << i;
+    }
+  }
+}
+
+// Another party writing the shared buffer while the call runs (the host and
+// a bounce slot) can make the result refused, never make the tag vouch for
+// bytes the call did not produce (encrypt) or make plaintext of bytes the
+// tag did not cover (decrypt). The writer here flips a byte the moment the
+// ciphertext lands in it, which is when OpenSSL would read it back for the
+// tag were it encrypting straight into shared memory.
+TEST(AesGcmTest, WriterRacingTheSharedBufferCannotForgeAnything) {
+  auto g = AesGcm::Create(RandomKey());
+  ASSERT_TRUE(g.ok());
+  const size_t n = 1 << 20, k = 100;
+  const std::string pt = RandomString(n);
+  const auto* in = reinterpret_cast<const uint8_t*>(pt.data());
+  std::vector<uint8_t> shared(n), out(n), ct(n);
+  std::atomic<bool> go{false}, quit{false};
+  std::atomic<int> flips{0};
+  std::thread host([&] {
+    auto* p = reinterpret_cast<volatile uint8_t*>(shared.data()) + k;
+    while (!quit.load()) {
+      if (!go.load()) continue;
+      const uint8_t before = *p;
+      while (go.load() && *p == before) {
+      }
+      if (!go.load()) continue;
+      *p ^= 0x01;
+      flips.fetch_add(1);
+      while (go.load()) {
+      }
+    }
+  });
+  int refused = 0;
+  for (int i = 0; i < 200; ++i) {
+    uint8_t iv[12] = {static_cast<uint8_t>(i), static_cast<uint8_t>(i >> 8)}, tag[16];
+    std::fill(shared.begin(), shared.end(), 0);
+    go = true;
+    ASSERT_TRUE((*g)->EncryptToShared(iv, nullptr, 0, in, n, shared.data(), tag).ok());
+    go = false;
+    // Whatever the buffer holds now, the tag vouches only for our ciphertext.
+    if ((*g)->Decrypt(iv, nullptr, 0, shared.data(), n, tag, out.data()).ok()) {
+      ASSERT_EQ(std::memcmp(out.data(), pt.data(), n), 0) << "a tag over the host's bytes";
+    } else {
+      ++refused;
+    }
+    // Ciphertext made privately, then decrypted while the host writes.
+    ASSERT_TRUE((*g)->Encrypt(iv, nullptr, 0, in, n, ct.data(), tag).ok());
+    std::memcpy(shared.data(), ct.data(), n);
+    shared[k] ^= 0x80;  // the host's writer reacts to any change
+    shared[k] ^= 0x80;
+    go = true;
+    const bool ok = (*g)->DecryptFromShared(iv, nullptr, 0, shared.data(), n, tag, out.data()).ok();
+    go = false;
+    if (ok) {
+      ASSERT_EQ(std::memcmp(out.data(), pt.data(), n), 0) << "plaintext the tag did not cover";
+    }
+  }
+  quit = true;
+  host.join();
+  if (std::thread::hardware_concurrency() > 1) {
+    EXPECT_GT(flips.load(), 0);
+    EXPECT_GT(refused, 0) << "the host's writes never landed: the race was not exercised";
+  }
 }
 
 TEST(AesGcmTest, RejectsShortKey) {

@@ -39,6 +39,21 @@ absl::Status ChannelCipher::Decrypt(uint32_t counter, const uint8_t* aad,
   return gcm_->Decrypt(iv.data(), aad, aad_len, in, n, tag, out);
 }
 
+absl::Status ChannelCipher::EncryptToShared(uint32_t counter, const uint8_t* aad,
+                                            size_t aad_len, const uint8_t* in, size_t n,
+                                            uint8_t* shared_out, uint8_t tag[kGcmTagSize]) {
+  auto iv = ChannelIv(counter, channel_counter_, mask_);
+  return gcm_->EncryptToShared(iv.data(), aad, aad_len, in, n, shared_out, tag);
+}
+
+absl::Status ChannelCipher::DecryptFromShared(uint32_t counter, const uint8_t* aad,
+                                              size_t aad_len, const uint8_t* shared_in,
+                                              size_t n, const uint8_t tag[kGcmTagSize],
+                                              uint8_t* out) {
+  auto iv = ChannelIv(counter, channel_counter_, mask_);
+  return gcm_->DecryptFromShared(iv.data(), aad, aad_len, shared_in, n, tag, out);
+}
+
 absl::StatusOr<std::unique_ptr<SealedChannel>> SealedChannel::Create(
     const ChannelMaterial& send, const ChannelMaterial& receive) {
   auto s = ChannelCipher::Create(send);

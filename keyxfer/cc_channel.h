@@ -49,6 +49,14 @@ class ChannelCipher {
   absl::Status Decrypt(uint32_t counter, const uint8_t* aad, size_t aad_len,
                        const uint8_t* in, size_t n, const uint8_t tag[kGcmTagSize],
                        uint8_t* out);
+  // For bounce buffers, which the host can write while the call runs
+  // (AesGcm::EncryptToShared / DecryptFromShared).
+  absl::Status EncryptToShared(uint32_t counter, const uint8_t* aad, size_t aad_len,
+                               const uint8_t* in, size_t n, uint8_t* shared_out,
+                               uint8_t tag[kGcmTagSize]);
+  absl::Status DecryptFromShared(uint32_t counter, const uint8_t* aad, size_t aad_len,
+                                 const uint8_t* shared_in, size_t n,
+                                 const uint8_t tag[kGcmTagSize], uint8_t* out);
 
  private:
   ChannelCipher(std::unique_ptr<AesGcm> gcm, const IvMask& mask, uint64_t cc)
