@@ -65,17 +65,25 @@ absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::OpenReadOnly(
     const std::string& path, uint32_t slots, uint32_t slot_size) {
   absl::Status g = CheckGeometry(slots, slot_size);
   if (!g.ok()) return g;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Not through a symbolic link, and only a regular file (no device or
+  // FIFO that would block or map something else).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     return absl::NotFoundError("cannot open bounce buffer " + path + ": " +
                                std::strerror(errno));
   }
   struct stat st;
   size_t len = size_t{slots} * slot_size;
-  if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != len) {
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return absl::InvalidArgumentError("bounce buffer " + path +
-                                      " does not have the announced size");
+    return absl::InvalidArgumentError("bounce buffer " + path + " is not a regular file");
+  }
+  if (static_cast<size_t>(st.st_size) != len) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        "bounce buffer " + path + " has " + std::to_string(st.st_size) + " bytes, not the " +
+        std::to_string(len) + " of " + std::to_string(slots) + " slots of " +
+        std::to_string(slot_size) + " bytes announced");
   }
   void* p = ::mmap(nullptr, len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
   ::close(fd);

@@ -213,6 +213,10 @@ absl::StatusOr<v1::SealedMessage> EmulatedGpu::ControlLocked(const v1::SealedMes
   auto plain = session_->control->Open(ControlAad(true, session_->id),
                                        request.ciphertext());
   if (!plain.ok()) {
+    if (absl::IsResourceExhausted(plain.status())) {
+      return absl::ResourceExhaustedError("control command refused: this session's control "
+                                          "channel has used its last counter; re-key");
+    }
     return absl::UnauthenticatedError(
         "control command refused: not sealed with this session's control key "
         "at the expected counter");
@@ -326,6 +330,13 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd) {
 
 absl::StatusOr<uint64_t> EmulatedGpu::AttachBounce(
     const std::string& domain, const v1::AttachBounceRequest& request) {
+  {
+    // A domain the GPU is not routed to learns nothing, not even whether the
+    // file exists, and makes the device map nothing.
+    absl::MutexLock l(&mu_);
+    absl::Status s = CheckOwnerLocked(domain);
+    if (!s.ok()) return s;
+  }
   if (request.path().empty() || request.path()[0] != '/') {
     return absl::InvalidArgumentError("bounce buffer path must be absolute");
   }
@@ -333,7 +344,7 @@ absl::StatusOr<uint64_t> EmulatedGpu::AttachBounce(
                                       request.slot_size());
   if (!b.ok()) return b.status();
   absl::MutexLock l(&mu_);
-  absl::Status s = CheckOwnerLocked(domain);
+  absl::Status s = CheckOwnerLocked(domain);  // the route may have changed meanwhile
   if (!s.ok()) return s;
   uint64_t id = next_bounce_id_++;
   bounces_[id] = std::move(*b);
@@ -398,11 +409,25 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
           "(keys from before a re-key or reset are dead)"));
     }
     auto bit = bounces_.find(req.bounce_id());
-    if (bit == bounces_.end() || req.slot() >= bit->second->slots()) {
-      return reject(absl::InvalidArgumentError("no such bounce buffer or slot"));
+    if (bit == bounces_.end()) {
+      return reject(absl::InvalidArgumentError(
+          "no bounce buffer " + std::to_string(req.bounce_id()) +
+          " is attached (every key exchange drops the rings of the session it ends: "
+          "attach again)"));
     }
-    if (req.length() == 0 || req.length() > bit->second->slot_size()) {
-      return reject(absl::InvalidArgumentError("chunk length exceeds its slot"));
+    if (req.slot() >= bit->second->slots()) {
+      return reject(absl::InvalidArgumentError(
+          "slot " + std::to_string(req.slot()) + " is outside bounce buffer " +
+          std::to_string(req.bounce_id()) + " (" + std::to_string(bit->second->slots()) +
+          " slots)"));
+    }
+    if (req.length() == 0) {
+      return reject(absl::InvalidArgumentError("chunk length is 0"));
+    }
+    if (req.length() > bit->second->slot_size()) {
+      return reject(absl::InvalidArgumentError(
+          "chunk length " + std::to_string(req.length()) + " exceeds its slot (" +
+          std::to_string(bit->second->slot_size()) + " bytes)"));
     }
     if (req.tag().size() != kGcmTagSize) {
       return reject(absl::InvalidArgumentError("authentication tag must be 16 bytes"));

@@ -8,6 +8,7 @@
 #include "device/device_service.h"
 #include "device/emulated_gpu.h"
 #include "grpcpp/grpcpp.h"
+#include "keyxfer/secret_bytes.h"
 #include "keyxfer/x509.h"
 #include "util/daemon_main.h"
 #include "util/files.h"
@@ -73,15 +74,28 @@ int Run(int argc, char** argv) {
     opts.heartbeat_period = absl::Seconds(*t);
   }
   auto key_pem = ReadFile(*key_path);
-  auto cert_pem = ReadFile(*cert_path);
-  if (!key_pem.ok() || !cert_pem.ok()) {
-    std::fprintf(stderr, "emulated_gpu: cannot read the identity key or certificate\n");
+  if (!key_pem.ok()) {
+    std::fprintf(stderr, "emulated_gpu: %s: identity_key: %s\n", where.c_str(),
+                 std::string(key_pem.status().message()).c_str());
     return 2;
   }
   auto key = EcKey::FromPrivatePem(*key_pem);
+  Zeroize(&(*key_pem)[0], key_pem->size());  // the private key lives on only in `key`
+  if (!key.ok()) {
+    std::fprintf(stderr, "emulated_gpu: %s: identity_key %s: %s\n", where.c_str(),
+                 key_path->c_str(), std::string(key.status().message()).c_str());
+    return 2;
+  }
+  auto cert_pem = ReadFile(*cert_path);
+  if (!cert_pem.ok()) {
+    std::fprintf(stderr, "emulated_gpu: %s: identity_cert: %s\n", where.c_str(),
+                 std::string(cert_pem.status().message()).c_str());
+    return 2;
+  }
   auto cert = CertificatePemToDer(*cert_pem);
-  if (!key.ok() || !cert.ok()) {
-    std::fprintf(stderr, "emulated_gpu: identity key or certificate is malformed\n");
+  if (!cert.ok()) {
+    std::fprintf(stderr, "emulated_gpu: %s: identity_cert %s: %s\n", where.c_str(),
+                 cert_path->c_str(), std::string(cert.status().message()).c_str());
     return 2;
   }
   SetLogPrefix("gpu " + opts.serial);

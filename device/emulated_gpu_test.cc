@@ -162,8 +162,14 @@ TEST_F(EmulatedGpuTest, OutOfOrderChunkRefused) {
 TEST_F(EmulatedGpuTest, ReplayedChunkRefused) {
   auto r1 = Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'));
   ASSERT_TRUE(gpu_->SubmitH2D(kOwner, r1).ok());
-  EXPECT_FALSE(gpu_->SubmitH2D(kOwner, r1).ok());
+  // The same chunk replayed, once the slot holds other data: the device
+  // decrypts at its next counter, so the old tag does not check.
+  auto r2 = Stage(keys_.lce_h2d, 2, 1, 64, std::string(64, 'b'));
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, r2).ok());
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, r1).status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(gpu_->Status().rejected_chunks(), 1u);
+  EXPECT_EQ(gpu_->Status().h2d_next_counter(), 3u) << "a refused chunk uses no counter";
+  EXPECT_EQ(Read(0, 128), std::string(64, 'a') + std::string(64, 'b'));
 }
 
 TEST_F(EmulatedGpuTest, WrongTagRefusedAndMemoryUntouched) {
@@ -360,12 +366,32 @@ TEST_F(EmulatedGpuTest, ResetWipesSessionKeysAndMemory) {
   EXPECT_EQ(st.session_id(), 0u);
   EXPECT_EQ(st.buffers(), 0u);
   EXPECT_EQ(st.resets(), 1u);
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest()) << "no plaintext outlives the reset";
+  // The pre-reset session and its key are dead.
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, 64, std::string(64, 'b')))
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  const ChannelMaterial old_lce = keys_.lce_h2d.Clone();
+  const uint64_t old_session = session_;
   Establish();  // a new session finds no trace of the old buffer
+  EXPECT_GT(session_, old_session);
+  EXPECT_FALSE(old_lce.key.Equals(keys_.lce_h2d.key));
   v1::DeviceCommand rd;
   rd.mutable_read()->set_buffer_id(buffer_);
   rd.mutable_read()->set_length(64);
-  EXPECT_EQ(Command(rd).ok(), true);  // the command itself is delivered...
-  EXPECT_EQ(Command(rd).ok(), true);
+  auto reply = Command(rd);  // delivered under the new session...
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->code(), static_cast<int>(absl::StatusCode::kNotFound));  // ...no buffer
+  EXPECT_TRUE(reply->data().empty());
+  // The old key, under the new session's id, does not check either.
+  buffer_ = Alloc(8192);
+  Attach();
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, Stage(old_lce, 1, 0, 0, std::string(64, 'c')))
+                .status()
+                .code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(Read(0, 64), std::string(64, '\0'));
 }
 
 TEST_F(EmulatedGpuTest, AllocBeyondMemoryRefused) {
@@ -545,48 +571,75 @@ TEST_F(EmulatedGpuTest, InvalidChunksNeverChangeMemory) {
   uint32_t next = 1;
   ChannelMaterial wrong = keys_.lce_h2d.Clone();
   RandomBytes(wrong.key.data(), 32);
-  for (int step = 0; step < 400; ++step) {
+  int seen[10] = {0};
+  for (int step = 0; step < 600; ++step) {
     uint64_t off = (rng() % (8192 / 32)) * 32;
     uint32_t len = 32 * (1 + rng() % 8);
     if (off + len > 8192) off = 8192 - len;
     std::string data(len, static_cast<char>('A' + rng() % 26));
     uint32_t slot = rng() % 4;
-    int kind = rng() % 6;
+    int kind = rng() % 10;
     v1::SubmitH2DRequest r;
     switch (kind) {
       case 0:  // valid
+      case 1:
         r = Stage(keys_.lce_h2d, next, slot, off, data);
         break;
-      case 1:  // replay of a used counter
+      case 2:  // replay of a used counter
         r = Stage(keys_.lce_h2d, next > 1 ? next - 1 : next + 1, slot, off, data);
         break;
-      case 2:  // skipping ahead
+      case 3:  // skipping ahead
         r = Stage(keys_.lce_h2d, next + 1 + rng() % 5, slot, off, data);
         break;
-      case 3:  // wrong key
+      case 4:  // wrong key
         r = Stage(wrong, next, slot, off, data);
         break;
-      case 4: {  // tampered ciphertext after staging
+      case 5: {  // tampered ciphertext after staging
         r = Stage(keys_.lce_h2d, next, slot, off, data);
         bounce_->slot(slot)[rng() % len] ^= 0x40;
         break;
       }
-      default: {  // redirected
+      case 6: {  // redirected
         r = Stage(keys_.lce_h2d, next, slot, off, data);
         r.set_offset(off == 0 ? 32 : off - 32);
         break;
       }
+      case 7: {  // misaligned destination
+        r = Stage(keys_.lce_h2d, next, slot, off, data);
+        r.set_offset(off + 1 + rng() % 31);
+        break;
+      }
+      case 8: {  // a session that is not the device's
+        r = Stage(keys_.lce_h2d, next, slot, off, data);
+        r.set_session_id(session_ + 1 + rng() % 3);
+        break;
+      }
+      default: {  // longer than its slot, or past the end of the buffer
+        r = Stage(keys_.lce_h2d, next, slot, off, data);
+        if (rng() % 2) {
+          r.set_length(4096 + 32);
+        } else {
+          r.set_offset(8192 - 32);
+          r.set_length(64);
+        }
+        break;
+      }
     }
+    ++seen[kind];
     auto st = gpu_->SubmitH2D(kOwner, r);
-    if (kind == 0) {
+    if (kind <= 1) {
       ASSERT_TRUE(st.ok()) << st.status();
       expected.replace(off, len, data);
       ++next;
     } else {
       ASSERT_FALSE(st.ok()) << "kind " << kind << " at step " << step;
     }
+    // After every step, not only at the end: a later valid chunk must not
+    // be able to hide what an invalid one wrote.
+    ASSERT_EQ(gpu_->Status().h2d_next_counter(), next) << "step " << step;
+    ASSERT_TRUE(Read(0, 8192) == expected) << "kind " << kind << " at step " << step;
   }
-  EXPECT_EQ(Read(0, 8192), expected);
+  for (int k = 0; k < 10; ++k) EXPECT_GT(seen[k], 10) << "kind " << k;
 }
 
 }  // namespace

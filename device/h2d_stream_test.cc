@@ -352,6 +352,24 @@ TEST_F(H2dWriterTest, HostWritingTheRingMeanwhileCannotChangeWhatLands) {
   }
 }
 
+// A window that starts at counter 0 or runs past the last 32-bit counter
+// would reuse an IV: refused before anything is encrypted or sent.
+TEST_F(H2dWriterTest, WindowThatWouldWrapTheCounterIsRefused) {
+  H2dWriterOptions wo;
+  wo.chunk_size = 4096;
+  wo.bounce_dir = dir_;
+  H2dWriter w(channel_, wo);
+  StringSource src(RandomString(3 * 4096));
+  const uint32_t next = gpu_->Status().h2d_next_counter();
+  for (CounterWindow bad : {CounterWindow{0, 3}, CounterWindow{0xFFFFFFFEu, 3}}) {
+    auto st = w.Write(keys_.lce_h2d, session_, big_, 0, 3 * 4096, bad, src);
+    EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument) << bad.first;
+    EXPECT_NE(st.status().message().find("cannot be used"), std::string::npos) << st.status();
+  }
+  EXPECT_EQ(src.views_.load(), 0) << "nothing was read";
+  EXPECT_EQ(gpu_->Status().h2d_next_counter(), next);
+}
+
 TEST_F(H2dWriterTest, FailedWriteStillLeavesNoRingMappedInTheDevice) {
   BouncePool pool(dir_);
   const size_t rings_before = gpu_->Status().bounce_buffers();

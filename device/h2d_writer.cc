@@ -355,6 +355,15 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
         "counter window holds " + std::to_string(window.count) + " counters but " +
         std::to_string(length) + " bytes need " + std::to_string(n_chunks) + " chunks");
   }
+  // Counters are 32-bit: a window must not start at 0 or wrap past the last
+  // one, or two chunks would share an IV (P4 rests on this too, not only on
+  // the orchestrator that cut the window).
+  auto usable = CounterWindowAt(window.first, window.count);
+  if (!usable.ok()) {
+    return absl::InvalidArgumentError("counter window [" + std::to_string(window.first) + ", +" +
+                                      std::to_string(window.count) + ") cannot be used: " +
+                                      std::string(usable.status().message()));
+  }
   const Plan geometry = PlanFor(length, options_);
   const int threads = geometry.threads;
   const uint32_t slots = geometry.slots;

@@ -1,6 +1,7 @@
 #include "keyxfer/attestation_config.h"
 
 #include "keyxfer/dev_attester.h"
+#include "keyxfer/secret_bytes.h"
 #include "keyxfer/tdx/tdx_attester.h"
 #include "keyxfer/x509.h"
 #include "util/files.h"
@@ -27,6 +28,7 @@ absl::StatusOr<AttestationSetup> MakeDev(const nlohmann::json& s,
   auto key_pem = ReadFile(*key_path);
   if (!key_pem.ok()) return key_pem.status();
   auto key = EcKey::FromPrivatePem(*key_pem);
+  Zeroize(&(*key_pem)[0], key_pem->size());  // the private key lives on only in `key`
   if (!key.ok()) return absl::InvalidArgumentError(*key_path + ": " + std::string(key.status().message()));
   auto cert_pem = ReadFile(*cert_path);
   if (!cert_pem.ok()) return cert_pem.status();

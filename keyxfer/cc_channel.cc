@@ -88,6 +88,10 @@ absl::StatusOr<std::string> SealedChannel::Seal(absl::string_view aad,
 
 absl::StatusOr<std::string> SealedChannel::Open(absl::string_view aad,
                                                 absl::string_view sealed) {
+  if (receive_exhausted_) {
+    return absl::ResourceExhaustedError(
+        "channel message counter exhausted: re-key before receiving more");
+  }
   if (sealed.size() < kGcmTagSize) {
     return absl::InvalidArgumentError("sealed message shorter than its tag");
   }
@@ -98,10 +102,7 @@ absl::StatusOr<std::string> SealedChannel::Open(absl::string_view aad,
       receive_next_, reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
       in, n, in + n, reinterpret_cast<uint8_t*>(&out[0]));
   if (!st.ok()) return st;
-  if (receive_next_ == kLastMessageCounter) {
-    return absl::ResourceExhaustedError("receive counter exhausted: re-key");
-  }
-  ++receive_next_;
+  if (receive_next_ == kLastMessageCounter) receive_exhausted_ = true; else ++receive_next_;
   return out;
 }
 

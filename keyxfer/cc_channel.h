@@ -78,15 +78,24 @@ class SealedChannel {
                                    absl::string_view plaintext,
                                    uint32_t* counter_used);
   // Opens with the next expected receive counter; the counter advances only
-  // on success, so a forged message cannot desynchronise the channel.
+  // on success, so a forged message cannot desynchronise the channel. The
+  // message at the last counter is opened like any other; after it the
+  // channel refuses everything (ResourceExhausted: re-key).
   absl::StatusOr<std::string> Open(absl::string_view aad,
                                    absl::string_view sealed);
+
+  // Tests: both directions continue from `counter` (exhaustion is 2^32
+  // messages away otherwise).
+  void SkipToCounterForTest(uint32_t counter) {
+    send_next_ = receive_next_ = counter;
+  }
 
  private:
   std::unique_ptr<ChannelCipher> send_, receive_;
   uint32_t send_next_ = kFirstMessageCounter;
   uint32_t receive_next_ = kFirstMessageCounter;
   bool send_exhausted_ = false;
+  bool receive_exhausted_ = false;
 };
 
 }  // namespace gputravel

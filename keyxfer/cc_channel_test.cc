@@ -73,6 +73,27 @@ TEST_F(SealedChannelTest, ReorderedMessageRefusedAndChannelRecovers) {
   EXPECT_EQ(*b_->Open("ad", *m2), "two");
 }
 
+// The last counter carries a message both ways; after it both ends refuse
+// (ResourceExhausted), and nothing is ever sealed twice under one IV.
+TEST_F(SealedChannelTest, LastCounterIsUsedThenTheChannelIsExhausted) {
+  a_->SkipToCounterForTest(kLastMessageCounter - 1);
+  b_->SkipToCounterForTest(kLastMessageCounter - 1);
+  uint32_t c = 0;
+  auto m1 = a_->Seal("ad", "next to last", &c);
+  EXPECT_EQ(c, kLastMessageCounter - 1);
+  auto m2 = a_->Seal("ad", "last", &c);
+  ASSERT_TRUE(m2.ok());
+  EXPECT_EQ(c, kLastMessageCounter);
+  auto m3 = a_->Seal("ad", "one too many", &c);
+  EXPECT_EQ(m3.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(*b_->Open("ad", *m1), "next to last");
+  auto last = b_->Open("ad", *m2);
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(*last, "last");
+  auto again = b_->Open("ad", *m2);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
 TEST_F(SealedChannelTest, WrongAssociatedDataRefused) {
   auto m1 = a_->Seal("session=1", "one", nullptr);
   EXPECT_FALSE(b_->Open("session=2", *m1).ok());

@@ -1,18 +1,72 @@
 #include "keyxfer/secret_bytes.h"
 
+#include <cstdlib>
 #include <new>
 
 #include "gtest/gtest.h"
 
+// The test binary's global operator delete looks at one watched block as it
+// is released: whether every byte was already zero. That is the only way to
+// see what a released key's memory held without reading freed memory.
+namespace {
+const void* g_watched = nullptr;
+size_t g_watched_size = 0;
+bool g_released = false;
+bool g_was_zero = false;
+
+void Inspect(void* p) {
+  if (p == nullptr || p != g_watched) return;
+  g_released = true;
+  g_was_zero = true;
+  const auto* b = static_cast<const volatile unsigned char*>(p);
+  for (size_t i = 0; i < g_watched_size; ++i) g_was_zero = g_was_zero && b[i] == 0;
+  g_watched = nullptr;
+}
+}  // namespace
+
+void operator delete(void* p) noexcept {
+  Inspect(p);
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  Inspect(p);
+  std::free(p);
+}
+
 namespace gputravel {
 namespace {
 
+void Watch(const SecretBytes& s) {
+  g_watched = s.data();
+  g_watched_size = s.size();
+  g_released = false;
+  g_was_zero = false;
+}
+
 TEST(SecretBytesTest, ClearZeroizesAndEmpties) {
   SecretBytes s = SecretBytes::FromString("0123456789abcdef");
-  uint8_t* p = s.data();
+  Watch(s);
   s.Clear();
   EXPECT_TRUE(s.empty());
-  (void)p;  // memory released; zeroization is checked through the allocator below
+  EXPECT_TRUE(g_released) << "Clear releases the bytes";
+  EXPECT_TRUE(g_was_zero) << "the key was still in the memory Clear released";
+}
+
+TEST(SecretBytesTest, DestructionZeroizes) {
+  {
+    SecretBytes s = SecretBytes::FromString("fedcba9876543210fedcba9876543210");
+    Watch(s);
+  }
+  EXPECT_TRUE(g_released);
+  EXPECT_TRUE(g_was_zero) << "the key was still in the memory its destructor released";
+  // A moved-to key is wiped when it goes, too.
+  {
+    SecretBytes a = SecretBytes::FromString("0123456789abcdef");
+    SecretBytes b = std::move(a);
+    Watch(b);
+  }
+  EXPECT_TRUE(g_released);
+  EXPECT_TRUE(g_was_zero);
 }
 
 TEST(SecretBytesTest, MoveLeavesSourceEmpty) {
