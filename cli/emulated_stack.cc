@@ -239,7 +239,8 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
               {"identity_cert", st->pki_.device_cert},
               {"socket_dir", d + "/dev"},
               {"domains", domains},
-              {"admin_socket", d + "/device-admin.sock"}};
+              {"admin_socket", d + "/device-admin.sock"},
+              {"heartbeat_period_seconds", options.heartbeat_period_seconds}};
   s = WriteJson(d + "/device.json", dev);
   if (!s.ok()) return s;
   s = st->Launch("gpu", Daemon(st->bin_dir_, 0), d + "/device.json");
@@ -312,7 +313,8 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
       {"gpus", json::array({{{"name", "gpu0"},
                              {"device_endpoint", st->device_socket(kOrchestratorDomain)},
                              {"device_ca", st->pki_.device_ca_cert},
-                             {"serial", kGpuSerial}}})},
+                             {"serial", kGpuSerial},
+                             {"heartbeat_period_seconds", options.heartbeat_period_seconds}}})},
       {"attestation", DevAttestation(st->pki_, kOrchestratorDomain, allowed_holders)},
       {"tls", TlsJson(st->tls({kRoleOrchestrator, "orchestrator"}))}};
   s = WriteJson(d + "/orchestrator.json", orch);

@@ -54,6 +54,9 @@ struct StackOptions {
   // Unix sockets. The device sockets stay Unix sockets either way: they
   // stand for the PCIe routing, not for a network.
   bool tcp_loopback = false;
+  // The device's CC heartbeat period, told to the GPU and the orchestrator
+  // alike (0: off, as by default on the real driver).
+  uint32_t heartbeat_period_seconds = 0;
 };
 
 // The whole emulated deployment on one machine, as real processes talking

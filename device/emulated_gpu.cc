@@ -41,7 +41,7 @@ absl::Time EmulatedGpu::Now() const {
   return options_.clock ? options_.clock() : absl::Now();
 }
 
-absl::Status EmulatedGpu::CheckOwnerLocked(const std::string& domain) {
+void EmulatedGpu::ApplyHeartbeatRuleLocked() {
   if (options_.heartbeat_period > absl::ZeroDuration() && session_ != nullptr &&
       Now() - last_heartbeat_ > 2 * options_.heartbeat_period) {
     // As the real GPU: a missed heartbeat ends the CC session for good.
@@ -50,8 +50,14 @@ absl::Status EmulatedGpu::CheckOwnerLocked(const std::string& domain) {
     EndDataLocked();
     needs_reset_ = true;
   }
+}
+
+absl::Status EmulatedGpu::CheckOwnerLocked(const std::string& domain) {
+  ApplyHeartbeatRuleLocked();
   if (needs_reset_) {
-    return absl::FailedPreconditionError(
+    // DATA_LOSS, not FAILED_PRECONDITION: nothing the caller can route or
+    // re-key brings the session or the memory back; only a reset helps.
+    return absl::DataLossError(
         "GPU " + options_.serial + " missed its CC heartbeat and needs a reset "
         "(ask the MUX to reset it); its session and memory are gone");
   }
@@ -596,6 +602,7 @@ void EmulatedGpu::SetH2dCounterForTest(uint32_t next) {
 
 v1::DeviceStatus EmulatedGpu::Status() {
   absl::MutexLock l(&mu_);
+  ApplyHeartbeatRuleLocked();  // a miss shows here too, not only at the next call
   v1::DeviceStatus st;
   st.set_serial(options_.serial);
   st.set_owner(owner_);

@@ -118,9 +118,13 @@ class EmulatedGpu {
     uint64_t rotation_usage = 0;  // bytes/16 + encryptions
   };
 
-  // Owner check, and the heartbeat rule (a miss wipes the session).
+  // Owner check, and the heartbeat rule (a miss wipes the session): DATA_LOSS
+  // while the device needs a reset.
   absl::Status CheckOwnerLocked(const std::string& domain)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // No heartbeat for twice the period: the session and memory are wiped and
+  // the device needs a reset.
+  void ApplyHeartbeatRuleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time Now() const;
   // Control's work once the owner is checked: open, execute, seal.
   absl::StatusOr<v1::SealedMessage> ControlLocked(const v1::SealedMessage& request)

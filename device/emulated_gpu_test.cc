@@ -546,8 +546,10 @@ TEST_F(EmulatedGpuTest, HeartbeatMissForcesReset) {
   now += absl::Seconds(7);
   ASSERT_TRUE(Command(hb).ok());
   now += absl::Seconds(9);  // missed: more than 8 s without a heartbeat
+  // The device's own status shows it at once, before anyone calls in.
+  EXPECT_TRUE(gpu_->Status().needs_reset());
   auto st = Command(hb);
-  EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(st.status().message().find("heartbeat"), std::string::npos);
   EXPECT_TRUE(gpu_->Status().needs_reset());
   EXPECT_EQ(gpu_->Status().session_id(), 0u);

@@ -173,6 +173,7 @@ absl::Status GpuSession::Exchange(const KnownDevice& device, const v1::SealedMes
   req.set_requester_public_key(eph->PublicPoint());
   req.set_requester_nonce(RandomString(32));
   if (prior != nullptr) *req.mutable_prior_command() = *prior;
+  const absl::Time sent = absl::Now();
   v1::KeyExchangeResponse local;
   v1::KeyExchangeResponse& resp = answer != nullptr ? *answer : local;
   {
@@ -217,6 +218,7 @@ absl::Status GpuSession::Exchange(const KnownDevice& device, const v1::SealedMes
   serial_ = device.serial;
   if (expected_serial_.empty()) expected_serial_ = serial_;
   session_id_ = resp.session_id();
+  last_heartbeat_ = sent;  // the device counts an exchange as a heartbeat
   return absl::OkStatus();
 }
 
@@ -329,7 +331,10 @@ absl::Status GpuSession::ScrubAndVerify(uint64_t buffer_id, uint64_t size) {
 absl::Status GpuSession::Heartbeat() {
   v1::DeviceCommand cmd;
   cmd.mutable_heartbeat();
-  return Command(cmd).status();
+  const absl::Time sent = absl::Now();
+  absl::Status s = Command(cmd).status();
+  if (s.ok()) last_heartbeat_ = sent;
+  return s;
 }
 
 absl::StatusOr<v1::DeviceReply> GpuSession::QueryChannel() {

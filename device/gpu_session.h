@@ -81,6 +81,9 @@ class GpuSession {
   absl::Status ScrubAndVerify(uint64_t buffer_id, uint64_t size);
   // Keeps the session alive on a device with a heartbeat period.
   absl::Status Heartbeat();
+  // When the device last heard a heartbeat from this session: the last
+  // successful Heartbeat or key exchange (infinite past if none).
+  absl::Time last_heartbeat() const { return last_heartbeat_; }
   // Next counter and totals of the LCE H2D channel.
   absl::StatusOr<v1::DeviceReply> QueryChannel();
 
@@ -128,6 +131,7 @@ class GpuSession {
   std::unique_ptr<SealedChannel> control_;
   ChannelMaterial lce_h2d_;
   bool lce_handed_ = false;  // LceH2dForHandoff was called in this session
+  absl::Time last_heartbeat_ = absl::InfinitePast();
   std::future<absl::StatusOr<EcKey>> next_ephemeral_;
   std::optional<KnownDevice> known_;
   // Last, so destroyed first (each runs what is queued, then joins): the

@@ -505,7 +505,7 @@ void CampaignEngine::Worker(Gpu* gpu) {
   }
   GpuSession session(MakeChannel(gpu->config.device_endpoint), *ca_der, gpu->config.serial);
   TripRunner runner(config_->domain, gpu->config.name, mux_.get(), &session, attester_,
-                    verifier_);
+                    verifier_, absl::Seconds(gpu->config.heartbeat_period_seconds));
   uint64_t seen_wake = 0;
   while (true) {
     {
@@ -525,6 +525,10 @@ void CampaignEngine::Worker(Gpu* gpu) {
       seen_wake = wake_;
     }
     if (!name) {
+      // Idle and home: the device must keep hearing from us (if it has a
+      // heartbeat period), or it would need a reset before the next campaign.
+      absl::Status alive = runner.KeepAlive();
+      if (!alive.ok()) GT_LOG(0, "GPU ", gpu->config.name, ": heartbeat: ", alive.message());
       absl::MutexLock l(&mu_);
       auto woken = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stopping_ || wake_ != seen_wake;

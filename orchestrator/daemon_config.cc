@@ -11,7 +11,7 @@ const std::set<std::string> kKnownFields = {"listen",      "domain", "state_dir"
                                             "mux_endpoint", "mux_name", "gpus",
                                             "attestation",  "tls"};
 const std::set<std::string> kKnownGpuFields = {"name", "device_endpoint", "device_ca",
-                                               "serial"};
+                                               "serial", "heartbeat_period_seconds"};
 
 #define ASSIGN_OR_RETURN_CFG(lhs, expr) \
   {                                     \
@@ -58,6 +58,16 @@ absl::StatusOr<OrchestratorConfig> ParseOrchestratorConfig(const nlohmann::json&
     ASSIGN_OR_RETURN_CFG(gc.device_endpoint, JsonString(g, gat, "device_endpoint"));
     ASSIGN_OR_RETURN_CFG(gc.device_ca, JsonString(g, gat, "device_ca"));
     if (g.contains("serial")) ASSIGN_OR_RETURN_CFG(gc.serial, JsonString(g, gat, "serial"));
+    if (g.contains("heartbeat_period_seconds")) {
+      uint64_t hb = 0;
+      ASSIGN_OR_RETURN_CFG(hb, JsonUint(g, gat, "heartbeat_period_seconds"));
+      if (hb != 0 && (hb < 4 || hb > 255)) {
+        return absl::InvalidArgumentError(
+            gat + ".heartbeat_period_seconds: " + std::to_string(hb) +
+            " is not 0 (off) or 4..255 (the device's RmConfComputeHeartbeatPeriod)");
+      }
+      gc.heartbeat_period_seconds = static_cast<uint32_t>(hb);
+    }
     if (gc.name.empty()) return absl::InvalidArgumentError(gat + ".name: must not be empty");
     if (!names.insert(gc.name).second) {
       return absl::InvalidArgumentError(gat + ".name: GPU '" + gc.name + "' appears twice");

@@ -16,6 +16,12 @@ struct GpuConfig {
   std::string device_endpoint;  // the GPU as seen from the orchestrator TD
   std::string device_ca;        // PEM file of the pinned device CA
   std::string serial;           // optional: pin one device serial (P5)
+  // The device's CC heartbeat period (RmConfComputeHeartbeatPeriod, 4-255 s;
+  // 0: off, the default). With it the orchestrator sends heartbeats while the
+  // GPU is home and idle, sends one right before the GPU leaves, and bounds
+  // each trip's time away so the GPU is back and re-keyed before it would
+  // miss two periods (a miss costs a reset: session and memory gone).
+  uint32_t heartbeat_period_seconds = 0;
 };
 
 // The orchestrator daemon's configuration. Campaigns are not configured

@@ -37,7 +37,8 @@ class DaemonConfigTest : public ::testing::Test {
                   {{"name", "gpu1"},
                    {"device_endpoint", "unix:/tmp/d1.sock"},
                    {"device_ca", "/tmp/ca.pem"},
-                   {"serial", "S1"}}}},
+                   {"serial", "S1"},
+                   {"heartbeat_period_seconds", 20}}}},
         {"attestation", {{"backend", "dev"}}},
         {"tls", {{"ca", CaCertPath(*dir_)},
                  {"cert", IdentityCertPath(*dir_, me)},
@@ -54,6 +55,8 @@ TEST_F(DaemonConfigTest, GoodConfigParses) {
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->gpus.size(), 2u);
   EXPECT_EQ(c->gpus[1].serial, "S1");
+  EXPECT_EQ(c->gpus[0].heartbeat_period_seconds, 0u) << "off unless configured";
+  EXPECT_EQ(c->gpus[1].heartbeat_period_seconds, 20u);
   EXPECT_EQ(c->mux_name, "mux");
   EXPECT_EQ(c->tls.ca, CaCertPath(*dir_));
 }
@@ -84,6 +87,12 @@ TEST_F(DaemonConfigTest, EveryBadFieldIsNamed) {
       {"GpuMissingEndpoint", [](nlohmann::json& j) { j["gpus"][0].erase("device_endpoint"); }, "device_endpoint"},
       {"GpuMissingCa", [](nlohmann::json& j) { j["gpus"][1].erase("device_ca"); }, "gpus[1]"},
       {"GpuSerialNotString", [](nlohmann::json& j) { j["gpus"][0]["serial"] = 7; }, "serial"},
+      {"HeartbeatTooShort", [](nlohmann::json& j) { j["gpus"][1]["heartbeat_period_seconds"] = 3; },
+       "gpus[1].heartbeat_period_seconds: 3 is not 0 (off) or 4..255"},
+      {"HeartbeatTooLong", [](nlohmann::json& j) { j["gpus"][1]["heartbeat_period_seconds"] = 256; },
+       "256 is not 0"},
+      {"HeartbeatNotNumber", [](nlohmann::json& j) { j["gpus"][1]["heartbeat_period_seconds"] = "x"; },
+       "heartbeat_period_seconds"},
       {"NoAttestation", [](nlohmann::json& j) { j.erase("attestation"); }, "attestation: missing object"},
       {"NoTls", [](nlohmann::json& j) { j.erase("tls"); }, "tls: missing object"},
       {"TlsMissingCert", [](nlohmann::json& j) { j["tls"].erase("cert"); }, "tls.cert"},

@@ -60,11 +60,39 @@ absl::Status TripRunner::RouteTo(const std::string& domain, uint64_t token) {
 
 absl::Status TripRunner::RouteHome(uint64_t token) { return RouteTo(domain_, token); }
 
+absl::Status TripRunner::KeepAlive() {
+  if (heartbeat_period_ <= absl::ZeroDuration() || !gpu_->established()) {
+    return absl::OkStatus();
+  }
+  if (absl::Now() - gpu_->last_heartbeat() < heartbeat_period_ / 4) return absl::OkStatus();
+  return gpu_->Heartbeat();
+}
+
+absl::Duration TripRunner::MaxTimeAway() const {
+  if (heartbeat_period_ <= absl::ZeroDuration()) return absl::InfiniteDuration();
+  return 2 * heartbeat_period_ - kHeartbeatMargin;
+}
+
 absl::Status TripRunner::MakeSafe(uint64_t token, uint64_t buffer_id,
                                   uint64_t buffer_bytes) {
   absl::Status s = RouteHome(token);
   if (!s.ok()) return s;
   s = gpu_->Establish();
+  if (absl::IsDataLoss(s)) {
+    // The device missed its heartbeat: its session and memory are gone, and
+    // only a reset (through the MUX, which owns the PCIe function) lets it
+    // work again. Nothing of the old buffer survives it.
+    GT_LOG(0, "GPU ", gpu_name_, ": ", s.message(), "; resetting it through the MUX");
+    v1::ResetGpuRequest req;
+    req.set_gpu(gpu_name_);
+    req.set_fencing_token(token);
+    v1::ResetGpuResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline(60));
+    s = FromGrpc(mux_->Reset(&ctx, req, &resp), "MUX Reset " + gpu_name_);
+    if (!s.ok()) return s;
+    s = gpu_->Establish();
+  }
   if (!s.ok()) return s;
   if (buffer_id == 0) return absl::OkStatus();
   return ScrubOrGone(buffer_id, buffer_bytes);
@@ -97,6 +125,10 @@ absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* 
                                    const v1::ProvisionRequest& req, TripHooks* hooks,
                                    TripControl* control, v1::ProvisionReport* report) {
   grpc::ClientContext ctx;
+  // With the heartbeat on, the GPU must be home and re-keyed before it misses
+  // two periods: the hand-off ends by then, whatever the holder's progress.
+  const absl::Duration away = MaxTimeAway();
+  if (away != absl::InfiniteDuration()) ctx.set_deadline(absl::ToChronoTime(absl::Now() + away));
   control->SetCall(&ctx);
   // Watchdog: a holder that sends nothing for holder_timeout_seconds (it
   // streams progress while it writes) is cut off.
@@ -144,6 +176,12 @@ absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* 
                                        " (holder_timeout_seconds)");
   }
   if (control->cancelled()) return absl::CancelledError("the campaign was cancelled");
+  if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && away != absl::InfiniteDuration()) {
+    return absl::DeadlineExceededError(
+        "holder " + plan.holder + " did not finish within " + absl::FormatDuration(away) +
+        ", the longest GPU " + gpu_name_ + " may stay away with a CC heartbeat period of " +
+        absl::FormatDuration(heartbeat_period_) + " (use smaller windows, or a longer period)");
+  }
   absl::Status s = FromGrpc(st, "holder " + plan.holder + " Provision");
   if (!s.ok()) return s;
   if (!got_report) {
@@ -259,6 +297,16 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   if (!blob.ok()) return blob.status();
   preq.set_channel_id(ready->channel_id);
   preq.set_wrapped_handoff(*blob);
+
+  // With the heartbeat on, one now: the GPU then has two full periods before
+  // it must be home and re-keyed (Provision's deadline keeps to that).
+  if (heartbeat_period_ > absl::ZeroDuration()) {
+    absl::Status hb = gpu_->Heartbeat();
+    if (!hb.ok()) {
+      lce.key.Clear();
+      return fail_early("heartbeat before the GPU leaves: " + std::string(hb.message()), false);
+    }
+  }
 
   // Route out: committed first, and from here on every exit goes through the
   // safe path.

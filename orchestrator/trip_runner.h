@@ -123,10 +123,22 @@ class TripControl {
 // party finds residue.
 class TripRunner {
  public:
+  // `heartbeat_period`: the device's CC heartbeat period (zero: off).
   TripRunner(std::string orchestrator_domain, std::string gpu_name, v1::Mux::Stub* mux,
-             GpuSession* gpu, Attester* attester, Verifier* verifier)
+             GpuSession* gpu, Attester* attester, Verifier* verifier,
+             absl::Duration heartbeat_period = absl::ZeroDuration())
       : domain_(std::move(orchestrator_domain)), gpu_name_(std::move(gpu_name)),
-        mux_(mux), gpu_(gpu), attester_(attester), verifier_(verifier) {}
+        mux_(mux), gpu_(gpu), attester_(attester), verifier_(verifier),
+        heartbeat_period_(heartbeat_period) {}
+
+  // With a heartbeat period: sends a heartbeat if the device has not heard
+  // one for a quarter of it (the GPU home and idle). Nothing to do otherwise.
+  absl::Status KeepAlive();
+  // The longest a trip may keep the GPU away with the heartbeat on: two
+  // periods from the heartbeat sent as it leaves, less kHeartbeatMargin for
+  // the way home and the re-key. Infinite without a heartbeat.
+  absl::Duration MaxTimeAway() const;
+  static constexpr absl::Duration kHeartbeatMargin = absl::Seconds(2);
 
   // Always returns an outcome for a trip that ended in a safe state. A non-OK
   // status means the GPU could not be brought back to a safe state (route
@@ -147,7 +159,8 @@ class TripRunner {
   // Routes the GPU home with `token`, establishes a fresh session (every key
   // of the previous one dies) and scrubs + verifies `buffer_id` if it is not
   // 0. A buffer the device no longer has (a reset wiped it) counts as clean.
-  // Used at start-up and by crash recovery.
+  // A device that missed its heartbeat (DATA_LOSS: it needs a reset) is
+  // reset through the MUX first. Used at start-up and by crash recovery.
   absl::Status MakeSafe(uint64_t token, uint64_t buffer_id, uint64_t buffer_bytes);
 
   absl::Status RouteHome(uint64_t token);
@@ -169,6 +182,7 @@ class TripRunner {
   GpuSession* const gpu_;
   Attester* const attester_;
   Verifier* const verifier_;
+  const absl::Duration heartbeat_period_;
   // Runs Provision's no-progress watchdog (one trip at a time per runner).
   TaskThread watchdog_thread_;
 };

@@ -12,6 +12,7 @@
 #include <functional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "auth/tls_config.h"
 #include "cli/emulated_stack.h"
@@ -445,6 +446,60 @@ TEST(EndToEndTest, HealthServiceAnswersServingOverMtls) {
   cq.Shutdown();
   while (cq.Next(&tag, &ok)) {
   }
+}
+
+// With a CC heartbeat period (4 s, the driver's shortest), the orchestrator
+// keeps an idle GPU's session alive; a GPU that missed its heartbeat while no
+// orchestrator ran (it needs a reset: DATA_LOSS) is reset through the MUX and
+// used again, and nothing of its old memory survives.
+TEST(EndToEndTest, HeartbeatKeepsAnIdleGpuAliveAndAMissIsResetThroughTheMux) {
+  StackOptions o;
+  o.holders = 1;
+  o.dataset_bytes = {1u << 20};
+  o.heartbeat_period_seconds = 4;
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto admin = v1::DeviceAdmin::NewStub(MakeChannel((*stack)->device_admin_endpoint()));
+  auto status = [&]() {
+    v1::DeviceStatus st;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(admin->GetStatus(&ctx, {}, &st).ok());
+    return st;
+  };
+  auto report = (*stack)->RunCampaign();
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->state(), v1::COMPLETED) << report->error();
+  const uint64_t session = status().session_id();
+  ASSERT_GT(session, 0u);
+  // Idle for more than two periods: the heartbeats kept the session.
+  std::this_thread::sleep_for(std::chrono::milliseconds(9500));
+  v1::DeviceStatus st = status();
+  EXPECT_FALSE(st.needs_reset());
+  EXPECT_EQ(st.session_id(), session);
+  // No orchestrator, no heartbeat: the device misses and needs a reset.
+  Subprocess* orch = (*stack)->process("orchestrator");
+  orch->Kill();
+  for (int i = 0; i < 500 && orch->Running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_FALSE(orch->Running());
+  std::this_thread::sleep_for(std::chrono::milliseconds(9000));
+  st = status();
+  ASSERT_TRUE(st.needs_reset());
+  EXPECT_EQ(st.session_id(), 0u);
+  EXPECT_EQ(st.resets(), 0u);
+  ASSERT_TRUE((*stack)->Restart("orchestrator").ok());
+  nlohmann::json again = (*stack)->CampaignSpec();
+  again["name"] = "again";
+  report = (*stack)->RunCampaign(&again);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
+  for (const auto& t : report->trips()) EXPECT_EQ(t.outcome(), "ok") << t.error();
+  st = status();
+  EXPECT_FALSE(st.needs_reset());
+  EXPECT_EQ(st.resets(), 1u) << "reset once, through the MUX";
+  const std::string audit = ReadAll((*stack)->dir() + "/logs/mux-audit.jsonl");
+  EXPECT_NE(audit.find("\"reset\""), std::string::npos) << audit;
 }
 
 // The orchestrator remembers campaigns across a restart and goes on with them.
