@@ -171,6 +171,9 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
   auto lce = ChannelCipher::Create(keys->lce_h2d);
   if (!lce.ok()) return lce.status();
   session->lce_h2d = std::move(*lce);
+  auto d2h = ChannelCipher::Create(keys->lce_d2h);
+  if (!d2h.ok()) return d2h.status();
+  session->lce_d2h = std::move(*d2h);
 
   {
     absl::MutexLock l(&mu_);
@@ -231,7 +234,8 @@ absl::StatusOr<v1::SealedMessage> EmulatedGpu::ControlLocked(const v1::SealedMes
   if (!cmd.ParseFromString(*plain)) {
     return absl::InvalidArgumentError("control command is malformed");
   }
-  v1::DeviceReply reply = ExecuteLocked(cmd);
+  std::string d2h_copy;
+  v1::DeviceReply reply = ExecuteLocked(cmd, &d2h_copy);
   std::string reply_bytes = reply.SerializeAsString();
   uint32_t counter = 0;
   auto sealed = session_->control->Seal(ControlAad(false, session_->id),
@@ -242,7 +246,50 @@ absl::StatusOr<v1::SealedMessage> EmulatedGpu::ControlLocked(const v1::SealedMes
   out.set_session_id(session_->id);
   out.set_counter(counter);
   out.set_ciphertext(std::move(*sealed));
+  if (!d2h_copy.empty()) out.set_d2h_copy(std::move(d2h_copy));
   return out;
+}
+
+void EmulatedGpu::D2hCopyLocked(uint64_t buffer_id, const DeviceBuffer& buffer,
+                                uint64_t offset, uint64_t length, v1::DeviceReply* r,
+                                std::string* d2h_copy) {
+  if (length == 0) return;  // nothing to copy, no counter used
+  Session* ses = session_.get();
+  const uint64_t usage = length / 16 + 1;
+  if (ses->d2h_exhausted) {
+    r->set_code(static_cast<int>(absl::StatusCode::kResourceExhausted));
+    r->set_message("the copy engine's D2H counter is spent: re-key");
+    return;
+  }
+  if (ses->d2h_rotation_usage + usage > options_.rotation_threshold) {
+    r->set_code(static_cast<int>(absl::StatusCode::kResourceExhausted));
+    r->set_message("the copy engine's D2H key reached its rotation threshold (" +
+                   std::to_string(options_.rotation_threshold) +
+                   " in bytes/16 + encryptions): re-key");
+    return;
+  }
+  std::string plain;
+  plain.reserve(length);  // one allocation: no copy of plaintext left behind by a regrowth
+  buffer.AppendTo(offset, length, &plain);
+  std::string out(length + kGcmTagSize, '\0');
+  auto* o = reinterpret_cast<uint8_t*>(&out[0]);
+  const std::string aad = D2hCopyAad(ses->id, buffer_id, offset, length);
+  absl::Status e = ses->lce_d2h->Encrypt(
+      ses->d2h_next, reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
+      reinterpret_cast<const uint8_t*>(plain.data()), length, o, o + length);
+  Zeroize(&plain[0], plain.size());
+  if (!e.ok()) {
+    r->set_code(static_cast<int>(e.code()));
+    r->set_message(std::string(e.message()));
+    return;
+  }
+  r->set_d2h_counter(ses->d2h_next);
+  r->set_d2h_length(length);
+  ses->d2h_rotation_usage += usage;
+  ++ses->d2h_copies;
+  ses->d2h_bytes += length;
+  if (ses->d2h_next == kLastMessageCounter) ses->d2h_exhausted = true; else ++ses->d2h_next;
+  *d2h_copy = std::move(out);
 }
 
 uint64_t EmulatedGpu::MemoryInUseLocked() const {
@@ -251,7 +298,8 @@ uint64_t EmulatedGpu::MemoryInUseLocked() const {
   return used;
 }
 
-v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd) {
+v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd,
+                                           std::string* d2h_copy) {
   v1::DeviceReply r;
   auto fail = [&r](absl::StatusCode code, const std::string& msg) {
     r.set_code(static_cast<int>(code));
@@ -297,8 +345,8 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd) {
         return fail(absl::StatusCode::kOutOfRange,
                     "read outside the buffer or larger than 32 MiB");
       }
-      it->second.AppendTo(rd.offset(), rd.length(), r.mutable_data());
       r.set_buffer_id(rd.buffer_id());
+      D2hCopyLocked(rd.buffer_id(), it->second, rd.offset(), rd.length(), &r, d2h_copy);
       return r;
     }
     case v1::DeviceCommand::kScrub: {
@@ -316,7 +364,7 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd) {
       r.set_bytes_scrubbed(it->second.size());
       r.set_buffer_id(it->first);
       // Read from device memory after the zeroing, as a Read would be.
-      it->second.AppendTo(0, read_back, r.mutable_data());
+      D2hCopyLocked(it->first, it->second, 0, read_back, &r, d2h_copy);
       return r;
     }
     case v1::DeviceCommand::kHeartbeat: {
@@ -327,6 +375,9 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd) {
       r.set_h2d_next_counter(session_->h2d_next);
       r.set_h2d_chunks(session_->h2d_chunks);
       r.set_h2d_bytes(session_->h2d_bytes);
+      r.set_d2h_next_counter(session_->d2h_next);
+      r.set_d2h_copies(session_->d2h_copies);
+      r.set_d2h_bytes(session_->d2h_bytes);
       return r;
     }
     default:
@@ -598,6 +649,11 @@ void EmulatedGpu::Reset() {
 void EmulatedGpu::SetH2dCounterForTest(uint32_t next) {
   absl::MutexLock l(&mu_);
   if (session_ != nullptr) session_->h2d_next = next;
+}
+
+void EmulatedGpu::SetD2hCounterForTest(uint32_t next) {
+  absl::MutexLock l(&mu_);
+  if (session_ != nullptr) session_->d2h_next = next;
 }
 
 v1::DeviceStatus EmulatedGpu::Status() {

@@ -97,8 +97,10 @@ class EmulatedGpu {
   void Reset();
   v1::DeviceStatus Status();
 
-  // Moves the copy engine's next H2D counter (tests of IV exhaustion only).
+  // Moves the copy engine's next H2D / D2H counter (tests of IV exhaustion
+  // only).
   void SetH2dCounterForTest(uint32_t next);
+  void SetD2hCounterForTest(uint32_t next);
   // True when the copy engine's own memory (its scratch and its spare page)
   // holds no plaintext (waits for a chunk in flight to finish first). Tests of
   // P2 only.
@@ -108,6 +110,12 @@ class EmulatedGpu {
   std::string PendingEphemeralForTest();
 
  private:
+  // Copy engine 0's two key slots: host-to-device (lce00_h2d_user, which the
+  // device decrypts with at its next counter) and device-to-host
+  // (lce00_d2h_user, which it encrypts read-backs with at its next counter).
+  // Each slot has its own counter, exhaustion and use, counted as the driver
+  // counts them for rotation (bytes/16 + encryptions). The real GPU has eight
+  // copy engines with such pairs; the data path uses one.
   struct Session {
     uint64_t id = 0;
     std::unique_ptr<SealedChannel> control;  // receives gsp_h2d, sends gsp_d2h
@@ -115,7 +123,12 @@ class EmulatedGpu {
     uint32_t h2d_next = kFirstMessageCounter;
     bool h2d_exhausted = false;
     uint64_t h2d_chunks = 0, h2d_bytes = 0;
-    uint64_t rotation_usage = 0;  // bytes/16 + encryptions
+    uint64_t rotation_usage = 0;  // H2D key: bytes/16 + decryptions
+    std::unique_ptr<ChannelCipher> lce_d2h;
+    uint32_t d2h_next = kFirstMessageCounter;
+    bool d2h_exhausted = false;
+    uint64_t d2h_copies = 0, d2h_bytes = 0;
+    uint64_t d2h_rotation_usage = 0;  // D2H key: bytes/16 + encryptions
   };
 
   // Owner check, and the heartbeat rule (a miss wipes the session): DATA_LOSS
@@ -129,7 +142,15 @@ class EmulatedGpu {
   // Control's work once the owner is checked: open, execute, seal.
   absl::StatusOr<v1::SealedMessage> ControlLocked(const v1::SealedMessage& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  v1::DeviceReply ExecuteLocked(const v1::DeviceCommand& cmd)
+  // Runs a control command; a Read or a Scrub's read-back leaves the bytes
+  // as the copy engine's D2H copy in `*d2h_copy` (ciphertext || tag).
+  v1::DeviceReply ExecuteLocked(const v1::DeviceCommand& cmd, std::string* d2h_copy)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Copies [offset, +length) of `buffer` out under the session's D2H key at
+  // its next counter into `*d2h_copy`; the counter and length go in `*r`. An
+  // error (counter spent, rotation threshold) goes in `*r` and copies nothing.
+  void D2hCopyLocked(uint64_t buffer_id, const DeviceBuffer& buffer, uint64_t offset,
+                     uint64_t length, v1::DeviceReply* r, std::string* d2h_copy)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The data in device memory ends (scrub, free, reset, heartbeat miss): a
   // chunk being decrypted is discarded, and the scratch and the spare page

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "device/bounce_buffer.h"
+#include "device/d2h_receiver.h"
 #include "device/device_service.h"
 #include "device/emulated_gpu.h"
 #include "grpcpp/grpcpp.h"
@@ -89,6 +90,8 @@ class EmulatedGpuFixture : public ::testing::Test {
                                             resp->device_nonce(), resp->session_id());
     keys_ = *DeriveDeviceSessionKeys(*eph.DeriveSharedSecret(resp->device_public_key()), t);
     control_ = *SealedChannel::Create(keys_.gsp_h2d, keys_.gsp_d2h);
+    d2h_ = D2hReceiver();
+    d2h_.cipher = *ChannelCipher::Create(keys_.lce_d2h);
     session_ = resp->session_id();
   }
   void Attach() {
@@ -110,6 +113,10 @@ class EmulatedGpuFixture : public ::testing::Test {
     if (!plain.ok()) return plain.status();
     v1::DeviceReply r;
     r.ParseFromString(*plain);
+    if (r.code() != 0) return r;
+    // Read-backs come as the copy engine's D2H copy, opened in order here.
+    absl::Status d = d2h_.Open(cmd, session_, resp->d2h_copy(), &r);
+    if (!d.ok()) return d;
     return r;
   }
   uint64_t Alloc(uint64_t size) {
@@ -172,6 +179,7 @@ class EmulatedGpuFixture : public ::testing::Test {
   std::unique_ptr<EmulatedGpu> gpu_;
   DeviceSessionKeys keys_;
   std::unique_ptr<SealedChannel> control_;
+  D2hReceiver d2h_;
   uint64_t session_ = 0, bounce_id_ = 0, buffer_ = 0;
   std::unique_ptr<BounceBuffer> bounce_;
   std::unique_ptr<DeviceServiceImpl> service_;

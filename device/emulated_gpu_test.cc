@@ -6,6 +6,7 @@
 #include <random>
 
 #include "device/bounce_buffer.h"
+#include "device/d2h_receiver.h"
 #include "gtest/gtest.h"
 #include "keyxfer/device_session.h"
 #include "keyxfer/random.h"
@@ -61,6 +62,8 @@ class EmulatedGpuTest : public ::testing::Test {
                                             resp.device_nonce(), resp.session_id());
     keys_ = *DeriveDeviceSessionKeys(*eph.DeriveSharedSecret(resp.device_public_key()), t);
     control_ = *SealedChannel::Create(keys_.gsp_h2d, keys_.gsp_d2h);
+    d2h_ = D2hReceiver();
+    d2h_.cipher = *ChannelCipher::Create(keys_.lce_d2h);
     session_ = resp.session_id();
   }
 
@@ -74,6 +77,10 @@ class EmulatedGpuTest : public ::testing::Test {
     if (!plain.ok()) return plain.status();
     v1::DeviceReply r;
     r.ParseFromString(*plain);
+    if (r.code() != 0) return r;
+    // Read-backs come as the copy engine's D2H copy, opened in order here.
+    absl::Status d = d2h_.Open(cmd, session_, resp->d2h_copy(), &r);
+    if (!d.ok()) return d;
     return r;
   }
   uint64_t Alloc(uint64_t size) {
@@ -114,6 +121,7 @@ class EmulatedGpuTest : public ::testing::Test {
   std::unique_ptr<EmulatedGpu> gpu_;
   DeviceSessionKeys keys_;
   std::unique_ptr<SealedChannel> control_;
+  D2hReceiver d2h_;
   uint64_t session_ = 0, bounce_id_ = 0, buffer_ = 0;
   std::unique_ptr<BounceBuffer> bounce_;
 };
@@ -278,6 +286,9 @@ TEST_F(EmulatedGpuTest, CommandRidingOnTheExchangeRunsUnderTheSessionItEnds) {
   v1::DeviceReply reply;
   ASSERT_TRUE(reply.ParseFromString(*plain));
   EXPECT_EQ(reply.code(), 0);
+  EXPECT_TRUE(reply.data().empty()) << "the bytes come as the D2H copy";
+  // ...under the old session's D2H key, in its order.
+  ASSERT_TRUE(d2h_.Open(read, old_session, resp->prior_reply().d2h_copy(), &reply).ok());
   EXPECT_TRUE(reply.data() == data);
   // The old session is gone: the same command again is refused.
   sealed.set_ciphertext(
@@ -409,8 +420,8 @@ TEST_F(EmulatedGpuTest, RotationThresholdEnforced) {
   EmulatedGpuOptions o;
   o.serial = "EMU-1";
   o.rotation_threshold = 10;  // bytes/16 + encryptions
-  gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id),
-                                       *IssueCertificate(id, "EMU-1", ca, ca_der, false, 1));
+  auto cert = *IssueCertificate(id, "EMU-1", ca, ca_der, false, 1);
+  gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
   gpu_->SetOwner(kOwner);
   Establish();
   v1::AttachBounceRequest ab;
@@ -424,6 +435,82 @@ TEST_F(EmulatedGpuTest, RotationThresholdEnforced) {
   ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, 64, std::string(64, 'a'))).ok());
   auto st = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 3, 2, 128, std::string(64, 'a')));
   EXPECT_EQ(st.status().code(), absl::StatusCode::kResourceExhausted);
+  // The D2H key is counted on its own: 64-byte read-backs, 5 units each.
+  EXPECT_EQ(Read(0, 64), std::string(64, 'a'));
+  EXPECT_EQ(Read(64, 64), std::string(64, 'a'));
+  v1::DeviceCommand rd;
+  rd.mutable_read()->set_buffer_id(buffer_);
+  rd.mutable_read()->set_length(64);
+  auto third = Command(rd);
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(third->code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  EXPECT_NE(third->message().find("D2H key reached its rotation threshold"), std::string::npos)
+      << third->message();
+}
+
+// Read-backs are the copy engine's device-to-host copies: under the
+// session's own D2H key (not the H2D key a holder is handed), at the copy
+// engine's D2H counter, opened in that order only; each direction has its
+// own counter and is spent on its own.
+TEST_F(EmulatedGpuTest, ReadBackIsTheCopyEngineD2hCopy) {
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'q'))).ok());
+  v1::DeviceCommand rd;
+  rd.mutable_read()->set_buffer_id(buffer_);
+  rd.mutable_read()->set_length(64);
+  auto raw = [&]() {
+    v1::SealedMessage req;
+    req.set_session_id(session_);
+    req.set_ciphertext(
+        *control_->Seal(ControlAad(true, session_), rd.SerializeAsString(), nullptr));
+    auto resp = *gpu_->Control(kOwner, req);
+    v1::DeviceReply r;
+    EXPECT_TRUE(r.ParseFromString(*control_->Open(ControlAad(false, session_), resp.ciphertext())));
+    return std::make_pair(r, resp.d2h_copy());
+  };
+  auto [r1, copy1] = raw();
+  EXPECT_TRUE(r1.data().empty()) << "no plaintext in the control reply";
+  EXPECT_EQ(r1.d2h_counter(), kFirstMessageCounter);
+  EXPECT_EQ(r1.d2h_length(), 64u);
+  ASSERT_EQ(copy1.size(), 64u + kGcmTagSize);
+  EXPECT_EQ(copy1.find(std::string(64, 'q')), std::string::npos) << "the copy is ciphertext";
+  // The holder's key (lce00_h2d_user) does not open it.
+  D2hReceiver holder;
+  holder.cipher = *ChannelCipher::Create(keys_.lce_h2d);
+  v1::DeviceReply tmp = r1;
+  EXPECT_EQ(holder.Open(rd, session_, copy1, &tmp).code(), absl::StatusCode::kDataLoss);
+  // Opened in order by the driver's end.
+  ASSERT_TRUE(d2h_.Open(rd, session_, copy1, &r1).ok());
+  EXPECT_EQ(r1.data(), std::string(64, 'q'));
+  auto [r2, copy2] = raw();
+  EXPECT_EQ(r2.d2h_counter(), kFirstMessageCounter + 1);
+  // Replayed or reordered copies do not open; the counter stays for the right one.
+  v1::DeviceReply again = r1;
+  EXPECT_EQ(d2h_.Open(rd, session_, copy1, &again).code(), absl::StatusCode::kDataLoss);
+  // Nor does a copy of another range than the one asked for.
+  v1::DeviceCommand other = rd;
+  other.mutable_read()->set_offset(32);
+  v1::DeviceReply moved = r2;
+  EXPECT_EQ(d2h_.Open(other, session_, copy2, &moved).code(), absl::StatusCode::kDataLoss);
+  ASSERT_TRUE(d2h_.Open(rd, session_, copy2, &r2).ok());
+  v1::DeviceCommand q;
+  q.mutable_query();
+  auto st = Command(q);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->d2h_next_counter(), kFirstMessageCounter + 2);
+  EXPECT_EQ(st->d2h_copies(), 2u);
+  EXPECT_EQ(st->d2h_bytes(), 128u);
+  EXPECT_EQ(st->h2d_next_counter(), kFirstMessageCounter + 1);
+  // The last D2H counter carries one copy; then reads are refused until a
+  // re-key, while the H2D direction goes on.
+  gpu_->SetD2hCounterForTest(kLastMessageCounter);
+  d2h_.next = kLastMessageCounter;
+  EXPECT_EQ(Read(0, 64), std::string(64, 'q'));
+  auto spent = Command(rd);
+  ASSERT_TRUE(spent.ok()) << spent.status();
+  EXPECT_EQ(spent->code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  EXPECT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, 64, std::string(64, 'r'))).ok());
+  Establish();
+  EXPECT_EQ(Read(64, 64), std::string(64, 'r')) << "a fresh session has fresh counters";
 }
 
 TEST_F(EmulatedGpuTest, BounceRingsDetachedAndDroppedWithTheSession) {

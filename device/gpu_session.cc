@@ -71,8 +71,9 @@ namespace {
 
 // The reply to a command that rode on a key exchange, opened under the
 // session it was sealed in.
-void OpenPrior(SealedChannel* sent_in, uint64_t session_id,
-               const v1::KeyExchangeResponse& resp, GpuSession::PriorOutcome* out) {
+void OpenPrior(SealedChannel* sent_in, D2hReceiver* d2h, uint64_t session_id,
+               const v1::DeviceCommand& cmd, const v1::KeyExchangeResponse& resp,
+               GpuSession::PriorOutcome* out) {
   auto fail = [out](absl::Status s) {
     out->session = s;
     out->reply = std::move(s);
@@ -101,7 +102,12 @@ void OpenPrior(SealedChannel* sent_in, uint64_t session_id,
     out->reply = absl::Status(static_cast<absl::StatusCode>(reply.code()),
                               "GPU: " + reply.message());
   } else {
-    out->reply = std::move(reply);
+    absl::Status copied = d2h->Open(cmd, session_id, resp.prior_reply().d2h_copy(), &reply);
+    if (copied.ok()) {
+      out->reply = std::move(reply);
+    } else {
+      out->reply = copied;
+    }
   }
 }
 
@@ -112,6 +118,8 @@ absl::Status GpuSession::EstablishWith(const v1::DeviceCommand* prior,
   // The session in force ends here whatever happens; a command riding on
   // the exchange is sealed under it first.
   std::unique_ptr<SealedChannel> old = std::move(control_);
+  D2hReceiver old_d2h = std::move(d2h_);
+  d2h_ = D2hReceiver();
   const uint64_t old_id = session_id_;
   lce_h2d_ = ChannelMaterial();
   std::optional<v1::SealedMessage> sealed;
@@ -154,7 +162,7 @@ absl::Status GpuSession::EstablishWith(const v1::DeviceCommand* prior,
   v1::KeyExchangeResponse answer;
   absl::Status s = Exchange(*known_, sealed ? &*sealed : nullptr, &answer);
   // The command was executed (or refused) with the first exchange only.
-  if (sealed) OpenPrior(old.get(), old_id, answer, outcome);
+  if (sealed) OpenPrior(old.get(), &old_d2h, old_id, *prior, answer, outcome);
   if (s.ok() || !reused || !absl::IsUnauthenticated(s)) return s;
   known_.reset();
   auto fetched = FetchIdentity();
@@ -212,7 +220,11 @@ absl::Status GpuSession::Exchange(const KnownDevice& device, const v1::SealedMes
   if (!keys.ok()) return keys.status();
   auto control = SealedChannel::Create(keys->gsp_h2d, keys->gsp_d2h);
   if (!control.ok()) return control.status();
+  auto d2h = ChannelCipher::Create(keys->lce_d2h);
+  if (!d2h.ok()) return d2h.status();
   control_ = std::move(*control);
+  d2h_ = D2hReceiver();
+  d2h_.cipher = std::move(*d2h);
   lce_h2d_ = std::move(keys->lce_h2d);
   lce_handed_ = false;
   serial_ = device.serial;
@@ -257,6 +269,13 @@ absl::StatusOr<v1::DeviceReply> GpuSession::Command(const v1::DeviceCommand& cmd
   if (reply.code() != 0) {
     return absl::Status(static_cast<absl::StatusCode>(reply.code()),
                         "GPU: " + reply.message());
+  }
+  absl::Status copied = d2h_.Open(cmd, session_id_, resp.d2h_copy(), &reply);
+  if (!copied.ok()) {
+    // The D2H channel is out of step with the device: no later read-back
+    // could be trusted to be in order. A fresh exchange is needed.
+    control_.reset();
+    return copied;
   }
   return reply;
 }

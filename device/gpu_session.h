@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "device/d2h_receiver.h"
 #include "keyxfer/cc_channel.h"
 #include "keyxfer/certificate_cache.h"
 #include "keyxfer/device_session.h"
@@ -129,6 +130,9 @@ class GpuSession {
   std::string serial_;
   uint64_t session_id_ = 0;
   std::unique_ptr<SealedChannel> control_;
+  // The copy engine's D2H channel: read-backs arrive encrypted under
+  // lce00_d2h_user, and are decrypted here at the counter this end expects.
+  D2hReceiver d2h_;
   ChannelMaterial lce_h2d_;
   bool lce_handed_ = false;  // LceH2dForHandoff was called in this session
   absl::Time last_heartbeat_ = absl::InfinitePast();

@@ -76,4 +76,15 @@ std::string ChunkAad(uint64_t session_id, uint64_t buffer_id, uint64_t offset,
   return w.Take();
 }
 
+std::string D2hCopyAad(uint64_t session_id, uint64_t buffer_id, uint64_t offset,
+                       uint64_t length) {
+  WireWriter w;
+  w.Bytes("gputravel-lce-d2h");
+  w.U64(session_id);
+  w.U64(buffer_id);
+  w.U64(offset);
+  w.U64(length);
+  return w.Take();
+}
+
 }  // namespace gputravel

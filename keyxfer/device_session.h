@@ -44,6 +44,11 @@ std::string ControlAad(bool to_device, uint64_t session_id);
 std::string ChunkAad(uint64_t session_id, uint64_t buffer_id, uint64_t offset,
                      uint32_t length);
 
+// Associated data of a copy-engine device-to-host copy (a read-back under
+// lce00_d2h_user): binds the session and where the bytes were read from.
+std::string D2hCopyAad(uint64_t session_id, uint64_t buffer_id, uint64_t offset,
+                       uint64_t length);
+
 }  // namespace gputravel
 
 #endif  // GPUTRAVEL_KEYXFER_DEVICE_SESSION_H_

@@ -1,0 +1,47 @@
+#include "device/d2h_receiver.h"
+
+#include "keyxfer/device_session.h"
+#include "keyxfer/secret_bytes.h"
+
+namespace gputravel {
+
+absl::Status D2hReceiver::Open(const v1::DeviceCommand& cmd, uint64_t session_id,
+                               const std::string& copy, v1::DeviceReply* reply) {
+  uint64_t buffer = 0, offset = 0, length = 0;
+  if (cmd.has_read()) {
+    buffer = cmd.read().buffer_id();
+    offset = cmd.read().offset();
+    length = cmd.read().length();
+  } else if (cmd.has_scrub()) {
+    buffer = cmd.scrub().buffer_id();
+    length = cmd.scrub().read_back();
+  }
+  if (length == 0) {
+    if (!copy.empty()) return absl::DataLossError("the GPU sent a D2H copy nobody asked for");
+    return absl::OkStatus();
+  }
+  if (cipher == nullptr) return absl::FailedPreconditionError("no D2H channel: establish first");
+  if (exhausted) return absl::ResourceExhaustedError("the D2H counter is spent: re-key");
+  if (copy.size() != length + kGcmTagSize || reply->d2h_length() != length) {
+    return absl::DataLossError("the GPU's D2H copy has " + std::to_string(copy.size()) +
+                               " bytes for a read of " + std::to_string(length));
+  }
+  std::string plain(length, '\0');
+  const std::string aad = D2hCopyAad(session_id, buffer, offset, length);
+  const auto* in = reinterpret_cast<const uint8_t*>(copy.data());
+  absl::Status s = cipher->Decrypt(next, reinterpret_cast<const uint8_t*>(aad.data()),
+                                   aad.size(), in, length, in + length,
+                                   reinterpret_cast<uint8_t*>(&plain[0]));
+  if (!s.ok()) {
+    return absl::DataLossError(
+        "the GPU's D2H copy does not authenticate at counter " + std::to_string(next) +
+        " for buffer " + std::to_string(buffer) + " [" + std::to_string(offset) + ", +" +
+        std::to_string(length) + "): not this session's key, out of order, or not what "
+        "was asked for");
+  }
+  if (next == kLastMessageCounter) exhausted = true; else ++next;
+  *reply->mutable_data() = std::move(plain);
+  return absl::OkStatus();
+}
+
+}  // namespace gputravel
