@@ -17,8 +17,7 @@ namespace {
 // Copies a piece of ciphertext out to shared memory. On x86-64 with
 // non-temporal stores: the bounce slot is read next by another party (the
 // copy engine), not by this core, and streaming stores skip reading each
-// line of the slot into the cache first, which a plain copy pays for (about
-// 15% of AES-GCM's own time on 2 MiB chunks; streaming costs about 7%).
+// line of the slot into the cache first, which a plain copy pays for.
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) void StreamAvx2(uint8_t* dst, const uint8_t* src, size_t n) {
   for (size_t i = 0; i < n; i += 64) {
@@ -57,18 +56,6 @@ void CopyOut(uint8_t* dst, const uint8_t* src, size_t n) {
 void CopiesDone() {
 #if defined(__x86_64__)
   _mm_sfence();
-#endif
-}
-
-// Asks for the next piece of shared memory while this one is decrypted, so
-// that copying it in does not wait for memory (a plain copy there costs
-// about 17% of AES-GCM's time on 2 MiB chunks; with this, about 8%).
-void Prefetch(const uint8_t* p, size_t n) {
-#if defined(__x86_64__)
-  for (size_t i = 0; i < n; i += 64) _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T0);
-#else
-  (void)p;
-  (void)n;
 #endif
 }
 
@@ -222,7 +209,6 @@ absl::Status AesGcm::DecryptFromShared(const uint8_t iv[kGcmIvSize], const uint8
   int len = 0;
   for (size_t done = 0; done < n;) {
     const size_t k = std::min(n - done, kSharedPiece);
-    if (done + k < n) Prefetch(shared_in + done + k, std::min(n - done - k, kSharedPiece));
     // Each byte of shared memory is read once; the tag and the plaintext
     // both come from this private copy.
     std::memcpy(piece, shared_in + done, k);

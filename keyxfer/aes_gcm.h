@@ -52,8 +52,11 @@ class AesGcm {
   absl::Status DecryptFromShared(const uint8_t iv[kGcmIvSize], const uint8_t* aad,
                                  size_t aad_len, const uint8_t* shared_in, size_t n,
                                  const uint8_t tag[kGcmTagSize], uint8_t* out);
-  // The private piece both go through (in the L1/L2 cache).
-  static constexpr size_t kSharedPiece = 16 * 1024;
+  // The private piece both go through, in the L1 cache. Measured on 2 MiB
+  // chunks read from a large source into a /dev/shm slot: 4-8 KiB pieces
+  // cost about 7% of AES-GCM's own time when encrypting, 16 KiB 13%, 64 KiB
+  // 20%; decrypting, 4 KiB costs about 3%.
+  static constexpr size_t kSharedPiece = 4 * 1024;
 
   // Convenience: ciphertext || tag.
   absl::StatusOr<std::string> Seal(const uint8_t iv[kGcmIvSize],
