@@ -141,7 +141,7 @@ TEST(DatapathRunnerTest, TinyRunGivesFiniteRatiosAndValidJson) {
   }
   EXPECT_GT(r->provision.mbps, 0);
   EXPECT_TRUE(std::isfinite(r->provision.ratio_single) && r->provision.ratio_single > 0);
-  EXPECT_GE(r->components.size(), 9u);
+  EXPECT_GE(r->components.size(), 10u);
   for (const auto& comp : r->components) {
     EXPECT_EQ(comp.seconds.n, 2u) << comp.name;
     EXPECT_GT(comp.seconds.p50, 0) << comp.name;
