@@ -489,9 +489,12 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
     if (req.tag().size() != kGcmTagSize) {
       return reject(absl::InvalidArgumentError("authentication tag must be 16 bytes"));
     }
-    if (req.offset() % kAlignment != 0) {
+    // As the driver's copy engine: a buffer over 32 bytes must be 32-byte
+    // aligned; a smaller one may land anywhere.
+    if (req.length() > kAlignment && req.offset() % kAlignment != 0) {
       return reject(absl::InvalidArgumentError(
-          "destination offset must be 32-byte aligned (copy engine rule)"));
+          "a chunk over 32 bytes must land at a 32-byte aligned offset (copy engine "
+          "rule); offset " + std::to_string(req.offset()) + " is not"));
     }
     if (session_->h2d_exhausted) {
       return reject(absl::ResourceExhaustedError(

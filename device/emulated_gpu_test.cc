@@ -197,10 +197,19 @@ TEST_F(EmulatedGpuTest, RedirectedChunkRefused) {
 }
 
 TEST_F(EmulatedGpuTest, MisalignedOffsetRefused) {
-  auto r1 = Stage(keys_.lce_h2d, 1, 0, 16, std::string(64, 'a'));
-  auto st = gpu_->SubmitH2D(kOwner, r1);
-  EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(st.status().message().find("aligned"), std::string::npos);
+  for (uint32_t len : {33u, 64u}) {
+    auto r1 = Stage(keys_.lce_h2d, 1, 0, 16, std::string(len, 'a'));
+    auto st = gpu_->SubmitH2D(kOwner, r1);
+    EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument) << len;
+    EXPECT_NE(st.status().message().find("aligned"), std::string::npos);
+  }
+  EXPECT_EQ(gpu_->Status().h2d_next_counter(), 1u);
+  // Up to 32 bytes a chunk may land anywhere (the driver's rule is for
+  // buffers over 32 bytes).
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 16, std::string(32, 'b'))).ok());
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, 101, std::string(7, 'c'))).ok());
+  EXPECT_EQ(Read(0, 128), std::string(16, '\0') + std::string(32, 'b') + std::string(53, '\0') +
+                              std::string(7, 'c') + std::string(20, '\0'));
 }
 
 TEST_F(EmulatedGpuTest, CounterOverflowRefused) {
@@ -693,7 +702,12 @@ TEST_F(EmulatedGpuTest, InvalidChunksNeverChangeMemory) {
         r.set_offset(off == 0 ? 32 : off - 32);
         break;
       }
-      case 7: {  // misaligned destination
+      case 7: {  // misaligned destination (of a chunk over 32 bytes)
+        if (len == 32) {
+          data += data;
+          len = 64;
+          off = std::min<uint64_t>(off, 8192 - 64 - 32);
+        }
         r = Stage(keys_.lce_h2d, next, slot, off, data);
         r.set_offset(off + 1 + rng() % 31);
         break;
