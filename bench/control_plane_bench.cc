@@ -259,7 +259,7 @@ absl::StatusOr<std::vector<ComponentTiming>> MeasureControlPlaneComponents(
   };
   H2dWriterOptions wo;
   wo.chunk_size = kWindow;
-  wo.bounce_dir = "/dev/shm";
+  wo.bounce_dir = rig.holder_shared_dir();
   BouncePool kept_ring(wo.bounce_dir);
   auto write_with = [&](std::shared_ptr<grpc::Channel> channel,
                         BouncePool* pool) -> absl::Status {

@@ -133,7 +133,7 @@ absl::StatusOr<BenchReport> RunDatapathBench(
 
   // The in-process device of (a'), (b) and the steps of (c).
   const uint64_t device_buffer_bytes = std::max(config.provision_window, config.device_window);
-  auto rig = DeviceRig::Start(device_buffer_bytes + (1u << 20));
+  auto rig = DeviceRig::Start(device_buffer_bytes + (1u << 20), config.bounce_dir);
   if (!rig.ok()) return rig.status();
 
   if (config.run_datapath) {

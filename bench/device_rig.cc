@@ -25,7 +25,8 @@ std::unique_ptr<grpc::Server> ServeOn(const std::string& socket_path,
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<DeviceRig>> DeviceRig::Start(uint64_t memory_bytes) {
+absl::StatusOr<std::unique_ptr<DeviceRig>> DeviceRig::Start(
+    uint64_t memory_bytes, const std::string& holder_shared_dir) {
   std::unique_ptr<DeviceRig> rig(new DeviceRig());
   char tmpl[] = "/tmp/gputravel-bench-XXXXXX";  // short: socket paths are limited
   if (::mkdtemp(tmpl) == nullptr) {
@@ -46,6 +47,8 @@ absl::StatusOr<std::unique_ptr<DeviceRig>> DeviceRig::Start(uint64_t memory_byte
   EmulatedGpuOptions options;
   options.serial = kSerial;
   options.memory_bytes = memory_bytes;
+  options.shared_dirs["holder"] = holder_shared_dir;
+  rig->holder_shared_dir_ = holder_shared_dir;
   rig->gpu_ = std::make_unique<EmulatedGpu>(options, std::move(*identity), *cert);
   rig->orch_service_ = std::make_unique<DeviceServiceImpl>(rig->gpu_.get(), "orch");
   rig->holder_service_ = std::make_unique<DeviceServiceImpl>(rig->gpu_.get(), "holder");

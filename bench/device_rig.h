@@ -27,15 +27,19 @@ struct RigHandoff {
 // Unix sockets: one per-domain Device service for the orchestrator ("orch")
 // and one for a holder ("holder"), in a fresh temporary directory, plus the
 // orchestrator's driver (GpuSession) pinned to the rig's device CA. Routing
-// is done directly on the device (SetOwner) instead of through a MUX.
+// is done directly on the device (SetOwner) instead of through a MUX. The
+// holder's bounce rings must be created in `holder_shared_dir` (its shared
+// memory: the only directory the device maps rings from for it).
 class DeviceRig {
  public:
-  static absl::StatusOr<std::unique_ptr<DeviceRig>> Start(uint64_t memory_bytes);
+  static absl::StatusOr<std::unique_ptr<DeviceRig>> Start(
+      uint64_t memory_bytes, const std::string& holder_shared_dir = "/dev/shm");
   ~DeviceRig();
 
   EmulatedGpu& gpu() { return *gpu_; }
   GpuSession& session() { return *session_; }
   const std::string& dir() const { return dir_; }
+  const std::string& holder_shared_dir() const { return holder_shared_dir_; }
   const std::string& device_ca_der() const { return ca_der_; }
   std::string orch_endpoint() const { return "unix:" + dir_ + "/orch.sock"; }
   std::string holder_endpoint() const { return "unix:" + dir_ + "/holder.sock"; }
@@ -54,7 +58,7 @@ class DeviceRig {
 
  private:
   DeviceRig() = default;
-  std::string dir_, ca_der_;
+  std::string dir_, ca_der_, holder_shared_dir_;
   std::unique_ptr<EmulatedGpu> gpu_;
   std::unique_ptr<DeviceServiceImpl> orch_service_, holder_service_;
   std::unique_ptr<grpc::Server> orch_server_, holder_server_;

@@ -8,7 +8,9 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
 #include "auth/pki.h"
@@ -205,6 +207,15 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
     domains.push_back(h.domain);
   }
   for (const auto& h : options.extra_holders) domains.push_back(h.domain);
+  json shared_dirs = json::object();  // every holder domain's own shared memory
+  for (const auto& dom : domains) {
+    if (dom == kOrchestratorDomain) continue;
+    if (::mkdir(st->shared_dir(dom).c_str(), 0700) != 0) {
+      return absl::UnavailableError("cannot create " + st->shared_dir(dom) + ": " +
+                                    std::strerror(errno));
+    }
+    shared_dirs[dom] = st->shared_dir(dom);
+  }
   auto pki = CreateDevPki(d + "/pki", kGpuSerial, domains);
   if (!pki.ok()) return pki.status();
   st->pki_ = *pki;
@@ -239,6 +250,7 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
               {"identity_cert", st->pki_.device_cert},
               {"socket_dir", d + "/dev"},
               {"domains", domains},
+              {"shared_dirs", shared_dirs},
               {"admin_socket", d + "/device-admin.sock"},
               {"heartbeat_period_seconds", options.heartbeat_period_seconds}};
   s = WriteJson(d + "/device.json", dev);
@@ -292,7 +304,7 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
                {"tls", TlsJson(st->tls({kRoleHolder, h.name}))},
                {"device_endpoint", st->device_socket(h.domain)},
                {"threads", options.threads},
-               {"bounce_dir", d + "/shm"},
+               {"bounce_dir", st->shared_dir(h.domain)},
                {"attestation", DevAttestation(st->pki_, h.domain, {HexEncode(*orch_mrtd)})}};
     s = WriteJson(d + "/" + h.name + ".json", hc);
     if (!s.ok()) return s;

@@ -93,6 +93,9 @@ class EmulatedStack {
   const std::string& dir() const { return dir_; }
   const DevPki& pki() const { return pki_; }
   std::string device_socket(const std::string& domain) const;
+  // A holder domain's shared memory: the directory its bounce rings go in,
+  // and the only one the GPU maps rings from while routed to that domain.
+  std::string shared_dir(const std::string& domain) const { return dir_ + "/shm/" + domain; }
   const std::string& mux_endpoint() const { return mux_endpoint_; }
   std::string device_admin_endpoint() const { return "unix:" + dir_ + "/device-admin.sock"; }
   const std::string& orchestrator_endpoint() const { return orchestrator_endpoint_; }

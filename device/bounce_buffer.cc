@@ -62,15 +62,36 @@ absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::Create(
 }
 
 absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::OpenReadOnly(
-    const std::string& path, uint32_t slots, uint32_t slot_size) {
+    const std::string& dir, const std::string& path, uint32_t slots, uint32_t slot_size) {
   absl::Status g = CheckGeometry(slots, slot_size);
   if (!g.ok()) return g;
+  std::string base = dir;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  if (base.empty() || base[0] != '/') {
+    return absl::FailedPreconditionError("the shared memory directory '" + dir +
+                                         "' is not an absolute path");
+  }
+  const std::string prefix = base == "/" ? base : base + "/";
+  std::string name = path.compare(0, prefix.size(), prefix) == 0 ? path.substr(prefix.size())
+                                                                 : std::string();
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+    return absl::PermissionDeniedError("bounce buffer " + path +
+                                       " is not a file directly in this domain's shared "
+                                       "memory " + base + "; the device reaches no other");
+  }
+  int dfd = ::open(base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) {
+    return absl::FailedPreconditionError("cannot open shared memory directory " + base +
+                                         ": " + std::strerror(errno));
+  }
   // Not through a symbolic link, and only a regular file (no device or
   // FIFO that would block or map something else).
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  int fd = ::openat(dfd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  int open_errno = errno;
+  ::close(dfd);
   if (fd < 0) {
     return absl::NotFoundError("cannot open bounce buffer " + path + ": " +
-                               std::strerror(errno));
+                               std::strerror(open_errno));
   }
   struct stat st;
   size_t len = size_t{slots} * slot_size;

@@ -19,9 +19,13 @@ class BounceBuffer {
   // Creates a new file (O_EXCL, mode 0600) and maps it read/write.
   static absl::StatusOr<std::unique_ptr<BounceBuffer>> Create(
       const std::string& path, uint32_t slots, uint32_t slot_size);
-  // Maps an existing file read-only (device side), checking its size.
+  // Maps an existing file read-only (device side), checking its size. The
+  // file must lie directly in `dir` (the shared memory of the TD the device is
+  // routed to: `path` is `dir`/NAME, one component, opened relative to `dir`
+  // without following a link) and be a regular file.
   static absl::StatusOr<std::unique_ptr<BounceBuffer>> OpenReadOnly(
-      const std::string& path, uint32_t slots, uint32_t slot_size);
+      const std::string& dir, const std::string& path, uint32_t slots,
+      uint32_t slot_size);
   ~BounceBuffer();
 
   uint8_t* slot(uint32_t i) { return base_ + size_t{i} * slot_size_; }

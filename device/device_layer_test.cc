@@ -31,6 +31,7 @@ class DeviceLayerTest : public ::testing::Test {
     EmulatedGpuOptions o;
     o.serial = "EMU-7";
     o.memory_bytes = 64 << 20;
+    o.shared_dirs["holder"] = dir_;  // the holder's rings: dir_ (its bounce_dir)
     gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
     orch_svc_ = std::make_unique<DeviceServiceImpl>(gpu_.get(), "orch");
     holder_svc_ = std::make_unique<DeviceServiceImpl>(gpu_.get(), "holder");

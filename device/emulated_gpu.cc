@@ -397,7 +397,12 @@ absl::StatusOr<uint64_t> EmulatedGpu::AttachBounce(
   if (request.path().empty() || request.path()[0] != '/') {
     return absl::InvalidArgumentError("bounce buffer path must be absolute");
   }
-  auto b = BounceBuffer::OpenReadOnly(request.path(), request.slots(),
+  auto shared = options_.shared_dirs.find(domain);
+  if (shared == options_.shared_dirs.end()) {
+    return absl::PermissionDeniedError("domain '" + domain +
+                                       "' has no shared memory the device can reach");
+  }
+  auto b = BounceBuffer::OpenReadOnly(shared->second, request.path(), request.slots(),
                                       request.slot_size());
   if (!b.ok()) return b.status();
   absl::MutexLock l(&mu_);

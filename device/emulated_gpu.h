@@ -33,6 +33,12 @@ struct EmulatedGpuOptions {
   // that sees no heartbeat for twice the period puts the device into a state
   // where it refuses everything until a reset.
   absl::Duration heartbeat_period = absl::ZeroDuration();
+  // Each domain's shared (unencrypted) memory: the directory its bounce rings
+  // are created in, standing for the pages its TD shares with devices. The
+  // device maps a ring only from the routed domain's own directory, as the
+  // IOMMU lets the GPU reach only the shared pages of the TD it is assigned
+  // to; a domain without an entry cannot attach a ring.
+  std::map<std::string, std::string> shared_dirs;
   // Time source (tests advance it); null: absl::Now.
   std::function<absl::Time()> clock;
   // Tests of the copy engine's races only: called on the copy engine's

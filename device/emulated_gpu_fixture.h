@@ -45,10 +45,11 @@ class EmulatedGpuFixture : public ::testing::Test {
     auto cert = *IssueCertificate(id, "EMU-1", ca, ca_der_, false, 1);
     o.serial = "EMU-1";
     o.memory_bytes = memory_bytes_;
-    gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
-    gpu_->SetOwner(kOwner);
     char tmpl[] = "/tmp/gputravel-gpuf-XXXXXX";
     dir_ = mkdtemp(tmpl);
+    o.shared_dirs[kOwner] = dir_;  // the holder's shared memory: its rings live here
+    gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
+    gpu_->SetOwner(kOwner);
     Establish();
     bounce_ = *BounceBuffer::Create(dir_ + "/bounce", kSlots, slot_size_);
     Attach();

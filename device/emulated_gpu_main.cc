@@ -26,8 +26,10 @@ int Run(int argc, char** argv) {
       "and tests only; the real GPU is reached through the NVIDIA driver).\n"
       "Config JSON: {\"serial\", \"memory_bytes\", \"identity_key\" (PEM),\n"
       "\"identity_cert\" (PEM), \"socket_dir\", \"domains\": [..],\n"
-      "\"admin_socket\", \"rotation_threshold\" and \"heartbeat_period_seconds\"\n"
-      "(optional)}.");
+      "\"shared_dirs\": {DOMAIN: DIR} (each holder domain's shared memory, the\n"
+      "only directory the device maps that domain's bounce rings from; a domain\n"
+      "without one cannot attach a ring), \"admin_socket\", and, optional,\n"
+      "\"rotation_threshold\" and \"heartbeat_period_seconds\"}.");
   const std::string where = args.config;
   auto cfg = ReadJsonFile(where);
   if (!cfg.ok()) {
@@ -56,6 +58,26 @@ int Run(int argc, char** argv) {
   }
   opts.serial = *serial;
   opts.memory_bytes = *mem;
+  if (cfg->contains("shared_dirs")) {
+    const auto& sd = (*cfg)["shared_dirs"];
+    if (!sd.is_object()) {
+      std::fprintf(stderr, "emulated_gpu: %s: 'shared_dirs' must be an object "
+                   "{DOMAIN: DIRECTORY}\n", where.c_str());
+      return 2;
+    }
+    for (const auto& [dom, dir] : sd.items()) {
+      bool listed = false;
+      for (const auto& d : (*cfg)["domains"]) listed = listed || (d.is_string() && d == dom);
+      if (!listed || !dir.is_string() || dir.get<std::string>().empty() ||
+          dir.get<std::string>()[0] != '/') {
+        std::fprintf(stderr, "emulated_gpu: %s: 'shared_dirs' entry '%s' must name a domain "
+                     "listed in 'domains' and an absolute directory\n", where.c_str(),
+                     dom.c_str());
+        return 2;
+      }
+      opts.shared_dirs[dom] = dir.get<std::string>();
+    }
+  }
   if (cfg->contains("rotation_threshold")) {
     auto t = JsonUint(*cfg, where, "rotation_threshold");
     if (!t.ok()) {

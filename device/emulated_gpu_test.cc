@@ -1,6 +1,7 @@
 #include "device/emulated_gpu.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <random>
@@ -28,10 +29,11 @@ class EmulatedGpuTest : public ::testing::Test {
     EmulatedGpuOptions o;
     o.serial = "EMU-1";
     o.memory_bytes = 1 << 20;
-    gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
-    gpu_->SetOwner(kOwner);
     char tmpl[] = "/tmp/gputravel-gpu-XXXXXX";
     dir_ = mkdtemp(tmpl);
+    o.shared_dirs[kOwner] = dir_;
+    gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
+    gpu_->SetOwner(kOwner);
     Establish();
     bounce_ = *BounceBuffer::Create(dir_ + "/bounce", 4, 4096);
     Attach();
@@ -429,6 +431,7 @@ TEST_F(EmulatedGpuTest, RotationThresholdEnforced) {
   EmulatedGpuOptions o;
   o.serial = "EMU-1";
   o.rotation_threshold = 10;  // bytes/16 + encryptions
+  o.shared_dirs[kOwner] = dir_;
   auto cert = *IssueCertificate(id, "EMU-1", ca, ca_der, false, 1);
   gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
   gpu_->SetOwner(kOwner);
@@ -621,6 +624,64 @@ TEST_F(EmulatedGpuTest, DoorbellCanBringItsOwnRing) {
   EXPECT_EQ(Read(192, 64), std::string(64, 'd'));
 }
 
+// The device reaches only the routed domain's shared memory (the IOMMU's
+// rule): a ring elsewhere, reached through "..", a subdirectory or a link,
+// or a file that is not a ring is refused before anything is mapped, and a
+// domain with no shared memory configured attaches nothing.
+TEST_F(EmulatedGpuTest, RingsAreMappedOnlyFromTheRoutedDomainsSharedMemory) {
+  char tmpl[] = "/tmp/gputravel-other-XXXXXX";
+  const std::string other = mkdtemp(tmpl);  // another TD's shared memory
+  auto foreign = *BounceBuffer::Create(other + "/ring", 4, 4096);
+  ASSERT_EQ(::mkdir((dir_ + "/sub").c_str(), 0700), 0);
+  auto nested = *BounceBuffer::Create(dir_ + "/sub/ring", 4, 4096);
+  ASSERT_EQ(::symlink((other + "/ring").c_str(), (dir_ + "/link").c_str()), 0);
+  ASSERT_EQ(::mkfifo((dir_ + "/fifo").c_str(), 0600), 0);
+  const uint64_t rings = gpu_->Status().bounce_buffers();
+  auto attach = [&](const std::string& domain, const std::string& path) {
+    v1::AttachBounceRequest ab;
+    ab.set_path(path);
+    ab.set_slots(4);
+    ab.set_slot_size(4096);
+    return gpu_->AttachBounce(domain, ab).status();
+  };
+  for (const std::string& path :
+       {other + "/ring", dir_ + "/../" + other.substr(5) + "/ring", dir_ + "/sub/ring",
+        dir_ + "/.", dir_ + "/", dir_ + "ring"}) {
+    absl::Status st = attach(kOwner, path);
+    EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << path << ": " << st;
+    EXPECT_NE(st.message().find("shared memory"), std::string::npos) << st.message();
+  }
+  absl::Status link = attach(kOwner, dir_ + "/link");
+  EXPECT_EQ(link.code(), absl::StatusCode::kNotFound) << link;  // not followed
+  absl::Status fifo = attach(kOwner, dir_ + "/fifo");
+  EXPECT_EQ(fifo.code(), absl::StatusCode::kInvalidArgument) << fifo;  // and no hang
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), rings);
+  // The ring a doorbell brings obeys the same rule, and consumes no counter.
+  auto r1 = Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'));
+  v1::AttachBounceRequest ab;
+  ab.set_path(other + "/ring");
+  ab.set_slots(4);
+  ab.set_slot_size(4096);
+  *r1.mutable_attach() = ab;
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, r1).status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(gpu_->Status().h2d_next_counter(), 1u);
+  // The domain's own ring is mapped.
+  EXPECT_TRUE(attach(kOwner, bounce_->path()).ok());
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), rings + 1);
+  // A domain with no shared memory: nothing, even for a path in another's.
+  gpu_->SetOwner("holder-b");
+  absl::Status none = attach("holder-b", bounce_->path());
+  EXPECT_EQ(none.code(), absl::StatusCode::kPermissionDenied) << none;
+  EXPECT_NE(none.message().find("holder-b"), std::string::npos) << none.message();
+
+  nested.reset();
+  foreign.reset();
+  ::unlink((dir_ + "/link").c_str());
+  ::unlink((dir_ + "/fifo").c_str());
+  ::rmdir((dir_ + "/sub").c_str());
+  ::rmdir(other.c_str());
+}
+
 TEST_F(EmulatedGpuTest, HeartbeatMissForcesReset) {
   absl::Time now = absl::FromUnixSeconds(1000);
   auto ca = *EcKey::Generate(Curve::kP384);
@@ -630,6 +691,7 @@ TEST_F(EmulatedGpuTest, HeartbeatMissForcesReset) {
   o.serial = "EMU-1";
   o.heartbeat_period = absl::Seconds(4);
   o.clock = [&now] { return now; };
+  o.shared_dirs[kOwner] = dir_;
   auto cert = *IssueCertificate(id, "EMU-1", ca, ca_der, false, 1);
   gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
   gpu_->SetOwner(kOwner);

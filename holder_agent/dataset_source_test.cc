@@ -160,7 +160,7 @@ TEST_F(DatasetWriterTest, WriterLandsAMappedWindow) {
   H2dWriterOptions wo;
   wo.chunk_size = 8192;
   wo.threads = 2;
-  wo.bounce_dir = dir;
+  wo.bounce_dir = dir_;  // the fixture's shared memory, where the device maps rings
   H2dWriter w(Serve(), wo);
   auto stats = w.Write(keys_.lce_h2d, session_, buffer, 0, len,
                        CounterWindow{1, H2dWriter::ChunksFor(len, wo.chunk_size)}, src);

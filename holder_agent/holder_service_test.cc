@@ -76,7 +76,7 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     o.dataset_name = "pattern";
     o.domain = "holder-a-td";
     o.device_endpoint = "unix:" + dir_ + "/holder.sock";
-    o.writer.bounce_dir = pki_.path();
+    o.writer.bounce_dir = dir_;  // the fixture's shared memory, where the device maps rings
     auto service = std::make_unique<HolderService>(o, std::move(*ds), holder_attester_.get(),
                                                    holder_verifier_.get());
     agent_ = service.get();

@@ -121,7 +121,7 @@ TEST(EndToEndTest, ThreeHoldersEveryTripVerifiedAndTheLossFalls) {
   const std::string shm = (*stack)->dir() + "/shm";
   auto rings = [&] {
     size_t n = 0;
-    for (const auto& e : std::filesystem::directory_iterator(shm)) {
+    for (const auto& e : std::filesystem::recursive_directory_iterator(shm)) {
       if (e.path().filename().string().rfind("gputravel-bounce-", 0) == 0) ++n;
     }
     return n;

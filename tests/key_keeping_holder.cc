@@ -26,6 +26,7 @@ absl::StatusOr<std::unique_ptr<KeyKeepingHolder>> KeyKeepingHolder::Serve(
   h->name_ = name;
   h->domain_ = "td-" + name;
   h->dir_ = dir;
+  h->shared_dir_ = stack->shared_dir(h->domain_);
   h->device_endpoint_ = stack->device_socket(h->domain_);
   auto self = MeasureFile("/proc/self/exe");
   if (!self.ok()) return self.status();
@@ -94,7 +95,7 @@ grpc::Status KeyKeepingHolder::Provision(grpc::ServerContext*, const v1::Provisi
   kept_.push_back(Kept{key->Clone(), req->binding()});
   H2dWriterOptions wo;
   wo.chunk_size = req->binding().chunk_size();
-  wo.bounce_dir = dir_;
+  wo.bounce_dir = shared_dir_;
   // Real-looking text, so a campaign's model is not thrown off by it.
   std::vector<uint16_t> tokens =
       GenerateCorpus(req->binding().trip(), req->binding().window_length() / 2 + 1);
@@ -156,7 +157,7 @@ absl::StatusOr<KeyKeepingHolder::Attempts> KeyKeepingHolder::TryKeptKeys(Emulate
   for (const Kept& k : kept()) {
     H2dWriterOptions wo;
     wo.chunk_size = k.binding.chunk_size();
-    wo.bounce_dir = dir_;
+    wo.bounce_dir = shared_dir_;
     H2dWriter w(MakeChannel(device_endpoint_), wo);
     const uint32_t next = k.binding.first_counter() + k.binding.counter_count();
     // At its own session, and claiming the current one, at guessed counters.

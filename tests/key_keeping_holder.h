@@ -68,6 +68,7 @@ class KeyKeepingHolder final : public v1::HolderAgent::Service {
   KeyKeepingHolder() = default;
 
   std::string name_, domain_, device_endpoint_, dir_;
+  std::string shared_dir_;  // its domain's shared memory (bounce rings)
   std::unique_ptr<Attester> attester_;
   std::unique_ptr<Verifier> verifier_;
   std::unique_ptr<grpc::Server> server_;
