@@ -8,13 +8,21 @@ namespace gputravel {
 absl::Status D2hReceiver::Open(const v1::DeviceCommand& cmd, uint64_t session_id,
                                const std::string& copy, v1::DeviceReply* reply) {
   uint64_t buffer = 0, offset = 0, length = 0;
+  uint32_t named = engine;
   if (cmd.has_read()) {
     buffer = cmd.read().buffer_id();
     offset = cmd.read().offset();
     length = cmd.read().length();
+    named = cmd.read().copy_engine();
   } else if (cmd.has_scrub()) {
     buffer = cmd.scrub().buffer_id();
     length = cmd.scrub().read_back();
+    named = cmd.scrub().copy_engine();
+  }
+  if (named != engine) {
+    return absl::InvalidArgumentError("the command names copy engine " +
+                                      std::to_string(named) + "; this receiver opens LCE" +
+                                      std::to_string(engine) + "'s copies");
   }
   if (length == 0) {
     if (!copy.empty()) return absl::DataLossError("the GPU sent a D2H copy nobody asked for");

@@ -161,7 +161,9 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
   auto sig = signing.get();
   if (!secret.ok()) return secret.status();
   if (!sig.ok()) return sig.status();
-  auto keys = DeriveDeviceSessionKeys(*secret, transcript);
+  auto session_secret = DeviceSessionSecret(*secret, transcript);
+  if (!session_secret.ok()) return session_secret.status();
+  auto keys = DeriveDeviceSessionKeys(*session_secret);
   if (!keys.ok()) return keys.status();
   auto session = std::make_shared<Session>();
   session->id = id;
@@ -170,10 +172,11 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
   session->control = std::move(*control);
   auto lce = ChannelCipher::Create(keys->lce_h2d);
   if (!lce.ok()) return lce.status();
-  session->lce_h2d = std::move(*lce);
+  session->h2d[0].cipher = std::move(*lce);
   auto d2h = ChannelCipher::Create(keys->lce_d2h);
   if (!d2h.ok()) return d2h.status();
-  session->lce_d2h = std::move(*d2h);
+  session->d2h[0].cipher = std::move(*d2h);
+  session->secret = std::move(*session_secret);  // the other engines' slots, on first use
 
   {
     absl::MutexLock l(&mu_);
@@ -250,20 +253,47 @@ absl::StatusOr<v1::SealedMessage> EmulatedGpu::ControlLocked(const v1::SealedMes
   return out;
 }
 
-void EmulatedGpu::D2hCopyLocked(uint64_t buffer_id, const DeviceBuffer& buffer,
-                                uint64_t offset, uint64_t length, v1::DeviceReply* r,
-                                std::string* d2h_copy) {
+absl::StatusOr<EmulatedGpu::KeySlot*> EmulatedGpu::SlotLocked(Session* ses, uint32_t engine,
+                                                              bool h2d) {
+  if (engine >= kCopyEngines) {
+    return absl::InvalidArgumentError("copy engine " + std::to_string(engine) +
+                                      " does not exist: the GPU has LCE0..LCE" +
+                                      std::to_string(kCopyEngines - 1));
+  }
+  KeySlot& slot = (h2d ? ses->h2d : ses->d2h)[engine];
+  if (slot.cipher == nullptr) {
+    auto m = DeriveCopyEngineKey(ses->secret, engine, h2d);
+    if (!m.ok()) return m.status();
+    auto c = ChannelCipher::Create(*m);
+    if (!c.ok()) return c.status();
+    slot.cipher = std::move(*c);
+  }
+  return &slot;
+}
+
+void EmulatedGpu::D2hCopyLocked(uint32_t engine, uint64_t buffer_id,
+                                const DeviceBuffer& buffer, uint64_t offset, uint64_t length,
+                                v1::DeviceReply* r, std::string* d2h_copy) {
+  r->set_copy_engine(engine);
   if (length == 0) return;  // nothing to copy, no counter used
   Session* ses = session_.get();
-  const uint64_t usage = length / 16 + 1;
-  if (ses->d2h_exhausted) {
-    r->set_code(static_cast<int>(absl::StatusCode::kResourceExhausted));
-    r->set_message("the copy engine's D2H counter is spent: re-key");
+  auto slot_or = SlotLocked(ses, engine, false);
+  if (!slot_or.ok()) {
+    r->set_code(static_cast<int>(slot_or.status().code()));
+    r->set_message(std::string(slot_or.status().message()));
     return;
   }
-  if (ses->d2h_rotation_usage + usage > options_.rotation_threshold) {
+  KeySlot* slot = *slot_or;
+  const std::string lce = "LCE" + std::to_string(engine);
+  const uint64_t usage = length / 16 + 1;
+  if (slot->exhausted) {
     r->set_code(static_cast<int>(absl::StatusCode::kResourceExhausted));
-    r->set_message("the copy engine's D2H key reached its rotation threshold (" +
+    r->set_message(lce + "'s D2H counter is spent: re-key");
+    return;
+  }
+  if (slot->rotation_usage + usage > options_.rotation_threshold) {
+    r->set_code(static_cast<int>(absl::StatusCode::kResourceExhausted));
+    r->set_message(lce + "'s D2H key reached its rotation threshold (" +
                    std::to_string(options_.rotation_threshold) +
                    " in bytes/16 + encryptions): re-key");
     return;
@@ -274,8 +304,8 @@ void EmulatedGpu::D2hCopyLocked(uint64_t buffer_id, const DeviceBuffer& buffer,
   std::string out(length + kGcmTagSize, '\0');
   auto* o = reinterpret_cast<uint8_t*>(&out[0]);
   const std::string aad = D2hCopyAad(ses->id, buffer_id, offset, length);
-  absl::Status e = ses->lce_d2h->Encrypt(
-      ses->d2h_next, reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
+  absl::Status e = slot->cipher->Encrypt(
+      slot->next, reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
       reinterpret_cast<const uint8_t*>(plain.data()), length, o, o + length);
   Zeroize(&plain[0], plain.size());
   if (!e.ok()) {
@@ -283,12 +313,12 @@ void EmulatedGpu::D2hCopyLocked(uint64_t buffer_id, const DeviceBuffer& buffer,
     r->set_message(std::string(e.message()));
     return;
   }
-  r->set_d2h_counter(ses->d2h_next);
+  r->set_d2h_counter(slot->next);
   r->set_d2h_length(length);
-  ses->d2h_rotation_usage += usage;
-  ++ses->d2h_copies;
-  ses->d2h_bytes += length;
-  if (ses->d2h_next == kLastMessageCounter) ses->d2h_exhausted = true; else ++ses->d2h_next;
+  slot->rotation_usage += usage;
+  ++slot->ops;
+  slot->bytes += length;
+  if (slot->next == kLastMessageCounter) slot->exhausted = true; else ++slot->next;
   *d2h_copy = std::move(out);
 }
 
@@ -346,7 +376,8 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd,
                     "read outside the buffer or larger than 32 MiB");
       }
       r.set_buffer_id(rd.buffer_id());
-      D2hCopyLocked(rd.buffer_id(), it->second, rd.offset(), rd.length(), &r, d2h_copy);
+      D2hCopyLocked(rd.copy_engine(), rd.buffer_id(), it->second, rd.offset(), rd.length(),
+                    &r, d2h_copy);
       return r;
     }
     case v1::DeviceCommand::kScrub: {
@@ -364,7 +395,8 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd,
       r.set_bytes_scrubbed(it->second.size());
       r.set_buffer_id(it->first);
       // Read from device memory after the zeroing, as a Read would be.
-      D2hCopyLocked(it->first, it->second, 0, read_back, &r, d2h_copy);
+      D2hCopyLocked(cmd.scrub().copy_engine(), it->first, it->second, 0, read_back, &r,
+                    d2h_copy);
       return r;
     }
     case v1::DeviceCommand::kHeartbeat: {
@@ -372,12 +404,21 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd,
       return r;
     }
     case v1::DeviceCommand::kQuery: {
-      r.set_h2d_next_counter(session_->h2d_next);
-      r.set_h2d_chunks(session_->h2d_chunks);
-      r.set_h2d_bytes(session_->h2d_bytes);
-      r.set_d2h_next_counter(session_->d2h_next);
-      r.set_d2h_copies(session_->d2h_copies);
-      r.set_d2h_bytes(session_->d2h_bytes);
+      const uint32_t engine = cmd.query().copy_engine();
+      if (engine >= kCopyEngines) {
+        return fail(absl::StatusCode::kInvalidArgument,
+                    "copy engine " + std::to_string(engine) + " does not exist");
+      }
+      // An engine not used yet reports its untouched slots.
+      const KeySlot& h2d = session_->h2d[engine];
+      const KeySlot& d2h = session_->d2h[engine];
+      r.set_copy_engine(engine);
+      r.set_h2d_next_counter(h2d.next);
+      r.set_h2d_chunks(h2d.ops);
+      r.set_h2d_bytes(h2d.bytes);
+      r.set_d2h_next_counter(d2h.next);
+      r.set_d2h_copies(d2h.ops);
+      r.set_d2h_bytes(d2h.bytes);
       return r;
     }
     default:
@@ -453,10 +494,12 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
   // commit (phase 3); the decryption (phase 2) runs without it.
   absl::MutexLock ce(&ce_mu_);
   std::shared_ptr<Session> ses;
+  KeySlot* slot = nullptr;  // the engine's H2D slot, kept alive by `ses`
   std::shared_ptr<BounceBuffer> ring;
   uint32_t counter = 0;
   uint64_t epoch = 0;
   const uint64_t usage = req.length() / 16 + 1;
+  const std::string lce = "LCE" + std::to_string(req.copy_engine());
   {
     absl::MutexLock l(&mu_);
     absl::Status s = CheckOwnerLocked(domain);
@@ -501,18 +544,21 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
           "a chunk over 32 bytes must land at a 32-byte aligned offset (copy engine "
           "rule); offset " + std::to_string(req.offset()) + " is not"));
     }
-    if (session_->h2d_exhausted) {
+    auto slot_or = SlotLocked(session_.get(), req.copy_engine(), true);
+    if (!slot_or.ok()) return reject(slot_or.status());
+    slot = *slot_or;
+    if (slot->exhausted) {
       return reject(absl::ResourceExhaustedError(
-          "copy-engine IV space exhausted: a fresh key exchange is required"));
+          lce + "'s H2D IV space is exhausted: a fresh key exchange is required"));
     }
-    if (session_->rotation_usage + usage > options_.rotation_threshold) {
+    if (slot->rotation_usage + usage > options_.rotation_threshold) {
       return reject(absl::ResourceExhaustedError(
-          "key rotation threshold reached on the LCE H2D key: re-key before "
+          "key rotation threshold reached on " + lce + "'s H2D key: re-key before "
           "sending more"));
     }
     ses = session_;
     ring = bit->second;
-    counter = ses->h2d_next;
+    counter = slot->next;
     epoch = data_epoch_;
     ce_busy_ = true;  // scratch_ and spare_ are the copy engine's until phase 3
   }
@@ -540,7 +586,7 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
   // The slot is in memory the host can write while the copy engine reads
   // it: each byte is read once, and what is decrypted is what the tag
   // covered (as a real copy engine, which fetches the chunk once).
-  absl::Status d = ses->lce_h2d->DecryptFromShared(
+  absl::Status d = slot->cipher->DecryptFromShared(
       counter, reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
       ring->slot(req.slot()), n, reinterpret_cast<const uint8_t*>(req.tag().data()),
       target);
@@ -551,13 +597,13 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
   ce_busy_ = false;
   if (!d.ok()) {
     return DiscardChunkLocked(target, n, absl::UnauthenticatedError(
-        "chunk refused by the copy engine: tag check failed at counter " +
+        "chunk refused by copy engine " + lce + ": tag check failed at counter " +
         std::to_string(counter) +
         " (wrong key, replayed or reordered chunk, or tampered data)"));
   }
   absl::Status s = CheckOwnerLocked(domain);
   if (!s.ok()) return DiscardChunkLocked(target, n, s);
-  if (session_ != ses || ses->h2d_next != counter || data_epoch_ != epoch) {
+  if (session_ != ses || slot->next != counter || data_epoch_ != epoch) {
     return DiscardChunkLocked(target, n, absl::FailedPreconditionError(
         "chunk discarded: the CC session or device memory changed while the copy "
         "engine decrypted it (re-key, reset, scrub or free); nothing was written"));
@@ -585,15 +631,15 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
       scratch_residue_ = std::max(scratch_residue_, n);
     }
   }
-  ses->rotation_usage += usage;
-  ++ses->h2d_chunks;
-  ses->h2d_bytes += n;
-  if (ses->h2d_next == kLastMessageCounter) {
-    ses->h2d_exhausted = true;
+  slot->rotation_usage += usage;
+  ++slot->ops;
+  slot->bytes += n;
+  if (slot->next == kLastMessageCounter) {
+    slot->exhausted = true;
   } else {
-    ++ses->h2d_next;
+    ++slot->next;
   }
-  return ses->h2d_next;
+  return slot->next;
 }
 
 absl::Status EmulatedGpu::DiscardChunkLocked(uint8_t* target, size_t n,
@@ -654,14 +700,14 @@ void EmulatedGpu::Reset() {
   PrepareEphemeral();
 }
 
-void EmulatedGpu::SetH2dCounterForTest(uint32_t next) {
+void EmulatedGpu::SetH2dCounterForTest(uint32_t next, uint32_t engine) {
   absl::MutexLock l(&mu_);
-  if (session_ != nullptr) session_->h2d_next = next;
+  if (session_ != nullptr && engine < kCopyEngines) session_->h2d[engine].next = next;
 }
 
-void EmulatedGpu::SetD2hCounterForTest(uint32_t next) {
+void EmulatedGpu::SetD2hCounterForTest(uint32_t next, uint32_t engine) {
   absl::MutexLock l(&mu_);
-  if (session_ != nullptr) session_->d2h_next = next;
+  if (session_ != nullptr && engine < kCopyEngines) session_->d2h[engine].next = next;
 }
 
 v1::DeviceStatus EmulatedGpu::Status() {
@@ -671,12 +717,25 @@ v1::DeviceStatus EmulatedGpu::Status() {
   st.set_serial(options_.serial);
   st.set_owner(owner_);
   st.set_session_id(session_ ? session_->id : 0);
-  st.set_h2d_next_counter(session_ ? session_->h2d_next : 0);
+  st.set_h2d_next_counter(session_ ? session_->h2d[0].next : 0);
   st.set_buffers(buffers_.size());
   st.set_resets(resets_);
   st.set_rejected_chunks(rejected_chunks_);
   st.set_needs_reset(needs_reset_);
   st.set_bounce_buffers(bounces_.size());
+  if (session_ != nullptr) {
+    for (uint32_t e = 0; e < kCopyEngines; ++e) {
+      const KeySlot& h2d = session_->h2d[e];
+      const KeySlot& d2h = session_->d2h[e];
+      if (e != 0 && h2d.cipher == nullptr && d2h.cipher == nullptr) continue;  // unused
+      v1::CopyEngineStatus* ce = st.add_copy_engines();
+      ce->set_engine(e);
+      ce->set_h2d_next_counter(h2d.next);
+      ce->set_d2h_next_counter(d2h.next);
+      ce->set_h2d_chunks(h2d.ops);
+      ce->set_d2h_copies(d2h.ops);
+    }
+  }
   return st;
 }
 

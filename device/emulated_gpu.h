@@ -1,6 +1,7 @@
 #ifndef GPUTRAVEL_DEVICE_EMULATED_GPU_H_
 #define GPUTRAVEL_DEVICE_EMULATED_GPU_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -18,6 +19,7 @@
 #include "keyxfer/cc_channel.h"
 #include "keyxfer/device_session.h"
 #include "keyxfer/ec_key.h"
+#include "keyxfer/secret_bytes.h"
 #include "proto/device.pb.h"
 
 namespace gputravel {
@@ -53,13 +55,16 @@ struct EmulatedGpuOptions {
 //
 // Rules enforced: the identity key signs every key exchange; a new exchange
 // ends the old session (all its keys die); control commands arrive sealed in
-// strict counter order; the copy engine decrypts host-to-device chunks at its
-// own next counter (the sender supplies no IV), checks the tag before touching
-// device memory, and refuses replayed, reordered, misaligned or over-threshold
-// chunks; a reset wipes sessions, keys and memory.
+// strict counter order; each of the eight copy engines (LCE0..LCE7) decrypts
+// host-to-device chunks with its own H2D key at its own next counter (the
+// sender supplies no IV), checks the tag before touching device memory, and
+// refuses replayed, reordered, misaligned or over-threshold chunks; read-backs
+// leave under the named engine's own D2H key and counter; a reset wipes
+// sessions, keys and memory.
 //
-// The copy engine (SubmitH2D) runs beside everything else: chunks are
-// serialized by their own lock (ce_mu_) and decrypted without the device-wide
+// The copy engines (SubmitH2D) run beside everything else: chunks are
+// serialized by their own lock (ce_mu_; the emulation runs one chunk at a
+// time across all engines) and decrypted without the device-wide
 // lock (mu_), which is taken only to check a chunk before and to commit it
 // after, so Control, GetStatus and SetOwner never wait behind a decryption. A
 // chunk whose session, memory or route changed while it was being decrypted
@@ -103,10 +108,10 @@ class EmulatedGpu {
   void Reset();
   v1::DeviceStatus Status();
 
-  // Moves the copy engine's next H2D / D2H counter (tests of IV exhaustion
+  // Moves a copy engine's next H2D / D2H counter (tests of IV exhaustion
   // only).
-  void SetH2dCounterForTest(uint32_t next);
-  void SetD2hCounterForTest(uint32_t next);
+  void SetH2dCounterForTest(uint32_t next, uint32_t engine = 0);
+  void SetD2hCounterForTest(uint32_t next, uint32_t engine = 0);
   // True when the copy engine's own memory (its scratch and its spare page)
   // holds no plaintext (waits for a chunk in flight to finish first). Tests of
   // P2 only.
@@ -116,26 +121,31 @@ class EmulatedGpu {
   std::string PendingEphemeralForTest();
 
  private:
-  // Copy engine 0's two key slots: host-to-device (lce00_h2d_user, which the
-  // device decrypts with at its next counter) and device-to-host
-  // (lce00_d2h_user, which it encrypts read-backs with at its next counter).
+  // One key slot of one copy engine: host-to-device (lce0N_h2d_user, which
+  // the engine decrypts with at its next counter) or device-to-host
+  // (lce0N_d2h_user, which it encrypts read-backs with at its next counter).
   // Each slot has its own counter, exhaustion and use, counted as the driver
-  // counts them for rotation (bytes/16 + encryptions). The real GPU has eight
-  // copy engines with such pairs; the data path uses one.
+  // counts them for rotation (bytes/16 + encryptions).
+  struct KeySlot {
+    std::unique_ptr<ChannelCipher> cipher;  // null until the slot is first used
+    uint32_t next = kFirstMessageCounter;
+    bool exhausted = false;
+    uint64_t ops = 0, bytes = 0;  // chunks decrypted or copies encrypted
+    uint64_t rotation_usage = 0;  // bytes/16 + operations
+  };
+  // A CC session: the control channel and the eight copy engines' key slots.
+  // LCE0's pair is made at the exchange (the data path's engine); another
+  // engine's at its first use, from the session secret, which dies with the
+  // session.
   struct Session {
     uint64_t id = 0;
     std::unique_ptr<SealedChannel> control;  // receives gsp_h2d, sends gsp_d2h
-    std::unique_ptr<ChannelCipher> lce_h2d;
-    uint32_t h2d_next = kFirstMessageCounter;
-    bool h2d_exhausted = false;
-    uint64_t h2d_chunks = 0, h2d_bytes = 0;
-    uint64_t rotation_usage = 0;  // H2D key: bytes/16 + decryptions
-    std::unique_ptr<ChannelCipher> lce_d2h;
-    uint32_t d2h_next = kFirstMessageCounter;
-    bool d2h_exhausted = false;
-    uint64_t d2h_copies = 0, d2h_bytes = 0;
-    uint64_t d2h_rotation_usage = 0;  // D2H key: bytes/16 + encryptions
+    SecretBytes secret;
+    std::array<KeySlot, kCopyEngines> h2d, d2h;
   };
+  // Engine `engine`'s H2D or D2H slot of `ses`, made on first use; an error
+  // for an engine the GPU does not have.
+  static absl::StatusOr<KeySlot*> SlotLocked(Session* ses, uint32_t engine, bool h2d);
 
   // Owner check, and the heartbeat rule (a miss wipes the session): DATA_LOSS
   // while the device needs a reset.
@@ -152,11 +162,12 @@ class EmulatedGpu {
   // as the copy engine's D2H copy in `*d2h_copy` (ciphertext || tag).
   v1::DeviceReply ExecuteLocked(const v1::DeviceCommand& cmd, std::string* d2h_copy)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Copies [offset, +length) of `buffer` out under the session's D2H key at
-  // its next counter into `*d2h_copy`; the counter and length go in `*r`. An
+  // Copies [offset, +length) of `buffer` out under copy engine `engine`'s D2H
+  // key at its next counter into `*d2h_copy`; the counter and length go in `*r`. An
   // error (counter spent, rotation threshold) goes in `*r` and copies nothing.
-  void D2hCopyLocked(uint64_t buffer_id, const DeviceBuffer& buffer, uint64_t offset,
-                     uint64_t length, v1::DeviceReply* r, std::string* d2h_copy)
+  void D2hCopyLocked(uint32_t engine, uint64_t buffer_id, const DeviceBuffer& buffer,
+                     uint64_t offset, uint64_t length, v1::DeviceReply* r,
+                     std::string* d2h_copy)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The data in device memory ends (scrub, free, reset, heartbeat miss): a
   // chunk being decrypted is discarded, and the scratch and the spare page

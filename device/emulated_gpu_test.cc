@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <random>
+#include <vector>
 
 #include "device/bounce_buffer.h"
 #include "device/d2h_receiver.h"
@@ -62,7 +63,8 @@ class EmulatedGpuTest : public ::testing::Test {
                                             req.requester_nonce(),
                                             resp.device_public_key(),
                                             resp.device_nonce(), resp.session_id());
-    keys_ = *DeriveDeviceSessionKeys(*eph.DeriveSharedSecret(resp.device_public_key()), t);
+    secret_ = *DeviceSessionSecret(*eph.DeriveSharedSecret(resp.device_public_key()), t);
+    keys_ = *DeriveDeviceSessionKeys(secret_);
     control_ = *SealedChannel::Create(keys_.gsp_h2d, keys_.gsp_d2h);
     d2h_ = D2hReceiver();
     d2h_.cipher = *ChannelCipher::Create(keys_.lce_d2h);
@@ -121,6 +123,7 @@ class EmulatedGpuTest : public ::testing::Test {
 
   std::string ca_der_, dir_;
   std::unique_ptr<EmulatedGpu> gpu_;
+  SecretBytes secret_;  // the session secret: every copy engine's keys
   DeviceSessionKeys keys_;
   std::unique_ptr<SealedChannel> control_;
   D2hReceiver d2h_;
@@ -525,6 +528,110 @@ TEST_F(EmulatedGpuTest, ReadBackIsTheCopyEngineD2hCopy) {
   EXPECT_EQ(Read(64, 64), std::string(64, 'r')) << "a fresh session has fresh counters";
 }
 
+// Each of the eight copy engines has its own H2D and D2H key slots, with their
+// own counters and exhaustion: a chunk opens only on the engine whose key
+// made it (the holder's LCE0 key opens nothing on LCE1), engines count
+// independently, read-backs leave under the named engine's D2H key, and a
+// re-key kills every engine's keys.
+TEST_F(EmulatedGpuTest, EachCopyEngineHasItsOwnKeySlots) {
+  const ChannelMaterial lce1 = *DeriveCopyEngineKey(secret_, 1, true);
+  const ChannelMaterial lce3 = *DeriveCopyEngineKey(secret_, 3, true);
+  auto on = [](v1::SubmitH2DRequest r, uint32_t engine) {
+    r.set_copy_engine(engine);
+    return r;
+  };
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, on(Stage(lce1, 1, 0, 0, std::string(64, 'a')), 1)).ok());
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, on(Stage(lce1, 2, 1, 64, std::string(64, 'b')), 1)).ok());
+  // LCE0 is untouched and starts at its own first counter.
+  auto st = gpu_->Status();
+  EXPECT_EQ(st.h2d_next_counter(), kFirstMessageCounter);
+  ASSERT_EQ(st.copy_engines_size(), 2);
+  EXPECT_EQ(st.copy_engines(0).engine(), 0u);
+  EXPECT_EQ(st.copy_engines(1).engine(), 1u);
+  EXPECT_EQ(st.copy_engines(1).h2d_next_counter(), 3u);
+  EXPECT_EQ(st.copy_engines(1).h2d_chunks(), 2u);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 2, 128, std::string(64, 'c'))).ok());
+  EXPECT_EQ(Read(0, 192), std::string(64, 'a') + std::string(64, 'b') + std::string(64, 'c'));
+
+  // A key opens nothing on another engine, whatever the counter.
+  const uint64_t rejected = gpu_->Status().rejected_chunks();
+  for (uint32_t counter : {2u, 3u}) {
+    auto wrong = on(Stage(keys_.lce_h2d, counter, 3, 256, std::string(64, 'x')), 1);
+    EXPECT_EQ(gpu_->SubmitH2D(kOwner, wrong).status().code(),
+              absl::StatusCode::kUnauthenticated);
+  }
+  auto lce1_on_0 = Stage(lce1, 2, 3, 256, std::string(64, 'y'));
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, lce1_on_0).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  auto nowhere = on(Stage(lce1, 3, 3, 256, std::string(64, 'z')), kCopyEngines);
+  auto none = gpu_->SubmitH2D(kOwner, nowhere);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument) << none.status();
+  EXPECT_EQ(gpu_->Status().rejected_chunks(), rejected + 4);
+  EXPECT_EQ(Read(256, 64), std::string(64, '\0')) << "no refused chunk landed";
+  EXPECT_EQ(gpu_->Status().h2d_next_counter(), 2u);
+  EXPECT_EQ(gpu_->Status().copy_engines(1).h2d_next_counter(), 3u);
+
+  // Exhaustion is per engine: LCE3's last counter carries one chunk, then
+  // LCE3 refuses while LCE0 goes on.
+  gpu_->SetH2dCounterForTest(kLastMessageCounter, 3);
+  ASSERT_TRUE(gpu_->SubmitH2D(
+      kOwner, on(Stage(lce3, kLastMessageCounter, 0, 256, std::string(64, 'd')), 3)).ok());
+  auto spent = gpu_->SubmitH2D(kOwner, on(Stage(lce3, 1, 1, 320, std::string(64, 'e')), 3));
+  EXPECT_EQ(spent.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(spent.status().message().find("LCE3"), std::string::npos) << spent.status();
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, 320, std::string(64, 'f'))).ok());
+
+  // Read-backs on LCE2 leave under LCE2's D2H key and counter; LCE0's D2H
+  // receiver does not take them, nor does LCE0's key open them.
+  v1::DeviceCommand rd;
+  rd.mutable_read()->set_buffer_id(buffer_);
+  rd.mutable_read()->set_length(64);
+  rd.mutable_read()->set_copy_engine(2);
+  v1::DeviceReply unopened;
+  EXPECT_EQ(d2h_.Open(rd, session_, std::string(64 + kGcmTagSize, 'x'), &unopened).code(),
+            absl::StatusCode::kInvalidArgument);
+  D2hReceiver lce2;
+  lce2.engine = 2;
+  lce2.cipher = *ChannelCipher::Create(*DeriveCopyEngineKey(secret_, 2, false));
+  std::swap(d2h_, lce2);
+  auto r = Command(rd);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->data(), std::string(64, 'a'));
+  EXPECT_EQ(r->copy_engine(), 2u);
+  EXPECT_EQ(r->d2h_counter(), kFirstMessageCounter);
+  D2hReceiver forged;
+  forged.engine = 2;
+  forged.cipher = *ChannelCipher::Create(keys_.lce_d2h);
+  forged.next = d2h_.next;
+  std::swap(d2h_, forged);
+  EXPECT_EQ(Command(rd).status().code(), absl::StatusCode::kDataLoss);
+  std::swap(d2h_, forged);
+  std::swap(d2h_, lce2);
+  v1::DeviceCommand q;
+  q.mutable_query()->set_copy_engine(2);
+  auto q2 = Command(q);
+  ASSERT_TRUE(q2.ok());
+  EXPECT_EQ(q2->copy_engine(), 2u);
+  EXPECT_EQ(q2->d2h_next_counter(), kFirstMessageCounter + 2);
+  EXPECT_EQ(q2->h2d_next_counter(), kFirstMessageCounter);
+  q.mutable_query()->set_copy_engine(0);
+  auto q0 = Command(q);
+  ASSERT_TRUE(q0.ok());
+  EXPECT_EQ(q0->d2h_next_counter(), kFirstMessageCounter + 2) << "the two Reads on LCE0";
+  EXPECT_EQ(q0->h2d_next_counter(), 3u);
+
+  // A re-key kills every engine's keys: LCE1's old key fails under the new
+  // session, and its counter starts over.
+  Establish();
+  Attach();  // the exchange dropped the old session's rings
+  EXPECT_EQ(gpu_->Status().copy_engines_size(), 1);
+  auto old = on(Stage(lce1, 1, 0, 0, std::string(64, 'o')), 1);
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, old).status().code(), absl::StatusCode::kUnauthenticated);
+  auto fresh = *DeriveCopyEngineKey(secret_, 1, true);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, on(Stage(fresh, 1, 0, 0, std::string(64, 'n')), 1)).ok());
+  EXPECT_EQ(Read(0, 64), std::string(64, 'n'));
+}
+
 TEST_F(EmulatedGpuTest, BounceRingsDetachedAndDroppedWithTheSession) {
   EXPECT_EQ(gpu_->Status().bounce_buffers(), 1u);
   EXPECT_TRUE(gpu_->DetachBounce(kOwner, bounce_id_).ok());
@@ -731,14 +838,18 @@ TEST_F(EmulatedGpuTest, InvalidChunksNeverChangeMemory) {
   uint32_t next = 1;
   ChannelMaterial wrong = keys_.lce_h2d.Clone();
   RandomBytes(wrong.key.data(), 32);
-  int seen[10] = {0};
-  for (int step = 0; step < 600; ++step) {
+  std::vector<ChannelMaterial> engines;  // LCE1..LCE7's H2D keys
+  for (uint32_t e = 1; e < kCopyEngines; ++e) {
+    engines.push_back(*DeriveCopyEngineKey(secret_, e, true));
+  }
+  int seen[11] = {0};
+  for (int step = 0; step < 660; ++step) {
     uint64_t off = (rng() % (8192 / 32)) * 32;
     uint32_t len = 32 * (1 + rng() % 8);
     if (off + len > 8192) off = 8192 - len;
     std::string data(len, static_cast<char>('A' + rng() % 26));
     uint32_t slot = rng() % 4;
-    int kind = rng() % 10;
+    int kind = rng() % 11;
     v1::SubmitH2DRequest r;
     switch (kind) {
       case 0:  // valid
@@ -779,6 +890,23 @@ TEST_F(EmulatedGpuTest, InvalidChunksNeverChangeMemory) {
         r.set_session_id(session_ + 1 + rng() % 3);
         break;
       }
+      case 9: {  // another copy engine: LCE0's chunk on it, its key on LCE0, or none
+        const uint32_t e = 1 + rng() % (kCopyEngines - 1);
+        switch (rng() % 3) {
+          case 0:
+            r = Stage(keys_.lce_h2d, next, slot, off, data);
+            r.set_copy_engine(e);
+            break;
+          case 1:
+            r = Stage(engines[e - 1], next, slot, off, data);
+            break;
+          default:
+            r = Stage(keys_.lce_h2d, next, slot, off, data);
+            r.set_copy_engine(kCopyEngines + rng() % 4);
+            break;
+        }
+        break;
+      }
       default: {  // longer than its slot, or past the end of the buffer
         r = Stage(keys_.lce_h2d, next, slot, off, data);
         if (rng() % 2) {
@@ -804,7 +932,14 @@ TEST_F(EmulatedGpuTest, InvalidChunksNeverChangeMemory) {
     ASSERT_EQ(gpu_->Status().h2d_next_counter(), next) << "step " << step;
     ASSERT_TRUE(Read(0, 8192) == expected) << "kind " << kind << " at step " << step;
   }
-  for (int k = 0; k < 10; ++k) EXPECT_GT(seen[k], 10) << "kind " << k;
+  for (int k = 0; k < 11; ++k) EXPECT_GT(seen[k], 10) << "kind " << k;
+  // The other engines took nothing either.
+  const v1::DeviceStatus status = gpu_->Status();
+  for (const auto& ce : status.copy_engines()) {
+    if (ce.engine() == 0) continue;
+    EXPECT_EQ(ce.h2d_next_counter(), kFirstMessageCounter) << "LCE" << ce.engine();
+    EXPECT_EQ(ce.h2d_chunks(), 0u) << "LCE" << ce.engine();
+  }
 }
 
 }  // namespace

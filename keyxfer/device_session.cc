@@ -39,24 +39,44 @@ absl::StatusOr<ChannelMaterial> DeriveChannel(const SecretBytes& prk,
 
 }  // namespace
 
+absl::StatusOr<SecretBytes> DeviceSessionSecret(const SecretBytes& ecdh_secret,
+                                                absl::string_view transcript) {
+  return HkdfSha384Extract(Sha384(transcript), ecdh_secret);
+}
+
 absl::StatusOr<DeviceSessionKeys> DeriveDeviceSessionKeys(
     const SecretBytes& ecdh_secret, absl::string_view transcript) {
-  auto prk = HkdfSha384Extract(Sha384(transcript), ecdh_secret);
+  auto prk = DeviceSessionSecret(ecdh_secret, transcript);
   if (!prk.ok()) return prk.status();
+  return DeriveDeviceSessionKeys(*prk);
+}
+
+absl::StatusOr<DeviceSessionKeys> DeriveDeviceSessionKeys(const SecretBytes& session_secret) {
   DeviceSessionKeys k;
-  struct {
-    const char* label;
-    ChannelMaterial* out;
-  } slots[] = {{"gsp_h2d", &k.gsp_h2d},
-               {"gsp_d2h", &k.gsp_d2h},
-               {"lce00_h2d_user", &k.lce_h2d},
-               {"lce00_d2h_user", &k.lce_d2h}};
-  for (auto& s : slots) {
-    auto m = DeriveChannel(*prk, s.label);
+  for (auto [label, out] : {std::pair<const char*, ChannelMaterial*>{"gsp_h2d", &k.gsp_h2d},
+                            {"gsp_d2h", &k.gsp_d2h}}) {
+    auto m = DeriveChannel(session_secret, label);
     if (!m.ok()) return m.status();
-    *s.out = std::move(*m);
+    *out = std::move(*m);
   }
+  auto h2d = DeriveCopyEngineKey(session_secret, 0, true);
+  if (!h2d.ok()) return h2d.status();
+  k.lce_h2d = std::move(*h2d);
+  auto d2h = DeriveCopyEngineKey(session_secret, 0, false);
+  if (!d2h.ok()) return d2h.status();
+  k.lce_d2h = std::move(*d2h);
   return k;
+}
+
+absl::StatusOr<ChannelMaterial> DeriveCopyEngineKey(const SecretBytes& session_secret,
+                                                    uint32_t engine, bool h2d) {
+  if (engine >= kCopyEngines) {
+    return absl::InvalidArgumentError("copy engine " + std::to_string(engine) +
+                                      " does not exist (LCE0..LCE" +
+                                      std::to_string(kCopyEngines - 1) + ")");
+  }
+  std::string label = "lce0" + std::to_string(engine) + (h2d ? "_h2d_user" : "_d2h_user");
+  return DeriveChannel(session_secret, label);
 }
 
 std::string ControlAad(bool to_device, uint64_t session_id) {

@@ -24,6 +24,10 @@ struct DeviceSessionKeys {
   ChannelMaterial lce_d2h;  // copy engine 0, device -> host
 };
 
+// The H100's copy engines, LCE0..LCE7: each has its own host-to-device and
+// device-to-host key slot (lce0N_h2d_user, lce0N_d2h_user).
+inline constexpr uint32_t kCopyEngines = 8;
+
 // The signed transcript: binds serial, both ephemeral keys, both nonces and
 // the session number.
 std::string DeviceSessionTranscript(absl::string_view serial,
@@ -33,8 +37,21 @@ std::string DeviceSessionTranscript(absl::string_view serial,
                                     absl::string_view device_nonce,
                                     uint64_t session_id);
 
+// The session secret every key is expanded from: HKDF-SHA384-Extract with
+// the transcript's hash as salt over the ECDH secret.
+absl::StatusOr<SecretBytes> DeviceSessionSecret(const SecretBytes& ecdh_secret,
+                                                absl::string_view transcript);
+
+// The control pair and copy engine 0's pair, from the ECDH secret or from the
+// session secret.
 absl::StatusOr<DeviceSessionKeys> DeriveDeviceSessionKeys(
     const SecretBytes& ecdh_secret, absl::string_view transcript);
+absl::StatusOr<DeviceSessionKeys> DeriveDeviceSessionKeys(const SecretBytes& session_secret);
+
+// One copy engine's key slot: `engine` 0..7, host-to-device (`h2d`) or
+// device-to-host. INVALID_ARGUMENT for an engine the GPU does not have.
+absl::StatusOr<ChannelMaterial> DeriveCopyEngineKey(const SecretBytes& session_secret,
+                                                    uint32_t engine, bool h2d);
 
 // Associated data of control messages: binds direction and session.
 std::string ControlAad(bool to_device, uint64_t session_id);
@@ -44,8 +61,8 @@ std::string ControlAad(bool to_device, uint64_t session_id);
 std::string ChunkAad(uint64_t session_id, uint64_t buffer_id, uint64_t offset,
                      uint32_t length);
 
-// Associated data of a copy-engine device-to-host copy (a read-back under
-// lce00_d2h_user): binds the session and where the bytes were read from.
+// Associated data of a copy-engine device-to-host copy (a read-back under an
+// engine's D2H key): binds the session and where the bytes were read from.
 std::string D2hCopyAad(uint64_t session_id, uint64_t buffer_id, uint64_t offset,
                        uint64_t length);
 

@@ -1,5 +1,7 @@
 #include "keyxfer/device_session.h"
 
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "keyxfer/ec_key.h"
 #include "keyxfer/random.h"
@@ -20,6 +22,36 @@ TEST(DeviceSessionTest, BothSidesDeriveTheSameKeysAndChannelsDiffer) {
   EXPECT_EQ(k1.lce_h2d.iv_mask, k2.lce_h2d.iv_mask);
   EXPECT_FALSE(k1.lce_h2d.key.Equals(k1.lce_d2h.key));
   EXPECT_FALSE(k1.gsp_h2d.key.Equals(k1.lce_h2d.key));
+}
+
+// Every copy engine has its own pair of key slots, all expanded from the one
+// session secret; engine 0's are the ones DeriveDeviceSessionKeys gives.
+TEST(DeviceSessionTest, EachCopyEngineHasItsOwnKeySlots) {
+  auto req = *EcKey::Generate(Curve::kP384);
+  auto dev = *EcKey::Generate(Curve::kP384);
+  std::string t = DeviceSessionTranscript("EMU-1", req.PublicPoint(), "n1",
+                                          dev.PublicPoint(), "n2", 1);
+  auto secret = *DeviceSessionSecret(*req.DeriveSharedSecret(dev.PublicPoint()), t);
+  auto keys = *DeriveDeviceSessionKeys(secret);
+  auto lce0 = *DeriveCopyEngineKey(secret, 0, true);
+  EXPECT_TRUE(lce0.key.Equals(keys.lce_h2d.key));
+  EXPECT_EQ(lce0.iv_mask, keys.lce_h2d.iv_mask);
+  EXPECT_TRUE(DeriveCopyEngineKey(secret, 0, false)->key.Equals(keys.lce_d2h.key));
+  std::vector<ChannelMaterial> all;
+  for (uint32_t e = 0; e < kCopyEngines; ++e) {
+    for (bool h2d : {true, false}) all.push_back(*DeriveCopyEngineKey(secret, e, h2d));
+  }
+  all.push_back(std::move(keys.gsp_h2d));
+  all.push_back(std::move(keys.gsp_d2h));
+  for (size_t i = 0; i < all.size(); ++i) {
+    for (size_t j = i + 1; j < all.size(); ++j) {
+      EXPECT_FALSE(all[i].key.Equals(all[j].key)) << i << " " << j;
+      EXPECT_NE(all[i].iv_mask, all[j].iv_mask) << i << " " << j;
+    }
+  }
+  auto none = DeriveCopyEngineKey(secret, kCopyEngines, true);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(none.status().message().find("LCE7"), std::string::npos) << none.status();
 }
 
 TEST(DeviceSessionTest, FreshExchangeSharesNothingWithTheOld) {
