@@ -1,6 +1,7 @@
 #include "bench/provision_bench.h"
 
 #include <chrono>
+#include <cstring>
 
 #include "bench/stats.h"
 #include "device/bounce_buffer.h"
@@ -89,7 +90,8 @@ absl::StatusOr<DeviceCeiling> MeasureDeviceCeiling(DeviceRig& rig, uint64_t buff
     req.set_buffer_id(buffer_id);
     req.set_offset(off);
     req.set_length(n);
-    req.set_tag(reinterpret_cast<const char*>(tag), kGcmTagSize);
+    std::memcpy((*ring)->tag(0), tag, kGcmTagSize);
+    req.set_tag_offset((*ring)->tag_offset(0));
     req.set_session_id(handoff->session_id);
     auto t0 = std::chrono::steady_clock::now();
     auto next = rig.gpu().SubmitH2D("holder", req);

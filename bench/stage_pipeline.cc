@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -160,6 +161,7 @@ absl::StatusOr<StageResult> RunEncryptAndStage(const ChannelMaterial& key,
           fail(st);
           break;
         }
+        std::memcpy(ring->tag(s), tag, kGcmTagSize);  // as H2dWriter: the tag area
         ring_ready(i, s, tag);
       }
       auto z0 = std::chrono::steady_clock::now();

@@ -35,7 +35,7 @@ absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::Create(
     return absl::UnavailableError("cannot create bounce buffer " + path + ": " +
                                   std::strerror(errno));
   }
-  size_t len = size_t{slots} * slot_size;
+  const size_t len = FileBytes(slots, slot_size);
   if (::ftruncate(fd, static_cast<off_t>(len)) != 0) {
     int e = errno;
     ::close(fd);
@@ -94,7 +94,7 @@ absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::OpenReadOnly(
                                std::strerror(open_errno));
   }
   struct stat st;
-  size_t len = size_t{slots} * slot_size;
+  const size_t len = FileBytes(slots, slot_size);
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     return absl::InvalidArgumentError("bounce buffer " + path + " is not a regular file");
@@ -104,7 +104,7 @@ absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::OpenReadOnly(
     return absl::InvalidArgumentError(
         "bounce buffer " + path + " has " + std::to_string(st.st_size) + " bytes, not the " +
         std::to_string(len) + " of " + std::to_string(slots) + " slots of " +
-        std::to_string(slot_size) + " bytes announced");
+        std::to_string(slot_size) + " bytes and their tags announced");
   }
   void* p = ::mmap(nullptr, len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
   ::close(fd);

@@ -10,10 +10,13 @@
 
 namespace gputravel {
 
-// Shared-memory bounce buffers: a file of `slots` x `slot_size` bytes in a
-// tmpfs (/dev/shm), mapped by the holder (read/write) and the device
-// (read-only). They stand for the driver's unprotected sysmem bounce buffers:
-// only ciphertext is ever staged here, because the host can read them.
+// Shared-memory bounce buffers: a file in a tmpfs (/dev/shm), mapped by the
+// holder (read/write) and the device (read-only): `slots` x `slot_size` bytes
+// of ciphertext, then a tag area of one 16-byte authentication tag per slot
+// (the driver's unprotected auth-tag buffer: the copy engine is given a tag's
+// address, 16-byte aligned, never the tag itself). They stand for the
+// driver's unprotected sysmem bounce buffers: only ciphertext and tags are
+// ever staged here, because the host can read and write them.
 class BounceBuffer {
  public:
   // Creates a new file (O_EXCL, mode 0600) and maps it read/write.
@@ -28,8 +31,26 @@ class BounceBuffer {
       uint32_t slot_size);
   ~BounceBuffer();
 
+  static constexpr size_t kTagBytes = 16;
+  // The file's size for a geometry: the slots, then the tag area.
+  static size_t FileBytes(uint32_t slots, uint32_t slot_size) {
+    return size_t{slots} * slot_size + size_t{slots} * kTagBytes;
+  }
+
   uint8_t* slot(uint32_t i) { return base_ + size_t{i} * slot_size_; }
   const uint8_t* slot(uint32_t i) const { return base_ + size_t{i} * slot_size_; }
+  // Slot i's place in the tag area, and its offset from the start of the
+  // file (what a doorbell names).
+  uint64_t tag_offset(uint32_t i) const {
+    return uint64_t{slots_} * slot_size_ + uint64_t{i} * kTagBytes;
+  }
+  uint8_t* tag(uint32_t i) { return base_ + tag_offset(i); }
+  // Bytes [offset, +n) of the file (device side: the tag a doorbell names);
+  // null when they are not all inside the file.
+  const uint8_t* bytes_at(uint64_t offset, size_t n) const {
+    return offset <= length_ && n <= length_ - offset ? base_ + offset : nullptr;
+  }
+  size_t length() const { return length_; }
   uint32_t slots() const { return slots_; }
   uint32_t slot_size() const { return slot_size_; }
   const std::string& path() const { return path_; }

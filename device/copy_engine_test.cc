@@ -67,9 +67,7 @@ TEST_F(CopyEngineTest, FreeResetAndHeartbeatMissWipeTheScratch) {
 TEST_F(CopyEngineTest, RefusedChunkLeavesNoPlaintextInScratch) {
   // Only the tag is wrong: the decryption itself yields the real plaintext.
   auto r = Stage(keys_.lce_h2d, 1, 0, 0, std::string(4096, 's'));
-  std::string tag = r.tag();
-  tag[3] ^= 1;
-  r.set_tag(tag);
+  bounce_->tag(0)[3] ^= 1;
   EXPECT_EQ(gpu_->SubmitH2D(kOwner, r).status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE(gpu_->ScratchIsClearForTest());
 }
@@ -276,9 +274,7 @@ TEST_F(WholePageTest, RefusedWholePageChangesNothingAndLeavesNoPlaintext) {
   // Only the tag is wrong: the decryption itself yields the real plaintext,
   // in the spare page.
   auto r = Stage(keys_.lce_h2d, 2, 1, 0, Pattern('s', kPage));
-  std::string tag = r.tag();
-  tag[5] ^= 1;
-  r.set_tag(tag);
+  bounce_->tag(1)[5] ^= 1;
   EXPECT_EQ(gpu_->SubmitH2D(kOwner, r).status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(Read(0, kPage), a);
   EXPECT_TRUE(gpu_->ScratchIsClearForTest());

@@ -1,6 +1,7 @@
 #include "device/emulated_gpu.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "keyxfer/random.h"
 #include "keyxfer/secret_bytes.h"
@@ -534,8 +535,18 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
           "chunk length " + std::to_string(req.length()) + " exceeds its slot (" +
           std::to_string(bit->second->slot_size()) + " bytes)"));
     }
-    if (req.tag().size() != kGcmTagSize) {
-      return reject(absl::InvalidArgumentError("authentication tag must be 16 bytes"));
+    // The tag is read from the ring by its address: 16-byte aligned, and
+    // inside the ring (the copy engine's rule for auth tags).
+    if (req.tag_offset() % kGcmTagSize != 0) {
+      return reject(absl::InvalidArgumentError(
+          "the authentication tag must be 16-byte aligned (copy engine rule); tag offset " +
+          std::to_string(req.tag_offset()) + " is not"));
+    }
+    if (bit->second->bytes_at(req.tag_offset(), kGcmTagSize) == nullptr) {
+      return reject(absl::InvalidArgumentError(
+          "tag offset " + std::to_string(req.tag_offset()) + " is outside bounce buffer " +
+          std::to_string(req.bounce_id()) + " (" + std::to_string(bit->second->length()) +
+          " bytes)"));
     }
     // As the driver's copy engine: a buffer over 32 bytes must be 32-byte
     // aligned; a smaller one may land anywhere.
@@ -583,13 +594,14 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
     target = scratch_.data();
   }
   std::string aad = ChunkAad(ses->id, req.buffer_id(), req.offset(), n);
-  // The slot is in memory the host can write while the copy engine reads
-  // it: each byte is read once, and what is decrypted is what the tag
-  // covered (as a real copy engine, which fetches the chunk once).
+  // The slot and the tag are in memory the host can write while the copy
+  // engine reads them: each byte is read once, and what is decrypted is what
+  // the tag covered (as a real copy engine, which fetches the chunk once).
+  uint8_t tag[kGcmTagSize];
+  std::memcpy(tag, ring->bytes_at(req.tag_offset(), kGcmTagSize), kGcmTagSize);
   absl::Status d = slot->cipher->DecryptFromShared(
       counter, reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
-      ring->slot(req.slot()), n, reinterpret_cast<const uint8_t*>(req.tag().data()),
-      target);
+      ring->slot(req.slot()), n, tag, target);
   if (options_.copy_engine_hook_for_test) options_.copy_engine_hook_for_test();
 
   // Phase 3, under mu_ again: commit only if nothing changed meanwhile.

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -166,7 +167,8 @@ class EmulatedGpuFixture : public ::testing::Test {
     r.set_buffer_id(buffer_);
     r.set_offset(offset);
     r.set_length(data.size());
-    r.set_tag(reinterpret_cast<char*>(tag), 16);
+    std::memcpy(bounce_->tag(slot), tag, 16);  // where the copy engine reads it
+    r.set_tag_offset(bounce_->tag_offset(slot));
     r.set_session_id(session_);
     return r;
   }

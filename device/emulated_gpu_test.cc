@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -116,7 +117,8 @@ class EmulatedGpuTest : public ::testing::Test {
     r.set_buffer_id(buffer_);
     r.set_offset(offset);
     r.set_length(data.size());
-    r.set_tag(reinterpret_cast<char*>(tag), 16);
+    std::memcpy(bounce_->tag(slot), tag, 16);  // where the copy engine reads it
+    r.set_tag_offset(bounce_->tag_offset(slot));
     r.set_session_id(session_);
     return r;
   }
@@ -187,9 +189,7 @@ TEST_F(EmulatedGpuTest, ReplayedChunkRefused) {
 
 TEST_F(EmulatedGpuTest, WrongTagRefusedAndMemoryUntouched) {
   auto r1 = Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'));
-  std::string tag = r1.tag();
-  tag[0] ^= 1;
-  r1.set_tag(tag);
+  bounce_->tag(0)[0] ^= 1;
   EXPECT_FALSE(gpu_->SubmitH2D(kOwner, r1).ok());
   EXPECT_EQ(Read(0, 64), std::string(64, '\0'));
 }
@@ -215,6 +215,36 @@ TEST_F(EmulatedGpuTest, MisalignedOffsetRefused) {
   ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, 101, std::string(7, 'c'))).ok());
   EXPECT_EQ(Read(0, 128), std::string(16, '\0') + std::string(32, 'b') + std::string(53, '\0') +
                               std::string(7, 'c') + std::string(20, '\0'));
+}
+
+// The copy engine is given the tag's address, not the tag: it must be 16-byte
+// aligned and inside the ring; the tag is read from wherever it names.
+TEST_F(EmulatedGpuTest, TagAddressMustBeAlignedAndInTheRing) {
+  auto r = Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'));
+  const uint64_t at = r.tag_offset();
+  EXPECT_EQ(at, 4u * 4096) << "the tag area follows the slots";
+  const uint64_t rejected = gpu_->Status().rejected_chunks();
+  for (uint64_t bad : {at + 8, at + 1, at - 4}) {
+    r.set_tag_offset(bad);
+    auto st = gpu_->SubmitH2D(kOwner, r);
+    EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(st.status().message().find("16-byte aligned"), std::string::npos) << st.status();
+  }
+  for (uint64_t outside : {uint64_t{bounce_->length()}, ~uint64_t{15}}) {
+    r.set_tag_offset(outside);
+    auto st = gpu_->SubmitH2D(kOwner, r);
+    EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument) << outside;
+    EXPECT_NE(st.status().message().find("outside"), std::string::npos) << st.status();
+  }
+  EXPECT_EQ(gpu_->Status().rejected_chunks(), rejected + 5);
+  EXPECT_EQ(gpu_->Status().h2d_next_counter(), 1u);
+  EXPECT_EQ(Read(0, 64), std::string(64, '\0'));
+  // An aligned address elsewhere in the ring holding the right tag is read.
+  std::memcpy(bounce_->tag(3), bounce_->tag(0), 16);
+  std::memset(bounce_->tag(0), 0, 16);
+  r.set_tag_offset(bounce_->tag_offset(3));
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, r).ok());
+  EXPECT_EQ(Read(0, 64), std::string(64, 'a'));
 }
 
 TEST_F(EmulatedGpuTest, CounterOverflowRefused) {
@@ -661,9 +691,7 @@ TEST_F(EmulatedGpuTest, LastDoorbellReleasesTheRingWhateverBecameOfItsChunk) {
   // Refused chunk (bad tag): refused, memory untouched, ring released too.
   Attach();
   auto r2 = Stage(keys_.lce_h2d, 2, 1, 64, std::string(64, 'b'));
-  std::string tag = r2.tag();
-  tag[0] ^= 1;
-  r2.set_tag(tag);
+  bounce_->tag(1)[0] ^= 1;
   r2.set_release_bounce(true);
   EXPECT_EQ(gpu_->SubmitH2D(kOwner, r2).status().code(),
             absl::StatusCode::kUnauthenticated);
@@ -875,7 +903,12 @@ TEST_F(EmulatedGpuTest, InvalidChunksNeverChangeMemory) {
         r.set_offset(off == 0 ? 32 : off - 32);
         break;
       }
-      case 7: {  // misaligned destination (of a chunk over 32 bytes)
+      case 7: {  // misaligned destination (of a chunk over 32 bytes), or tag
+        if (rng() % 3 == 0) {
+          r = Stage(keys_.lce_h2d, next, slot, off, data);
+          r.set_tag_offset(r.tag_offset() + 1 + rng() % 15);
+          break;
+        }
         if (len == 32) {
           data += data;
           len = 64;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -65,8 +66,9 @@ struct WindowPlan {
     return static_cast<uint32_t>(
         std::min<uint64_t>(chunk_size, length - uint64_t{i} * chunk_size));
   }
-  // The last chunk's doorbell also releases the ring from the device.
-  v1::SubmitH2DRequest Doorbell(uint32_t i, uint32_t slot, const uint8_t* tag) const {
+  // The last chunk's doorbell also releases the ring from the device. The
+  // chunk's tag is in the ring's tag area already (StageTag).
+  v1::SubmitH2DRequest Doorbell(uint32_t i, uint32_t slot) const {
     v1::SubmitH2DRequest req;
     req.set_release_bounce(i + 1 == n_chunks);
     req.set_bounce_id(bounce_id);
@@ -74,9 +76,14 @@ struct WindowPlan {
     req.set_buffer_id(buffer_id);
     req.set_offset(dest_offset + uint64_t{i} * chunk_size);
     req.set_length(ChunkLen(i));
-    req.set_tag(reinterpret_cast<const char*>(tag), kGcmTagSize);
+    req.set_tag_offset(ring->tag_offset(slot));
     req.set_session_id(session_id);
     return req;
+  }
+  // Puts a slot's tag where the copy engine reads it. The host can change it
+  // there; the chunk is then refused, and the digest uses the private copy.
+  void StageTag(uint32_t slot, const uint8_t* tag) const {
+    std::memcpy(ring->tag(slot), tag, kGcmTagSize);
   }
 };
 
@@ -129,7 +136,8 @@ absl::StatusOr<std::string> WriteOneChunk(const WindowPlan& p,
   // One call: the device maps the ring, decrypts the chunk and unmaps the
   // ring, whatever becomes of the chunk. (Should the call fail on the way
   // back, the device drops every ring at its next key exchange anyway.)
-  v1::SubmitH2DRequest req = p.Doorbell(0, 0, tag);
+  p.StageTag(0, tag);
+  v1::SubmitH2DRequest req = p.Doorbell(0, 0);
   *req.mutable_attach() = attach;
   v1::SubmitH2DResponse resp;
   grpc::ClientContext ctx;
@@ -245,6 +253,7 @@ class StreamPipeline {
         Fail(st);
         break;
       }
+      p_.StageTag(s, tag);
       Ring(i, s, tag);
     }
     Zeroize(staging.data(), staging.size());
@@ -263,7 +272,7 @@ class StreamPipeline {
       const uint32_t k = next_doorbell_;
       const uint32_t ks = k % slots_;
       ready_[ks] = -1;
-      v1::SubmitH2DRequest req = p_.Doorbell(k, ks, tags_[ks].data());
+      v1::SubmitH2DRequest req = p_.Doorbell(k, ks);
       l.unlock();
       const bool last = k + 1 == p_.n_chunks;
       // The last doorbell also half-closes: the device then ends the stream.
