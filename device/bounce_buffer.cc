@@ -62,7 +62,8 @@ absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::Create(
 }
 
 absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::OpenReadOnly(
-    const std::string& dir, const std::string& path, uint32_t slots, uint32_t slot_size) {
+    int dir_fd, const std::string& dir, const std::string& path, uint32_t slots,
+    uint32_t slot_size) {
   absl::Status g = CheckGeometry(slots, slot_size);
   if (!g.ok()) return g;
   std::string base = dir;
@@ -74,24 +75,22 @@ absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::OpenReadOnly(
   const std::string prefix = base == "/" ? base : base + "/";
   std::string name = path.compare(0, prefix.size(), prefix) == 0 ? path.substr(prefix.size())
                                                                  : std::string();
+  name.erase(0, name.find_first_not_of('/'));  // "dir//name" is "dir/name"
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
     return absl::PermissionDeniedError("bounce buffer " + path +
                                        " is not a file directly in this domain's shared "
                                        "memory " + base + "; the device reaches no other");
   }
-  int dfd = ::open(base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) {
-    return absl::FailedPreconditionError("cannot open shared memory directory " + base +
-                                         ": " + std::strerror(errno));
-  }
   // Not through a symbolic link, and only a regular file (no device or
   // FIFO that would block or map something else).
-  int fd = ::openat(dfd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  int open_errno = errno;
-  ::close(dfd);
+  int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0 && errno == ELOOP) {
+    return absl::PermissionDeniedError("bounce buffer " + path +
+                                       " is a symbolic link; the device follows none");
+  }
   if (fd < 0) {
     return absl::NotFoundError("cannot open bounce buffer " + path + ": " +
-                               std::strerror(open_errno));
+                               std::strerror(errno));
   }
   struct stat st;
   const size_t len = FileBytes(slots, slot_size);

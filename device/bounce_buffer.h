@@ -23,11 +23,13 @@ class BounceBuffer {
   static absl::StatusOr<std::unique_ptr<BounceBuffer>> Create(
       const std::string& path, uint32_t slots, uint32_t slot_size);
   // Maps an existing file read-only (device side), checking its size. The
-  // file must lie directly in `dir` (the shared memory of the TD the device is
-  // routed to: `path` is `dir`/NAME, one component, opened relative to `dir`
-  // without following a link) and be a regular file.
+  // file must lie directly in the directory `dir_fd` is open on, whose
+  // configured path is `dir` (the shared memory of the TD the device is
+  // routed to): `path` is `dir`/NAME, one component, opened relative to
+  // `dir_fd` (so replacing the directory's path later changes nothing)
+  // without following a link, and must be a regular file.
   static absl::StatusOr<std::unique_ptr<BounceBuffer>> OpenReadOnly(
-      const std::string& dir, const std::string& path, uint32_t slots,
+      int dir_fd, const std::string& dir, const std::string& path, uint32_t slots,
       uint32_t slot_size);
   ~BounceBuffer();
 

@@ -19,7 +19,7 @@ absl::Status D2hReceiver::Open(const v1::DeviceCommand& cmd, uint64_t session_id
     length = cmd.scrub().read_back();
     named = cmd.scrub().copy_engine();
   }
-  if (named != engine) {
+  if (named != engine && length != 0) {
     return absl::InvalidArgumentError("the command names copy engine " +
                                       std::to_string(named) + "; this receiver opens LCE" +
                                       std::to_string(engine) + "'s copies");

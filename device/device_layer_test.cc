@@ -168,6 +168,21 @@ TEST_F(DeviceLayerTest, ReadBackRidesOnTheRekey) {
                    .ok());
   gpu_->SetOwner("orch");
 
+  // A read-back on another copy engine (whose D2H key this driver does not
+  // hold) is refused before anything is sent: the session and the device's
+  // counters are as they were.
+  const uint64_t before = session.session_id();
+  const v1::DeviceStatus status_before = gpu_->Status();
+  v1::DeviceCommand elsewhere = read;
+  elsewhere.mutable_read()->set_copy_engine(1);
+  GpuSession::PriorOutcome unsent;
+  EXPECT_EQ(session.EstablishAfter(elsewhere, &unsent).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(session.session_id(), before);
+  EXPECT_EQ(gpu_->Status().session_id(), before);
+  EXPECT_EQ(gpu_->Status().copy_engines_size(), status_before.copy_engines_size());
+  EXPECT_TRUE(session.VerifyStillSameSession().ok());
+
   // The device's own refusal is authenticated: the session held.
   read.mutable_read()->set_buffer_id(*buffer + 100);
   ASSERT_TRUE(session.EstablishAfter(read, &outcome).ok());

@@ -1,6 +1,10 @@
 #include "device/emulated_gpu.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "keyxfer/random.h"
@@ -17,9 +21,22 @@ EmulatedGpu::EmulatedGpu(EmulatedGpuOptions options, EcKey identity_key,
                          std::string certificate_der)
     : options_(std::move(options)),
       identity_key_(std::move(identity_key)),
-      certificate_der_(std::move(certificate_der)) {}
+      certificate_der_(std::move(certificate_der)) {
+  for (const auto& [domain, dir] : options_.shared_dirs) {
+    SharedDir& d = shared_dirs_[domain];
+    d.fd = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (d.fd < 0) {
+      d.error = "domain '" + domain + "' shared memory " + dir +
+                " could not be opened when the device started (" + std::strerror(errno) +
+                "; it must be an existing directory, not a symbolic link)";
+    }
+  }
+}
 
 EmulatedGpu::~EmulatedGpu() {
+  for (auto& [domain, dir] : shared_dirs_) {
+    if (dir.fd >= 0) ::close(dir.fd);
+  }
   absl::MutexLock ce(&ce_mu_);
   absl::MutexLock l(&mu_);
   buffers_.clear();  // each page zeroizes itself, as spare_ does
@@ -164,7 +181,7 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
   if (!sig.ok()) return sig.status();
   auto session_secret = DeviceSessionSecret(*secret, transcript);
   if (!session_secret.ok()) return session_secret.status();
-  auto keys = DeriveDeviceSessionKeys(*session_secret);
+  auto keys = ExpandDeviceSessionKeys(*session_secret);
   if (!keys.ok()) return keys.status();
   auto session = std::make_shared<Session>();
   session->id = id;
@@ -367,6 +384,10 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd,
     }
     case v1::DeviceCommand::kRead: {
       const auto& rd = cmd.read();
+      if (rd.copy_engine() >= kCopyEngines) {
+        return fail(absl::StatusCode::kInvalidArgument,
+                    "copy engine " + std::to_string(rd.copy_engine()) + " does not exist");
+      }
       auto it = buffers_.find(rd.buffer_id());
       if (it == buffers_.end()) {
         return fail(absl::StatusCode::kNotFound, "no such buffer");
@@ -382,6 +403,11 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd,
       return r;
     }
     case v1::DeviceCommand::kScrub: {
+      if (cmd.scrub().copy_engine() >= kCopyEngines) {  // before anything is zeroed
+        return fail(absl::StatusCode::kInvalidArgument,
+                    "copy engine " + std::to_string(cmd.scrub().copy_engine()) +
+                        " does not exist");
+      }
       auto it = buffers_.find(cmd.scrub().buffer_id());
       if (it == buffers_.end()) {
         return fail(absl::StatusCode::kNotFound, "no such buffer");
@@ -439,13 +465,14 @@ absl::StatusOr<uint64_t> EmulatedGpu::AttachBounce(
   if (request.path().empty() || request.path()[0] != '/') {
     return absl::InvalidArgumentError("bounce buffer path must be absolute");
   }
-  auto shared = options_.shared_dirs.find(domain);
-  if (shared == options_.shared_dirs.end()) {
+  auto shared = shared_dirs_.find(domain);
+  if (shared == shared_dirs_.end()) {
     return absl::PermissionDeniedError("domain '" + domain +
                                        "' has no shared memory the device can reach");
   }
-  auto b = BounceBuffer::OpenReadOnly(shared->second, request.path(), request.slots(),
-                                      request.slot_size());
+  if (shared->second.fd < 0) return absl::FailedPreconditionError(shared->second.error);
+  auto b = BounceBuffer::OpenReadOnly(shared->second.fd, options_.shared_dirs.at(domain),
+                                      request.path(), request.slots(), request.slot_size());
   if (!b.ok()) return b.status();
   absl::MutexLock l(&mu_);
   absl::Status s = CheckOwnerLocked(domain);  // the route may have changed meanwhile
@@ -535,18 +562,20 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
           "chunk length " + std::to_string(req.length()) + " exceeds its slot (" +
           std::to_string(bit->second->slot_size()) + " bytes)"));
     }
-    // The tag is read from the ring by its address: 16-byte aligned, and
-    // inside the ring (the copy engine's rule for auth tags).
+    // The tag is read from the ring by its address: 16-byte aligned (the
+    // copy engine's rule for auth tags), and in the ring's tag area.
     if (req.tag_offset() % kGcmTagSize != 0) {
       return reject(absl::InvalidArgumentError(
           "the authentication tag must be 16-byte aligned (copy engine rule); tag offset " +
           std::to_string(req.tag_offset()) + " is not"));
     }
-    if (bit->second->bytes_at(req.tag_offset(), kGcmTagSize) == nullptr) {
+    if (req.tag_offset() < bit->second->tag_offset(0) ||
+        bit->second->bytes_at(req.tag_offset(), kGcmTagSize) == nullptr) {
       return reject(absl::InvalidArgumentError(
-          "tag offset " + std::to_string(req.tag_offset()) + " is outside bounce buffer " +
-          std::to_string(req.bounce_id()) + " (" + std::to_string(bit->second->length()) +
-          " bytes)"));
+          "tag offset " + std::to_string(req.tag_offset()) + " is outside the tag area of " +
+          "bounce buffer " + std::to_string(req.bounce_id()) + " (bytes " +
+          std::to_string(bit->second->tag_offset(0)) + " to " +
+          std::to_string(bit->second->length()) + ", after its slots)"));
     }
     // As the driver's copy engine: a buffer over 32 bytes must be 32-byte
     // aligned; a smaller one may land anywhere.

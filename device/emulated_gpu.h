@@ -39,7 +39,9 @@ struct EmulatedGpuOptions {
   // are created in, standing for the pages its TD shares with devices. The
   // device maps a ring only from the routed domain's own directory, as the
   // IOMMU lets the GPU reach only the shared pages of the TD it is assigned
-  // to; a domain without an entry cannot attach a ring.
+  // to; a domain without an entry cannot attach a ring. Each directory is
+  // opened once, when the device is made (not through a symbolic link), and
+  // rings are opened relative to it from then on.
   std::map<std::string, std::string> shared_dirs;
   // Time source (tests advance it); null: absl::Now.
   std::function<absl::Time()> clock;
@@ -144,7 +146,9 @@ class EmulatedGpu {
     std::array<KeySlot, kCopyEngines> h2d, d2h;
   };
   // Engine `engine`'s H2D or D2H slot of `ses`, made on first use; an error
-  // for an engine the GPU does not have.
+  // for an engine the GPU does not have. Called with mu_ held, and ce_mu_ too
+  // for an H2D slot (whose cipher the copy engine then uses under ce_mu_
+  // alone).
   static absl::StatusOr<KeySlot*> SlotLocked(Session* ses, uint32_t engine, bool h2d);
 
   // Owner check, and the heartbeat rule (a miss wipes the session): DATA_LOSS
@@ -191,6 +195,13 @@ class EmulatedGpu {
   void DiscardEphemeral();
 
   const EmulatedGpuOptions options_;
+  // The shared-memory directories, opened at construction (fd -1 and why,
+  // when a directory could not be opened).
+  struct SharedDir {
+    int fd = -1;
+    std::string error;
+  };
+  std::map<std::string, SharedDir> shared_dirs_;
   const EcKey identity_key_;
   const std::string certificate_der_;
 

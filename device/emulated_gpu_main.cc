@@ -1,7 +1,12 @@
 // The emulated H100-CC device daemon: one process per GPU, one Unix socket per
 // trust domain (the GPU "routed to" that domain) plus the host admin socket
 // that only the MUX uses.
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -75,7 +80,33 @@ int Run(int argc, char** argv) {
                      dom.c_str());
         return 2;
       }
-      opts.shared_dirs[dom] = dir.get<std::string>();
+      // Each domain's own existing directory, not a link (the device opens
+      // it once, now): two domains sharing one would share memory.
+      struct stat st;
+      const std::string path = dir.get<std::string>();
+      char* real = ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)
+                       ? ::realpath(path.c_str(), nullptr)
+                       : nullptr;
+      if (real == nullptr) {
+        std::fprintf(stderr, "emulated_gpu: %s: 'shared_dirs' entry '%s': %s must be an "
+                     "existing directory, not a symbolic link\n", where.c_str(), dom.c_str(),
+                     path.c_str());
+        return 2;
+      }
+      const std::string canonical = real;
+      std::free(real);
+      for (const auto& [other, other_dir] : opts.shared_dirs) {
+        char* o = ::realpath(other_dir.c_str(), nullptr);
+        const bool same = o != nullptr && canonical == o;
+        std::free(o);
+        if (same) {
+          std::fprintf(stderr, "emulated_gpu: %s: 'shared_dirs': domains '%s' and '%s' "
+                       "both name %s; each domain's shared memory must be its own\n",
+                       where.c_str(), other.c_str(), dom.c_str(), canonical.c_str());
+          return 2;
+        }
+      }
+      opts.shared_dirs[dom] = path;
     }
   }
   if (cfg->contains("rotation_threshold")) {

@@ -65,7 +65,7 @@ class EmulatedGpuTest : public ::testing::Test {
                                             resp.device_public_key(),
                                             resp.device_nonce(), resp.session_id());
     secret_ = *DeviceSessionSecret(*eph.DeriveSharedSecret(resp.device_public_key()), t);
-    keys_ = *DeriveDeviceSessionKeys(secret_);
+    keys_ = *ExpandDeviceSessionKeys(secret_);
     control_ = *SealedChannel::Create(keys_.gsp_h2d, keys_.gsp_d2h);
     d2h_ = D2hReceiver();
     d2h_.cipher = *ChannelCipher::Create(keys_.lce_d2h);
@@ -230,16 +230,19 @@ TEST_F(EmulatedGpuTest, TagAddressMustBeAlignedAndInTheRing) {
     EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(st.status().message().find("16-byte aligned"), std::string::npos) << st.status();
   }
-  for (uint64_t outside : {uint64_t{bounce_->length()}, ~uint64_t{15}}) {
+  // Past the ring, or in its slots (a doorbell that left it at 0).
+  for (uint64_t outside : {uint64_t{bounce_->length()}, ~uint64_t{15}, uint64_t{0},
+                           at - 16}) {
     r.set_tag_offset(outside);
     auto st = gpu_->SubmitH2D(kOwner, r);
     EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument) << outside;
-    EXPECT_NE(st.status().message().find("outside"), std::string::npos) << st.status();
+    EXPECT_NE(st.status().message().find("outside the tag area"), std::string::npos)
+        << st.status();
   }
-  EXPECT_EQ(gpu_->Status().rejected_chunks(), rejected + 5);
+  EXPECT_EQ(gpu_->Status().rejected_chunks(), rejected + 7);
   EXPECT_EQ(gpu_->Status().h2d_next_counter(), 1u);
   EXPECT_EQ(Read(0, 64), std::string(64, '\0'));
-  // An aligned address elsewhere in the ring holding the right tag is read.
+  // Another aligned address in the tag area holding the right tag is read.
   std::memcpy(bounce_->tag(3), bounce_->tag(0), 16);
   std::memset(bounce_->tag(0), 0, 16);
   r.set_tag_offset(bounce_->tag_offset(3));
@@ -649,6 +652,24 @@ TEST_F(EmulatedGpuTest, EachCopyEngineHasItsOwnKeySlots) {
   ASSERT_TRUE(q0.ok());
   EXPECT_EQ(q0->d2h_next_counter(), kFirstMessageCounter + 2) << "the two Reads on LCE0";
   EXPECT_EQ(q0->h2d_next_counter(), 3u);
+  // An engine the GPU does not have is refused before anything happens: no
+  // scrub, even of a scrub that reads nothing back, and no empty read.
+  for (uint64_t read_back : {uint64_t{64}, uint64_t{0}}) {
+    v1::DeviceCommand bad;
+    bad.mutable_scrub()->set_buffer_id(buffer_);
+    bad.mutable_scrub()->set_read_back(read_back);
+    bad.mutable_scrub()->set_copy_engine(kCopyEngines);
+    auto refused = Command(bad);
+    ASSERT_TRUE(refused.ok()) << refused.status();
+    EXPECT_EQ(refused->code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  }
+  v1::DeviceCommand empty_read;
+  empty_read.mutable_read()->set_buffer_id(buffer_);
+  empty_read.mutable_read()->set_copy_engine(kCopyEngines + 3);
+  auto refused = Command(empty_read);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(Read(0, 64), std::string(64, 'a')) << "nothing was scrubbed";
 
   // A re-key kills every engine's keys: LCE1's old key fails under the new
   // session, and its counter starts over.
@@ -787,7 +808,10 @@ TEST_F(EmulatedGpuTest, RingsAreMappedOnlyFromTheRoutedDomainsSharedMemory) {
     EXPECT_NE(st.message().find("shared memory"), std::string::npos) << st.message();
   }
   absl::Status link = attach(kOwner, dir_ + "/link");
-  EXPECT_EQ(link.code(), absl::StatusCode::kNotFound) << link;  // not followed
+  EXPECT_EQ(link.code(), absl::StatusCode::kPermissionDenied) << link;  // not followed
+  EXPECT_NE(link.message().find("symbolic link"), std::string::npos) << link;
+  EXPECT_EQ(attach(kOwner, dir_ + "//nope").code(), absl::StatusCode::kNotFound)
+      << "a doubled slash is the same directory";
   absl::Status fifo = attach(kOwner, dir_ + "/fifo");
   EXPECT_EQ(fifo.code(), absl::StatusCode::kInvalidArgument) << fifo;  // and no hang
   EXPECT_EQ(gpu_->Status().bounce_buffers(), rings);
@@ -815,6 +839,61 @@ TEST_F(EmulatedGpuTest, RingsAreMappedOnlyFromTheRoutedDomainsSharedMemory) {
   ::unlink((dir_ + "/fifo").c_str());
   ::rmdir((dir_ + "/sub").c_str());
   ::rmdir(other.c_str());
+}
+
+// The device opens each shared-memory directory once, when it starts: a
+// domain that later puts a link to another domain's memory in its place
+// still reaches only its own directory, and a directory that was a link (or
+// missing) when the device started serves nothing.
+TEST(EmulatedGpuSharedMemoryTest, DirectoryIsTheOneOpenedAtStartEvenIfReplaced) {
+  char tmpl[] = "/tmp/gputravel-shm-XXXXXX";
+  const std::string root = mkdtemp(tmpl);
+  const std::string a = root + "/a", b = root + "/b", gone = root + "/a-before";
+  ASSERT_EQ(::mkdir(a.c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir(b.c_str(), 0700), 0);
+  ASSERT_EQ(::symlink(b.c_str(), (root + "/link").c_str()), 0);
+  auto ca = *EcKey::Generate(Curve::kP384);
+  auto ca_der = *IssueCertificate(ca, "ca", ca, "", true, 1);
+  auto id = *EcKey::Generate(Curve::kP384);
+  auto cert = *IssueCertificate(id, "EMU-1", ca, ca_der, false, 1);
+  EmulatedGpuOptions o;
+  o.serial = "EMU-1";
+  o.shared_dirs["td-a"] = a;
+  o.shared_dirs["td-l"] = root + "/link";
+  o.shared_dirs["td-m"] = root + "/missing";
+  EmulatedGpu gpu(o, std::move(id), cert);
+  auto attach = [&](const std::string& domain, const std::string& path) {
+    gpu.SetOwner(domain);
+    v1::AttachBounceRequest ab;
+    ab.set_path(path);
+    ab.set_slots(1);
+    ab.set_slot_size(4096);
+    return gpu.AttachBounce(domain, ab).status();
+  };
+  {
+    auto mine = *BounceBuffer::Create(a + "/ring", 1, 4096);
+    auto theirs = *BounceBuffer::Create(b + "/ring", 1, 4096);
+    EXPECT_TRUE(attach("td-a", a + "/ring").ok());
+    // td-a swaps its directory for a link to td-b's: the path now names
+    // td-b's ring, but the device still looks in td-a's own directory.
+    ASSERT_EQ(::rename(a.c_str(), gone.c_str()), 0);
+    ASSERT_EQ(::symlink(b.c_str(), a.c_str()), 0);
+    absl::Status st = attach("td-a", a + "/ring");
+    EXPECT_TRUE(st.ok()) << st;  // its own ring, in the directory it had
+    ::unlink((gone + "/ring").c_str());
+    st = attach("td-a", a + "/ring");
+    EXPECT_EQ(st.code(), absl::StatusCode::kNotFound) << "td-b's ring was reached: " << st;
+    for (const std::string domain : {"td-l", "td-m"}) {
+      st = attach(domain, root + "/link/ring");
+      EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << domain << ": " << st;
+      EXPECT_NE(st.message().find("when the device started"), std::string::npos) << st;
+    }
+  }
+  ::unlink(a.c_str());
+  ::unlink((root + "/link").c_str());
+  ::rmdir(gone.c_str());
+  ::rmdir(b.c_str());
+  ::rmdir(root.c_str());
 }
 
 TEST_F(EmulatedGpuTest, HeartbeatMissForcesReset) {

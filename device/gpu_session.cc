@@ -62,8 +62,30 @@ absl::StatusOr<GpuSession::KnownDevice> GpuSession::FetchIdentity() {
 
 absl::Status GpuSession::Establish() { return EstablishWith(nullptr, nullptr); }
 
+namespace {
+
+// This driver reads back on LCE0, the only engine whose D2H key it derives:
+// a command naming another is refused before the device runs it (and uses
+// that engine's counter or scrubs anything).
+absl::Status CheckCopyEngine(const v1::DeviceCommand& cmd) {
+  uint32_t engine = 0;
+  if (cmd.has_read()) engine = cmd.read().copy_engine();
+  if (cmd.has_scrub()) engine = cmd.scrub().copy_engine();
+  if (cmd.has_query()) engine = cmd.query().copy_engine();
+  if (engine != 0) {
+    return absl::InvalidArgumentError("the driver reads back and queries on copy engine 0 "
+                                      "only; the command names LCE" +
+                                      std::to_string(engine));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status GpuSession::EstablishAfter(const v1::DeviceCommand& prior,
                                         PriorOutcome* outcome) {
+  absl::Status e = CheckCopyEngine(prior);
+  if (!e.ok()) return e;
   return EstablishWith(&prior, outcome);
 }
 
@@ -238,6 +260,8 @@ absl::StatusOr<v1::DeviceReply> GpuSession::Command(const v1::DeviceCommand& cmd
   if (control_ == nullptr) {
     return absl::FailedPreconditionError("no CC session with the GPU: establish first");
   }
+  absl::Status e = CheckCopyEngine(cmd);
+  if (!e.ok()) return e;
   std::string plain = cmd.SerializeAsString();
   uint32_t counter = 0;
   auto sealed = control_->Seal(ControlAad(true, session_id_), plain, &counter);

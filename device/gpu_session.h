@@ -65,7 +65,8 @@ class GpuSession {
   // Establish, with `prior` sealed under the current session and executed by
   // the device just before the exchange ends that session, in the same
   // round trip (KeyExchangeRequest.prior_command). The return value is the
-  // exchange's, as Establish's; `*outcome` is the command's.
+  // exchange's, as Establish's; `*outcome` is the command's. A command that
+  // names a copy engine other than LCE0 is refused before anything is sent.
   absl::Status EstablishAfter(const v1::DeviceCommand& prior, PriorOutcome* outcome);
 
   // Proves the device still holds the current session (the same GPU came

@@ -48,10 +48,10 @@ absl::StatusOr<DeviceSessionKeys> DeriveDeviceSessionKeys(
     const SecretBytes& ecdh_secret, absl::string_view transcript) {
   auto prk = DeviceSessionSecret(ecdh_secret, transcript);
   if (!prk.ok()) return prk.status();
-  return DeriveDeviceSessionKeys(*prk);
+  return ExpandDeviceSessionKeys(*prk);
 }
 
-absl::StatusOr<DeviceSessionKeys> DeriveDeviceSessionKeys(const SecretBytes& session_secret) {
+absl::StatusOr<DeviceSessionKeys> ExpandDeviceSessionKeys(const SecretBytes& session_secret) {
   DeviceSessionKeys k;
   for (auto [label, out] : {std::pair<const char*, ChannelMaterial*>{"gsp_h2d", &k.gsp_h2d},
                             {"gsp_d2h", &k.gsp_d2h}}) {

@@ -42,11 +42,13 @@ std::string DeviceSessionTranscript(absl::string_view serial,
 absl::StatusOr<SecretBytes> DeviceSessionSecret(const SecretBytes& ecdh_secret,
                                                 absl::string_view transcript);
 
-// The control pair and copy engine 0's pair, from the ECDH secret or from the
-// session secret.
+// The control pair and copy engine 0's pair from the ECDH secret and the
+// transcript (DeviceSessionSecret, then ExpandDeviceSessionKeys).
 absl::StatusOr<DeviceSessionKeys> DeriveDeviceSessionKeys(
     const SecretBytes& ecdh_secret, absl::string_view transcript);
-absl::StatusOr<DeviceSessionKeys> DeriveDeviceSessionKeys(const SecretBytes& session_secret);
+// The same pairs from a session secret (DeviceSessionSecret's result, never
+// the raw ECDH secret, which is not bound to the transcript).
+absl::StatusOr<DeviceSessionKeys> ExpandDeviceSessionKeys(const SecretBytes& session_secret);
 
 // One copy engine's key slot: `engine` 0..7, host-to-device (`h2d`) or
 // device-to-host. INVALID_ARGUMENT for an engine the GPU does not have.

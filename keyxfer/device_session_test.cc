@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "keyxfer/ec_key.h"
+#include "keyxfer/hkdf.h"
 #include "keyxfer/random.h"
 
 namespace gputravel {
@@ -32,11 +33,21 @@ TEST(DeviceSessionTest, EachCopyEngineHasItsOwnKeySlots) {
   std::string t = DeviceSessionTranscript("EMU-1", req.PublicPoint(), "n1",
                                           dev.PublicPoint(), "n2", 1);
   auto secret = *DeviceSessionSecret(*req.DeriveSharedSecret(dev.PublicPoint()), t);
-  auto keys = *DeriveDeviceSessionKeys(secret);
+  auto keys = *ExpandDeviceSessionKeys(secret);
+  EXPECT_TRUE(keys.lce_h2d.key.Equals(
+      DeriveDeviceSessionKeys(*req.DeriveSharedSecret(dev.PublicPoint()), t)->lce_h2d.key));
+  // The labels, fixed: HKDF-Expand(secret, "lce0N_{h2d,d2h}_user" + "_key" /
+  // "_ivmask").
   auto lce0 = *DeriveCopyEngineKey(secret, 0, true);
+  EXPECT_TRUE(lce0.key.Equals(*HkdfSha384Expand(secret, "lce00_h2d_user_key", 32)));
+  auto mask0 = *HkdfSha384Expand(secret, "lce00_h2d_user_ivmask", 12);
+  EXPECT_EQ(std::string(lce0.iv_mask.begin(), lce0.iv_mask.end()),
+            std::string(reinterpret_cast<const char*>(mask0.data()), mask0.size()));
   EXPECT_TRUE(lce0.key.Equals(keys.lce_h2d.key));
   EXPECT_EQ(lce0.iv_mask, keys.lce_h2d.iv_mask);
   EXPECT_TRUE(DeriveCopyEngineKey(secret, 0, false)->key.Equals(keys.lce_d2h.key));
+  EXPECT_TRUE(DeriveCopyEngineKey(secret, 7, false)->key.Equals(
+      *HkdfSha384Expand(secret, "lce07_d2h_user_key", 32)));
   std::vector<ChannelMaterial> all;
   for (uint32_t e = 0; e < kCopyEngines; ++e) {
     for (bool h2d : {true, false}) all.push_back(*DeriveCopyEngineKey(secret, e, h2d));

@@ -1,6 +1,7 @@
 // Authorization across the real emulated stack: every daemon (orchestrator,
 // holder agents, MUX) as its own process, mTLS on every gRPC connection, and
 // one test per rule of who may call what.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "auth/identity.h"
 #include "auth/pki.h"
@@ -552,6 +554,58 @@ TEST_F(AuthorizationTest, DaemonsRefuseToStartWithAnotherIdentitysCertificate) {
   EXPECT_TRUE(WaitForFile(t.path() + "/ready", &p, "holder_agent", 20000).ok())
       << ReadFile(t.path() + "/right.log").value_or("");
   p.Terminate();
+}
+
+// The emulated GPU reaches a domain's shared memory only: its daemon refuses
+// to start with a shared-memory directory that is missing or a symbolic
+// link, or that two domains share, and says which; the stack's own
+// configuration gives every holder domain a directory of its own.
+TEST_F(AuthorizationTest, GpuDaemonRefusesSharedMemoryThatIsNotEachDomainsOwn) {
+  auto bin_dir = FindDaemonDir("");
+  ASSERT_TRUE(bin_dir.ok()) << bin_dir.status();
+  TempDir t;
+  auto dev = ReadJsonFile(stack_->dir() + "/device.json");
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  const auto& dirs = (*dev)["shared_dirs"];
+  ASSERT_EQ(dirs.size(), stack_->holder_names().size());
+  for (const auto& h : stack_->holder_names()) {
+    EXPECT_EQ(dirs.value("td-" + h, ""), stack_->shared_dir("td-" + h)) << h;
+  }
+  (*dev)["socket_dir"] = t.path();
+  (*dev)["admin_socket"] = t.path() + "/admin.sock";
+  ASSERT_EQ(::mkdir((t.path() + "/a").c_str(), 0700), 0);
+  ASSERT_EQ(::symlink((t.path() + "/a").c_str(), (t.path() + "/link").c_str()), 0);
+  struct Case {
+    nlohmann::json shared_dirs;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{{"td-holder-a", t.path() + "/a"}, {"td-holder-b", t.path() + "/a/"}},
+       "both name " + t.path() + "/a"},
+      {{{"td-holder-a", t.path() + "/link"}}, "not a symbolic link"},
+      {{{"td-holder-a", t.path() + "/missing"}}, "must be an existing directory"},
+      {{{"td-nobody", t.path() + "/a"}}, "must name a domain listed in 'domains'"},
+      {{{"td-holder-a", "relative"}}, "an absolute directory"},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    (*dev)["shared_dirs"] = c.shared_dirs;
+    const std::string cfg = t.path() + "/dev" + std::to_string(++n) + ".json";
+    const std::string log_path = cfg + ".log";
+    ASSERT_TRUE(WriteFile(cfg, dev->dump(), 0600).ok());
+    Subprocess p;
+    ASSERT_TRUE(p.Start({*bin_dir + "/device/emulated_gpu_daemon", "--config=" + cfg},
+                        log_path)
+                    .ok());
+    for (int i = 0; i < 2000 && p.Running(); ++i) usleep(10000);
+    if (p.Running()) p.Terminate(1000);
+    const int st = p.exit_status();
+    const std::string log = ReadFile(log_path).value_or("");
+    ASSERT_TRUE(WIFEXITED(st)) << c.shared_dirs.dump() << ": status " << st << "\n" << log;
+    EXPECT_EQ(WEXITSTATUS(st), 2) << log;
+    EXPECT_NE(log.find(c.says), std::string::npos) << c.shared_dirs.dump() << "\n" << log;
+    EXPECT_NE(access((t.path() + "/admin.sock").c_str(), F_OK), 0) << "it served";
+  }
 }
 
 // The host holds the MUX's key: with it, it gets neither the holders' keys
