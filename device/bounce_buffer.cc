@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "device/truncation_guard.h"
+
 namespace gputravel {
 namespace {
 
@@ -108,7 +110,14 @@ absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::OpenReadOnly(
   void* p = ::mmap(nullptr, len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (p == MAP_FAILED) return absl::ResourceExhaustedError("cannot map " + path);
+  // The owner can truncate the file while the device reads it.
+  auto region = TruncationGuard::Register(p, len);
+  if (!region.ok()) {
+    ::munmap(p, len);
+    return region.status();
+  }
   std::unique_ptr<BounceBuffer> b(new BounceBuffer());
+  b->guard_region_ = *region;
   b->path_ = path;
   b->base_ = static_cast<uint8_t*>(p);
   b->length_ = len;
@@ -118,9 +127,12 @@ absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::OpenReadOnly(
 }
 
 BounceBuffer::~BounceBuffer() {
+  TruncationGuard::Unregister(guard_region_);
   if (base_ != nullptr) ::munmap(base_, length_);
   if (owner_) Unlink();
 }
+
+bool BounceBuffer::faulted() const { return TruncationGuard::Faulted(guard_region_); }
 
 void BounceBuffer::Unlink() {
   if (!path_.empty()) ::unlink(path_.c_str());

@@ -53,6 +53,10 @@ class BounceBuffer {
     return offset <= length_ && n <= length_ - offset ? base_ + offset : nullptr;
   }
   size_t length() const { return length_; }
+  // Device side: true once a read of this mapping found the file shorter
+  // than when it was mapped (its owner truncated it): what was read since
+  // reads as zeros and must not be used (truncation_guard.h).
+  bool faulted() const;
   uint32_t slots() const { return slots_; }
   uint32_t slot_size() const { return slot_size_; }
   const std::string& path() const { return path_; }
@@ -67,6 +71,7 @@ class BounceBuffer {
   size_t length_ = 0;
   uint32_t slots_ = 0, slot_size_ = 0;
   bool owner_ = false;
+  int guard_region_ = -1;  // device side: its TruncationGuard region
 };
 
 }  // namespace gputravel

@@ -15,6 +15,14 @@ namespace {
 
 constexpr uint64_t kAlignment = 32;
 
+// The copy engine's rule for the buffers it encrypts or decrypts (UVM's
+// UVM_CONF_COMPUTING_BUF_ALIGNMENT): 32-byte aligned, unless the whole buffer
+// lies in one 32-byte segment.
+bool CopyEngineAligned(uint64_t offset, uint64_t length) {
+  return length == 0 || offset % kAlignment == 0 ||
+         offset / kAlignment == (offset + length - 1) / kAlignment;
+}
+
 }  // namespace
 
 EmulatedGpu::EmulatedGpu(EmulatedGpuOptions options, EcKey identity_key,
@@ -31,9 +39,33 @@ EmulatedGpu::EmulatedGpu(EmulatedGpuOptions options, EcKey identity_key,
                 "; it must be an existing directory, not a symbolic link)";
     }
   }
+  if (options_.heartbeat_period > absl::ZeroDuration() && !options_.clock) {
+    watchdog_ = std::thread([this] { Watchdog(); });
+  }
+}
+
+void EmulatedGpu::Watchdog() {
+  for (;;) {
+    {
+      absl::MutexLock l(&watchdog_mu_);
+      if (watchdog_mu_.AwaitWithTimeout(absl::Condition(&stop_watchdog_),
+                                        options_.heartbeat_period / 4)) {
+        return;
+      }
+    }
+    absl::MutexLock l(&mu_);
+    ApplyHeartbeatRuleLocked();
+  }
 }
 
 EmulatedGpu::~EmulatedGpu() {
+  if (watchdog_.joinable()) {
+    {
+      absl::MutexLock l(&watchdog_mu_);
+      stop_watchdog_ = true;
+    }
+    watchdog_.join();
+  }
   for (auto& [domain, dir] : shared_dirs_) {
     if (dir.fd >= 0) ::close(dir.fd);
   }
@@ -255,6 +287,11 @@ absl::StatusOr<v1::SealedMessage> EmulatedGpu::ControlLocked(const v1::SealedMes
   if (!cmd.ParseFromString(*plain)) {
     return absl::InvalidArgumentError("control command is malformed");
   }
+  if (!session_->control->can_send()) {
+    // Nothing is run that could not be answered.
+    return absl::ResourceExhaustedError("control command refused: this session's reply "
+                                        "channel has used its last counter; re-key");
+  }
   std::string d2h_copy;
   v1::DeviceReply reply = ExecuteLocked(cmd, &d2h_copy);
   std::string reply_bytes = reply.SerializeAsString();
@@ -289,6 +326,23 @@ absl::StatusOr<EmulatedGpu::KeySlot*> EmulatedGpu::SlotLocked(Session* ses, uint
   return &slot;
 }
 
+absl::Status EmulatedGpu::PairRotationDueLocked(const Session* ses, uint32_t engine) const {
+  // As the driver counts it: per key, its total bytes / 16 plus its number of
+  // operations; a key past the threshold puts its pair (H2D and D2H) into
+  // rotation, noticed after the operation that crossed it.
+  for (const KeySlot* k : {&ses->h2d[engine], &ses->d2h[engine]}) {
+    const uint64_t usage = k->bytes / 16 + k->ops;
+    if (usage > options_.rotation_threshold) {
+      return absl::ResourceExhaustedError(
+          "LCE" + std::to_string(engine) + "'s key pair is past its rotation threshold (" +
+          std::string(k == &ses->h2d[engine] ? "H2D" : "D2H") + " key at " +
+          std::to_string(usage) + " of " + std::to_string(options_.rotation_threshold) +
+          " in bytes/16 + operations): both directions stop until a fresh key exchange");
+    }
+  }
+  return absl::OkStatus();
+}
+
 void EmulatedGpu::D2hCopyLocked(uint32_t engine, uint64_t buffer_id,
                                 const DeviceBuffer& buffer, uint64_t offset, uint64_t length,
                                 v1::DeviceReply* r, std::string* d2h_copy) {
@@ -303,17 +357,15 @@ void EmulatedGpu::D2hCopyLocked(uint32_t engine, uint64_t buffer_id,
   }
   KeySlot* slot = *slot_or;
   const std::string lce = "LCE" + std::to_string(engine);
-  const uint64_t usage = length / 16 + 1;
   if (slot->exhausted) {
     r->set_code(static_cast<int>(absl::StatusCode::kResourceExhausted));
     r->set_message(lce + "'s D2H counter is spent: re-key");
     return;
   }
-  if (slot->rotation_usage + usage > options_.rotation_threshold) {
-    r->set_code(static_cast<int>(absl::StatusCode::kResourceExhausted));
-    r->set_message(lce + "'s D2H key reached its rotation threshold (" +
-                   std::to_string(options_.rotation_threshold) +
-                   " in bytes/16 + encryptions): re-key");
+  absl::Status rotation = PairRotationDueLocked(ses, engine);
+  if (!rotation.ok()) {
+    r->set_code(static_cast<int>(rotation.code()));
+    r->set_message(std::string(rotation.message()));
     return;
   }
   std::string plain;
@@ -333,7 +385,6 @@ void EmulatedGpu::D2hCopyLocked(uint32_t engine, uint64_t buffer_id,
   }
   r->set_d2h_counter(slot->next);
   r->set_d2h_length(length);
-  slot->rotation_usage += usage;
   ++slot->ops;
   slot->bytes += length;
   if (slot->next == kLastMessageCounter) slot->exhausted = true; else ++slot->next;
@@ -397,6 +448,11 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd,
         return fail(absl::StatusCode::kOutOfRange,
                     "read outside the buffer or larger than 32 MiB");
       }
+      if (!CopyEngineAligned(rd.offset(), rd.length())) {  // the D2H copy's source
+        return fail(absl::StatusCode::kInvalidArgument,
+                    "a read must start at a 32-byte aligned offset unless it lies in one "
+                    "32-byte segment (copy engine rule)");
+      }
       r.set_buffer_id(rd.buffer_id());
       D2hCopyLocked(rd.copy_engine(), rd.buffer_id(), it->second, rd.offset(), rd.length(),
                     &r, d2h_copy);
@@ -446,6 +502,8 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd,
       r.set_d2h_next_counter(d2h.next);
       r.set_d2h_copies(d2h.ops);
       r.set_d2h_bytes(d2h.bytes);
+      r.set_heartbeat_period_seconds(
+          static_cast<uint32_t>(absl::ToInt64Seconds(options_.heartbeat_period)));
       return r;
     }
     default:
@@ -526,7 +584,6 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
   std::shared_ptr<BounceBuffer> ring;
   uint32_t counter = 0;
   uint64_t epoch = 0;
-  const uint64_t usage = req.length() / 16 + 1;
   const std::string lce = "LCE" + std::to_string(req.copy_engine());
   {
     absl::MutexLock l(&mu_);
@@ -577,12 +634,13 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
           std::to_string(bit->second->tag_offset(0)) + " to " +
           std::to_string(bit->second->length()) + ", after its slots)"));
     }
-    // As the driver's copy engine: a buffer over 32 bytes must be 32-byte
-    // aligned; a smaller one may land anywhere.
-    if (req.length() > kAlignment && req.offset() % kAlignment != 0) {
+    // As the driver's copy engine: 32-byte aligned, unless the chunk lies
+    // in one 32-byte segment.
+    if (!CopyEngineAligned(req.offset(), req.length())) {
       return reject(absl::InvalidArgumentError(
-          "a chunk over 32 bytes must land at a 32-byte aligned offset (copy engine "
-          "rule); offset " + std::to_string(req.offset()) + " is not"));
+          "a chunk must land at a 32-byte aligned offset unless it lies in one 32-byte "
+          "segment (copy engine rule); " + std::to_string(req.length()) + " bytes at offset " +
+          std::to_string(req.offset()) + " do not"));
     }
     auto slot_or = SlotLocked(session_.get(), req.copy_engine(), true);
     if (!slot_or.ok()) return reject(slot_or.status());
@@ -591,11 +649,8 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
       return reject(absl::ResourceExhaustedError(
           lce + "'s H2D IV space is exhausted: a fresh key exchange is required"));
     }
-    if (slot->rotation_usage + usage > options_.rotation_threshold) {
-      return reject(absl::ResourceExhaustedError(
-          "key rotation threshold reached on " + lce + "'s H2D key: re-key before "
-          "sending more"));
-    }
+    absl::Status rotation = PairRotationDueLocked(session_.get(), req.copy_engine());
+    if (!rotation.ok()) return reject(rotation);
     ses = session_;
     ring = bit->second;
     counter = slot->next;
@@ -636,6 +691,14 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
   // Phase 3, under mu_ again: commit only if nothing changed meanwhile.
   absl::MutexLock l(&mu_);
   ce_busy_ = false;
+  if (ring->faulted()) {
+    // Its owner truncated the file under the copy engine: what was read
+    // past the end read as zeros (a real engine takes an IOMMU fault).
+    return DiscardChunkLocked(target, n, absl::FailedPreconditionError(
+        "bounce buffer " + std::to_string(req.bounce_id()) +
+        " shrank while the copy engine read it (its file was truncated): chunk refused, "
+        "nothing was written; attach a ring again"));
+  }
   if (!d.ok()) {
     return DiscardChunkLocked(target, n, absl::UnauthenticatedError(
         "chunk refused by copy engine " + lce + ": tag check failed at counter " +
@@ -672,7 +735,6 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
       scratch_residue_ = std::max(scratch_residue_, n);
     }
   }
-  slot->rotation_usage += usage;
   ++slot->ops;
   slot->bytes += n;
   if (slot->next == kLastMessageCounter) {
@@ -739,6 +801,11 @@ void EmulatedGpu::Reset() {
     ++resets_;
   }
   PrepareEphemeral();
+}
+
+bool EmulatedGpu::NeedsResetWithoutCheckingForTest() {
+  absl::MutexLock l(&mu_);
+  return needs_reset_;
 }
 
 void EmulatedGpu::SetH2dCounterForTest(uint32_t next, uint32_t engine) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,9 +28,12 @@ namespace gputravel {
 struct EmulatedGpuOptions {
   std::string serial = "EMU-H100-0001";
   uint64_t memory_bytes = 256ull << 20;
-  // Key rotation threshold, counted as the driver counts it: bytes/16 plus the
-  // number of encryptions on a key. Past it the copy engine refuses the key
-  // until a fresh key exchange (the driver's default upper threshold).
+  // Key rotation threshold, counted as the driver counts it: a key's total
+  // bytes / 16 plus its number of operations. Once either key of an engine's
+  // pair is past it (the operation that crosses it is done, as the driver
+  // notices a crossing afterwards), the engine refuses both directions until
+  // a fresh key exchange (the driver's default upper threshold; the driver
+  // would rotate the pair by HKDF of the old keys, which P3 forbids here).
   uint64_t rotation_threshold = 24296003999ull;
   // Heartbeat period (the driver allows 4-255 s; zero disables it). A session
   // that sees no heartbeat for twice the period puts the device into a state
@@ -118,6 +122,9 @@ class EmulatedGpu {
   // holds no plaintext (waits for a chunk in flight to finish first). Tests of
   // P2 only.
   bool ScratchIsClearForTest();
+  // Whether the device needs a reset, read without applying the heartbeat
+  // rule first (Status applies it): tests of the watchdog only.
+  bool NeedsResetWithoutCheckingForTest();
   // The public point of the ephemeral key the next exchange will use (waits
   // for it to be made); empty if none is pending. Tests only.
   std::string PendingEphemeralForTest();
@@ -126,14 +133,13 @@ class EmulatedGpu {
   // One key slot of one copy engine: host-to-device (lce0N_h2d_user, which
   // the engine decrypts with at its next counter) or device-to-host
   // (lce0N_d2h_user, which it encrypts read-backs with at its next counter).
-  // Each slot has its own counter, exhaustion and use, counted as the driver
-  // counts them for rotation (bytes/16 + encryptions).
+  // Each slot has its own counter and exhaustion, and its own use, counted as
+  // the driver counts it for rotation (total bytes / 16 + operations).
   struct KeySlot {
     std::unique_ptr<ChannelCipher> cipher;  // null until the slot is first used
     uint32_t next = kFirstMessageCounter;
     bool exhausted = false;
     uint64_t ops = 0, bytes = 0;  // chunks decrypted or copies encrypted
-    uint64_t rotation_usage = 0;  // bytes/16 + operations
   };
   // A CC session: the control channel and the eight copy engines' key slots.
   // LCE0's pair is made at the exchange (the data path's engine); another
@@ -150,6 +156,11 @@ class EmulatedGpu {
   // for an H2D slot (whose cipher the copy engine then uses under ce_mu_
   // alone).
   static absl::StatusOr<KeySlot*> SlotLocked(Session* ses, uint32_t engine, bool h2d);
+  // RESOURCE_EXHAUSTED once either key of the engine's pair is past the
+  // rotation threshold (the driver rotates keys by pair): refuses both
+  // directions until a fresh exchange.
+  absl::Status PairRotationDueLocked(const Session* ses, uint32_t engine) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Owner check, and the heartbeat rule (a miss wipes the session): DATA_LOSS
   // while the device needs a reset.
@@ -244,6 +255,16 @@ class EmulatedGpu {
   uint64_t rejected_chunks_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_heartbeat_ ABSL_GUARDED_BY(mu_);
   bool needs_reset_ ABSL_GUARDED_BY(mu_) = false;
+
+  // With a heartbeat period (and the real clock): applies the heartbeat rule
+  // every quarter period on its own, so a missed heartbeat wipes the session
+  // and memory soon after the deadline even if nobody calls the device. (With
+  // a test clock the rule is applied at each call only.) Stopped first in the
+  // destructor.
+  void Watchdog();
+  absl::Mutex watchdog_mu_;
+  bool stop_watchdog_ ABSL_GUARDED_BY(watchdog_mu_) = false;
+  std::thread watchdog_;
 
   // Last, so destroyed first (each runs what is queued, then joins):
   // the signature made beside the ECDH of a key exchange, and the next

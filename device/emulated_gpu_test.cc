@@ -172,6 +172,11 @@ TEST_F(EmulatedGpuTest, OutOfOrderChunkRefused) {
   EXPECT_EQ(gpu_->SubmitH2D(kOwner, r2).status().code(),
             absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(Read(1024, 1024), std::string(1024, '\0'));
+  EXPECT_EQ(gpu_->Status().h2d_next_counter(), 1u) << "a refused chunk uses no counter";
+  // The chunk that was due is still taken, and then the one that came early.
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(1024, 'a'))).ok());
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, 1024, std::string(1024, 'b'))).ok());
+  EXPECT_EQ(Read(0, 2048), std::string(1024, 'a') + std::string(1024, 'b'));
 }
 
 TEST_F(EmulatedGpuTest, ReplayedChunkRefused) {
@@ -201,20 +206,41 @@ TEST_F(EmulatedGpuTest, RedirectedChunkRefused) {
   EXPECT_FALSE(gpu_->SubmitH2D(kOwner, r1).ok());
 }
 
+// The copy engine's rule (UVM_CONF_COMPUTING_BUF_ALIGNMENT): a buffer must be
+// 32-byte aligned unless it lies in one 32-byte segment. Each refused chunk
+// carries a valid tag for where it claims to land, so only the rule refuses
+// it.
 TEST_F(EmulatedGpuTest, MisalignedOffsetRefused) {
-  for (uint32_t len : {33u, 64u}) {
-    auto r1 = Stage(keys_.lce_h2d, 1, 0, 16, std::string(len, 'a'));
+  struct Case {
+    uint64_t offset;
+    uint32_t length;
+  };
+  for (const Case& c : {Case{16, 33}, Case{16, 64}, Case{16, 32}, Case{31, 2}, Case{96 + 1, 32}}) {
+    auto r1 = Stage(keys_.lce_h2d, 1, 0, c.offset, std::string(c.length, 'a'));
     auto st = gpu_->SubmitH2D(kOwner, r1);
-    EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument) << len;
+    EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.length << " at " << c.offset;
     EXPECT_NE(st.status().message().find("aligned"), std::string::npos);
   }
   EXPECT_EQ(gpu_->Status().h2d_next_counter(), 1u);
-  // Up to 32 bytes a chunk may land anywhere (the driver's rule is for
-  // buffers over 32 bytes).
-  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 16, std::string(32, 'b'))).ok());
+  EXPECT_EQ(Read(0, 160), std::string(160, '\0'));
+  // Within one 32-byte segment a chunk may land anywhere.
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 16, std::string(16, 'b'))).ok());
   ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, 101, std::string(7, 'c'))).ok());
-  EXPECT_EQ(Read(0, 128), std::string(16, '\0') + std::string(32, 'b') + std::string(53, '\0') +
-                              std::string(7, 'c') + std::string(20, '\0'));
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 3, 2, 64, std::string(32, 'd'))).ok());
+  EXPECT_EQ(Read(0, 128), std::string(16, '\0') + std::string(16, 'b') + std::string(32, '\0') +
+                              std::string(32, 'd') + std::string(5, '\0') + std::string(7, 'c') +
+                              std::string(20, '\0'));
+  // Reads (the D2H copy's source) follow the same rule.
+  v1::DeviceCommand rd;
+  rd.mutable_read()->set_buffer_id(buffer_);
+  rd.mutable_read()->set_offset(16);
+  rd.mutable_read()->set_length(32);
+  auto refused = Command(rd);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(Read(16, 16), std::string(16, 'b'));
+  EXPECT_EQ(Read(101, 7), std::string(7, 'c'));
 }
 
 // The copy engine is given the tag's address, not the tag: it must be 16-byte
@@ -250,12 +276,26 @@ TEST_F(EmulatedGpuTest, TagAddressMustBeAlignedAndInTheRing) {
   EXPECT_EQ(Read(0, 64), std::string(64, 'a'));
 }
 
+// A holder has the key, so it can tag a chunk for any destination: the
+// bounds check alone keeps it inside the buffer.
+TEST_F(EmulatedGpuTest, ChunkPastTheBufferWithAValidTagIsRefused) {
+  for (uint64_t off : {uint64_t{8192 - 32}, uint64_t{8192}, uint64_t{1} << 40}) {
+    auto st = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, off, std::string(64, 'x')));
+    EXPECT_EQ(st.status().code(), absl::StatusCode::kOutOfRange) << off << ": " << st.status();
+  }
+  EXPECT_EQ(gpu_->Status().h2d_next_counter(), 1u);
+  EXPECT_EQ(Read(0, 8192), std::string(8192, '\0'));
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+}
+
 TEST_F(EmulatedGpuTest, CounterOverflowRefused) {
   gpu_->SetH2dCounterForTest(kLastMessageCounter);
   ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, kLastMessageCounter, 0, 0,
                                             std::string(32, 'x'))).ok());
   auto st = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 0, 1, 32, std::string(32, 'y')));
   EXPECT_EQ(st.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(Read(0, 64), std::string(32, 'x') + std::string(32, '\0'));
+  EXPECT_EQ(gpu_->Status().h2d_next_counter(), kLastMessageCounter) << "it does not wrap";
 }
 
 TEST_F(EmulatedGpuTest, KeyFromBeforeRekeyRefused) {
@@ -466,7 +506,7 @@ TEST_F(EmulatedGpuTest, RotationThresholdEnforced) {
   auto id = *EcKey::Generate(Curve::kP384);
   EmulatedGpuOptions o;
   o.serial = "EMU-1";
-  o.rotation_threshold = 10;  // bytes/16 + encryptions
+  o.rotation_threshold = 12;  // per key: total bytes / 16 + operations
   o.shared_dirs[kOwner] = dir_;
   auto cert = *IssueCertificate(id, "EMU-1", ca, ca_der, false, 1);
   gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
@@ -478,22 +518,51 @@ TEST_F(EmulatedGpuTest, RotationThresholdEnforced) {
   ab.set_slot_size(4096);
   bounce_id_ = *gpu_->AttachBounce(kOwner, ab);
   buffer_ = Alloc(4096);
-  // 64 bytes = 4 + 1 = 5 units each: two fit, the third crosses 10.
-  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'))).ok());
-  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, 64, std::string(64, 'a'))).ok());
-  auto st = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 3, 2, 128, std::string(64, 'a')));
+  // 64 bytes = 4 + 1 = 5 units each: after two, 10; the third is done and
+  // crosses 12 (15); the fourth is refused. (Bytes alone, 4 each, would
+  // accept the fourth: 12 is not past 12.)
+  for (uint32_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1 + i, i, 64 * i,
+                                              std::string(64, 'a' + i))).ok()) << i;
+  }
+  auto st = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 4, 3, 192, std::string(64, 'd')));
   EXPECT_EQ(st.status().code(), absl::StatusCode::kResourceExhausted);
-  // The D2H key is counted on its own: 64-byte read-backs, 5 units each.
-  EXPECT_EQ(Read(0, 64), std::string(64, 'a'));
-  EXPECT_EQ(Read(64, 64), std::string(64, 'a'));
+  EXPECT_NE(st.status().message().find("H2D key at 15 of 12"), std::string::npos)
+      << st.status();
+  // The pair rotates together: the D2H key, unused, stops too.
   v1::DeviceCommand rd;
   rd.mutable_read()->set_buffer_id(buffer_);
   rd.mutable_read()->set_length(64);
-  auto third = Command(rd);
-  ASSERT_TRUE(third.ok()) << third.status();
-  EXPECT_EQ(third->code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
-  EXPECT_NE(third->message().find("D2H key reached its rotation threshold"), std::string::npos)
-      << third->message();
+  auto read = Command(rd);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  EXPECT_NE(read->message().find("both directions"), std::string::npos) << read->message();
+  // Another engine's pair is counted on its own; a fresh exchange starts
+  // every count again.
+  const ChannelMaterial lce1 = *DeriveCopyEngineKey(secret_, 1, true);
+  auto on1 = Stage(lce1, 1, 3, 192, std::string(64, 'd'));
+  on1.set_copy_engine(1);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, on1).ok());
+  Establish();
+  bounce_id_ = *gpu_->AttachBounce(kOwner, ab);
+  EXPECT_EQ(Read(0, 64), std::string(64, 'a'));
+
+  // Totals, not per-operation rounding: 8-byte chunks count 8/16 = 0 each
+  // but 32/16 = 2 over four, so after four the key is at 2 + 4 = 6 > 5.
+  o.rotation_threshold = 5;
+  auto id2 = *EcKey::Generate(Curve::kP384);
+  auto cert2 = *IssueCertificate(id2, "EMU-1", ca, ca_der, false, 1);
+  gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id2), cert2);
+  gpu_->SetOwner(kOwner);
+  Establish();
+  bounce_id_ = *gpu_->AttachBounce(kOwner, ab);
+  buffer_ = Alloc(4096);
+  for (uint32_t i = 0; i < 4; ++i) {
+    ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1 + i, i, 32 * i,
+                                              std::string(8, 'e'))).ok()) << i;
+  }
+  st = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 5, 0, 128, std::string(8, 'f')));
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kResourceExhausted) << st.status();
 }
 
 // Read-backs are the copy engine's device-to-host copies: under the
@@ -732,6 +801,38 @@ TEST_F(EmulatedGpuTest, LastDoorbellReleasesTheRingWhateverBecameOfItsChunk) {
 }
 
 // A one-chunk window's doorbell brings its own ring: mapped, used, released.
+// A holder that truncates its ring while the device maps it gets its chunks
+// refused, as a real copy engine takes an IOMMU fault on that channel; it
+// does not bring down the device (the SIGBUS stays inside the ring's
+// mapping). A SIGBUS anywhere else still stops the process.
+TEST_F(EmulatedGpuTest, TruncatedRingIsRefusedAndTheDeviceLivesOn) {
+  auto r = Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'));
+  ASSERT_EQ(::truncate(bounce_->path().c_str(), 0), 0);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto st = gpu_->SubmitH2D(kOwner, r);
+    EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition) << st.status();
+    EXPECT_NE(st.status().message().find("shrank"), std::string::npos) << st.status();
+  }
+  EXPECT_EQ(gpu_->Status().h2d_next_counter(), 1u);
+  EXPECT_EQ(Read(0, 64), std::string(64, '\0'));
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+  // The holder's own mapping of the truncated file is not guarded: touching
+  // it is the SIGBUS of a real bug, and that still kills.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        volatile uint8_t x = bounce_->slot(0)[100];
+        (void)x;
+      },
+      "");
+  // A new ring, and the same chunk lands.
+  bounce_.reset();
+  bounce_ = *BounceBuffer::Create(dir_ + "/bounce", 4, 4096);
+  Attach();
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'))).ok());
+  EXPECT_EQ(Read(0, 64), std::string(64, 'a'));
+}
+
 TEST_F(EmulatedGpuTest, DoorbellCanBringItsOwnRing) {
   const uint64_t rings = gpu_->Status().bounce_buffers();  // the fixture's
   v1::AttachBounceRequest ab;
@@ -917,7 +1018,9 @@ TEST_F(EmulatedGpuTest, HeartbeatMissForcesReset) {
   ASSERT_TRUE(Command(hb).ok());  // within 2 x period: kept alive
   now += absl::Seconds(7);
   ASSERT_TRUE(Command(hb).ok());
-  now += absl::Seconds(9);  // missed: more than 8 s without a heartbeat
+  now += absl::Seconds(8);  // exactly two periods: still alive
+  EXPECT_FALSE(gpu_->Status().needs_reset());
+  now += absl::Milliseconds(1);  // missed: more than 8 s without a heartbeat
   // The device's own status shows it at once, before anyone calls in.
   EXPECT_TRUE(gpu_->Status().needs_reset());
   auto st = Command(hb);
@@ -935,6 +1038,31 @@ TEST_F(EmulatedGpuTest, HeartbeatMissForcesReset) {
   EXPECT_FALSE(gpu_->Status().needs_reset());
   Establish();
   EXPECT_GT(session_, 0u);
+}
+
+// Nobody calls the device after its last heartbeat: it still wipes the
+// session and memory soon after two periods (its own watchdog, every quarter
+// period), not only at the next call. A short period keeps the test short.
+TEST_F(EmulatedGpuTest, MissedHeartbeatWipesWithoutAnyCall) {
+  auto ca = *EcKey::Generate(Curve::kP384);
+  auto ca_der = *IssueCertificate(ca, "ca", ca, "", true, 1);
+  auto id = *EcKey::Generate(Curve::kP384);
+  EmulatedGpuOptions o;
+  o.serial = "EMU-1";
+  o.heartbeat_period = absl::Milliseconds(200);
+  o.shared_dirs[kOwner] = dir_;
+  auto cert = *IssueCertificate(id, "EMU-1", ca, ca_der, false, 1);
+  gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
+  gpu_->SetOwner(kOwner);
+  Establish();
+  EXPECT_FALSE(gpu_->NeedsResetWithoutCheckingForTest());
+  bool wiped = false;
+  for (int i = 0; i < 100 && !wiped; ++i) {  // 400 ms + a quarter period, give or take
+    absl::SleepFor(absl::Milliseconds(20));
+    wiped = gpu_->NeedsResetWithoutCheckingForTest();
+  }
+  EXPECT_TRUE(wiped) << "no call came in, and the watchdog did not apply the rule";
+  EXPECT_EQ(gpu_->Status().session_id(), 0u);
 }
 
 // Property: random interleavings of valid and invalid chunks never let an
@@ -982,19 +1110,19 @@ TEST_F(EmulatedGpuTest, InvalidChunksNeverChangeMemory) {
         r.set_offset(off == 0 ? 32 : off - 32);
         break;
       }
-      case 7: {  // misaligned destination (of a chunk over 32 bytes), or tag
-        if (rng() % 3 == 0) {
+      case 7: {  // misaligned destination, or misaligned tag address; the
+                 // tag is right for what is claimed, so only the rule refuses
+        if (rng() % 3 == 0 && slot < 3) {
           r = Stage(keys_.lce_h2d, next, slot, off, data);
-          r.set_tag_offset(r.tag_offset() + 1 + rng() % 15);
+          const uint64_t shift = 1 + rng() % 15;
+          uint8_t tag[16];
+          std::memcpy(tag, bounce_->tag(slot), 16);
+          std::memcpy(bounce_->tag(slot) + shift, tag, 16);  // into the next slot's place
+          r.set_tag_offset(r.tag_offset() + shift);
           break;
         }
-        if (len == 32) {
-          data += data;
-          len = 64;
-          off = std::min<uint64_t>(off, 8192 - 64 - 32);
-        }
-        r = Stage(keys_.lce_h2d, next, slot, off, data);
-        r.set_offset(off + 1 + rng() % 31);
+        const uint64_t at = std::min<uint64_t>(off, 8192 - 64 - 32) + 1 + rng() % 31;
+        r = Stage(keys_.lce_h2d, next, slot, at, data + data);  // crosses a 32 B boundary
         break;
       }
       case 8: {  // a session that is not the device's
@@ -1019,13 +1147,12 @@ TEST_F(EmulatedGpuTest, InvalidChunksNeverChangeMemory) {
         }
         break;
       }
-      default: {  // longer than its slot, or past the end of the buffer
-        r = Stage(keys_.lce_h2d, next, slot, off, data);
+      default: {  // longer than its slot, or past the end of the buffer, with
+                  // a tag that is right for it
         if (rng() % 2) {
-          r.set_length(4096 + 32);
+          r = Stage(keys_.lce_h2d, next, 0, 0, std::string(4096 + 32, data[0]));
         } else {
-          r.set_offset(8192 - 32);
-          r.set_length(64);
+          r = Stage(keys_.lce_h2d, next, slot, 8192 - 32, std::string(64, data[0]));
         }
         break;
       }

@@ -84,6 +84,9 @@ class SealedChannel {
   absl::StatusOr<std::string> Open(absl::string_view aad,
                                    absl::string_view sealed);
 
+  // Whether Seal can still send (its last counter is not spent).
+  bool can_send() const { return !send_exhausted_; }
+
   // Tests: both directions continue from `counter` (exhaustion is 2^32
   // messages away otherwise).
   void SkipToCounterForTest(uint32_t counter) {

@@ -94,8 +94,24 @@ absl::Status TripRunner::MakeSafe(uint64_t token, uint64_t buffer_id,
     s = gpu_->Establish();
   }
   if (!s.ok()) return s;
-  if (buffer_id == 0) return absl::OkStatus();
-  return ScrubOrGone(buffer_id, buffer_bytes);
+  if (buffer_id != 0) {
+    s = ScrubOrGone(buffer_id, buffer_bytes);
+    if (!s.ok()) return s;
+  }
+  // Safe now. The device must also enforce the period this side keeps: a
+  // device expecting heartbeats nobody sends loses its session whenever the
+  // GPU idles.
+  auto query = gpu_->QueryChannel();
+  if (!query.ok()) return query.status();
+  const int64_t mine = absl::ToInt64Seconds(heartbeat_period_);
+  if (query->heartbeat_period_seconds() != mine) {
+    return absl::FailedPreconditionError(
+        "GPU " + gpu_name_ + " enforces a CC heartbeat every " +
+        std::to_string(query->heartbeat_period_seconds()) +
+        " s (0: off), but gpus[].heartbeat_period_seconds here is " + std::to_string(mine) +
+        ": make them the same");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status TripRunner::ScrubOrGone(uint64_t buffer_id, uint64_t buffer_bytes) {

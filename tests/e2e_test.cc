@@ -500,6 +500,22 @@ TEST(EndToEndTest, HeartbeatKeepsAnIdleGpuAliveAndAMissIsResetThroughTheMux) {
   EXPECT_EQ(st.resets(), 1u) << "reset once, through the MUX";
   const std::string audit = ReadAll((*stack)->dir() + "/logs/mux-audit.jsonl");
   EXPECT_NE(audit.find("\"reset\""), std::string::npos) << audit;
+
+  // An orchestrator configured without the heartbeat the device enforces
+  // would let every idle GPU lose its session: the campaign does not start,
+  // and says why (after making the GPU safe).
+  auto cfg = ReadJsonFile((*stack)->dir() + "/orchestrator.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  (*cfg)["gpus"][0]["heartbeat_period_seconds"] = 0;
+  ASSERT_TRUE(WriteFile((*stack)->dir() + "/orchestrator.json", cfg->dump(), 0600).ok());
+  (*stack)->process("orchestrator")->Terminate();
+  ASSERT_TRUE((*stack)->Restart("orchestrator").ok());
+  again["name"] = "mismatch";
+  report = (*stack)->RunCampaign(&again);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->state(), v1::PAUSED);
+  EXPECT_NE(report->error().find("enforces a CC heartbeat every 4 s"), std::string::npos)
+      << report->error();
 }
 
 // The orchestrator remembers campaigns across a restart and goes on with them.
