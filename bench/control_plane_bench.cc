@@ -187,7 +187,7 @@ absl::StatusOr<std::vector<ComponentTiming>> MeasureControlPlaneComponents(
   if (!s.ok()) return s;
 
   // The orchestrator's durable record of one trip, as the engine writes it
-  // (3 of the 10 commits fsynced), in a scratch database in `state_dir`.
+  // (9 commits, 2 of them fsynced), in a scratch database in `state_dir`.
   char tmpl[4096];
   std::snprintf(tmpl, sizeof(tmpl), "%s/gputravel-bench-state-XXXXXX", state_dir.c_str());
   if (::mkdtemp(tmpl) == nullptr) {

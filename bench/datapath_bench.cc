@@ -3,7 +3,7 @@
 // what a trip costs in the control plane. See docs/performance.md.
 //
 //   bazel run -c opt //bench:datapath_bench -- [--json] [--quick] [--skip_trips | --trips_only]
-//       [--trips N] [--transport tcp|unix]
+//       [--trips N] [--transport tcp|unix] [--bounce_dir DIR] [--bin_dir DIR]
 #include <cstdio>
 #include <string>
 
@@ -25,7 +25,9 @@ int main(int argc, char** argv) {
   flags.Bool("quick", "Smaller windows and fewer iterations (a smoke run, not figures).");
   flags.String("bin_dir", "",
                "Directory of the daemons for (c); default: this program's Bazel runfiles.");
-  flags.String("bounce_dir", "/dev/shm", "Where the bounce rings are created (a tmpfs).");
+  flags.String("bounce_dir", "/dev/shm",
+               "Where the bounce rings of (a), (a') and (b) are created (a tmpfs); (c)'s "
+               "stack keeps each holder's rings in its own directory.");
   flags.Bool("skip_trips", "Do not start the multi-process stack (c).");
   flags.String("trips", "",
                "Trips in (c), at least 100 for figures (default: 100, or 20 with --quick).");

@@ -1,5 +1,6 @@
 // The benchmark's measuring functions on tiny sizes: they must run, agree
 // with the real writer and produce sane numbers. Timings are never asserted.
+#include <algorithm>
 #include <cmath>
 
 #include "bench/datapath_runner.h"
@@ -153,10 +154,27 @@ TEST(DatapathRunnerTest, TinyRunGivesFiniteRatiosAndValidJson) {
   ASSERT_FALSE(j.is_discarded());
   EXPECT_GT(j["machine"]["nproc"].get<int>(), 0);
   EXPECT_EQ(j["encrypt_and_stage"]["figures"].size(), 4u);
+  // Verdicts rest on the lower of the two ratios, and say so; (a') has no
+  // target.
+  auto verdict_of = [](const nlohmann::json& f) {
+    const double v = std::min(f["ratio_vs_threads_x_openssl"].get<double>(),
+                              f["ratio_vs_threads_x_adjacent_openssl"].get<double>());
+    EXPECT_DOUBLE_EQ(f["verdict_ratio"].get<double>(), v);
+    EXPECT_TRUE(f["verdict_basis"].is_string());
+    return v >= 0.9;
+  };
   for (const auto& f : j["encrypt_and_stage"]["figures"]) {
-    EXPECT_EQ(f["meets_target"].get<bool>(), f["ratio_vs_threads_x_openssl"].get<double>() >= 0.9);
+    EXPECT_EQ(f["meets_target"].get<bool>(), verdict_of(f));
   }
-  EXPECT_TRUE(j["provision_end_to_end"]["meets_target"].is_boolean());
+  for (const auto& f : j["encrypt_and_stage_with_device"]["figures"]) {
+    EXPECT_TRUE(f["meets_target"].is_null());
+  }
+  EXPECT_EQ(j["provision_end_to_end"]["meets_target"].get<bool>(),
+            verdict_of(j["provision_end_to_end"]));
+  EXPECT_DOUBLE_EQ(j["targets"]["stage_ratio_min"].get<double>(), 0.9);
+  EXPECT_DOUBLE_EQ(j["targets"]["trip_p50_max_seconds"].get<double>(), 0.005);
+  EXPECT_FALSE(j["openssl_reference"].empty());
+  EXPECT_TRUE(j["command_line"].is_string());
   EXPECT_TRUE(j["sections_run"]["provision_end_to_end"].get<bool>());
   EXPECT_FALSE(j["sections_run"]["trip_control_plane"].get<bool>());
   // Trips that did not run have no figures that could pass for zeros.
@@ -215,6 +233,15 @@ TEST(TripBenchTest, FewTripsOverTheRealStack) {
   EXPECT_EQ(r->phase_trips, 3u);
   EXPECT_GT(r->away_mean, 0);
   EXPECT_EQ(r->mux_route_seconds.n, 2u);
+  // Every trip released its ring in the device, and each daemon's CPU was
+  // read.
+  EXPECT_EQ(r->device_bounce_mappings, 0u);
+  EXPECT_EQ(r->device_bounce_bytes, 0u);
+  EXPECT_FALSE(r->transport.empty());
+  for (const char* daemon : {"gpu", "mux", "orchestrator"}) {
+    ASSERT_TRUE(r->cpu_seconds_per_trip.count(daemon)) << daemon;
+    EXPECT_GT(r->cpu_seconds_per_trip.at(daemon), 0) << daemon;
+  }
 }
 
 }  // namespace

@@ -42,16 +42,20 @@ absl::StatusOr<GcmReference> MeasureGcmReferenceConcurrent(size_t message_bytes,
 // The same single-thread loop, but out of place as the stage does it: message
 // k is read from private staging buffer k % slots and written to slot
 // k % slots of a BounceBuffer ring in `bounce_dir` (no reader, no zeroize, no
-// threads). The gap to MeasureGcmReference is the cost of memory traffic; the
-// gap from this to the stage is the pipeline's own overhead.
+// threads). The gap to MeasureGcmReference is the cost of memory traffic.
+// OpenSSL writes the ring directly here; the stage does not (it makes each
+// 4 KiB of ciphertext privately and streams it into the ring, since the host
+// can write the ring), so the gap from this to the stage is that copy plus
+// the pipeline's own overhead.
 absl::StatusOr<GcmReference> MeasureGcmIntoBounceRing(size_t message_bytes, uint32_t slots,
                                                       const std::string& bounce_dir,
                                                       double min_seconds);
 
 // The same into the ring, but message k is read from offset k x message_bytes
 // (wrapping) of a `source_bytes` buffer, as the holder's workers read a
-// dataset far larger than the caches: the ceiling (a) can reach on this
-// machine's memory, without any pipeline.
+// dataset far larger than the caches: what OpenSSL alone does with the
+// holder's memory traffic, without the private-piece copy the stage makes
+// (above) and without any pipeline.
 absl::StatusOr<GcmReference> MeasureGcmFromLargeSource(size_t message_bytes,
                                                        size_t source_bytes, uint32_t slots,
                                                        const std::string& bounce_dir,

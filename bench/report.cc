@@ -41,7 +41,11 @@ json SummaryJson(const Summary& s, double scale = 1.0) {
               {"mean", s.mean * scale}};
 }
 
-json FigureJson(const ThroughputFigure& f, bool with_breakdown) {
+constexpr char kVerdictBasis[] =
+    "the lower of ratio_vs_threads_x_openssl and ratio_vs_threads_x_adjacent_openssl";
+
+// `has_target`: the issue sets a target for (a) and (b), none for (a').
+json FigureJson(const ThroughputFigure& f, bool with_breakdown, bool has_target) {
   json j = {{"chunk_bytes", f.chunk_size},
             {"threads", f.threads},
             {"window_bytes", f.window_bytes},
@@ -58,7 +62,13 @@ json FigureJson(const ThroughputFigure& f, bool with_breakdown) {
             {"pass_adjacent_openssl_mbps", f.pass_adjacent_reference_mbps},
             {"adjacent_openssl_mbps_median", f.adjacent_reference_mbps},
             {"ratio_vs_threads_x_adjacent_openssl", Finite(f.ratio_adjacent)}};
-  j["meets_target"] = f.ratio >= kStageTargetRatio;
+  if (has_target) {
+    j["verdict_ratio"] = Finite(VerdictRatio(f));
+    j["verdict_basis"] = kVerdictBasis;
+    j["meets_target"] = VerdictRatio(f) >= kStageTargetRatio;
+  } else {
+    j["meets_target"] = nullptr;  // no target for this figure
+  }
   j["ring_create_seconds_once"] = f.ring_create_seconds;
   if (!f.pass_concurrent_reference_mbps.empty()) {
     j["pass_concurrent_openssl_mbps"] = f.pass_concurrent_reference_mbps;
@@ -78,6 +88,10 @@ json FigureJson(const ThroughputFigure& f, bool with_breakdown) {
 }
 
 }  // namespace
+
+double VerdictRatio(const ThroughputFigure& f) {
+  return f.ratio_adjacent > 0 ? std::min(f.ratio, f.ratio_adjacent) : f.ratio;
+}
 
 std::optional<bool> TripTargetMet(const BenchReport& r) {
   if (!r.ran_trips || !r.trips_error.empty()) return std::nullopt;
@@ -173,10 +187,10 @@ std::string ReportJson(const BenchReport& r) {
   }
   j["openssl_reference"] = ref;
   json stage = json::array();
-  for (const auto& f : r.stage) stage.push_back(FigureJson(f, true));
+  for (const auto& f : r.stage) stage.push_back(FigureJson(f, true, true));
   j["encrypt_and_stage"] = {{"bounce_dir", r.bounce_dir}, {"figures", stage}};
   json dev = json::array();
-  for (const auto& f : r.stage_device) dev.push_back(FigureJson(f, false));
+  for (const auto& f : r.stage_device) dev.push_back(FigureJson(f, false, false));
   json ceil = json::array();
   for (const auto& c : r.device_ceiling) {
     ceil.push_back({{"chunk_bytes", c.chunk_size},
@@ -187,7 +201,7 @@ std::string ReportJson(const BenchReport& r) {
   }
   j["encrypt_and_stage_with_device"] = {
       {"bounce_dir", r.bounce_dir}, {"figures", dev}, {"device_submit_h2d_ceiling", ceil}};
-  j["provision_end_to_end"] = FigureJson(r.provision, false);
+  j["provision_end_to_end"] = FigureJson(r.provision, false, true);
   if (!r.ran_datapath) {
     j["encrypt_and_stage"] = nullptr;
     j["encrypt_and_stage_with_device"] = nullptr;
@@ -214,6 +228,7 @@ std::string ReportJson(const BenchReport& r) {
       {"network_transport", t.transport},
       {"stack_start_seconds", t.stack_start_seconds},
       {"campaign_seconds", t.campaign_seconds},
+      {"campaign_seconds_per_trip", t.trips > 0 ? t.campaign_seconds / t.trips : 0.0},
       {"trips", t.trips},
       {"failed_trips", t.failed_trips},
       {"trip_seconds", SummaryJson(t.trip_seconds)},
@@ -259,7 +274,7 @@ std::string ReportTable(const BenchReport& r) {
        " buffer,\n   as the holder reads its dataset: the ceiling of (a) on this machine's "
        "memory)\n";
 
-  auto table = [&](const std::vector<ThroughputFigure>& figs, bool breakdown) {
+  auto table = [&](const std::vector<ThroughputFigure>& figs, bool breakdown, bool has_target) {
     o += Format("  %-8s %-7s %9s %9s %9s %9s %12s %7s %8s %8s", "chunk", "threads", "MB/s",
                 "best", "ref", "ring ref", "vs thr x ref", "target", "adj ref", "vs adj");
     o += Format(" %5s %7s", "CPUs", "ring ms");
@@ -270,7 +285,7 @@ std::string ReportTable(const BenchReport& r) {
       o += Format("  %-8s %-7d %9.0f %9.0f %9.0f %9.0f %12.2f %7s %8.0f %8.2f",
                   SizeName(f.chunk_size).c_str(), f.threads, f.mbps, f.best_mbps,
                   f.reference_mbps, f.ring_reference_mbps, f.ratio,
-                  f.ratio >= kStageTargetRatio ? "met" : "MISSED",
+                  !has_target ? "-" : VerdictRatio(f) >= kStageTargetRatio ? "met" : "MISSED",
                   f.adjacent_reference_mbps, f.ratio_adjacent);
       o += Format(" %5.2f %7.2f", f.seconds > 0 ? f.cpu_seconds / f.seconds : 0.0,
                   1e3 * f.ring_create_seconds);
@@ -294,7 +309,8 @@ std::string ReportTable(const BenchReport& r) {
          " ring ms: creating the bounce ring, once per holder agent, which keeps it between\n"
          " trips; the passes reuse it, the device maps it on every pass. conc ref: OpenSSL's\n"
          " loop on that many threads at once right before each pass, what the machine gives\n"
-         " now; vs conc: MB/s / conc ref, median over passes. Diagnostic, not the target.)\n";
+         " now; vs conc: MB/s / conc ref, median over passes. Diagnostic, not the target.\n"
+         " target: met only when both vs thr x ref and vs adj reach it; (a') has none.)\n";
     o += "\n(a) encrypt-and-stage into the bounce ring in " + r.bounce_dir +
          ", no device (target >= " + Format("%.1f", kStageTargetRatio) +
          " x threads x ref)" +
@@ -302,10 +318,10 @@ std::string ReportTable(const BenchReport& r) {
               ? "; workers encrypt straight from source views (zero copy)"
               : "; workers copy into private staging") +
          "\n";
-    table(r.stage, true);
+    table(r.stage, true, true);
     o += "\n(a') the same through H2dWriter into the in-process emulated device "
          "(streamed gRPC doorbells, device decrypts)\n";
-    table(r.stage_device, false);
+    table(r.stage_device, false, false);
     o += "  device side alone (EmulatedGpu::SubmitH2D called directly, one thread):";
     for (const auto& c : r.device_ceiling) {
       o += Format("  %s %.0f MB/s (%.0f us/chunk)", SizeName(c.chunk_size).c_str(), c.mbps,
@@ -324,8 +340,9 @@ std::string ReportTable(const BenchReport& r) {
                 p.seconds > 0 ? p.cpu_seconds / p.seconds : 0.0, p.ratio_single,
                 p.reference_mbps, p.ratio, p.adjacent_reference_mbps,
                 p.ratio_adjacent * std::max(1, p.threads), p.ratio_adjacent);
-    o += Format("  target >= %.1f x threads x OpenSSL: %s\n", kStageTargetRatio,
-                p.ratio >= kStageTargetRatio ? "met" : "MISSED");
+    o += Format("  target >= %.1f x threads x OpenSSL (on the lower of the two ratios, %.2f): %s\n",
+                kStageTargetRatio, VerdictRatio(p),
+                VerdictRatio(p) >= kStageTargetRatio ? "met" : "MISSED");
   } else {
     o += "\n(a), (a') and (b): not run (--trips_only)\n";
   }
@@ -343,9 +360,12 @@ std::string ReportTable(const BenchReport& r) {
     o += "  not run (--skip_trips)\n";
   } else {
     const TripBenchResult& t = r.trips;
-    o += Format("  %llu trips (%llu failed), stack start %.2f s, campaign %.2f s\n",
+    o += Format("  %llu trips (%llu failed), stack start %.2f s, campaign %.2f s (%.2f ms per "
+                "trip, counting what each trip's clock leaves out: the final commit, the "
+                "next trip's channel, scheduling)\n",
                 (unsigned long long)t.trips, (unsigned long long)t.failed_trips,
-                t.stack_start_seconds, t.campaign_seconds);
+                t.stack_start_seconds, t.campaign_seconds,
+                t.trips > 0 ? 1e3 * t.campaign_seconds / t.trips : 0.0);
     o += Format("  %-28s %9s %9s %9s %9s %9s\n", "ms", "p50", "p90", "p99", "mean", "max");
     auto row = [&](const char* name, const Summary& s) {
       o += Format("  %-28s %9.2f %9.2f %9.2f %9.2f %9.2f\n", name, s.p50 * 1e3, s.p90 * 1e3,
@@ -391,7 +411,8 @@ std::string ReportTable(const BenchReport& r) {
   if (!r.ran_trips || !r.trips_error.empty() || r.trips.mux_route_seconds.n == 0) {
     o += Format("  sum over one trip's steps: %.2f ms (MUX routes not included)\n", modelled * 1e3);
   } else {
-    o += Format("  sum over one trip's steps + 2 MUX routes: %.2f ms\n",
+    o += Format("  sum over one trip's steps + 2 MUX routes: %.2f ms (attested_channel and "
+                "FinishTrip's commit in state_store_trip are off the trip's clock)\n",
                 (modelled + 2 * r.trips.mux_route_seconds.p50) * 1e3);
   }
   o += Format("\ntotal benchmark time %.1f s\n", r.total_seconds);

@@ -87,6 +87,12 @@ double ReferenceMbps(const BenchReport& report, size_t message_bytes, bool into_
 // Fills mbps/best/ratios of `f` from its passes and the report's reference.
 void FinishFigure(const BenchReport& report, ThroughputFigure* f);
 
+// The ratio a throughput verdict is taken on: the lower of the ratio to the
+// reference measured at the start of the run and the median ratio to the
+// reference measured right before each pass, so a reference measured while
+// the machine was slow cannot flatter a figure.
+double VerdictRatio(const ThroughputFigure& f);
+
 // The verdict on (c): true (met), false (missed), or empty when it was not
 // measured or rests on fewer than kTripsForFigures trips.
 std::optional<bool> TripTargetMet(const BenchReport& report);

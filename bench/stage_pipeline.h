@@ -32,7 +32,7 @@ struct StageResult {
   // Where the time of the workers went (summed over workers, so the encrypt
   // figure can exceed `seconds` with several workers).
   double read_seconds = 0;     // getting the plaintext: a view, or a copy into staging
-  double encrypt_seconds = 0;  // ChannelCipher::Encrypt into the bounce slot
+  double encrypt_seconds = 0;  // EncryptToShared into the bounce slot (private pieces)
   double zeroize_seconds = 0;  // wiping private staging (copying sources only)
   bool zero_copy = false;      // the source lent views
   // SHA-256 over the label and the tags in counter order: equal to what

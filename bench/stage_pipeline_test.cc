@@ -3,8 +3,14 @@
 // and views that wrap around the in-memory source's end.
 #include "bench/stage_pipeline.h"
 
+#include <stdlib.h>
+
+#include <cstring>
+#include <filesystem>
+
 #include "bench/plaintext_source.h"
 #include "device/h2d_writer.h"
+#include "keyxfer/device_session.h"
 #include "gtest/gtest.h"
 #include "keyxfer/random.h"
 
@@ -47,6 +53,48 @@ TEST(StagePipelineZeroCopyTest, SameTagsAsTheWriterForViewsAndCopies) {
     EXPECT_FALSE(copies->zero_copy);
     EXPECT_EQ(copies->digest, *expected) << threads << " thread(s), copies";
   }
+}
+
+// What the replica leaves in the ring is what the writer would: each slot
+// holds its last chunk's ciphertext and the ring's tag area that chunk's tag
+// (the copy engine reads it there).
+TEST(StagePipelineZeroCopyTest, RingHoldsTheCiphertextAndTagsTheWriterWouldStage) {
+  char tmpl[] = "/tmp/gputravel-stage-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  {
+    BouncePool pool(dir);
+    const uint32_t cs = 64 << 10;
+    const uint64_t kLength = 8 * uint64_t{cs};
+    PlaintextSource source(kLength, cs);
+    ChannelMaterial key = TestKey();
+    StageOptions o;
+    o.chunk_size = cs;
+    o.threads = 2;
+    o.pool = &pool;
+    auto r = RunEncryptAndStage(key, 3, 9, kLength, 5, source, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto lease = pool.Acquire(4, cs);  // the kept ring: 4 slots (threads + 1 raised to 4)
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    ASSERT_FALSE(lease->fresh());
+    BounceBuffer* ring = lease->ring();
+    const std::string plain = Cyclic(source, kLength);
+    auto cipher = ChannelCipher::Create(key);
+    ASSERT_TRUE(cipher.ok());
+    for (uint32_t i = 4; i < 8; ++i) {
+      const uint32_t s = i % 4;
+      std::string aad = ChunkAad(3, 9, uint64_t{i} * cs, cs);
+      std::string ct(cs, '\0');
+      uint8_t tag[16];
+      ASSERT_TRUE((*cipher)
+                      ->Encrypt(5 + i, reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
+                                reinterpret_cast<const uint8_t*>(plain.data()) + uint64_t{i} * cs,
+                                cs, reinterpret_cast<uint8_t*>(&ct[0]), tag)
+                      .ok());
+      EXPECT_TRUE(std::memcmp(ring->slot(s), ct.data(), cs) == 0) << "slot " << s;
+      EXPECT_TRUE(std::memcmp(ring->tag(s), tag, 16) == 0) << "tag of slot " << s;
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(StagePipelineZeroCopyTest, ViewsWrapAroundTheSourceEnd) {
