@@ -135,6 +135,14 @@ TEST(DatapathRunnerTest, TinyRunGivesFiniteRatiosAndValidJson) {
       EXPECT_TRUE(f.pass_concurrent_reference_mbps.empty());
     }
   }
+  // The dataset-file rows went through the agent's own source, mapping the
+  // file's chunks (zero copy), at the smallest and largest chunk size.
+  ASSERT_EQ(r->stage_from_file.size(), 4u);
+  for (const auto& f : r->stage_from_file) {
+    EXPECT_GT(f.mbps, 0);
+    EXPECT_TRUE(f.zero_copy);
+    EXPECT_TRUE(std::isfinite(f.ratio) && f.ratio > 0);
+  }
   ASSERT_EQ(r->device_ceiling.size(), 2u);
   for (const auto& c : r->device_ceiling) {
     EXPECT_EQ(c.bytes, 1u << 20);
@@ -167,6 +175,10 @@ TEST(DatapathRunnerTest, TinyRunGivesFiniteRatiosAndValidJson) {
     EXPECT_EQ(f["meets_target"].get<bool>(), verdict_of(f));
   }
   for (const auto& f : j["encrypt_and_stage_with_device"]["figures"]) {
+    EXPECT_TRUE(f["meets_target"].is_null());
+  }
+  EXPECT_EQ(j["encrypt_and_stage_from_dataset_file"]["figures"].size(), 4u);
+  for (const auto& f : j["encrypt_and_stage_from_dataset_file"]["figures"]) {
     EXPECT_TRUE(f["meets_target"].is_null());
   }
   EXPECT_EQ(j["provision_end_to_end"]["meets_target"].get<bool>(),
@@ -202,6 +214,7 @@ TEST(DatapathRunnerTest, SectionsLeftOutAreSaidSoAndNotZeros) {
   auto j = nlohmann::json::parse(ReportJson(r), nullptr, false);
   ASSERT_FALSE(j.is_discarded());
   EXPECT_TRUE(j["encrypt_and_stage"].is_null());
+  EXPECT_TRUE(j["encrypt_and_stage_from_dataset_file"].is_null());
   EXPECT_TRUE(j["encrypt_and_stage_with_device"].is_null());
   EXPECT_TRUE(j["provision_end_to_end"].is_null());
   EXPECT_FALSE(j["sections_run"]["encrypt_and_stage"].get<bool>());

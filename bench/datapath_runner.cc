@@ -1,7 +1,12 @@
 #include "bench/datapath_runner.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <set>
 
 #include "bench/device_rig.h"
@@ -12,7 +17,10 @@
 #include "bench/stats.h"
 #include "device/bounce_pool.h"
 #include "device/h2d_writer.h"
+#include "holder_agent/dataset.h"
+#include "holder_agent/dataset_source.h"
 #include "keyxfer/random.h"
+#include "util/files.h"
 
 namespace gputravel {
 namespace bench {
@@ -20,6 +28,26 @@ namespace {
 
 void Say(const std::function<void(const std::string&)>& progress, const std::string& line) {
   if (progress) progress(line);
+}
+
+// The first `n` bytes `source` serves, as a new file (mode 0600).
+absl::Status WriteSourceToFile(PlaintextSource& source, const std::string& path, uint64_t n) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::UnavailableError("cannot create " + path + ": " + std::strerror(errno));
+  }
+  std::vector<uint8_t> block(1u << 20);
+  absl::Status s;
+  for (uint64_t off = 0; off < n && s.ok(); off += block.size()) {
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(block.size(), n - off));
+    s = source.Read(off, block.data(), len);
+    if (s.ok() && ::write(fd, block.data(), len) != static_cast<ssize_t>(len)) {
+      s = absl::ResourceExhaustedError("cannot write " + path + ": " + std::strerror(errno));
+    }
+  }
+  ::close(fd);
+  if (!s.ok()) ::unlink(path.c_str());
+  return s;
 }
 
 // Index of the median of `v` (lower median for even sizes).
@@ -139,50 +167,78 @@ absl::StatusOr<BenchReport> RunDatapathBench(
   if (!rig.ok()) return rig.status();
 
   if (config.run_datapath) {
-    // (a) encrypt-and-stage without the device.
+    // (a) encrypt-and-stage without the device, from `src`.
+    auto stage_cell = [&](H2dSource& src, uint32_t cs, int threads,
+                          ThroughputFigure* f) -> absl::Status {
+      f->chunk_size = cs;
+      f->threads = threads;
+      f->window_bytes = config.stage_window;
+      StageOptions so;
+      so.chunk_size = cs;
+      so.threads = threads;
+      so.bounce_dir = config.bounce_dir;
+      BouncePool pool(config.bounce_dir);
+      so.pool = &pool;
+      {
+        H2dWriterOptions geometry;
+        geometry.chunk_size = cs;
+        geometry.threads = threads;
+        geometry.slots = so.slots;
+        absl::Status st = MakeRing(pool, config.stage_window, geometry, f);
+        if (!st.ok()) return st;
+      }
+      std::vector<StageResult> passes;
+      uint32_t counter = kFirstMessageCounter;
+      for (int p = 0; p < config.stage_passes; ++p) {
+        absl::Status adj = AdjacentReference(config, f);
+        if (!adj.ok()) return adj;
+        adj = ConcurrentReference(config, f);
+        if (!adj.ok()) return adj;
+        auto r = RunEncryptAndStage(key, 1, 1, config.stage_window, counter, src, so);
+        if (!r.ok()) return r.status();
+        counter += static_cast<uint32_t>(r->chunks);
+        f->pass_mbps.push_back(r->mbps);
+        passes.push_back(*r);
+      }
+      FinishFigure(report, f);
+      const StageResult& m = passes[MedianIndex(f->pass_mbps)];
+      f->seconds = m.seconds;
+      f->cpu_seconds = m.cpu_seconds;
+      f->read_seconds = m.read_seconds;
+      f->encrypt_seconds = m.encrypt_seconds;
+      f->zeroize_seconds = m.zeroize_seconds;
+      f->zero_copy = m.zero_copy;
+      return absl::OkStatus();
+    };
     Say(progress, "(a) encrypt-and-stage into the bounce ring, no device");
     for (int threads : config.threads) {
       for (uint32_t cs : config.chunk_sizes) {
         ThroughputFigure f;
-        f.chunk_size = cs;
-        f.threads = threads;
-        f.window_bytes = config.stage_window;
-        StageOptions so;
-        so.chunk_size = cs;
-        so.threads = threads;
-        so.bounce_dir = config.bounce_dir;
-        BouncePool pool(config.bounce_dir);
-        so.pool = &pool;
-        {
-          H2dWriterOptions geometry;
-          geometry.chunk_size = cs;
-          geometry.threads = threads;
-          geometry.slots = so.slots;
-          absl::Status st = MakeRing(pool, config.stage_window, geometry, &f);
-          if (!st.ok()) return st;
-        }
-        std::vector<StageResult> passes;
-        uint32_t counter = kFirstMessageCounter;
-        for (int p = 0; p < config.stage_passes; ++p) {
-          absl::Status adj = AdjacentReference(config, &f);
-          if (!adj.ok()) return adj;
-          adj = ConcurrentReference(config, &f);
-          if (!adj.ok()) return adj;
-          auto r = RunEncryptAndStage(key, 1, 1, config.stage_window, counter, source, so);
-          if (!r.ok()) return r.status();
-          counter += static_cast<uint32_t>(r->chunks);
-          f.pass_mbps.push_back(r->mbps);
-          passes.push_back(*r);
-        }
-        FinishFigure(report, &f);
-        const StageResult& m = passes[MedianIndex(f.pass_mbps)];
-        f.seconds = m.seconds;
-        f.cpu_seconds = m.cpu_seconds;
-        f.read_seconds = m.read_seconds;
-        f.encrypt_seconds = m.encrypt_seconds;
-        f.zeroize_seconds = m.zeroize_seconds;
-        f.zero_copy = m.zero_copy;
+        absl::Status st = stage_cell(source, cs, threads, &f);
+        if (!st.ok()) return st;
         report.stage.push_back(f);
+      }
+    }
+    // The same from a dataset file through the holder agent's own source
+    // (each chunk mapped from the file and unmapped after it), the file in
+    // the bounce ring's tmpfs so that no disk is involved. Diagnostic rows.
+    if (config.dataset_file_rows) {
+      Say(progress, "(a) again from a dataset file through the agent's DatasetSource");
+      const std::string path =
+          config.bounce_dir + "/gputravel-bench-dataset-" + HexEncode(RandomString(6));
+      absl::Status st = WriteSourceToFile(source, path, config.stage_window);
+      if (!st.ok()) return st;
+      auto dataset = Dataset::Open(path, "raw");
+      ::unlink(path.c_str());  // the open descriptor keeps it until the rows are done
+      if (!dataset.ok()) return dataset.status();
+      DatasetSource file_source(**dataset, 0, config.stage_window);
+      for (uint32_t cs : {config.chunk_sizes.front(), config.chunk_sizes.back()}) {
+        for (int threads : config.threads) {
+          ThroughputFigure f;
+          st = stage_cell(file_source, cs, threads, &f);
+          if (!st.ok()) return st;
+          report.stage_from_file.push_back(f);
+        }
       }
     }
 

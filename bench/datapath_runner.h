@@ -30,6 +30,9 @@ struct BenchConfig {
                                                 // also the large-source reference's
   int component_iterations = 50;                // (c) steps in process
   bool run_datapath = true;                     // (a), (a') and (b)
+  // (a) also from a dataset file through the holder agent's DatasetSource
+  // (smallest and largest chunk size), as diagnostic rows.
+  bool dataset_file_rows = true;
   bool run_trips = true;                        // (c) multi-process stack
   TripBenchOptions trips;
   std::string bounce_dir = "/dev/shm";

@@ -189,6 +189,12 @@ std::string ReportJson(const BenchReport& r) {
   json stage = json::array();
   for (const auto& f : r.stage) stage.push_back(FigureJson(f, true, true));
   j["encrypt_and_stage"] = {{"bounce_dir", r.bounce_dir}, {"figures", stage}};
+  json from_file = json::array();
+  for (const auto& f : r.stage_from_file) from_file.push_back(FigureJson(f, true, false));
+  j["encrypt_and_stage_from_dataset_file"] = {
+      {"what", "(a) with the holder agent's DatasetSource over a file in the bounce ring's "
+               "tmpfs (each chunk mapped and unmapped); diagnostic, no target"},
+      {"figures", from_file}};
   json dev = json::array();
   for (const auto& f : r.stage_device) dev.push_back(FigureJson(f, false, false));
   json ceil = json::array();
@@ -204,6 +210,7 @@ std::string ReportJson(const BenchReport& r) {
   j["provision_end_to_end"] = FigureJson(r.provision, false, true);
   if (!r.ran_datapath) {
     j["encrypt_and_stage"] = nullptr;
+    j["encrypt_and_stage_from_dataset_file"] = nullptr;
     j["encrypt_and_stage_with_device"] = nullptr;
     j["provision_end_to_end"] = nullptr;
   }
@@ -319,6 +326,12 @@ std::string ReportTable(const BenchReport& r) {
               : "; workers copy into private staging") +
          "\n";
     table(r.stage, true, true);
+    if (!r.stage_from_file.empty()) {
+      o += "  the same from a dataset file in " + r.bounce_dir +
+           " through the holder agent's DatasetSource (each chunk mapped, then unmapped; "
+           "diagnostic):\n";
+      table(r.stage_from_file, true, false);
+    }
     o += "\n(a') the same through H2dWriter into the in-process emulated device "
          "(streamed gRPC doorbells, device decrypts)\n";
     table(r.stage_device, false, false);

@@ -71,6 +71,8 @@ struct BenchReport {
 
   std::vector<GcmReference> reference;           // (ref), both kinds
   std::vector<ThroughputFigure> stage;           // (a) without the device
+  // (a) from a dataset file through DatasetSource (diagnostic, no target).
+  std::vector<ThroughputFigure> stage_from_file;
   std::vector<ThroughputFigure> stage_device;    // (a') H2dWriter -> in-process device
   std::vector<DeviceCeiling> device_ceiling;     // (a') the device side alone
   ThroughputFigure provision;                    // (b) 256 MiB window end to end
