@@ -137,6 +137,8 @@ TEST(DatapathRunnerTest, TinyRunGivesFiniteRatiosAndValidJson) {
   }
   // The dataset-file rows went through the agent's own source, mapping the
   // file's chunks (zero copy), at the smallest and largest chunk size.
+  EXPECT_TRUE(r->stage_from_file_note.empty()) << r->stage_from_file_note;
+  EXPECT_TRUE(r->stage_from_file_mapped);
   ASSERT_EQ(r->stage_from_file.size(), 4u);
   for (const auto& f : r->stage_from_file) {
     EXPECT_GT(f.mbps, 0);
@@ -251,9 +253,10 @@ TEST(TripBenchTest, FewTripsOverTheRealStack) {
   EXPECT_EQ(r->device_bounce_mappings, 0u);
   EXPECT_EQ(r->device_bounce_bytes, 0u);
   EXPECT_FALSE(r->transport.empty());
+  // (Read in 10 ms clock ticks: a daemon may show 0 over three trips.)
   for (const char* daemon : {"gpu", "mux", "orchestrator"}) {
     ASSERT_TRUE(r->cpu_seconds_per_trip.count(daemon)) << daemon;
-    EXPECT_GT(r->cpu_seconds_per_trip.at(daemon), 0) << daemon;
+    EXPECT_GE(r->cpu_seconds_per_trip.at(daemon), 0) << daemon;
   }
 }
 

@@ -1,6 +1,9 @@
 #include "bench/datapath_runner.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,24 +33,21 @@ void Say(const std::function<void(const std::string&)>& progress, const std::str
   if (progress) progress(line);
 }
 
-// The first `n` bytes `source` serves, as a new file (mode 0600).
-absl::Status WriteSourceToFile(PlaintextSource& source, const std::string& path, uint64_t n) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return absl::UnavailableError("cannot create " + path + ": " + std::strerror(errno));
-  }
+// The first `n` bytes `source` serves, written to `fd` (`what` names it).
+absl::Status WriteSourceTo(int fd, PlaintextSource& source, uint64_t n, const std::string& what) {
   std::vector<uint8_t> block(1u << 20);
-  absl::Status s;
-  for (uint64_t off = 0; off < n && s.ok(); off += block.size()) {
+  for (uint64_t off = 0; off < n; off += block.size()) {
     const size_t len = static_cast<size_t>(std::min<uint64_t>(block.size(), n - off));
-    s = source.Read(off, block.data(), len);
-    if (s.ok() && ::write(fd, block.data(), len) != static_cast<ssize_t>(len)) {
-      s = absl::ResourceExhaustedError("cannot write " + path + ": " + std::strerror(errno));
+    absl::Status s = source.Read(off, block.data(), len);
+    if (!s.ok()) return s;
+    const ssize_t w = ::pwrite(fd, block.data(), len, static_cast<off_t>(off));
+    if (w != static_cast<ssize_t>(len)) {
+      return absl::ResourceExhaustedError(
+          "cannot write " + what + ": " +
+          (w < 0 ? std::string(std::strerror(errno)) : "short write (is the file system full?)"));
     }
   }
-  ::close(fd);
-  if (!s.ok()) ::unlink(path.c_str());
-  return s;
+  return absl::OkStatus();
 }
 
 // Index of the median of `v` (lower median for even sizes).
@@ -222,23 +222,58 @@ absl::StatusOr<BenchReport> RunDatapathBench(
     // The same from a dataset file through the holder agent's own source
     // (each chunk mapped from the file and unmapped after it), the file in
     // the bounce ring's tmpfs so that no disk is involved. Diagnostic rows.
+    // Best effort: a bounce_dir without room for the file skips them.
     if (config.dataset_file_rows) {
       Say(progress, "(a) again from a dataset file through the agent's DatasetSource");
-      const std::string path =
-          config.bounce_dir + "/gputravel-bench-dataset-" + HexEncode(RandomString(6));
-      absl::Status st = WriteSourceToFile(source, path, config.stage_window);
-      if (!st.ok()) return st;
-      auto dataset = Dataset::Open(path, "raw");
-      ::unlink(path.c_str());  // the open descriptor keeps it until the rows are done
-      if (!dataset.ok()) return dataset.status();
-      DatasetSource file_source(**dataset, 0, config.stage_window);
-      for (uint32_t cs : {config.chunk_sizes.front(), config.chunk_sizes.back()}) {
-        for (int threads : config.threads) {
-          ThroughputFigure f;
-          st = stage_cell(file_source, cs, threads, &f);
-          if (!st.ok()) return st;
-          report.stage_from_file.push_back(f);
+      auto rows = [&]() -> absl::Status {
+        struct statvfs vfs;
+        if (::statvfs(config.bounce_dir.c_str(), &vfs) != 0) {
+          return absl::UnavailableError("cannot stat " + config.bounce_dir);
         }
+        const uint64_t room = uint64_t{vfs.f_bavail} * vfs.f_frsize;
+        if (room < config.stage_window + (64u << 20)) {
+          return absl::ResourceExhaustedError(
+              "only " + std::to_string(room >> 20) + " MiB free in " + config.bounce_dir +
+              " for a " + std::to_string(config.stage_window >> 20) + " MiB dataset file");
+        }
+        struct statfs fs;
+        report.stage_from_file_fs =
+            ::statfs(config.bounce_dir.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC
+                ? "tmpfs"
+                : "not a tmpfs (its storage may count)";
+        // Removed at once: an interrupted run leaves nothing behind.
+        const std::string path =
+            config.bounce_dir + "/gputravel-bench-dataset-" + HexEncode(RandomString(6));
+        const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) {
+          return absl::UnavailableError("cannot create " + path + ": " + std::strerror(errno));
+        }
+        ::unlink(path.c_str());
+        absl::Status st = WriteSourceTo(fd, source, config.stage_window, path);
+        if (!st.ok()) {
+          ::close(fd);
+          return st;
+        }
+        auto dataset = Dataset::Open("/proc/self/fd/" + std::to_string(fd), "raw");
+        ::close(fd);  // the dataset holds its own descriptor
+        if (!dataset.ok()) return dataset.status();
+        report.stage_from_file_mapped = (*dataset)->mappable();
+        DatasetSource file_source(**dataset, 0, config.stage_window);
+        const std::set<uint32_t> sizes = {config.chunk_sizes.front(), config.chunk_sizes.back()};
+        for (uint32_t cs : sizes) {
+          for (int threads : config.threads) {
+            ThroughputFigure f;
+            st = stage_cell(file_source, cs, threads, &f);
+            if (!st.ok()) return st;
+            report.stage_from_file.push_back(f);
+          }
+        }
+        return absl::OkStatus();
+      };
+      absl::Status st = rows();
+      if (!st.ok()) {
+        report.stage_from_file.clear();
+        report.stage_from_file_note = std::string(st.message());
       }
     }
 

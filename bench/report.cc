@@ -192,8 +192,11 @@ std::string ReportJson(const BenchReport& r) {
   json from_file = json::array();
   for (const auto& f : r.stage_from_file) from_file.push_back(FigureJson(f, true, false));
   j["encrypt_and_stage_from_dataset_file"] = {
-      {"what", "(a) with the holder agent's DatasetSource over a file in the bounce ring's "
-               "tmpfs (each chunk mapped and unmapped); diagnostic, no target"},
+      {"what", "(a) with the holder agent's DatasetSource over a file in bounce_dir; "
+               "diagnostic, no target"},
+      {"file_system", r.stage_from_file_fs},
+      {"chunks_mapped", r.stage_from_file_mapped},
+      {"not_run_because", r.stage_from_file_note},
       {"figures", from_file}};
   json dev = json::array();
   for (const auto& f : r.stage_device) dev.push_back(FigureJson(f, false, false));
@@ -327,10 +330,14 @@ std::string ReportTable(const BenchReport& r) {
          "\n";
     table(r.stage, true, true);
     if (!r.stage_from_file.empty()) {
-      o += "  the same from a dataset file in " + r.bounce_dir +
-           " through the holder agent's DatasetSource (each chunk mapped, then unmapped; "
-           "diagnostic):\n";
+      o += "  the same from a dataset file in " + r.bounce_dir + " (" + r.stage_from_file_fs +
+           ") through the holder agent's DatasetSource (" +
+           (r.stage_from_file_mapped ? "each chunk mapped, then unmapped"
+                                     : "each chunk read into private staging") +
+           "; diagnostic):\n";
       table(r.stage_from_file, true, false);
+    } else if (!r.stage_from_file_note.empty()) {
+      o += "  (a) from a dataset file: not run: " + r.stage_from_file_note + "\n";
     }
     o += "\n(a') the same through H2dWriter into the in-process emulated device "
          "(streamed gRPC doorbells, device decrypts)\n";

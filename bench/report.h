@@ -71,8 +71,13 @@ struct BenchReport {
 
   std::vector<GcmReference> reference;           // (ref), both kinds
   std::vector<ThroughputFigure> stage;           // (a) without the device
-  // (a) from a dataset file through DatasetSource (diagnostic, no target).
+  // (a) from a dataset file through DatasetSource (diagnostic, no target),
+  // the file system the file was on, whether chunks were mapped (else read
+  // into staging), and why the rows are missing when they are.
   std::vector<ThroughputFigure> stage_from_file;
+  std::string stage_from_file_fs;
+  bool stage_from_file_mapped = false;
+  std::string stage_from_file_note;
   std::vector<ThroughputFigure> stage_device;    // (a') H2dWriter -> in-process device
   std::vector<DeviceCeiling> device_ceiling;     // (a') the device side alone
   ThroughputFigure provision;                    // (b) 256 MiB window end to end

@@ -60,7 +60,12 @@ TEST(StagePipelineZeroCopyTest, SameTagsAsTheWriterForViewsAndCopies) {
 // (the copy engine reads it there).
 TEST(StagePipelineZeroCopyTest, RingHoldsTheCiphertextAndTagsTheWriterWouldStage) {
   char tmpl[] = "/tmp/gputravel-stage-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  struct RemoveAll {  // also when an assertion ends the test early
+    std::string d;
+    ~RemoveAll() { std::filesystem::remove_all(d); }
+  } cleanup{dir};
   {
     BouncePool pool(dir);
     const uint32_t cs = 64 << 10;
@@ -94,7 +99,6 @@ TEST(StagePipelineZeroCopyTest, RingHoldsTheCiphertextAndTagsTheWriterWouldStage
       EXPECT_TRUE(std::memcmp(ring->tag(s), tag, 16) == 0) << "tag of slot " << s;
     }
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(StagePipelineZeroCopyTest, ViewsWrapAroundTheSourceEnd) {

@@ -8,8 +8,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "device/truncation_guard.h"
-
 namespace gputravel {
 namespace {
 
@@ -110,14 +108,13 @@ absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::OpenReadOnly(
   void* p = ::mmap(nullptr, len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (p == MAP_FAILED) return absl::ResourceExhaustedError("cannot map " + path);
-  // The owner can truncate the file while the device reads it.
-  auto region = TruncationGuard::Register(p, len);
-  if (!region.ok()) {
+  // The owner can truncate the file while the device reads it (GuardReads).
+  absl::Status guard = TruncationGuard::Install();
+  if (!guard.ok()) {
     ::munmap(p, len);
-    return region.status();
+    return guard;
   }
   std::unique_ptr<BounceBuffer> b(new BounceBuffer());
-  b->guard_region_ = *region;
   b->path_ = path;
   b->base_ = static_cast<uint8_t*>(p);
   b->length_ = len;
@@ -127,12 +124,9 @@ absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::OpenReadOnly(
 }
 
 BounceBuffer::~BounceBuffer() {
-  TruncationGuard::Unregister(guard_region_);
   if (base_ != nullptr) ::munmap(base_, length_);
   if (owner_) Unlink();
 }
-
-bool BounceBuffer::faulted() const { return TruncationGuard::Faulted(guard_region_); }
 
 void BounceBuffer::Unlink() {
   if (!path_.empty()) ::unlink(path_.c_str());

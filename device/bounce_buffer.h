@@ -1,12 +1,14 @@
 #ifndef GPUTRAVEL_DEVICE_BOUNCE_BUFFER_H_
 #define GPUTRAVEL_DEVICE_BOUNCE_BUFFER_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "device/truncation_guard.h"
 
 namespace gputravel {
 
@@ -32,6 +34,8 @@ class BounceBuffer {
       int dir_fd, const std::string& dir, const std::string& path, uint32_t slots,
       uint32_t slot_size);
   ~BounceBuffer();
+  BounceBuffer(const BounceBuffer&) = delete;
+  BounceBuffer& operator=(const BounceBuffer&) = delete;
 
   static constexpr size_t kTagBytes = 16;
   // The file's size for a geometry: the slots, then the tag area.
@@ -53,10 +57,14 @@ class BounceBuffer {
     return offset <= length_ && n <= length_ - offset ? base_ + offset : nullptr;
   }
   size_t length() const { return length_; }
-  // Device side: true once a read of this mapping found the file shorter
-  // than when it was mapped (its owner truncated it): what was read since
-  // reads as zeros and must not be used (truncation_guard.h).
-  bool faulted() const;
+  // Device side: guards this thread's reads of the mapping while the result
+  // lives (truncation_guard.h); faulted() is then true once a read found the
+  // file shorter than when it was mapped (its owner truncated it): what was
+  // read there reads as zeros and must not be used.
+  TruncationGuard::Scope GuardReads() {
+    return TruncationGuard::Scope(base_, length_, &faulted_);
+  }
+  bool faulted() const { return faulted_.load(std::memory_order_relaxed); }
   uint32_t slots() const { return slots_; }
   uint32_t slot_size() const { return slot_size_; }
   const std::string& path() const { return path_; }
@@ -71,7 +79,7 @@ class BounceBuffer {
   size_t length_ = 0;
   uint32_t slots_ = 0, slot_size_ = 0;
   bool owner_ = false;
-  int guard_region_ = -1;  // device side: its TruncationGuard region
+  std::atomic<bool> faulted_{false};
 };
 
 }  // namespace gputravel

@@ -681,11 +681,16 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
   // The slot and the tag are in memory the host can write while the copy
   // engine reads them: each byte is read once, and what is decrypted is what
   // the tag covered (as a real copy engine, which fetches the chunk once).
+  // Its owner can also truncate the ring meanwhile: reads past the new end
+  // read zeros and mark the ring (checked below), instead of a SIGBUS.
   uint8_t tag[kGcmTagSize];
-  std::memcpy(tag, ring->bytes_at(req.tag_offset(), kGcmTagSize), kGcmTagSize);
-  absl::Status d = slot->cipher->DecryptFromShared(
-      counter, reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
-      ring->slot(req.slot()), n, tag, target);
+  absl::Status d;
+  {
+    TruncationGuard::Scope guard = ring->GuardReads();
+    std::memcpy(tag, ring->bytes_at(req.tag_offset(), kGcmTagSize), kGcmTagSize);
+    d = slot->cipher->DecryptFromShared(counter, reinterpret_cast<const uint8_t*>(aad.data()),
+                                        aad.size(), ring->slot(req.slot()), n, tag, target);
+  }
   if (options_.copy_engine_hook_for_test) options_.copy_engine_hook_for_test();
 
   // Phase 3, under mu_ again: commit only if nothing changed meanwhile.

@@ -800,7 +800,6 @@ TEST_F(EmulatedGpuTest, LastDoorbellReleasesTheRingWhateverBecameOfItsChunk) {
   EXPECT_EQ(gpu_->Status().bounce_buffers(), 1u);
 }
 
-// A one-chunk window's doorbell brings its own ring: mapped, used, released.
 // A holder that truncates its ring while the device maps it gets its chunks
 // refused, as a real copy engine takes an IOMMU fault on that channel; it
 // does not bring down the device (the SIGBUS stays inside the ring's
@@ -818,6 +817,7 @@ TEST_F(EmulatedGpuTest, TruncatedRingIsRefusedAndTheDeviceLivesOn) {
   EXPECT_TRUE(gpu_->ScratchIsClearForTest());
   // The holder's own mapping of the truncated file is not guarded: touching
   // it is the SIGBUS of a real bug, and that still kills.
+  const std::string style = GTEST_FLAG_GET(death_test_style);  // put back below
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {
@@ -825,6 +825,7 @@ TEST_F(EmulatedGpuTest, TruncatedRingIsRefusedAndTheDeviceLivesOn) {
         (void)x;
       },
       "");
+  GTEST_FLAG_SET(death_test_style, style);
   // A new ring, and the same chunk lands.
   bounce_.reset();
   bounce_ = *BounceBuffer::Create(dir_ + "/bounce", 4, 4096);
@@ -833,6 +834,7 @@ TEST_F(EmulatedGpuTest, TruncatedRingIsRefusedAndTheDeviceLivesOn) {
   EXPECT_EQ(Read(0, 64), std::string(64, 'a'));
 }
 
+// A one-chunk window's doorbell brings its own ring: mapped, used, released.
 TEST_F(EmulatedGpuTest, DoorbellCanBringItsOwnRing) {
   const uint64_t rings = gpu_->Status().bounce_buffers();  // the fixture's
   v1::AttachBounceRequest ab;

@@ -4,92 +4,94 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <mutex>
-#include <string>
 
 namespace gputravel {
 namespace {
 
-struct Region {
-  std::atomic<uintptr_t> begin{0};
-  std::atomic<uintptr_t> end{0};  // 0: free
-  std::atomic<bool> faulted{false};
+// The calling thread's guarded range. Initial-exec TLS: reading it in the
+// handler never allocates.
+struct GuardedRange {
+  uintptr_t begin = 0;
+  uintptr_t end = 0;  // 0: no scope
+  std::atomic<bool>* faulted = nullptr;
 };
+__attribute__((tls_model("initial-exec"))) thread_local GuardedRange t_range;
 
-Region g_regions[TruncationGuard::kRegions];
-std::mutex g_mu;  // registration only; never taken by the handler
-struct sigaction g_previous;
+std::once_flag g_once;
 bool g_installed = false;
+uintptr_t g_page = 4096;
+struct sigaction g_previous;
 
-void OnSigbus(int sig, siginfo_t* info, void* context) {
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(info->si_addr);
-  for (Region& r : g_regions) {
-    const uintptr_t end = r.end.load(std::memory_order_acquire);
-    if (end == 0 || addr < r.begin.load(std::memory_order_acquire) || addr >= end) continue;
-    // A page of zeros where the file's page was: the read resumes and the
-    // reader learns from Faulted() that it read nothing it can use.
-    const uintptr_t page = addr & ~(static_cast<uintptr_t>(sysconf(_SC_PAGESIZE)) - 1);
-    void* p = mmap(reinterpret_cast<void*>(page), static_cast<size_t>(sysconf(_SC_PAGESIZE)),
-                   PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-    if (p != MAP_FAILED) {
-      r.faulted.store(true, std::memory_order_release);
-      return;
-    }
-    break;
-  }
-  // Not a guarded mapping (or the page could not be replaced): what the
-  // process did before, so a real bug still stops it.
+// What the process would have done without us.
+void Previous(int sig, siginfo_t* info, void* context) {
   if (g_previous.sa_flags & SA_SIGINFO) {
     if (g_previous.sa_sigaction != nullptr) {
       g_previous.sa_sigaction(sig, info, context);
       return;
     }
-  } else if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN) {
+  } else if (g_previous.sa_handler == SIG_IGN) {
+    return;
+  } else if (g_previous.sa_handler != SIG_DFL) {
     g_previous.sa_handler(sig);
     return;
   }
-  signal(SIGBUS, SIG_DFL);  // the faulting instruction runs again and dies
+  // Default: terminate. For a fault, the instruction runs again and dies;
+  // for a signal someone sent, raise it again.
+  signal(SIGBUS, SIG_DFL);
+  if (info->si_code <= 0) raise(SIGBUS);
+}
+
+void OnSigbus(int sig, siginfo_t* info, void* context) {
+  const int saved_errno = errno;
+  const GuardedRange& r = t_range;
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(info->si_addr);
+  // si_code > 0: raised by the kernel for this thread's own access (not sent).
+  if (info->si_code > 0 && r.end != 0 && addr >= r.begin && addr < r.end) {
+    void* p = mmap(reinterpret_cast<void*>(addr & ~(g_page - 1)), g_page, PROT_READ,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (p != MAP_FAILED) {
+      r.faulted->store(true, std::memory_order_relaxed);
+      errno = saved_errno;
+      return;  // the read resumes and sees zeros
+    }
+  }
+  Previous(sig, info, context);
+  errno = saved_errno;
 }
 
 }  // namespace
 
-absl::StatusOr<int> TruncationGuard::Register(const void* base, size_t length) {
-  std::lock_guard<std::mutex> l(g_mu);
-  if (!g_installed) {
+absl::Status TruncationGuard::Install() {
+  std::call_once(g_once, [] {
+    const long page = sysconf(_SC_PAGESIZE);
+    if (page > 0) g_page = static_cast<uintptr_t>(page);
     struct sigaction sa {};
     sa.sa_sigaction = &OnSigbus;
     sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGBUS, &sa, &g_previous) != 0) {
-      return absl::InternalError("cannot install the SIGBUS handler that guards bounce rings");
-    }
-    g_installed = true;
+    g_installed = sigaction(SIGBUS, &sa, &g_previous) == 0;
+  });
+  if (!g_installed) {
+    return absl::InternalError("cannot install the SIGBUS handler that guards bounce rings");
   }
-  for (int i = 0; i < kRegions; ++i) {
-    Region& r = g_regions[i];
-    if (r.end.load(std::memory_order_relaxed) != 0) continue;
-    const uintptr_t b = reinterpret_cast<uintptr_t>(base);
-    r.faulted.store(false, std::memory_order_relaxed);
-    r.begin.store(b, std::memory_order_release);
-    r.end.store(b + length, std::memory_order_release);
-    return i;
-  }
-  return absl::ResourceExhaustedError("too many bounce rings mapped at once (" +
-                                      std::to_string(kRegions) + ")");
+  return absl::OkStatus();
 }
 
-void TruncationGuard::Unregister(int region) {
-  if (region < 0 || region >= kRegions) return;
-  std::lock_guard<std::mutex> l(g_mu);
-  g_regions[region].end.store(0, std::memory_order_release);
-  g_regions[region].begin.store(0, std::memory_order_release);
+TruncationGuard::Scope::Scope(const void* base, size_t length, std::atomic<bool>* faulted) {
+  t_range.faulted = faulted;
+  t_range.begin = reinterpret_cast<uintptr_t>(base);
+  t_range.end = t_range.begin + length;
+  std::atomic_signal_fence(std::memory_order_seq_cst);  // set before any guarded read
 }
 
-bool TruncationGuard::Faulted(int region) {
-  if (region < 0 || region >= kRegions) return false;
-  return g_regions[region].faulted.load(std::memory_order_acquire);
+TruncationGuard::Scope::~Scope() {
+  std::atomic_signal_fence(std::memory_order_seq_cst);  // after every guarded read
+  t_range.end = 0;
+  t_range.begin = 0;
+  t_range.faulted = nullptr;
 }
 
 }  // namespace gputravel

@@ -1,35 +1,41 @@
 #ifndef GPUTRAVEL_DEVICE_TRUNCATION_GUARD_H_
 #define GPUTRAVEL_DEVICE_TRUNCATION_GUARD_H_
 
+#include <atomic>
 #include <cstddef>
 
-#include "absl/status/statusor.h"
+#include "absl/status/status.h"
 
 namespace gputravel {
 
 // Reads of a shared file mapping that another party may truncate at any time
 // (a holder's bounce ring, mapped by the device). A read past the file's new
 // end raises SIGBUS, which would kill the whole device and every session on
-// it, where a real GPU gets an IOMMU fault on one channel. While a mapping
-// is registered here, a SIGBUS inside it maps a page of zeros over the
-// faulting page and marks the region faulted; the reader checks Faulted()
-// after its copy and refuses what it read. A SIGBUS anywhere else gets the
-// previous disposition (the process still dies on a real bug).
+// it, where a real GPU gets an IOMMU fault on one channel. While a Scope is
+// alive on a thread, a SIGBUS that thread takes inside the scope's range maps
+// a page of zeros over the faulting page and sets the scope's flag; the
+// reader checks the flag after its reads and refuses what it read. Any other
+// SIGBUS (another range, another thread, one sent with kill) gets the
+// disposition the process had before (a real bug still stops it).
 //
-// Thread-safe; the signal handler reads a fixed table without locks.
+// A fault is synchronous: it is delivered to the thread that read, so the
+// handler consults only that thread's scope (no table another thread could
+// change meanwhile).
 class TruncationGuard {
  public:
-  static constexpr int kRegions = 256;
+  // Installs the SIGBUS handler, once per process; INTERNAL if it cannot.
+  static absl::Status Install();
 
-  // Registers [base, base + length) (a shared, read-only mapping); installs
-  // the handler on first use. RESOURCE_EXHAUSTED when kRegions mappings are
-  // registered already.
-  static absl::StatusOr<int> Register(const void* base, size_t length);
-  // Before the mapping is unmapped.
-  static void Unregister(int region);
-  // True once a read in the region faulted: pages past the file's end now
-  // read as zeros, so nothing read from the region since can be trusted.
-  static bool Faulted(int region);
+  // Guards this thread's reads of [base, base + length) for its lifetime;
+  // `*faulted` is set when one of them faulted (it is never cleared here:
+  // the faulting pages read as zeros from then on). Scopes do not nest.
+  class Scope {
+   public:
+    Scope(const void* base, size_t length, std::atomic<bool>* faulted);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+  };
 };
 
 }  // namespace gputravel

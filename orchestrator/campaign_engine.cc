@@ -572,6 +572,8 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
                                      std::string(s.message()));
   }
   if (row->buffer_id != 0) (void)session->FreeBuffer(row->buffer_id);
+  s = runner->CheckHeartbeatPeriod();
+  if (!s.ok()) return fail(kCampaignPaused, std::string(s.message()));
   GT_LOG(1, "campaign ", name, ": CC session ", session->session_id(), " with GPU ",
          session->serial());
   auto buffer = session->AllocBuffer(spec->buffer_bytes);

@@ -94,13 +94,14 @@ absl::Status TripRunner::MakeSafe(uint64_t token, uint64_t buffer_id,
     s = gpu_->Establish();
   }
   if (!s.ok()) return s;
-  if (buffer_id != 0) {
-    s = ScrubOrGone(buffer_id, buffer_bytes);
-    if (!s.ok()) return s;
-  }
-  // Safe now. The device must also enforce the period this side keeps: a
-  // device expecting heartbeats nobody sends loses its session whenever the
-  // GPU idles.
+  if (buffer_id == 0) return absl::OkStatus();
+  return ScrubOrGone(buffer_id, buffer_bytes);
+}
+
+absl::Status TripRunner::CheckHeartbeatPeriod() {
+  // A device expecting heartbeats nobody sends loses its session whenever
+  // the GPU idles; a device expecting none makes this side's heartbeats and
+  // shorter hand-off deadlines pointless.
   auto query = gpu_->QueryChannel();
   if (!query.ok()) return query.status();
   const int64_t mine = absl::ToInt64Seconds(heartbeat_period_);

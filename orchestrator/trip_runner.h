@@ -160,10 +160,13 @@ class TripRunner {
   // of the previous one dies) and scrubs + verifies `buffer_id` if it is not
   // 0. A buffer the device no longer has (a reset wiped it) counts as clean.
   // A device that missed its heartbeat (DATA_LOSS: it needs a reset) is
-  // reset through the MUX first. Then, the GPU being safe, FAILED_PRECONDITION
-  // if the device enforces another heartbeat period than this runner keeps
-  // (the campaign cannot run so). Used at start-up and by crash recovery.
+  // reset through the MUX first. Used at start-up and by crash recovery.
   absl::Status MakeSafe(uint64_t token, uint64_t buffer_id, uint64_t buffer_bytes);
+  // FAILED_PRECONDITION, naming both, when the device (home, with a session)
+  // enforces another heartbeat period than this runner keeps: no campaign
+  // can run so. Asked before every campaign run, not by recovery, which must
+  // finish a trip whatever the configuration.
+  absl::Status CheckHeartbeatPeriod();
 
   absl::Status RouteHome(uint64_t token);
 
