@@ -281,8 +281,8 @@ std::string ReportTable(const BenchReport& r) {
   }
   o += "  (the last column reads each message from the next offset of a " +
        SizeName(r.large_source_bytes) +
-       " buffer,\n   as the holder reads its dataset: the ceiling of (a) on this machine's "
-       "memory)\n";
+       " buffer,\n   as the holder's workers stream theirs: OpenSSL alone with that memory "
+       "traffic, without (a)'s\n   private-piece copy into the ring or its pipeline)\n";
 
   auto table = [&](const std::vector<ThroughputFigure>& figs, bool breakdown, bool has_target) {
     o += Format("  %-8s %-7s %9s %9s %9s %9s %12s %7s %8s %8s", "chunk", "threads", "MB/s",
