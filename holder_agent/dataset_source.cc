@@ -1,5 +1,6 @@
 #include "holder_agent/dataset_source.h"
 
+#include <algorithm>
 #include <memory>
 
 namespace gputravel {
@@ -23,11 +24,50 @@ absl::Status DatasetSource::CheckRange(uint64_t offset, size_t n) const {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::shared_ptr<DatasetMapping>> DatasetSource::Region(uint64_t index) {
+  // Looks the region up among the kept ones, making it the one used last.
+  auto find = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::shared_ptr<DatasetMapping> {
+    for (int k = 0; k < 2; ++k) {
+      if (kept_[k].mapping != nullptr && kept_[k].index == index) {
+        if (k == 1) std::swap(kept_[0], kept_[1]);
+        return kept_[0].mapping;
+      }
+    }
+    return nullptr;
+  };
+  {
+    absl::MutexLock l(&mu_);
+    if (auto r = find()) return r;
+  }
+  // Mapped without the lock: the other workers keep taking views meanwhile.
+  const uint64_t start = index * kRegionBytes;
+  auto m = dataset_.Map(base_ + start, std::min<uint64_t>(kRegionBytes, length_ - start));
+  if (!m.ok()) return m.status();
+  ++mappings_;
+  auto region = std::make_shared<DatasetMapping>(std::move(*m));
+  absl::MutexLock l(&mu_);
+  if (auto r = find()) return r;  // mapped by another worker meanwhile
+  // The older kept region lives on only in its views.
+  kept_[1] = std::move(kept_[0]);
+  kept_[0] = Kept{index, region};
+  return region;
+}
+
 absl::StatusOr<PlaintextView> DatasetSource::View(uint64_t offset, size_t n) {
   absl::Status s = CheckRange(offset, n);
   if (!s.ok()) return s;
+  if (n > 0 && n <= kRegionChunkMax && offset / kRegionBytes == (offset + n - 1) / kRegionBytes) {
+    const uint64_t index = offset / kRegionBytes;
+    auto region = Region(index);
+    if (!region.ok()) return region.status();
+    const uint8_t* data = (*region)->data() + (offset - index * kRegionBytes);
+    if (progress_) progress_(n);
+    // The view keeps its region mapped; the last one to go unmaps it.
+    return PlaintextView(data, n, [held = std::move(*region)]() mutable { held.reset(); });
+  }
   auto m = dataset_.Map(base_ + offset, n);
   if (!m.ok()) return m.status();
+  ++mappings_;
   // The view owns the mapping; releasing it unmaps the chunk.
   auto held = std::make_shared<DatasetMapping>(std::move(*m));
   const uint8_t* data = held->data();
