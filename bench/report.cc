@@ -332,7 +332,8 @@ std::string ReportTable(const BenchReport& r) {
     if (!r.stage_from_file.empty()) {
       o += "  the same from a dataset file in " + r.bounce_dir + " (" + r.stage_from_file_fs +
            ") through the holder agent's DatasetSource (" +
-           (r.stage_from_file_mapped ? "each chunk mapped, then unmapped"
+           (r.stage_from_file_mapped ? "chunks mapped from the file (by 8 MiB regions up to "
+                                       "256 KiB), unmapped once released"
                                      : "each chunk read into private staging") +
            "; diagnostic):\n";
       table(r.stage_from_file, true, false);

@@ -15,15 +15,16 @@ namespace gputravel {
 // One window of a holder's dataset as the copy-engine writer's plaintext
 // source. Chunks are mapped from the file in place and lent to the writer,
 // which encrypts straight from the mapping into the bounce slot and then
-// unmaps it: no copy of the plaintext is made, and the resident set holds at
-// most one mapped chunk per worker (streaming). Small chunks (up to 256 KiB)
-// come from a shared mapping of the 8 MiB region of the window they lie in,
-// so that a region costs one map and one unmap instead of one per chunk: the
-// source keeps the two regions used last (workers at a region's edge need
-// both), and each view keeps its own region until it is released (the
-// writer takes chunks in order, so at most a few regions are mapped at
-// once). Where the file cannot be mapped, chunks are
-// copied with pread into the writer's private staging.
+// releases the view: no copy of the plaintext is made, and the resident set
+// holds only what is mapped for the chunks in flight (streaming). A chunk
+// over 256 KiB is mapped on its own and unmapped when released. A smaller
+// one is a view into the mapping of the 8 MiB region of the window it lies
+// in, so that a region costs one map and one unmap instead of one per
+// chunk: the source keeps the two regions used last (workers at a region's
+// edge need both), and each view keeps its own region until it is released
+// (the writer takes chunks in order, so at most a few regions are mapped at
+// once). Where the file cannot be mapped, chunks are copied with pread into
+// the writer's private staging.
 class DatasetSource final : public H2dSource {
  public:
   // Window [window_offset, window_offset + window_length) of `dataset`, which
