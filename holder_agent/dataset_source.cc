@@ -45,11 +45,17 @@ absl::StatusOr<std::shared_ptr<DatasetMapping>> DatasetSource::Region(uint64_t i
   if (!m.ok()) return m.status();
   ++mappings_;
   auto region = std::make_shared<DatasetMapping>(std::move(*m));
-  absl::MutexLock l(&mu_);
-  if (auto r = find()) return r;  // mapped by another worker meanwhile
-  // The older kept region lives on only in its views.
-  kept_[1] = std::move(kept_[0]);
-  kept_[0] = Kept{index, region};
+  // Unmapped (when no view holds it any more) after the lock is released:
+  // tearing down 8 MiB of page tables must not hold the other workers up.
+  std::shared_ptr<DatasetMapping> dropped;
+  {
+    absl::MutexLock l(&mu_);
+    if (auto r = find()) return r;  // mapped by another worker meanwhile (ours goes)
+    // The older kept region lives on only in its views.
+    dropped = std::move(kept_[1].mapping);
+    kept_[1] = std::move(kept_[0]);
+    kept_[0] = Kept{index, region};
+  }
   return region;
 }
 
