@@ -214,7 +214,12 @@ class DatasetWriterTest : public testing_fixture::EmulatedGpuFixture {};
 
 TEST_F(DatasetWriterTest, WriterLandsAMappedWindow) {
   char tmpl[] = "/tmp/gputravel-dsw-XXXXXX";
-  std::string dir = mkdtemp(tmpl);
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  struct RemoveAll {  // also when an assertion ends the test early
+    std::string d;
+    ~RemoveAll() { (void)system(("rm -rf " + d).c_str()); }
+  } cleanup{dir};
   std::vector<uint16_t> toks(50000);
   for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<uint16_t>(i ^ 0x5a5a);
   ASSERT_TRUE(WriteLlmcShard(dir + "/w.bin", toks.data(), toks.size()).ok());
@@ -243,7 +248,6 @@ TEST_F(DatasetWriterTest, WriterLandsAMappedWindow) {
   std::string want(len, '\0');
   ASSERT_TRUE(d->Read(base, reinterpret_cast<uint8_t*>(&want[0]), len).ok());
   EXPECT_TRUE(back == want);
-  (void)system(("rm -rf " + dir).c_str());
 }
 
 }  // namespace
