@@ -92,12 +92,12 @@ absl::StatusOr<RigHandoff> DeviceRig::HandToHolder() {
   RouteHome();
   absl::Status s = session_->Establish();
   if (!s.ok()) return s;
-  auto query = session_->QueryChannel();
-  if (!query.ok()) return query.status();
+  auto key = session_->LceH2dForHandoff();
+  if (!key.ok()) return key.status();
   RigHandoff h;
-  h.key = session_->LceH2dForHandoff();
+  h.key = std::move(*key);
   h.session_id = session_->session_id();
-  h.next_counter = query->h2d_next_counter();
+  h.next_counter = kFirstMessageCounter;  // a hand-off's window starts there
   gpu_->SetOwner("holder");
   return h;
 }

@@ -136,6 +136,32 @@ TEST_F(CopyEngineTest, RekeyDuringDecryptionDiscardsTheChunk) {
   EXPECT_FALSE(gpu_->SubmitH2D(kOwner, r).ok());
 }
 
+// A rotation starts the message counter again, so the chunk in flight has
+// the counter the engine expects afterwards: only its IV's channel counter
+// tells it apart, and it must not land.
+TEST_F(CopyEngineTest, IvRotationDuringDecryptionDiscardsTheChunk) {
+  StartWithHook([&] {
+    v1::DeviceCommand c;
+    c.mutable_rotate_iv()->set_h2d(true);
+    auto r = Command(c);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->code(), 0) << r->message();
+  });
+  auto r = Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'v'));
+  hook_armed_ = true;
+  auto st = gpu_->SubmitH2D(kOwner, r);
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition) << st.status();
+  EXPECT_EQ(Read(0, 64), std::string(64, '\0'));
+  EXPECT_EQ(NextCounter(), 1u);
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+  // Rung again, it is refused by its tag; the new IV space's chunk lands.
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, r).status().code(), absl::StatusCode::kUnauthenticated);
+  ChannelMaterial rotated = keys_.lce_h2d.Clone();
+  rotated.channel_counter = 1;
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(rotated, 1, 1, 0, std::string(64, 'w'))).ok());
+  EXPECT_EQ(Read(0, 64), std::string(64, 'w'));
+}
+
 TEST_F(CopyEngineTest, ResetDuringDecryptionDiscardsTheChunk) {
   StartWithHook([&] { gpu_->Reset(); });
   hook_armed_ = true;

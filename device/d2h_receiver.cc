@@ -1,9 +1,45 @@
 #include "device/d2h_receiver.h"
 
+#include <limits>
+
 #include "keyxfer/device_session.h"
 #include "keyxfer/secret_bytes.h"
 
 namespace gputravel {
+
+absl::StatusOr<D2hReceiver> D2hReceiver::Create(ChannelMaterial m, uint32_t engine) {
+  auto c = ChannelCipher::Create(m);
+  if (!c.ok()) return c.status();
+  D2hReceiver r;
+  r.engine = engine;
+  r.cipher = std::move(*c);
+  r.material = std::move(m);
+  return r;
+}
+
+absl::Status D2hReceiver::Rotate(uint64_t device_channel) {
+  if (material.key.size() == 0) {
+    return absl::FailedPreconditionError("no D2H channel to rotate: establish first");
+  }
+  if (material.channel_counter == std::numeric_limits<uint64_t>::max() ||
+      device_channel != material.channel_counter + 1) {
+    return absl::DataLossError(
+        "the GPU rotated LCE" + std::to_string(engine) + "'s D2H IV to channel counter " +
+        std::to_string(device_channel) + ", this end expected " +
+        (material.channel_counter == std::numeric_limits<uint64_t>::max()
+             ? std::string("none (its last channel counter is spent)")
+             : std::to_string(material.channel_counter + 1)));
+  }
+  ChannelMaterial next_material = material.Clone();
+  next_material.channel_counter = device_channel;
+  auto c = ChannelCipher::Create(next_material);
+  if (!c.ok()) return c.status();
+  cipher = std::move(*c);
+  material = std::move(next_material);
+  next = kFirstMessageCounter;
+  exhausted = false;
+  return absl::OkStatus();
+}
 
 absl::Status D2hReceiver::Open(const v1::DeviceCommand& cmd, uint64_t session_id,
                                const std::string& copy, v1::DeviceReply* reply) {

@@ -68,12 +68,13 @@ TEST_F(DeviceLayerTest, TripThroughTheDeviceLayer) {
   auto buffer = session.AllocBuffer(kSize);
   ASSERT_TRUE(buffer.ok()) << buffer.status();
   std::string data = RandomString(kSize);
-  // Before any hand-off, the session knows the copy engine's next counter
-  // without asking; afterwards it must ask.
-  ASSERT_EQ(session.UntouchedLceCounter(), std::optional<uint32_t>(kFirstMessageCounter));
-  EXPECT_EQ(session.QueryChannel()->h2d_next_counter(), kFirstMessageCounter);
-  ChannelMaterial key = session.LceH2dForHandoff();
-  EXPECT_EQ(session.UntouchedLceCounter(), std::nullopt);
+  // The session's first hand-off gets the IV space nobody has used: channel
+  // counter 0, the window from the first counter, no rotation.
+  ChannelMaterial key = *session.LceH2dForHandoff();
+  EXPECT_EQ(key.channel_counter, 0u);
+  auto q = session.QueryChannel();
+  EXPECT_EQ(q->h2d_next_counter(), kFirstMessageCounter);
+  EXPECT_EQ(q->h2d_channel_counter(), 0u);
   uint64_t old_session = session.session_id();
 
   gpu_->SetOwner("holder");  // route out
@@ -93,10 +94,8 @@ TEST_F(DeviceLayerTest, TripThroughTheDeviceLayer) {
 
   gpu_->SetOwner("orch");  // route back
   ASSERT_TRUE(session.VerifyStillSameSession().ok());
-  EXPECT_EQ(session.UntouchedLceCounter(), std::nullopt);
   ASSERT_TRUE(session.Establish().ok());  // fresh re-key
   EXPECT_GT(session.session_id(), old_session);
-  EXPECT_EQ(session.UntouchedLceCounter(), std::optional<uint32_t>(kFirstMessageCounter));
   EXPECT_EQ(session.QueryChannel()->h2d_next_counter(), kFirstMessageCounter);
   std::string back;
   for (uint64_t off = 0; off < kSize; off += 4 << 20) {
@@ -122,6 +121,107 @@ TEST_F(DeviceLayerTest, TripThroughTheDeviceLayer) {
   EXPECT_EQ(*session.Read(*buffer, 0, 64), std::string(64, '\0'));
 }
 
+// Each hand-off is a key fetch with an IV space of its own: a second
+// hand-off in one session rotates the H2D IV on the device and here, so what
+// was staged for the first window lands nowhere and the second window starts
+// at the first counter again.
+TEST_F(DeviceLayerTest, EachHandoffInASessionGetsItsOwnIvSpace) {
+  GpuSession session(MakeChannel("unix:" + dir_ + "/orch.sock"), ca_der_, "");
+  ASSERT_TRUE(session.Establish().ok());
+  auto buffer = session.AllocBuffer(8192);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  const std::string data = RandomString(8192);
+  auto from = [&data](uint64_t at) {
+    return [&data, at](uint64_t off, uint8_t* dst, size_t n) {
+      std::memcpy(dst, data.data() + at + off, n);
+      return absl::OkStatus();
+    };
+  };
+  const uint64_t sid = session.session_id();
+  ChannelMaterial first = *session.LceH2dForHandoff();
+  EXPECT_EQ(first.channel_counter, 0u);
+  H2dWriterOptions wo;
+  wo.chunk_size = 4096;
+  wo.bounce_dir = dir_;
+  H2dWriter writer(MakeChannel("unix:" + dir_ + "/holder.sock"), wo);
+  gpu_->SetOwner("holder");
+  ASSERT_TRUE(writer.Write(first, sid, *buffer, 0, 4096, CounterWindow{kFirstMessageCounter, 1},
+                           from(0)).ok());
+  gpu_->SetOwner("orch");
+
+  ChannelMaterial second = *session.LceH2dForHandoff();
+  EXPECT_EQ(session.session_id(), sid) << "a rotation, not a re-key";
+  EXPECT_EQ(second.channel_counter, 1u);
+  EXPECT_EQ(std::memcmp(second.key.data(), first.key.data(), kAesKeySize), 0)
+      << "the same key, another IV space";
+  auto q = session.QueryChannel();
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->h2d_channel_counter(), 1u);
+  EXPECT_EQ(q->h2d_next_counter(), kFirstMessageCounter);
+  EXPECT_EQ(q->h2d_chunks(), 1u) << "the key's use carries over (key rotation counts it)";
+
+  gpu_->SetOwner("holder");
+  // The first window's key, at the counter it would use next or at the first
+  // one again: refused, nothing written.
+  for (uint32_t c : {kFirstMessageCounter + 1, kFirstMessageCounter}) {
+    auto stale = writer.Write(first, sid, *buffer, 4096, 4096, CounterWindow{c, 1}, from(4096));
+    EXPECT_FALSE(stale.ok()) << "counter " << c;
+  }
+  auto landed = writer.Write(second, sid, *buffer, 4096, 4096,
+                             CounterWindow{kFirstMessageCounter, 1}, from(4096));
+  ASSERT_TRUE(landed.ok()) << landed.status();
+  gpu_->SetOwner("orch");
+  EXPECT_TRUE(*session.Read(*buffer, 0, 8192) == data);
+  EXPECT_EQ(gpu_->Status().rejected_chunks(), 2u);
+  EXPECT_EQ(gpu_->Status().copy_engines(0).h2d_channel_counter(), 1u);
+}
+
+// As the driver, the session rotates its D2H IV before a read-back once at
+// most the threshold of counters is left; the rotation lifts exhaustion, and
+// the reads that follow open at the new channel counter.
+TEST_F(DeviceLayerTest, DriverRotatesTheD2hIvBeforeItRunsLow) {
+  GpuSession session(MakeChannel("unix:" + dir_ + "/orch.sock"), ca_der_, "");
+  ASSERT_TRUE(session.Establish().ok());
+  EXPECT_EQ(session.iv_rotation_threshold(), kIvRotationThreshold);
+  auto buffer = session.AllocBuffer(4096);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  // One counter short of the threshold: read at the same IVs as before.
+  const uint32_t above = static_cast<uint32_t>(kLastMessageCounter - kIvRotationThreshold);
+  gpu_->SetD2hCounterForTest(above);
+  session.SetD2hCounterForTest(above);
+  ASSERT_TRUE(session.Read(*buffer, 0, 64).ok());
+  auto q = session.QueryChannel();
+  EXPECT_EQ(q->d2h_channel_counter(), 0u);
+  EXPECT_EQ(q->d2h_next_counter(), above + 1);
+  // Now at most 2^31 counters are left: rotated first, then read at the
+  // first counter of channel 1.
+  ASSERT_TRUE(session.Read(*buffer, 0, 64).ok());
+  q = session.QueryChannel();
+  EXPECT_EQ(q->d2h_channel_counter(), 1u);
+  EXPECT_EQ(q->d2h_next_counter(), kFirstMessageCounter + 1);
+  EXPECT_EQ(q->d2h_copies(), 2u);
+
+  // The scrub's read-back does the same; the last counter is spent first
+  // (a threshold of 0: rotate only when nothing is left).
+  session.set_iv_rotation_threshold(0);
+  gpu_->SetD2hCounterForTest(kLastMessageCounter);
+  session.SetD2hCounterForTest(kLastMessageCounter);
+  ASSERT_TRUE(session.Read(*buffer, 0, 64).ok());  // the last counter
+  EXPECT_EQ(session.QueryChannel()->d2h_channel_counter(), 1u);
+  ASSERT_TRUE(session.ScrubAndVerify(*buffer, 4096).ok());
+  q = session.QueryChannel();
+  EXPECT_EQ(q->d2h_channel_counter(), 2u);
+  EXPECT_EQ(q->d2h_next_counter(), kFirstMessageCounter + 1);
+  EXPECT_TRUE(session.VerifyStillSameSession().ok());
+
+  // A device whose rotation this end does not follow (its channel counter
+  // moved behind the driver's back) is out of step: refused, and the session
+  // must be established again.
+  gpu_->SetChannelCounterForTest(7, 0, false);
+  EXPECT_EQ(session.RotateIv(false).code(), absl::StatusCode::kDataLoss);
+  EXPECT_FALSE(session.established());
+}
+
 // The read-back rides on the re-key (one round trip): it is answered under
 // the session that ends, and the new session is in force afterwards.
 TEST_F(DeviceLayerTest, ReadBackRidesOnTheRekey) {
@@ -136,7 +236,7 @@ TEST_F(DeviceLayerTest, ReadBackRidesOnTheRekey) {
 
   auto buffer = session.AllocBuffer(4096);
   ASSERT_TRUE(buffer.ok()) << buffer.status();
-  ChannelMaterial key = session.LceH2dForHandoff();
+  ChannelMaterial key = *session.LceH2dForHandoff();
   const uint64_t handed = session.session_id();
   const std::string data = RandomString(4096);
   gpu_->SetOwner("holder");

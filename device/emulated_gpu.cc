@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 #include "keyxfer/random.h"
 #include "keyxfer/secret_bytes.h"
@@ -308,6 +309,16 @@ absl::StatusOr<v1::SealedMessage> EmulatedGpu::ControlLocked(const v1::SealedMes
   return out;
 }
 
+absl::StatusOr<std::shared_ptr<ChannelCipher>> EmulatedGpu::SlotCipher(
+    const Session& ses, uint32_t engine, bool h2d, uint64_t channel) {
+  auto m = DeriveCopyEngineKey(ses.secret, engine, h2d);
+  if (!m.ok()) return m.status();
+  m->channel_counter = channel;
+  auto c = ChannelCipher::Create(*m);
+  if (!c.ok()) return c.status();
+  return std::shared_ptr<ChannelCipher>(std::move(*c));
+}
+
 absl::StatusOr<EmulatedGpu::KeySlot*> EmulatedGpu::SlotLocked(Session* ses, uint32_t engine,
                                                               bool h2d) {
   if (engine >= kCopyEngines) {
@@ -317,13 +328,43 @@ absl::StatusOr<EmulatedGpu::KeySlot*> EmulatedGpu::SlotLocked(Session* ses, uint
   }
   KeySlot& slot = (h2d ? ses->h2d : ses->d2h)[engine];
   if (slot.cipher == nullptr) {
-    auto m = DeriveCopyEngineKey(ses->secret, engine, h2d);
-    if (!m.ok()) return m.status();
-    auto c = ChannelCipher::Create(*m);
+    auto c = SlotCipher(*ses, engine, h2d, slot.channel);
     if (!c.ok()) return c.status();
     slot.cipher = std::move(*c);
   }
   return &slot;
+}
+
+void EmulatedGpu::RotateIvLocked(uint32_t engine, bool h2d, v1::DeviceReply* r) {
+  auto fail = [r](const absl::Status& s) {
+    r->set_code(static_cast<int>(s.code()));
+    r->set_message(std::string(s.message()));
+  };
+  r->set_copy_engine(engine);
+  auto slot_or = SlotLocked(session_.get(), engine, h2d);
+  if (!slot_or.ok()) return fail(slot_or.status());
+  KeySlot* slot = *slot_or;
+  const std::string name = "LCE" + std::to_string(engine) + (h2d ? " H2D" : " D2H");
+  if (slot->channel == std::numeric_limits<uint64_t>::max()) {
+    return fail(absl::ResourceExhaustedError(
+        name + "'s channel counter is at its last value: its IV cannot be rotated again; "
+               "a fresh key exchange is required"));
+  }
+  auto c = SlotCipher(*session_, engine, h2d, slot->channel + 1);
+  if (!c.ok()) return fail(c.status());
+  // A chunk being decrypted with the old cipher is not committed (CopyChunk
+  // checks the slot's cipher is still the one it used).
+  slot->cipher = std::move(*c);
+  ++slot->channel;
+  slot->next = kFirstMessageCounter;
+  slot->exhausted = false;
+  if (h2d) {
+    r->set_h2d_channel_counter(slot->channel);
+    r->set_h2d_next_counter(slot->next);
+  } else {
+    r->set_d2h_channel_counter(slot->channel);
+    r->set_d2h_next_counter(slot->next);
+  }
 }
 
 absl::Status EmulatedGpu::PairRotationDueLocked(const Session* ses, uint32_t engine) const {
@@ -486,6 +527,10 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd,
       last_heartbeat_ = Now();
       return r;
     }
+    case v1::DeviceCommand::kRotateIv: {
+      RotateIvLocked(cmd.rotate_iv().copy_engine(), cmd.rotate_iv().h2d(), &r);
+      return r;
+    }
     case v1::DeviceCommand::kQuery: {
       const uint32_t engine = cmd.query().copy_engine();
       if (engine >= kCopyEngines) {
@@ -502,6 +547,8 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd,
       r.set_d2h_next_counter(d2h.next);
       r.set_d2h_copies(d2h.ops);
       r.set_d2h_bytes(d2h.bytes);
+      r.set_h2d_channel_counter(h2d.channel);
+      r.set_d2h_channel_counter(d2h.channel);
       r.set_heartbeat_period_seconds(
           static_cast<uint32_t>(absl::ToInt64Seconds(options_.heartbeat_period)));
       return r;
@@ -581,6 +628,7 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
   absl::MutexLock ce(&ce_mu_);
   std::shared_ptr<Session> ses;
   KeySlot* slot = nullptr;  // the engine's H2D slot, kept alive by `ses`
+  std::shared_ptr<ChannelCipher> cipher;  // the slot's when the chunk was checked
   std::shared_ptr<BounceBuffer> ring;
   uint32_t counter = 0;
   uint64_t epoch = 0;
@@ -653,6 +701,7 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
     if (!rotation.ok()) return reject(rotation);
     ses = session_;
     ring = bit->second;
+    cipher = slot->cipher;
     counter = slot->next;
     epoch = data_epoch_;
     ce_busy_ = true;  // scratch_ and spare_ are the copy engine's until phase 3
@@ -688,7 +737,7 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
   {
     TruncationGuard::Scope guard = ring->GuardReads();
     std::memcpy(tag, ring->bytes_at(req.tag_offset(), kGcmTagSize), kGcmTagSize);
-    d = slot->cipher->DecryptFromShared(counter, reinterpret_cast<const uint8_t*>(aad.data()),
+    d = cipher->DecryptFromShared(counter, reinterpret_cast<const uint8_t*>(aad.data()),
                                         aad.size(), ring->slot(req.slot()), n, tag, target);
   }
   if (options_.copy_engine_hook_for_test) options_.copy_engine_hook_for_test();
@@ -712,10 +761,12 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
   }
   absl::Status s = CheckOwnerLocked(domain);
   if (!s.ok()) return DiscardChunkLocked(target, n, s);
-  if (session_ != ses || slot->next != counter || data_epoch_ != epoch) {
+  if (session_ != ses || slot->cipher != cipher || slot->next != counter ||
+      data_epoch_ != epoch) {
     return DiscardChunkLocked(target, n, absl::FailedPreconditionError(
-        "chunk discarded: the CC session or device memory changed while the copy "
-        "engine decrypted it (re-key, reset, scrub or free); nothing was written"));
+        "chunk discarded: the CC session, the engine's IV or device memory changed while "
+        "the copy engine decrypted it (re-key, IV rotation, reset, scrub or free); nothing "
+        "was written"));
   }
   // Authenticated; only now is the destination looked at (the AAD bound it).
   auto mit = buffers_.find(req.buffer_id());
@@ -823,6 +874,16 @@ void EmulatedGpu::SetD2hCounterForTest(uint32_t next, uint32_t engine) {
   if (session_ != nullptr && engine < kCopyEngines) session_->d2h[engine].next = next;
 }
 
+void EmulatedGpu::SetChannelCounterForTest(uint64_t channel, uint32_t engine, bool h2d) {
+  absl::MutexLock l(&mu_);
+  if (session_ == nullptr || engine >= kCopyEngines) return;
+  auto c = SlotCipher(*session_, engine, h2d, channel);
+  if (!c.ok()) return;
+  KeySlot& slot = (h2d ? session_->h2d : session_->d2h)[engine];
+  slot.cipher = std::move(*c);
+  slot.channel = channel;
+}
+
 v1::DeviceStatus EmulatedGpu::Status() {
   absl::MutexLock l(&mu_);
   ApplyHeartbeatRuleLocked();  // a miss shows here too, not only at the next call
@@ -847,6 +908,8 @@ v1::DeviceStatus EmulatedGpu::Status() {
       ce->set_d2h_next_counter(d2h.next);
       ce->set_h2d_chunks(h2d.ops);
       ce->set_d2h_copies(d2h.ops);
+      ce->set_h2d_channel_counter(h2d.channel);
+      ce->set_d2h_channel_counter(d2h.channel);
     }
   }
   return st;

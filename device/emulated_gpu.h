@@ -65,8 +65,9 @@ struct EmulatedGpuOptions {
 // host-to-device chunks with its own H2D key at its own next counter (the
 // sender supplies no IV), checks the tag before touching device memory, and
 // refuses replayed, reordered, misaligned or over-threshold chunks; read-backs
-// leave under the named engine's own D2H key and counter; a reset wipes
-// sessions, keys and memory.
+// leave under the named engine's own D2H key and counter; each slot's IV
+// carries a channel counter that an IV rotation (RotateIvCommand) moves on,
+// closing the old IV space; a reset wipes sessions, keys and memory.
 //
 // The copy engines (SubmitH2D) run beside everything else: chunks are
 // serialized by their own lock (ce_mu_; the emulation runs one chunk at a
@@ -118,6 +119,9 @@ class EmulatedGpu {
   // only).
   void SetH2dCounterForTest(uint32_t next, uint32_t engine = 0);
   void SetD2hCounterForTest(uint32_t next, uint32_t engine = 0);
+  // Moves a slot's channel counter, with its cipher (tests of the channel
+  // counter's exhaustion only).
+  void SetChannelCounterForTest(uint64_t channel, uint32_t engine, bool h2d);
   // True when the copy engine's own memory (its scratch and its spare page)
   // holds no plaintext (waits for a chunk in flight to finish first). Tests of
   // P2 only.
@@ -135,8 +139,17 @@ class EmulatedGpu {
   // (lce0N_d2h_user, which it encrypts read-backs with at its next counter).
   // Each slot has its own counter and exhaustion, and its own use, counted as
   // the driver counts it for rotation (total bytes / 16 + operations).
+  //
+  // The IV is the message counter and the slot's 64-bit channel counter
+  // (ChannelIv); an IV rotation (RotateIvCommand) bumps the channel counter,
+  // starts the message counter again and replaces `cipher`, so a chunk that
+  // was decrypted with the old one is not committed (its cipher is no longer
+  // the slot's).
   struct KeySlot {
-    std::unique_ptr<ChannelCipher> cipher;  // null until the slot is first used
+    // Null until the slot is first used. Shared: the copy engine keeps the
+    // one it decrypts a chunk with while a rotation replaces it.
+    std::shared_ptr<ChannelCipher> cipher;
+    uint64_t channel = 0;  // the channel counter `cipher` was made with
     uint32_t next = kFirstMessageCounter;
     bool exhausted = false;
     uint64_t ops = 0, bytes = 0;  // chunks decrypted or copies encrypted
@@ -152,10 +165,20 @@ class EmulatedGpu {
     std::array<KeySlot, kCopyEngines> h2d, d2h;
   };
   // Engine `engine`'s H2D or D2H slot of `ses`, made on first use; an error
-  // for an engine the GPU does not have. Called with mu_ held, and ce_mu_ too
-  // for an H2D slot (whose cipher the copy engine then uses under ce_mu_
-  // alone).
+  // for an engine the GPU does not have. Called with mu_ held (the copy
+  // engine takes its own reference to an H2D slot's cipher, which only it
+  // uses, under ce_mu_).
   static absl::StatusOr<KeySlot*> SlotLocked(Session* ses, uint32_t engine, bool h2d);
+  // A cipher for engine `engine`'s H2D or D2H key at channel counter
+  // `channel`, from the session secret.
+  static absl::StatusOr<std::shared_ptr<ChannelCipher>> SlotCipher(const Session& ses,
+                                                                   uint32_t engine, bool h2d,
+                                                                   uint64_t channel);
+  // RotateIvCommand: the slot's next channel counter, the first message
+  // counter, a cipher for them; RESOURCE_EXHAUSTED at the last channel
+  // counter. The error goes in `*r`.
+  void RotateIvLocked(uint32_t engine, bool h2d, v1::DeviceReply* r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // RESOURCE_EXHAUSTED once either key of the engine's pair is past the
   // rotation threshold (the driver rotates keys by pair): refuses both
   // directions until a fresh exchange.

@@ -92,8 +92,7 @@ class EmulatedGpuFixture : public ::testing::Test {
                                             resp->device_nonce(), resp->session_id());
     keys_ = *DeriveDeviceSessionKeys(*eph.DeriveSharedSecret(resp->device_public_key()), t);
     control_ = *SealedChannel::Create(keys_.gsp_h2d, keys_.gsp_d2h);
-    d2h_ = D2hReceiver();
-    d2h_.cipher = *ChannelCipher::Create(keys_.lce_d2h);
+    d2h_ = *D2hReceiver::Create(keys_.lce_d2h.Clone());
     session_ = resp->session_id();
   }
   void Attach() {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -67,8 +68,7 @@ class EmulatedGpuTest : public ::testing::Test {
     secret_ = *DeviceSessionSecret(*eph.DeriveSharedSecret(resp.device_public_key()), t);
     keys_ = *ExpandDeviceSessionKeys(secret_);
     control_ = *SealedChannel::Create(keys_.gsp_h2d, keys_.gsp_d2h);
-    d2h_ = D2hReceiver();
-    d2h_.cipher = *ChannelCipher::Create(keys_.lce_d2h);
+    d2h_ = *D2hReceiver::Create(keys_.lce_d2h.Clone());
     session_ = resp.session_id();
   }
 
@@ -635,6 +635,96 @@ TEST_F(EmulatedGpuTest, ReadBackIsTheCopyEngineD2hCopy) {
 // made it (the holder's LCE0 key opens nothing on LCE1), engines count
 // independently, read-backs leave under the named engine's D2H key, and a
 // re-key kills every engine's keys.
+// IV rotation (RotateIvCommand) of one key slot: its channel counter goes
+// up, its message counter starts again and its exhaustion is lifted; the
+// old IV space is closed; the key and its use stay; other slots are
+// untouched; the last channel counter is never passed.
+TEST_F(EmulatedGpuTest, IvRotationStartsAFreshIvSpaceInOneSlot) {
+  auto rotate = [this](uint32_t engine, bool h2d) {
+    v1::DeviceCommand c;
+    c.mutable_rotate_iv()->set_copy_engine(engine);
+    c.mutable_rotate_iv()->set_h2d(h2d);
+    auto r = Command(c);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : v1::DeviceReply();
+  };
+  const std::string a(64, 'a'), c(64, 'c');
+  // H2D: the last counter carries one chunk, then nothing lands.
+  gpu_->SetH2dCounterForTest(kLastMessageCounter);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, kLastMessageCounter, 0, 0, a)).ok());
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 1, 64, c)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  v1::DeviceReply r = rotate(0, true);
+  ASSERT_EQ(r.code(), 0) << r.message();
+  EXPECT_EQ(r.h2d_channel_counter(), 1u);
+  EXPECT_EQ(r.h2d_next_counter(), kFirstMessageCounter);
+  // The old IV space is closed: its first counter (never used) and its last
+  // one are refused; the new space's first counter lands.
+  for (uint32_t counter : {kFirstMessageCounter, kLastMessageCounter}) {
+    EXPECT_EQ(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, counter, 1, 64, c)).status().code(),
+              absl::StatusCode::kUnauthenticated)
+        << "counter " << counter << " of channel 0";
+  }
+  ChannelMaterial channel1 = keys_.lce_h2d.Clone();
+  channel1.channel_counter = 1;
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(channel1, 1, 1, 64, c)).ok());
+  EXPECT_EQ(Read(0, 128), a + c);
+  v1::DeviceCommand query;
+  query.mutable_query();
+  auto q = Command(query);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->h2d_channel_counter(), 1u);
+  EXPECT_EQ(q->h2d_next_counter(), 2u);
+  EXPECT_EQ(q->h2d_chunks(), 2u) << "the key's use carries over (key rotation counts it)";
+  EXPECT_EQ(q->d2h_channel_counter(), 0u) << "each slot has its own IV";
+
+  // D2H: likewise, and this end follows the rotation.
+  gpu_->SetD2hCounterForTest(kLastMessageCounter);
+  d2h_.next = kLastMessageCounter;
+  EXPECT_EQ(Read(0, 64), a);  // the last counter
+  v1::DeviceCommand rd;
+  rd.mutable_read()->set_buffer_id(buffer_);
+  rd.mutable_read()->set_length(64);
+  auto spent = Command(rd);
+  ASSERT_TRUE(spent.ok()) << spent.status();
+  EXPECT_EQ(spent->code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  r = rotate(0, false);
+  ASSERT_EQ(r.code(), 0) << r.message();
+  EXPECT_EQ(r.d2h_channel_counter(), 1u);
+  EXPECT_EQ(r.d2h_next_counter(), kFirstMessageCounter);
+  D2hReceiver stale = *D2hReceiver::Create(keys_.lce_d2h.Clone());  // channel 0, counter 1
+  ASSERT_TRUE(d2h_.Rotate(r.d2h_channel_counter()).ok());
+  EXPECT_EQ(Read(0, 64), a);
+  EXPECT_EQ(d2h_.next, 2u);
+  // The channel-0 receiver cannot open the copy made at the same message
+  // counter of channel 1.
+  std::swap(d2h_, stale);
+  r = rotate(0, false);  // channel 2, counter 1: the stale receiver's counter
+  auto unopened = Command(rd);
+  EXPECT_EQ(unopened.status().code(), absl::StatusCode::kDataLoss) << unopened.status();
+  std::swap(d2h_, stale);
+  ASSERT_TRUE(d2h_.Rotate(2).ok());
+  d2h_.next = 2;  // the copy the stale receiver could not open used counter 1
+
+  // Another engine's slots are its own; an engine the GPU lacks is refused.
+  EXPECT_EQ(rotate(3, true).h2d_channel_counter(), 1u);
+  q = Command(query);
+  EXPECT_EQ(q->h2d_channel_counter(), 1u);
+  EXPECT_EQ(rotate(kCopyEngines, true).code(),
+            static_cast<int>(absl::StatusCode::kInvalidArgument));
+
+  // At the last channel counter the IV cannot be rotated again (a fresh key
+  // exchange is needed); the slot goes on in the IV space it has.
+  gpu_->SetChannelCounterForTest(std::numeric_limits<uint64_t>::max(), 0, true);
+  r = rotate(0, true);
+  EXPECT_EQ(r.code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  EXPECT_NE(r.message().find("channel counter"), std::string::npos) << r.message();
+  ChannelMaterial last = keys_.lce_h2d.Clone();
+  last.channel_counter = std::numeric_limits<uint64_t>::max();
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(last, 2, 2, 128, c)).ok());
+  EXPECT_EQ(Read(128, 64), c);
+}
+
 TEST_F(EmulatedGpuTest, EachCopyEngineHasItsOwnKeySlots) {
   const ChannelMaterial lce1 = *DeriveCopyEngineKey(secret_, 1, true);
   const ChannelMaterial lce3 = *DeriveCopyEngineKey(secret_, 3, true);
@@ -1072,49 +1162,62 @@ TEST_F(EmulatedGpuTest, InvalidChunksNeverChangeMemory) {
   std::mt19937 rng(12345);
   std::string expected(8192, '\0');
   uint32_t next = 1;
+  // LCE0's H2D key at the channel counter in force: the slot's IV is
+  // rotated now and then, which starts its counter again.
+  ChannelMaterial cur = keys_.lce_h2d.Clone();
+  int rotations = 0;
   ChannelMaterial wrong = keys_.lce_h2d.Clone();
   RandomBytes(wrong.key.data(), 32);
   std::vector<ChannelMaterial> engines;  // LCE1..LCE7's H2D keys
   for (uint32_t e = 1; e < kCopyEngines; ++e) {
     engines.push_back(*DeriveCopyEngineKey(secret_, e, true));
   }
-  int seen[11] = {0};
-  for (int step = 0; step < 660; ++step) {
+  int seen[12] = {0};
+  for (int step = 0; step < 720; ++step) {
+    if (rng() % 40 == 0) {
+      v1::DeviceCommand c;
+      c.mutable_rotate_iv()->set_h2d(true);
+      auto rotated = Command(c);
+      ASSERT_TRUE(rotated.ok() && rotated->code() == 0) << "step " << step;
+      ++cur.channel_counter;
+      next = kFirstMessageCounter;
+      ++rotations;
+    }
     uint64_t off = (rng() % (8192 / 32)) * 32;
     uint32_t len = 32 * (1 + rng() % 8);
     if (off + len > 8192) off = 8192 - len;
     std::string data(len, static_cast<char>('A' + rng() % 26));
     uint32_t slot = rng() % 4;
-    int kind = rng() % 11;
+    int kind = rng() % 12;
     v1::SubmitH2DRequest r;
     switch (kind) {
       case 0:  // valid
       case 1:
-        r = Stage(keys_.lce_h2d, next, slot, off, data);
+        r = Stage(cur, next, slot, off, data);
         break;
       case 2:  // replay of a used counter
-        r = Stage(keys_.lce_h2d, next > 1 ? next - 1 : next + 1, slot, off, data);
+        r = Stage(cur, next > 1 ? next - 1 : next + 1, slot, off, data);
         break;
       case 3:  // skipping ahead
-        r = Stage(keys_.lce_h2d, next + 1 + rng() % 5, slot, off, data);
+        r = Stage(cur, next + 1 + rng() % 5, slot, off, data);
         break;
       case 4:  // wrong key
         r = Stage(wrong, next, slot, off, data);
         break;
       case 5: {  // tampered ciphertext after staging
-        r = Stage(keys_.lce_h2d, next, slot, off, data);
+        r = Stage(cur, next, slot, off, data);
         bounce_->slot(slot)[rng() % len] ^= 0x40;
         break;
       }
       case 6: {  // redirected
-        r = Stage(keys_.lce_h2d, next, slot, off, data);
+        r = Stage(cur, next, slot, off, data);
         r.set_offset(off == 0 ? 32 : off - 32);
         break;
       }
       case 7: {  // misaligned destination, or misaligned tag address; the
                  // tag is right for what is claimed, so only the rule refuses
         if (rng() % 3 == 0 && slot < 3) {
-          r = Stage(keys_.lce_h2d, next, slot, off, data);
+          r = Stage(cur, next, slot, off, data);
           const uint64_t shift = 1 + rng() % 15;
           uint8_t tag[16];
           std::memcpy(tag, bounce_->tag(slot), 16);
@@ -1123,11 +1226,11 @@ TEST_F(EmulatedGpuTest, InvalidChunksNeverChangeMemory) {
           break;
         }
         const uint64_t at = std::min<uint64_t>(off, 8192 - 64 - 32) + 1 + rng() % 31;
-        r = Stage(keys_.lce_h2d, next, slot, at, data + data);  // crosses a 32 B boundary
+        r = Stage(cur, next, slot, at, data + data);  // crosses a 32 B boundary
         break;
       }
       case 8: {  // a session that is not the device's
-        r = Stage(keys_.lce_h2d, next, slot, off, data);
+        r = Stage(cur, next, slot, off, data);
         r.set_session_id(session_ + 1 + rng() % 3);
         break;
       }
@@ -1135,26 +1238,34 @@ TEST_F(EmulatedGpuTest, InvalidChunksNeverChangeMemory) {
         const uint32_t e = 1 + rng() % (kCopyEngines - 1);
         switch (rng() % 3) {
           case 0:
-            r = Stage(keys_.lce_h2d, next, slot, off, data);
+            r = Stage(cur, next, slot, off, data);
             r.set_copy_engine(e);
             break;
           case 1:
             r = Stage(engines[e - 1], next, slot, off, data);
             break;
           default:
-            r = Stage(keys_.lce_h2d, next, slot, off, data);
+            r = Stage(cur, next, slot, off, data);
             r.set_copy_engine(kCopyEngines + rng() % 4);
             break;
         }
         break;
       }
-      default: {  // longer than its slot, or past the end of the buffer, with
+      case 10: {  // longer than its slot, or past the end of the buffer, with
                   // a tag that is right for it
         if (rng() % 2) {
-          r = Stage(keys_.lce_h2d, next, 0, 0, std::string(4096 + 32, data[0]));
+          r = Stage(cur, next, 0, 0, std::string(4096 + 32, data[0]));
         } else {
-          r = Stage(keys_.lce_h2d, next, slot, 8192 - 32, std::string(64, data[0]));
+          r = Stage(cur, next, slot, 8192 - 32, std::string(64, data[0]));
         }
+        break;
+      }
+      default: {  // at the counter due, but in another IV space of LCE0: the
+                  // one before the last rotation, or the next one
+        ChannelMaterial other = cur.Clone();
+        other.channel_counter = cur.channel_counter > 0 && rng() % 2 ? cur.channel_counter - 1
+                                                                      : cur.channel_counter + 1;
+        r = Stage(other, next, slot, off, data);
         break;
       }
     }
@@ -1172,7 +1283,11 @@ TEST_F(EmulatedGpuTest, InvalidChunksNeverChangeMemory) {
     ASSERT_EQ(gpu_->Status().h2d_next_counter(), next) << "step " << step;
     ASSERT_TRUE(Read(0, 8192) == expected) << "kind " << kind << " at step " << step;
   }
-  for (int k = 0; k < 11; ++k) EXPECT_GT(seen[k], 10) << "kind " << k;
+  for (int k = 0; k < 12; ++k) EXPECT_GT(seen[k], 10) << "kind " << k;
+  EXPECT_GT(rotations, 5);
+  v1::DeviceCommand query;
+  query.mutable_query();
+  EXPECT_EQ(Command(query)->h2d_channel_counter(), static_cast<uint64_t>(rotations));
   // The other engines took nothing either.
   const v1::DeviceStatus status = gpu_->Status();
   for (const auto& ce : status.copy_engines()) {

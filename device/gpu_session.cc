@@ -1,5 +1,6 @@
 #include "device/gpu_session.h"
 
+#include <limits>
 #include <utility>
 
 #include "keyxfer/ec_key.h"
@@ -72,6 +73,7 @@ absl::Status CheckCopyEngine(const v1::DeviceCommand& cmd) {
   if (cmd.has_read()) engine = cmd.read().copy_engine();
   if (cmd.has_scrub()) engine = cmd.scrub().copy_engine();
   if (cmd.has_query()) engine = cmd.query().copy_engine();
+  if (cmd.has_rotate_iv()) engine = cmd.rotate_iv().copy_engine();
   if (engine != 0) {
     return absl::InvalidArgumentError("the driver reads back and queries on copy engine 0 "
                                       "only; the command names LCE" +
@@ -242,11 +244,10 @@ absl::Status GpuSession::Exchange(const KnownDevice& device, const v1::SealedMes
   if (!keys.ok()) return keys.status();
   auto control = SealedChannel::Create(keys->gsp_h2d, keys->gsp_d2h);
   if (!control.ok()) return control.status();
-  auto d2h = ChannelCipher::Create(keys->lce_d2h);
+  auto d2h = D2hReceiver::Create(std::move(keys->lce_d2h));
   if (!d2h.ok()) return d2h.status();
   control_ = std::move(*control);
-  d2h_ = D2hReceiver();
-  d2h_.cipher = std::move(*d2h);
+  d2h_ = std::move(*d2h);
   lce_h2d_ = std::move(keys->lce_h2d);
   lce_handed_ = false;
   serial_ = device.serial;
@@ -262,6 +263,14 @@ absl::StatusOr<v1::DeviceReply> GpuSession::Command(const v1::DeviceCommand& cmd
   }
   absl::Status e = CheckCopyEngine(cmd);
   if (!e.ok()) return e;
+  // As the driver: a channel with at most the threshold of message counters
+  // left has its IV rotated before it carries another copy.
+  const bool d2h_copy = (cmd.has_read() && cmd.read().length() > 0) ||
+                        (cmd.has_scrub() && cmd.scrub().read_back() > 0);
+  if (d2h_copy && d2h_.remaining() <= iv_rotation_threshold_) {
+    absl::Status r = RotateIv(false);
+    if (!r.ok()) return r;
+  }
   std::string plain = cmd.SerializeAsString();
   uint32_t counter = 0;
   auto sealed = control_->Seal(ControlAad(true, session_id_), plain, &counter);
@@ -378,6 +387,44 @@ absl::Status GpuSession::Heartbeat() {
   absl::Status s = Command(cmd).status();
   if (s.ok()) last_heartbeat_ = sent;
   return s;
+}
+
+absl::Status GpuSession::RotateIv(bool h2d) {
+  v1::DeviceCommand cmd;
+  cmd.mutable_rotate_iv()->set_copy_engine(0);
+  cmd.mutable_rotate_iv()->set_h2d(h2d);
+  auto r = Command(cmd);
+  if (!r.ok()) return r.status();
+  absl::Status s;
+  if (!h2d) {
+    s = d2h_.Rotate(r->d2h_channel_counter());
+  } else if (lce_h2d_.channel_counter == std::numeric_limits<uint64_t>::max() ||
+             r->h2d_channel_counter() != lce_h2d_.channel_counter + 1 ||
+             r->h2d_next_counter() != kFirstMessageCounter) {
+    s = absl::DataLossError("the GPU rotated LCE0's H2D IV to channel counter " +
+                            std::to_string(r->h2d_channel_counter()) + ", message counter " +
+                            std::to_string(r->h2d_next_counter()) +
+                            "; this end expected the next channel counter and the first "
+                            "message counter");
+  } else {
+    lce_h2d_.channel_counter = r->h2d_channel_counter();
+    lce_handed_ = false;  // a fresh IV space nobody has used
+  }
+  // Out of step with the device: nothing more can be trusted to be in order.
+  if (!s.ok()) control_.reset();
+  return s;
+}
+
+absl::StatusOr<ChannelMaterial> GpuSession::LceH2dForHandoff() {
+  if (!established()) {
+    return absl::FailedPreconditionError("no CC session with the GPU: establish first");
+  }
+  if (lce_handed_) {
+    absl::Status s = RotateIv(true);
+    if (!s.ok()) return s;
+  }
+  lce_handed_ = true;
+  return lce_h2d_.Clone();
 }
 
 absl::StatusOr<v1::DeviceReply> GpuSession::QueryChannel() {

@@ -86,25 +86,34 @@ class GpuSession {
   // When the device last heard a heartbeat from this session: the last
   // successful Heartbeat or key exchange (infinite past if none).
   absl::Time last_heartbeat() const { return last_heartbeat_; }
-  // Next counter and totals of the LCE H2D channel.
+  // LCE0's channels: next counters, channel counters and totals.
   absl::StatusOr<v1::DeviceReply> QueryChannel();
+  // Rotates the IV of LCE0's H2D (`h2d`) or D2H key slot on the device and
+  // here (RotateIvCommand): the next channel counter, the first message
+  // counter. Read and ScrubAndVerify rotate the D2H IV on their own once at
+  // most iv_rotation_threshold() counters are left, as the driver does; the
+  // H2D IV is rotated by LceH2dForHandoff.
+  absl::Status RotateIv(bool h2d);
+  // The driver rotates a channel's IV when at most this many message
+  // counters are left (kIvRotationThreshold; tests lower it).
+  uint64_t iv_rotation_threshold() const { return iv_rotation_threshold_; }
+  void set_iv_rotation_threshold(uint64_t t) { iv_rotation_threshold_ = t; }
+  // Tests of the D2H IV rotation: this end expects the next D2H copy at
+  // `next` (as EmulatedGpu::SetD2hCounterForTest moves the device's).
+  void SetD2hCounterForTest(uint32_t next) { d2h_.next = next; }
 
   const std::string& serial() const { return serial_; }
   uint64_t session_id() const { return session_id_; }
   bool established() const { return control_ != nullptr; }
-  // The copy-engine H2D key material to hand to a holder (copy).
-  ChannelMaterial LceH2dForHandoff() {
-    lce_handed_ = true;
-    return lce_h2d_.Clone();
-  }
-  // The copy engine's next H2D counter when nobody can have used the
-  // session's LCE key yet: the session is established and its key was never
-  // handed out (it exists only in this process), so the device's counter is
-  // still the first one. Empty otherwise: ask the device (QueryChannel).
-  std::optional<uint32_t> UntouchedLceCounter() const {
-    if (!established() || lce_handed_) return std::nullopt;
-    return kFirstMessageCounter;
-  }
+  // The LCE0 H2D key material to hand to a holder (a copy); its window
+  // starts at kFirstMessageCounter. Each hand-off is a key fetch, and a fetch
+  // gets an IV space of its own, as the driver's keystore bumps the channel
+  // counter on every fetch: the session's first hand-off gets the space
+  // nobody has used (the key existed only in this process until then), a
+  // later one in the same session first rotates the slot's IV (RotateIv, one
+  // sealed command). So no two hand-offs share IVs, and nothing staged for an
+  // earlier window can land in a later one.
+  absl::StatusOr<ChannelMaterial> LceH2dForHandoff();
 
  private:
   // A device whose identity was checked: certificate against the pinned CA,
@@ -135,7 +144,8 @@ class GpuSession {
   // lce00_d2h_user, and are decrypted here at the counter this end expects.
   D2hReceiver d2h_;
   ChannelMaterial lce_h2d_;
-  bool lce_handed_ = false;  // LceH2dForHandoff was called in this session
+  bool lce_handed_ = false;  // the H2D IV space in force was handed out
+  uint64_t iv_rotation_threshold_ = kIvRotationThreshold;
   absl::Time last_heartbeat_ = absl::InfinitePast();
   std::future<absl::StatusOr<EcKey>> next_ephemeral_;
   std::optional<KnownDevice> known_;

@@ -30,6 +30,10 @@ struct ChannelMaterial {
 // counter before each encrypt, so a fresh channel's first message uses 1.
 inline constexpr uint32_t kFirstMessageCounter = 1;
 inline constexpr uint32_t kLastMessageCounter = 0xFFFFFFFFu;
+// The driver rotates a channel's IV (a new channel counter, the message
+// counter from the first again) once at most this many message counters are
+// left (UVM's default; tunable there, and in GpuSession here).
+inline constexpr uint64_t kIvRotationThreshold = uint64_t{1} << 31;
 
 // The 96-bit GCM IV for `message_counter` on a channel.
 std::array<uint8_t, kGcmIvSize> ChannelIv(uint32_t message_counter,

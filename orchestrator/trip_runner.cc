@@ -277,23 +277,20 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   *preq.mutable_orchestrator_evidence() = ready->own_evidence;
 
   // The counter window on the session's LCE H2D key (P4). The session is
-  // fresh for this trip and its key exists only in this process's memory, so
-  // the window starts at the copy engine's next counter and no other window
-  // is ever cut from the same key: after a crash the key is gone and recovery
-  // re-keys. That counter is the first one while the key was never handed
-  // out (every trip re-keys on its way home, so this is the normal case);
-  // otherwise the device is asked. The window is recorded with the route_out
-  // commit below, before it leaves.
+  // fresh for this trip and its key exists only in this process's memory.
+  // The hand-off is a key fetch with an IV space of its own
+  // (LceH2dForHandoff: the untouched one, as every trip re-keys on its way
+  // home; after an earlier hand-off in the same session, a rotated one), so
+  // the window starts at the first counter, and after a crash the key is gone
+  // and recovery re-keys. The window is recorded with the route_out commit
+  // below, before it leaves.
   const uint32_t chunks = H2dWriter::ChunksFor(plan.window_length, plan.chunk_bytes);
-  std::optional<uint32_t> next_counter = gpu_->UntouchedLceCounter();
-  if (!next_counter.has_value()) {
-    auto query = gpu_->QueryChannel();
-    if (!query.ok()) return query.status();
-    next_counter = query->h2d_next_counter();
-  }
-  auto window_or = CounterWindowAt(*next_counter, chunks);
+  auto window_or = CounterWindowAt(kFirstMessageCounter, chunks);
   if (!window_or.ok()) return window_or.status();
   const CounterWindow window = *window_or;
+  auto lce_or = gpu_->LceH2dForHandoff();
+  if (!lce_or.ok()) return lce_or.status();
+  ChannelMaterial lce = std::move(*lce_or);
 
   v1::HandoffBinding* b = preq.mutable_binding();
   b->set_campaign(plan.campaign);
@@ -307,7 +304,6 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   b->set_first_counter(window.first);
   b->set_counter_count(window.count);
   b->set_chunk_size(plan.chunk_bytes);
-  ChannelMaterial lce = gpu_->LceH2dForHandoff();
   const uint64_t handed_session = gpu_->session_id();
   auto blob = WrapHandoff(channel->handoff_key, *b, lce);
   channel->handoff_key.Clear();
