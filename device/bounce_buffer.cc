@@ -98,6 +98,15 @@ absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::OpenReadOnly(
     ::close(fd);
     return absl::InvalidArgumentError("bounce buffer " + path + " is not a regular file");
   }
+  // One name only: a hard link would let a domain announce, from its own
+  // directory, a file that also lies in another domain's (the IOMMU gives a
+  // device no page two TDs share).
+  if (st.st_nlink != 1) {
+    ::close(fd);
+    return absl::PermissionDeniedError(
+        "bounce buffer " + path + " has " + std::to_string(st.st_nlink) +
+        " names (hard links): the device maps only a file that is its domain's alone");
+  }
   if (static_cast<size_t>(st.st_size) != len) {
     ::close(fd);
     return absl::InvalidArgumentError(

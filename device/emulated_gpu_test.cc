@@ -1016,6 +1016,17 @@ TEST_F(EmulatedGpuTest, RingsAreMappedOnlyFromTheRoutedDomainsSharedMemory) {
   *r1.mutable_attach() = ab;
   EXPECT_EQ(gpu_->SubmitH2D(kOwner, r1).status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(gpu_->Status().h2d_next_counter(), 1u);
+  // A hard link puts another domain's file in this directory under a name
+  // of its own: a ring with more than one name is refused, by either name,
+  // until it has one again.
+  ASSERT_EQ(::link((other + "/ring").c_str(), (dir_ + "/hard").c_str()), 0);
+  ASSERT_EQ(::link(bounce_->path().c_str(), (other + "/alias").c_str()), 0);
+  for (const std::string& path : {dir_ + "/hard", bounce_->path()}) {
+    absl::Status st = attach(kOwner, path);
+    EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << path << ": " << st;
+    EXPECT_NE(st.message().find("2 names"), std::string::npos) << st.message();
+  }
+  ::unlink((other + "/alias").c_str());
   // The domain's own ring is mapped.
   EXPECT_TRUE(attach(kOwner, bounce_->path()).ok());
   EXPECT_EQ(gpu_->Status().bounce_buffers(), rings + 1);
@@ -1028,6 +1039,7 @@ TEST_F(EmulatedGpuTest, RingsAreMappedOnlyFromTheRoutedDomainsSharedMemory) {
   nested.reset();
   foreign.reset();
   ::unlink((dir_ + "/link").c_str());
+  ::unlink((dir_ + "/hard").c_str());
   ::unlink((dir_ + "/fifo").c_str());
   ::rmdir((dir_ + "/sub").c_str());
   ::rmdir(other.c_str());
