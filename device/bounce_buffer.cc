@@ -100,7 +100,13 @@ absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::OpenReadOnly(
   }
   // One name only: a hard link would let a domain announce, from its own
   // directory, a file that also lies in another domain's (the IOMMU gives a
-  // device no page two TDs share).
+  // device no page two TDs share). Checked when the ring is mapped; a link
+  // made later reaches nothing new, as that domain would have to attach it
+  // (and the device drops its rings at the next key exchange).
+  if (st.st_nlink == 0) {
+    ::close(fd);
+    return absl::NotFoundError("bounce buffer " + path + " was removed while it was opened");
+  }
   if (st.st_nlink != 1) {
     ::close(fd);
     return absl::PermissionDeniedError(

@@ -174,6 +174,16 @@ TEST_F(DeviceLayerTest, EachHandoffInASessionGetsItsOwnIvSpace) {
   EXPECT_TRUE(*session.Read(*buffer, 0, 8192) == data);
   EXPECT_EQ(gpu_->Status().rejected_chunks(), 2u);
   EXPECT_EQ(gpu_->Status().copy_engines(0).h2d_channel_counter(), 1u);
+
+  // A device whose H2D slot is not where this end expects it (its channel
+  // counter moved behind the driver's back) is out of step: no key is
+  // handed out, and the session must be established again.
+  gpu_->SetChannelCounterForTest(7, 0, true);
+  auto third = session.LceH2dForHandoff();
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kDataLoss) << third.status();
+  EXPECT_FALSE(session.established());
+  ASSERT_TRUE(session.Establish().ok());
+  EXPECT_EQ(session.LceH2dForHandoff()->channel_counter, 0u) << "a fresh session's space";
 }
 
 // As the driver, the session rotates its D2H IV before a read-back once at
@@ -185,7 +195,7 @@ TEST_F(DeviceLayerTest, DriverRotatesTheD2hIvBeforeItRunsLow) {
   EXPECT_EQ(session.iv_rotation_threshold(), kIvRotationThreshold);
   auto buffer = session.AllocBuffer(4096);
   ASSERT_TRUE(buffer.ok()) << buffer.status();
-  // One counter short of the threshold: read at the same IVs as before.
+  // One counter more than the threshold left: read in the same IV space.
   const uint32_t above = static_cast<uint32_t>(kLastMessageCounter - kIvRotationThreshold);
   gpu_->SetD2hCounterForTest(above);
   session.SetD2hCounterForTest(above);

@@ -400,7 +400,7 @@ void EmulatedGpu::D2hCopyLocked(uint32_t engine, uint64_t buffer_id,
   const std::string lce = "LCE" + std::to_string(engine);
   if (slot->exhausted) {
     r->set_code(static_cast<int>(absl::StatusCode::kResourceExhausted));
-    r->set_message(lce + "'s D2H counter is spent: re-key");
+    r->set_message(lce + "'s D2H counter is spent: rotate its IV (rotate_iv) or re-key");
     return;
   }
   absl::Status rotation = PairRotationDueLocked(ses, engine);
@@ -695,7 +695,8 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
     slot = *slot_or;
     if (slot->exhausted) {
       return reject(absl::ResourceExhaustedError(
-          lce + "'s H2D IV space is exhausted: a fresh key exchange is required"));
+          lce + "'s H2D IV space is exhausted: rotate its IV (rotate_iv) or make a fresh key "
+                "exchange"));
     }
     absl::Status rotation = PairRotationDueLocked(session_.get(), req.copy_engine());
     if (!rotation.ok()) return reject(rotation);

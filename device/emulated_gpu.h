@@ -74,8 +74,9 @@ struct EmulatedGpuOptions {
 // time across all engines) and decrypted without the device-wide
 // lock (mu_), which is taken only to check a chunk before and to commit it
 // after, so Control, GetStatus and SetOwner never wait behind a decryption. A
-// chunk whose session, memory or route changed while it was being decrypted
-// (re-key, reset, scrub, free, heartbeat miss) is discarded and changes
+// chunk whose session, IV, memory or route changed while it was being
+// decrypted (re-key, IV rotation, reset, scrub, free, heartbeat miss) is
+// discarded and changes
 // nothing. A chunk is decrypted into the copy engine's own memory and put in
 // place only after its tag checks: a chunk covering one whole 2 MiB page of
 // device memory (device_memory.h) into a spare page that then takes that

@@ -75,8 +75,8 @@ absl::Status CheckCopyEngine(const v1::DeviceCommand& cmd) {
   if (cmd.has_query()) engine = cmd.query().copy_engine();
   if (cmd.has_rotate_iv()) engine = cmd.rotate_iv().copy_engine();
   if (engine != 0) {
-    return absl::InvalidArgumentError("the driver reads back and queries on copy engine 0 "
-                                      "only; the command names LCE" +
+    return absl::InvalidArgumentError("the driver reads back, queries and rotates IVs on "
+                                      "copy engine 0 only; the command names LCE" +
                                       std::to_string(engine));
   }
   return absl::OkStatus();
@@ -394,10 +394,17 @@ absl::Status GpuSession::RotateIv(bool h2d) {
   cmd.mutable_rotate_iv()->set_copy_engine(0);
   cmd.mutable_rotate_iv()->set_h2d(h2d);
   auto r = Command(cmd);
-  if (!r.ok()) return r.status();
   absl::Status s;
-  if (!h2d) {
-    s = d2h_.Rotate(r->d2h_channel_counter());
+  if (!r.ok()) {
+    // Whether or not the device rotated (a reply that did not parse), this
+    // end cannot know where the slot's IV is: fail closed.
+    s = r.status();
+  } else if (!h2d) {
+    s = r->d2h_next_counter() == kFirstMessageCounter
+            ? d2h_.Rotate(r->d2h_channel_counter())
+            : absl::DataLossError("the GPU rotated LCE0's D2H IV but its next message "
+                                  "counter is " + std::to_string(r->d2h_next_counter()) +
+                                  ", not the first");
   } else if (lce_h2d_.channel_counter == std::numeric_limits<uint64_t>::max() ||
              r->h2d_channel_counter() != lce_h2d_.channel_counter + 1 ||
              r->h2d_next_counter() != kFirstMessageCounter) {
@@ -410,7 +417,9 @@ absl::Status GpuSession::RotateIv(bool h2d) {
     lce_h2d_.channel_counter = r->h2d_channel_counter();
     lce_handed_ = false;  // a fresh IV space nobody has used
   }
-  // Out of step with the device: nothing more can be trusted to be in order.
+  // Out of step with the device, or it may be: nothing more can be trusted
+  // to be in order, and a fresh exchange is what a spent channel counter
+  // needs anyway.
   if (!s.ok()) control_.reset();
   return s;
 }

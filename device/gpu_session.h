@@ -90,9 +90,12 @@ class GpuSession {
   absl::StatusOr<v1::DeviceReply> QueryChannel();
   // Rotates the IV of LCE0's H2D (`h2d`) or D2H key slot on the device and
   // here (RotateIvCommand): the next channel counter, the first message
-  // counter. Read and ScrubAndVerify rotate the D2H IV on their own once at
-  // most iv_rotation_threshold() counters are left, as the driver does; the
-  // H2D IV is rotated by LceH2dForHandoff.
+  // counter. Any failure (the device's refusal at its last channel counter
+  // included) abandons the session: establish again. Read and
+  // ScrubAndVerify rotate the D2H IV on their own once at most
+  // iv_rotation_threshold() counters are left, as the driver does (a read
+  // riding on a key exchange, EstablishAfter, is not checked: its session
+  // ends with it); the H2D IV is rotated by LceH2dForHandoff.
   absl::Status RotateIv(bool h2d);
   // The driver rotates a channel's IV when at most this many message
   // counters are left (kIvRotationThreshold; tests lower it).
@@ -112,7 +115,11 @@ class GpuSession {
   // nobody has used (the key existed only in this process until then), a
   // later one in the same session first rotates the slot's IV (RotateIv, one
   // sealed command). So no two hand-offs share IVs, and nothing staged for an
-  // earlier window can land in a later one.
+  // earlier window can land in a later one. A rotation separates IVs, not
+  // keys: whoever got the earlier hand-off knows the key of the later one.
+  // So a key whose hand-off left the orchestrator is never handed out again
+  // (TripRunner re-keys on the way home whatever happened); a second fetch in
+  // one session is for a hand-off whose first never left.
   absl::StatusOr<ChannelMaterial> LceH2dForHandoff();
 
  private:
