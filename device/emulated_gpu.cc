@@ -739,7 +739,7 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
     TruncationGuard::Scope guard = ring->GuardReads();
     std::memcpy(tag, ring->bytes_at(req.tag_offset(), kGcmTagSize), kGcmTagSize);
     d = cipher->DecryptFromShared(counter, reinterpret_cast<const uint8_t*>(aad.data()),
-                                        aad.size(), ring->slot(req.slot()), n, tag, target);
+                                  aad.size(), ring->slot(req.slot()), n, tag, target);
   }
   if (options_.copy_engine_hook_for_test) options_.copy_engine_hook_for_test();
 
