@@ -171,6 +171,7 @@ std::string ReportJson(const BenchReport& r) {
                   {"trips_for_figures_min", kTripsForFigures}};
   j["sections_run"] = {{"reference", true},
                        {"encrypt_and_stage", r.ran_datapath},
+                       {"encrypt_and_stage_from_dataset_file", r.ran_datapath},
                        {"encrypt_and_stage_with_device", r.ran_datapath},
                        {"provision_end_to_end", r.ran_datapath},
                        {"trip_steps_in_process", true},

@@ -461,8 +461,9 @@ class Ctx {
         break;
       case kExitDenied:
         msg = "the orchestrator at " + endpoint_ + " refused " + what + " (" + detail +
-              "); it accepts only operator and scheduler certificates of its campaign CA "
-              "(--cert/--key, GPUTRAVEL_CERT/GPUTRAVEL_KEY)";
+              "); it accepts operator and scheduler certificates of its campaign CA "
+              "(--cert/--key, GPUTRAVEL_CERT/GPUTRAVEL_KEY), and a holder's for `holders` "
+              "only";
         break;
       default:
         msg = what + ": " + detail;

@@ -52,7 +52,7 @@ int DemoCommand(int argc, char** argv) {
   flags.String("holders", "3", "Number of data holders (1..16); their datasets differ in size.");
   flags.Bool("json", "Print one JSON object instead of the table.");
   flags.String("buffer_mib", "8", "Device dataset buffer in MiB (bigger datasets take several trips).");
-  flags.String("threads", "2", "Encryption threads per holder.");
+  flags.String("threads", "2", "Encryption threads per holder (1..32).");
   flags.String("rounds", "1", "Passes over every holder's dataset (1..100).");
   flags.String("v", "0", "Daemon log verbosity (logs stay in the temporary directory).");
   flags.Bool("keep", "Keep the temporary directory (configs, logs) and print its path.");
@@ -82,8 +82,8 @@ int DemoCommand(int argc, char** argv) {
     std::fprintf(stderr, "gputravel demo: --rounds must be 1..100\n");
     return 2;
   }
-  if (o.buffer_bytes == 0 || o.threads < 1 || o.threads > 64) {
-    std::fprintf(stderr, "gputravel demo: --buffer_mib must be >= 1 and --threads 1..64\n");
+  if (o.buffer_bytes == 0 || o.threads < 1 || o.threads > 32) {  // the holder's limit
+    std::fprintf(stderr, "gputravel demo: --buffer_mib must be >= 1 and --threads 1..32\n");
     return 2;
   }
   bool as_json = flags.IsSet("json");

@@ -36,15 +36,18 @@ absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::Create(
                                   std::strerror(errno));
   }
   const size_t len = FileBytes(slots, slot_size);
-  if (::ftruncate(fd, static_cast<off_t>(len)) != 0) {
-    int e = errno;
+  // Space reserved now, not only the size set: on a full tmpfs a sparse
+  // ring would be created and mapped without complaint, and the first write
+  // into it would kill the holder with SIGBUS.
+  if (int e = ::posix_fallocate(fd, 0, static_cast<off_t>(len)); e != 0) {
     ::close(fd);
     ::unlink(path.c_str());
-    return absl::ResourceExhaustedError("cannot size bounce buffer " + path + ": " +
+    return absl::ResourceExhaustedError("cannot reserve " + std::to_string(len) +
+                                        " bytes for bounce buffer " + path + ": " +
                                         std::strerror(e));
   }
   // Populated up front: one call instead of a page fault per 4 KiB on the
-  // first pass over the ring (every Write creates a fresh ring).
+  // ring's first pass.
   void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (p == MAP_FAILED) {

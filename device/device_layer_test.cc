@@ -162,11 +162,20 @@ TEST_F(DeviceLayerTest, EachHandoffInASessionGetsItsOwnIvSpace) {
 
   gpu_->SetOwner("holder");
   // The first window's key, at the counter it would use next or at the first
-  // one again: refused, nothing written.
+  // one again: refused, nothing written (other bytes than the window's, so a
+  // stale chunk that landed would show).
+  const std::string other(4096, 'S');
+  auto from_other = [&other](uint64_t off, uint8_t* dst, size_t n) {
+    std::memcpy(dst, other.data() + off, n);
+    return absl::OkStatus();
+  };
   for (uint32_t c : {kFirstMessageCounter + 1, kFirstMessageCounter}) {
-    auto stale = writer.Write(first, sid, *buffer, 4096, 4096, CounterWindow{c, 1}, from(4096));
-    EXPECT_FALSE(stale.ok()) << "counter " << c;
+    auto stale = writer.Write(first, sid, *buffer, 4096, 4096, CounterWindow{c, 1}, from_other);
+    EXPECT_EQ(stale.status().code(), absl::StatusCode::kUnauthenticated) << "counter " << c;
   }
+  gpu_->SetOwner("orch");
+  EXPECT_TRUE(*session.Read(*buffer, 4096, 4096) == std::string(4096, '\0'));
+  gpu_->SetOwner("holder");
   auto landed = writer.Write(second, sid, *buffer, 4096, 4096,
                              CounterWindow{kFirstMessageCounter, 1}, from(4096));
   ASSERT_TRUE(landed.ok()) << landed.status();

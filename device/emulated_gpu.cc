@@ -192,6 +192,12 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
         resp.set_prior_error(std::string(prior.status().message()));
       }
     }
+    // The session in force ends here, whatever becomes of this exchange:
+    // nothing runs under it after the riding command (a chunk in flight is
+    // discarded at its commit), and an exchange that fails below does not
+    // leave it alive. Its rings go with it.
+    session_.reset();
+    bounces_.clear();
     id = ++last_session_id_;  // never reused, even if this exchange fails
     resets_before = resets_;
   }
@@ -453,7 +459,7 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd,
         return fail(absl::StatusCode::kInvalidArgument,
                     "buffer size must be a non-zero multiple of 32 bytes");
       }
-      if (MemoryInUseLocked() + size > options_.memory_bytes) {
+      if (size > options_.memory_bytes - MemoryInUseLocked()) {  // cannot wrap
         return fail(absl::StatusCode::kResourceExhausted,
                     "device memory exhausted: " + std::to_string(size) +
                         " bytes asked, " +
@@ -614,8 +620,15 @@ absl::StatusOr<uint32_t> EmulatedGpu::SubmitH2D(
     // The window's last doorbell, whatever became of its chunk.
     absl::MutexLock l(&mu_);
     if (CheckOwnerLocked(domain).ok()) bounces_.erase(chunk->bounce_id());
-  } else if (req.has_attach() && attached != nullptr) {
-    *attached = chunk->bounce_id();
+  } else if (req.has_attach()) {
+    if (r.ok()) {
+      if (attached != nullptr) *attached = chunk->bounce_id();
+    } else {
+      // The caller never learns the id of a ring whose first chunk failed:
+      // it is unmapped again rather than left for the next exchange.
+      absl::MutexLock l(&mu_);
+      bounces_.erase(chunk->bounce_id());
+    }
   }
   return r;
 }
@@ -834,9 +847,26 @@ bool EmulatedGpu::ScratchIsClearForTest() {
   return true;
 }
 
+bool EmulatedGpu::MemoryIsZeroForTest() {
+  absl::MutexLock ce(&ce_mu_);
+  absl::MutexLock l(&mu_);
+  for (const auto& b : buffers_) {
+    std::string bytes;
+    b.second.AppendTo(0, b.second.size(), &bytes);
+    for (char c : bytes) {
+      if (c != 0) return false;
+    }
+  }
+  return true;
+}
+
 void EmulatedGpu::SetOwner(const std::string& domain) {
   {
     absl::MutexLock l(&mu_);
+    // The rings are the routed domain's memory, mapped for it (an IOMMU
+    // mapping follows the VM): a route change unmaps them, so no ring is
+    // ever used by, or read for, another domain.
+    if (domain != owner_) bounces_.clear();
     owner_ = domain;
   }
   // Normally made after the last exchange already; this covers a device that

@@ -127,6 +127,10 @@ class EmulatedGpu {
   // holds no plaintext (waits for a chunk in flight to finish first). Tests of
   // P2 only.
   bool ScratchIsClearForTest();
+  // True when every byte of every allocated device buffer is zero (waits for
+  // a chunk in flight to finish first). Tests of the wipe on a heartbeat miss
+  // only: after one, nothing else can read device memory.
+  bool MemoryIsZeroForTest();
   // Whether the device needs a reset, read without applying the heartbeat
   // rule first (Status applies it): tests of the watchdog only.
   bool NeedsResetWithoutCheckingForTest();

@@ -54,6 +54,26 @@ class EmulatedGpuTest : public ::testing::Test {
     bounce_.reset();
     rmdir(dir_.c_str());
   }
+  // Replaces the device with one made with `o` (serial, identity and shared
+  // memory filled in): a fresh session, the ring attached again and a buffer
+  // of `buffer_bytes`.
+  void Restart(EmulatedGpuOptions o, uint64_t buffer_bytes) {
+    auto ca = *EcKey::Generate(Curve::kP384);
+    auto ca_der = *IssueCertificate(ca, "ca", ca, "", true, 1);
+    auto id = *EcKey::Generate(Curve::kP384);
+    auto cert = *IssueCertificate(id, "EMU-1", ca, ca_der, false, 1);
+    o.serial = "EMU-1";
+    o.shared_dirs[kOwner] = dir_;
+    gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
+    gpu_->SetOwner(kOwner);
+    Establish();
+    Attach();
+    buffer_ = Alloc(buffer_bytes);
+  }
+  absl::StatusCode Code(const absl::StatusOr<v1::DeviceReply>& r) {
+    if (!r.ok()) return r.status().code();
+    return static_cast<absl::StatusCode>(r->code());
+  }
 
   void Establish() {
     auto eph = *EcKey::Generate(Curve::kP384);
@@ -203,7 +223,44 @@ TEST_F(EmulatedGpuTest, RedirectedChunkRefused) {
   // The host moves a staged chunk to another offset: the AAD binds it.
   auto r1 = Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'));
   r1.set_offset(64);
-  EXPECT_FALSE(gpu_->SubmitH2D(kOwner, r1).ok());
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, r1).status().code(), absl::StatusCode::kUnauthenticated);
+  // Or claims another length, or another buffer.
+  r1.set_offset(0);
+  r1.set_length(32);
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, r1).status().code(), absl::StatusCode::kUnauthenticated);
+  const uint64_t other = Alloc(4096);
+  r1.set_length(64);
+  r1.set_buffer_id(other);
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, r1).status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(Read(0, 128), std::string(128, '\0'));
+  const uint64_t mine = buffer_;
+  buffer_ = other;
+  EXPECT_EQ(Read(0, 64), std::string(64, '\0'));
+  buffer_ = mine;
+  EXPECT_EQ(gpu_->Status().h2d_next_counter(), 1u) << "a refused chunk uses no counter";
+  EXPECT_EQ(gpu_->Status().rejected_chunks(), 3u);
+}
+
+// The doorbell names a slot of the ring and a non-empty length; each chunk
+// below carries a valid tag, so only the rule refuses it (a slot outside the
+// ring would otherwise be read from outside the mapping).
+TEST_F(EmulatedGpuTest, SlotOutsideTheRingOrEmptyChunkRefused) {
+  for (uint32_t slot : {4u, std::numeric_limits<uint32_t>::max()}) {
+    auto r = Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'));
+    r.set_slot(slot);
+    auto st = gpu_->SubmitH2D(kOwner, r);
+    EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument) << slot;
+    EXPECT_NE(st.status().message().find("outside bounce buffer"), std::string::npos)
+        << st.status();
+  }
+  auto empty = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, ""));
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(empty.status().message().find("length is 0"), std::string::npos) << empty.status();
+  EXPECT_EQ(gpu_->Status().rejected_chunks(), 3u);
+  EXPECT_EQ(gpu_->Status().h2d_next_counter(), 1u) << "a refused chunk uses no counter";
+  EXPECT_EQ(Read(0, 64), std::string(64, '\0'));
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'))).ok());
+  EXPECT_EQ(Read(0, 64), std::string(64, 'a'));
 }
 
 // The copy engine's rule (UVM_CONF_COMPUTING_BUF_ALIGNMENT): a buffer must be
@@ -316,6 +373,9 @@ TEST_F(EmulatedGpuTest, KeyFromBeforeRekeyRefused) {
   r.set_session_id(session_);
   EXPECT_EQ(gpu_->SubmitH2D(kOwner, r).status().code(),
             absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(Read(0, 64), std::string(64, '\0'));
+  EXPECT_EQ(gpu_->Status().h2d_next_counter(), 1u) << "a refused chunk uses no counter";
+  EXPECT_EQ(gpu_->Status().rejected_chunks(), 2u);
 }
 
 TEST_F(EmulatedGpuTest, RequestsFromOtherDomainsRefused) {
@@ -323,8 +383,26 @@ TEST_F(EmulatedGpuTest, RequestsFromOtherDomainsRefused) {
   EXPECT_EQ(gpu_->SubmitH2D("holder-b", r1).status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_FALSE(gpu_->GetIdentity("holder-b").ok());
+  EXPECT_EQ(gpu_->Status().rejected_chunks(), 0u) << "not even looked at";
+  // Routed to holder-b, the device no longer reaches the first domain's
+  // ring: a route change unmaps the rings, so holder-b cannot have the
+  // device read them, or detach them.
   gpu_->SetOwner("holder-b");
-  EXPECT_TRUE(gpu_->SubmitH2D("holder-b", r1).ok());
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), 0u);
+  EXPECT_EQ(gpu_->SubmitH2D("holder-b", r1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(gpu_->DetachBounce("holder-b", bounce_id_).code(), absl::StatusCode::kNotFound);
+  // Back with its owner, the ring must be attached again; the chunk, which
+  // consumed nothing, then lands.
+  gpu_->SetOwner(kOwner);
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, r1).status().code(), absl::StatusCode::kInvalidArgument);
+  Attach();
+  r1.set_bounce_id(bounce_id_);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, r1).ok());
+  EXPECT_EQ(Read(0, 64), std::string(64, 'a'));
+  // The same owner again changes nothing.
+  gpu_->SetOwner(kOwner);
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), 1u);
 }
 
 TEST_F(EmulatedGpuTest, ControlFromAnotherKeyRefused) {
@@ -422,6 +500,43 @@ TEST_F(EmulatedGpuTest, CommandRidingOnTheExchangeRunsUnderTheSessionItEnds) {
   EXPECT_TRUE(Read(0, 4096) == data);
 }
 
+// The session a riding command ran under ends with the exchange even when
+// the exchange itself then fails (here: the requester's key is not a point
+// of the curve, as a host that corrupted the request would make it): nothing
+// runs under the old session after its command.
+TEST_F(EmulatedGpuTest, AFailedExchangeStillEndsTheSessionItsCommandRanUnder) {
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'o'))).ok());
+  const uint64_t old_session = session_;
+  v1::DeviceCommand read;
+  read.mutable_read()->set_buffer_id(buffer_);
+  read.mutable_read()->set_length(64);
+  v1::KeyExchangeRequest req;
+  std::string bad_point = (*EcKey::Generate(Curve::kP384)).PublicPoint();
+  bad_point.back() ^= 1;
+  req.set_requester_public_key(bad_point);
+  req.set_requester_nonce(RandomString(32));
+  req.mutable_prior_command()->set_session_id(session_);
+  req.mutable_prior_command()->set_ciphertext(
+      *control_->Seal(ControlAad(true, session_), read.SerializeAsString(), nullptr));
+  EXPECT_FALSE(gpu_->KeyExchange(kOwner, req).ok());
+  EXPECT_EQ(gpu_->Status().session_id(), 0u);
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), 0u);
+  // Neither a chunk under the old key nor a command under the old session.
+  Attach();
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, 64, std::string(64, 'p')))
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  v1::SealedMessage again;
+  again.set_session_id(old_session);
+  again.set_ciphertext(
+      *control_->Seal(ControlAad(true, old_session), read.SerializeAsString(), nullptr));
+  EXPECT_EQ(gpu_->Control(kOwner, again).status().code(), absl::StatusCode::kFailedPrecondition);
+  // A fresh exchange works, and device memory is as it was.
+  Establish();
+  EXPECT_EQ(Read(0, 128), std::string(64, 'o') + std::string(64, '\0'));
+}
+
 TEST_F(EmulatedGpuTest, ScrubZeroesMemory) {
   ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'))).ok());
   v1::DeviceCommand c;
@@ -498,6 +613,42 @@ TEST_F(EmulatedGpuTest, AllocBeyondMemoryRefused) {
   auto r = Command(c);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  // A size that would wrap the memory count around is refused too.
+  c.mutable_alloc()->set_size(std::numeric_limits<uint64_t>::max() - 31);
+  EXPECT_EQ(Code(Command(c)), absl::StatusCode::kResourceExhausted);
+  c.mutable_alloc()->set_size((1 << 20) - 8192);  // exactly what is left
+  EXPECT_EQ(Code(Command(c)), absl::StatusCode::kOk);
+}
+
+// A buffer is a non-zero multiple of 32 bytes (the copy engine's unit); one
+// read-back, a Read's or a scrub's, is at most 32 MiB, and a scrub whose
+// read-back is refused zeroes nothing.
+TEST_F(EmulatedGpuTest, BufferAndReadBackSizesChecked) {
+  for (uint64_t size : {uint64_t{0}, uint64_t{48}, uint64_t{4096 + 1}}) {
+    v1::DeviceCommand c;
+    c.mutable_alloc()->set_size(size);
+    EXPECT_EQ(Code(Command(c)), absl::StatusCode::kInvalidArgument) << size;
+  }
+  EmulatedGpuOptions o;
+  o.memory_bytes = 40ull << 20;
+  const uint64_t big = (32ull << 20) + 64;
+  Restart(o, big);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 's'))).ok());
+  v1::DeviceCommand rd;
+  rd.mutable_read()->set_buffer_id(buffer_);
+  rd.mutable_read()->set_length((32ull << 20) + 32);
+  EXPECT_EQ(Code(Command(rd)), absl::StatusCode::kOutOfRange);
+  v1::DeviceCommand scrub;
+  scrub.mutable_scrub()->set_buffer_id(buffer_);
+  scrub.mutable_scrub()->set_read_back((32ull << 20) + 32);
+  EXPECT_EQ(Code(Command(scrub)), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(Read(0, 64), std::string(64, 's')) << "the refused scrub zeroed nothing";
+  rd.mutable_read()->set_offset(32);
+  rd.mutable_read()->set_length(32ull << 20);  // exactly 32 MiB: served
+  auto whole = Command(rd);
+  ASSERT_EQ(Code(whole), absl::StatusCode::kOk);
+  EXPECT_EQ(whole->data().substr(0, 32), std::string(32, 's'));
+  EXPECT_EQ(whole->data().size(), 32ull << 20);
 }
 
 TEST_F(EmulatedGpuTest, RotationThresholdEnforced) {
@@ -563,6 +714,44 @@ TEST_F(EmulatedGpuTest, RotationThresholdEnforced) {
   }
   st = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 5, 0, 128, std::string(8, 'f')));
   EXPECT_EQ(st.status().code(), absl::StatusCode::kResourceExhausted) << st.status();
+}
+
+// "Past" the threshold: a key exactly at it still works, and the operation
+// after the one that crosses it is refused; the D2H key's use (read-backs)
+// stops the H2D direction too.
+TEST_F(EmulatedGpuTest, RotationThresholdIsPastNotAtAndCountsTheD2hKey) {
+  EmulatedGpuOptions o;
+  o.memory_bytes = 1 << 20;
+  o.rotation_threshold = 10;
+  Restart(o, 4096);
+  // 64-byte chunks are 5 units each: 5, 10 (at the threshold), 15.
+  for (uint32_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1 + i, i, 64 * i,
+                                              std::string(64, 'a' + i))).ok()) << i;
+  }
+  auto st = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 4, 3, 192, std::string(64, 'd')));
+  EXPECT_NE(st.status().message().find("H2D key at 15 of 10"), std::string::npos)
+      << st.status();
+
+  // Now the D2H key: 64-byte read-backs, 5 units each, on a fresh session.
+  Establish();
+  Attach();
+  v1::DeviceCommand rd;
+  rd.mutable_read()->set_buffer_id(buffer_);
+  rd.mutable_read()->set_length(64);
+  for (int i = 0; i < 3; ++i) {
+    auto r = Command(rd);
+    ASSERT_EQ(Code(r), absl::StatusCode::kOk) << i << " " << (r.ok() ? r->message() : "");
+    EXPECT_EQ(r->data(), std::string(64, 'a'));
+  }
+  st = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'x')));
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(st.status().message().find("D2H key at 15 of 10"), std::string::npos)
+      << st.status();
+  EXPECT_EQ(gpu_->Status().h2d_next_counter(), 1u);
+  Establish();
+  Attach();
+  EXPECT_EQ(Read(0, 64), std::string(64, 'a')) << "the refused chunk wrote nothing";
 }
 
 // Read-backs are the copy engine's device-to-host copies: under the
@@ -968,6 +1157,18 @@ TEST_F(EmulatedGpuTest, DoorbellCanBringItsOwnRing) {
   EXPECT_EQ(gpu_->Status().bounce_buffers(), rings + 1);
   EXPECT_EQ(gpu_->Status().h2d_next_counter(), 4u);
   EXPECT_EQ(gpu_->Status().rejected_chunks(), rejected);
+  // A ring brought by a doorbell whose chunk is refused is unmapped again:
+  // its caller never learns its id.
+  auto r5 = Stage(keys_.lce_h2d, 4, 3, 192, std::string(64, 'e'));
+  *r5.mutable_attach() = ab;
+  bounce_->tag(3)[0] ^= 1;
+  attached = 99;
+  EXPECT_EQ(gpu_->SubmitH2D(kOwner, r5, &attached).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(attached, 0u);
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), rings + 1);
+  r4 = Stage(keys_.lce_h2d, 4, 3, 192, std::string(64, 'd'));
+  *r4.mutable_attach() = ab;
   ASSERT_TRUE(gpu_->SubmitH2D(kOwner, r4).ok());  // the same doorbell, rightly sent
   EXPECT_EQ(Read(192, 64), std::string(64, 'd'));
 }
@@ -1114,18 +1315,28 @@ TEST_F(EmulatedGpuTest, HeartbeatMissForcesReset) {
   gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
   gpu_->SetOwner(kOwner);
   Establish();
+  Attach();
   buffer_ = Alloc(4096);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'h'))).ok());
   v1::DeviceCommand hb;
   hb.mutable_heartbeat();
   now += absl::Seconds(7);
   ASSERT_TRUE(Command(hb).ok());  // within 2 x period: kept alive
   now += absl::Seconds(7);
   ASSERT_TRUE(Command(hb).ok());
-  now += absl::Seconds(8);  // exactly two periods: still alive
+  // Only the heartbeat command keeps it alive: neither a chunk nor another
+  // command does.
+  now += absl::Seconds(6);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, 64, std::string(64, 'i'))).ok());
+  EXPECT_EQ(Read(0, 128), std::string(64, 'h') + std::string(64, 'i'));
+  now += absl::Seconds(2);  // exactly two periods: still alive
   EXPECT_FALSE(gpu_->Status().needs_reset());
+  EXPECT_FALSE(gpu_->MemoryIsZeroForTest());
   now += absl::Milliseconds(1);  // missed: more than 8 s without a heartbeat
-  // The device's own status shows it at once, before anyone calls in.
+  // The device's own status shows it at once, before anyone calls in, and
+  // device memory is wiped then (nothing can read it afterwards to see).
   EXPECT_TRUE(gpu_->Status().needs_reset());
+  EXPECT_TRUE(gpu_->MemoryIsZeroForTest());
   auto st = Command(hb);
   EXPECT_EQ(st.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(st.status().message().find("heartbeat"), std::string::npos);
@@ -1158,59 +1369,103 @@ TEST_F(EmulatedGpuTest, MissedHeartbeatWipesWithoutAnyCall) {
   gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
   gpu_->SetOwner(kOwner);
   Establish();
+  Attach();
+  buffer_ = Alloc(4096);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'w'))).ok());
   EXPECT_FALSE(gpu_->NeedsResetWithoutCheckingForTest());
+  EXPECT_FALSE(gpu_->MemoryIsZeroForTest());
   bool wiped = false;
   for (int i = 0; i < 100 && !wiped; ++i) {  // 400 ms + a quarter period, give or take
     absl::SleepFor(absl::Milliseconds(20));
     wiped = gpu_->NeedsResetWithoutCheckingForTest();
   }
   EXPECT_TRUE(wiped) << "no call came in, and the watchdog did not apply the rule";
+  EXPECT_TRUE(gpu_->MemoryIsZeroForTest());
   EXPECT_EQ(gpu_->Status().session_id(), 0u);
 }
 
 // Property: random interleavings of valid and invalid chunks never let an
-// invalid one change device memory, and valid ones land exactly.
+// invalid one change device memory, and valid ones land exactly. Between
+// chunks the driver re-keys, rotates the IV and runs LCE0's IV space to its
+// end now and then, so dead sessions, old IV spaces and an exhausted slot
+// are among what is tried.
 TEST_F(EmulatedGpuTest, InvalidChunksNeverChangeMemory) {
+  constexpr int kKinds = 16;
   std::mt19937 rng(12345);
   std::string expected(8192, '\0');
-  uint32_t next = 1;
-  // LCE0's H2D key at the channel counter in force: the slot's IV is
-  // rotated now and then, which starts its counter again.
+  // A second buffer that no chunk is meant for: redirected ones must not land.
+  const uint64_t mine = buffer_;
+  const uint64_t other_buffer = Alloc(4096);
+  auto read_buffer = [this](uint64_t id, uint64_t len) {
+    const uint64_t keep = buffer_;
+    buffer_ = id;
+    std::string got = Read(0, len);
+    buffer_ = keep;
+    return got;
+  };
+  // The model of LCE0's H2D slot: the key at the channel counter in force,
+  // the counter due, and whether the IV space is spent.
   ChannelMaterial cur = keys_.lce_h2d.Clone();
-  int rotations = 0;
+  uint32_t next = kFirstMessageCounter;
+  bool exhausted = false;
+  int rotations = 0;  // since the last re-key
   ChannelMaterial wrong = keys_.lce_h2d.Clone();
   RandomBytes(wrong.key.data(), 32);
   std::vector<ChannelMaterial> engines;  // LCE1..LCE7's H2D keys
-  for (uint32_t e = 1; e < kCopyEngines; ++e) {
-    engines.push_back(*DeriveCopyEngineKey(secret_, e, true));
-  }
-  int seen[12] = {0};
-  for (int step = 0; step < 720; ++step) {
-    if (rng() % 40 == 0) {
+  // The session before the last re-key, with its LCE0 key: dead.
+  ChannelMaterial old;
+  uint64_t old_session = 0;
+  int rekeys = 0, total_rotations = 0, spent = 0, refused_as_spent = 0;
+  auto rekey = [&] {
+    old = cur.Clone();
+    old_session = session_;
+    Establish();
+    Attach();  // the old session's ring went with it
+    cur = keys_.lce_h2d.Clone();
+    next = kFirstMessageCounter;
+    exhausted = false;
+    rotations = 0;
+    engines.clear();
+    for (uint32_t e = 1; e < kCopyEngines; ++e) {
+      engines.push_back(*DeriveCopyEngineKey(secret_, e, true));
+    }
+    ++rekeys;
+  };
+  rekey();  // so that a dead session exists from the first step
+  int seen[kKinds] = {0};
+  for (int step = 0; step < 960; ++step) {
+    if (rng() % 80 == 0) {
+      rekey();
+    } else if (rng() % 40 == 0 || (exhausted && rng() % 4 == 0)) {
       v1::DeviceCommand c;
       c.mutable_rotate_iv()->set_h2d(true);
       auto rotated = Command(c);
       ASSERT_TRUE(rotated.ok() && rotated->code() == 0) << "step " << step;
       ++cur.channel_counter;
       next = kFirstMessageCounter;
+      exhausted = false;
       ++rotations;
+      ++total_rotations;
+    } else if (!exhausted && rng() % 60 == 0) {
+      next = kLastMessageCounter - rng() % 3;  // close to the end of the IV space
+      gpu_->SetH2dCounterForTest(next);
     }
     uint64_t off = (rng() % (8192 / 32)) * 32;
     uint32_t len = 32 * (1 + rng() % 8);
     if (off + len > 8192) off = 8192 - len;
     std::string data(len, static_cast<char>('A' + rng() % 26));
     uint32_t slot = rng() % 4;
-    int kind = rng() % 12;
+    int kind = rng() % kKinds;
     v1::SubmitH2DRequest r;
     switch (kind) {
-      case 0:  // valid
+      case 0:  // valid (refused only once the IV space is spent)
       case 1:
         r = Stage(cur, next, slot, off, data);
         break;
       case 2:  // replay of a used counter
         r = Stage(cur, next > 1 ? next - 1 : next + 1, slot, off, data);
         break;
-      case 3:  // skipping ahead
+      case 3:  // skipping ahead (past the last counter, wrapping to a used one)
         r = Stage(cur, next + 1 + rng() % 5, slot, off, data);
         break;
       case 4:  // wrong key
@@ -1272,7 +1527,7 @@ TEST_F(EmulatedGpuTest, InvalidChunksNeverChangeMemory) {
         }
         break;
       }
-      default: {  // at the counter due, but in another IV space of LCE0: the
+      case 11: {  // at the counter due, but in another IV space of LCE0: the
                   // one before the last rotation, or the next one
         ChannelMaterial other = cur.Clone();
         other.channel_counter = cur.channel_counter > 0 && rng() % 2 ? cur.channel_counter - 1
@@ -1280,23 +1535,75 @@ TEST_F(EmulatedGpuTest, InvalidChunksNeverChangeMemory) {
         r = Stage(other, next, slot, off, data);
         break;
       }
+      case 12: {  // a slot outside the ring, or an empty chunk, tag right for it
+        if (rng() % 2) {
+          r = Stage(cur, next, 0, off, data);
+          r.set_slot(rng() % 2 ? 4 : std::numeric_limits<uint32_t>::max() - rng() % 4);
+        } else {
+          r = Stage(cur, next, slot, off, "");
+        }
+        break;
+      }
+      case 13: {  // tampered tag
+        r = Stage(cur, next, slot, off, data);
+        bounce_->tag(slot)[rng() % 16] ^= static_cast<uint8_t>(1u << (rng() % 8));
+        break;
+      }
+      case 14: {  // claims another length, or the other buffer
+        r = Stage(cur, next, slot, off, data);
+        if (rng() % 2) {
+          r.set_length(len == 32 ? 64 : len - 32);
+        } else {
+          r.set_buffer_id(other_buffer);
+          r.set_offset(off % 4096);
+        }
+        break;
+      }
+      default: {  // the key from before the last re-key: with its own session
+                  // (dead) or claiming the current one
+        if (rng() % 2) {
+          const uint64_t current = session_;
+          session_ = old_session;  // the AAD the dead session's chunk had
+          r = Stage(old, next, slot, off, data);
+          session_ = current;
+          r.set_session_id(old_session);
+        } else {
+          r = Stage(old, next, slot, off, data);
+        }
+        break;
+      }
     }
     ++seen[kind];
     auto st = gpu_->SubmitH2D(kOwner, r);
-    if (kind <= 1) {
-      ASSERT_TRUE(st.ok()) << st.status();
+    if (kind <= 1 && !exhausted) {
+      ASSERT_TRUE(st.ok()) << st.status() << " at step " << step;
       expected.replace(off, len, data);
-      ++next;
+      if (next == kLastMessageCounter) {
+        exhausted = true;  // the counter does not wrap
+        ++spent;
+      } else {
+        ++next;
+      }
     } else {
       ASSERT_FALSE(st.ok()) << "kind " << kind << " at step " << step;
+      if (kind <= 1) {
+        EXPECT_EQ(st.status().code(), absl::StatusCode::kResourceExhausted) << st.status();
+        ++refused_as_spent;
+      }
     }
     // After every step, not only at the end: a later valid chunk must not
     // be able to hide what an invalid one wrote.
     ASSERT_EQ(gpu_->Status().h2d_next_counter(), next) << "step " << step;
     ASSERT_TRUE(Read(0, 8192) == expected) << "kind " << kind << " at step " << step;
+    ASSERT_TRUE(read_buffer(other_buffer, 4096) == std::string(4096, '\0'))
+        << "kind " << kind << " at step " << step;
   }
-  for (int k = 0; k < 12; ++k) EXPECT_GT(seen[k], 10) << "kind " << k;
-  EXPECT_GT(rotations, 5);
+  for (int k = 0; k < kKinds; ++k) EXPECT_GT(seen[k], 10) << "kind " << k;
+  EXPECT_GT(rekeys, 5);
+  EXPECT_GT(total_rotations, 5);
+  EXPECT_GT(spent, 2);
+  EXPECT_GT(refused_as_spent, 0);
+  EXPECT_EQ(buffer_, mine);
   v1::DeviceCommand query;
   query.mutable_query();
   EXPECT_EQ(Command(query)->h2d_channel_counter(), static_cast<uint64_t>(rotations));

@@ -149,7 +149,7 @@ TEST_F(H2dStreamTest, InvalidChunksNeverChangeMemoryThroughTheStream) {
       valid.emplace_back(off, data);
     }
     const uint32_t c = next + n_valid;  // the counter the device expects then
-    const int kind = rng() % 6;         // 0: no invalid chunk in this run
+    const int kind = rng() % 10;        // 0: no invalid chunk in this run
     if (kind != 0) {
       const uint32_t slot = n_valid;
       uint32_t len = 32 * (1 + rng() % 8);
@@ -170,6 +170,26 @@ TEST_F(H2dStreamTest, InvalidChunksNeverChangeMemoryThroughTheStream) {
           r = Stage(keys_.lce_h2d, c, slot, off, data);
           bounce_->slot(slot)[rng() % len] ^= 0x40;
           break;
+        case 5: {  // misaligned destination, with a tag right for it
+          const uint64_t at = std::min<uint64_t>(off, kBufferBytes - 2 * len - 32) + 1 + rng() % 31;
+          r = Stage(keys_.lce_h2d, c, slot, at, data + data);
+          break;
+        }
+        case 6:  // a session that is not the device's
+          r = Stage(keys_.lce_h2d, c, slot, off, data);
+          r.set_session_id(session_ + 1 + rng() % 3);
+          break;
+        case 7:  // another copy engine, or none
+          r = Stage(keys_.lce_h2d, c, slot, off, data);
+          r.set_copy_engine(1 + rng() % (kCopyEngines + 3));
+          break;
+        case 8:  // at the counter due, in the next IV space
+        {
+          ChannelMaterial other = keys_.lce_h2d.Clone();
+          other.channel_counter = 1;
+          r = Stage(other, c, slot, off, data);
+          break;
+        }
         default:  // redirected
           r = Stage(keys_.lce_h2d, c, slot, off, data);
           r.set_offset(off == 0 ? 32 : off - 32);
@@ -192,8 +212,10 @@ TEST_F(H2dStreamTest, InvalidChunksNeverChangeMemoryThroughTheStream) {
     for (const auto& v : valid) expected.replace(v.first, v.second.size(), v.second);
     next += n_valid;
     ASSERT_EQ(gpu_->Status().h2d_next_counter(), next);
+    // Every round: a later valid chunk must not be able to hide what an
+    // invalid one wrote.
+    ASSERT_TRUE(Read(0, kBufferBytes) == expected) << "kind " << kind << " in round " << round;
   }
-  EXPECT_EQ(Read(0, kBufferBytes), expected);
 }
 
 // A source that lends views of a string and counts the views outstanding.
@@ -363,11 +385,19 @@ TEST_F(H2dWriterTest, WindowThatWouldWrapTheCounterIsRefused) {
   H2dWriter w(channel_, wo);
   StringSource src(RandomString(3 * 4096));
   const uint32_t next = gpu_->Status().h2d_next_counter();
-  for (CounterWindow bad : {CounterWindow{0, 3}, CounterWindow{0xFFFFFFFEu, 3}}) {
+  // Counter 0 is never used; a window past the last counter needs a fresh
+  // key exchange, and says so by its code.
+  for (auto [bad, code] : {std::make_pair(CounterWindow{0, 3}, absl::StatusCode::kInvalidArgument),
+                           std::make_pair(CounterWindow{0xFFFFFFFEu, 3},
+                                          absl::StatusCode::kResourceExhausted)}) {
     auto st = w.Write(keys_.lce_h2d, session_, big_, 0, 3 * 4096, bad, src);
-    EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument) << bad.first;
+    EXPECT_EQ(st.status().code(), code) << bad.first;
     EXPECT_NE(st.status().message().find("cannot be used"), std::string::npos) << st.status();
   }
+  auto empty = w.Write(keys_.lce_h2d, session_, big_, 0, 0, CounterWindow{next, 0}, src);
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(empty.status().message().find("window is empty"), std::string::npos)
+      << empty.status();
   EXPECT_EQ(src.views_.load(), 0) << "nothing was read";
   EXPECT_EQ(gpu_->Status().h2d_next_counter(), next);
 }
@@ -434,6 +464,110 @@ TEST_F(H2dWriterTest, OldSessionRefusedWithFailedPrecondition) {
   auto stats = w.Write(keys_.lce_h2d, old, big_, 0, src.data_.size(),
                        CounterWindow{1, 8}, src);
   EXPECT_EQ(stats.status().code(), absl::StatusCode::kFailedPrecondition) << stats.status();
+}
+
+// A write waiting on a stalled device stops with CANCELLED once cancelled,
+// not at its deadline: the copy engine below holds the first chunk until the
+// test lets it go, which it does only after the write has returned. Both
+// shapes of write: one chunk (one unary doorbell) and a stream.
+TEST_F(H2dWriterTest, CancelStopsAWriteWaitingOnAStalledDevice) {
+  std::atomic<bool> entered{false}, release{false};
+  EmulatedGpuOptions o;
+  o.copy_engine_hook_for_test = [&] {
+    entered = true;
+    for (int i = 0; i < 6000 && !release; ++i) absl::SleepFor(absl::Milliseconds(10));
+  };
+  for (uint64_t length : {uint64_t{4096}, uint64_t{16 * 4096}}) {
+    entered = false;
+    release = false;
+    Start(o);
+    channel_ = Serve();
+    big_ = Alloc(kBig);
+    H2dWriterOptions wo;
+    wo.chunk_size = 4096;
+    wo.bounce_dir = dir_;
+    H2dWriter w(channel_, wo);
+    StringSource src(RandomString(length));
+    const CounterWindow window{1, H2dWriter::ChunksFor(length, 4096)};
+    absl::StatusOr<H2dWriteStats> result;
+    std::thread writer([&] {
+      result = w.Write(keys_.lce_h2d, session_, big_, 0, length, window, src);
+    });
+    for (int i = 0; i < 2000 && !entered; ++i) absl::SleepFor(absl::Milliseconds(10));
+    ASSERT_TRUE(entered) << "the first chunk never reached the copy engine";
+    w.Cancel();
+    writer.join();  // while the device still holds the chunk
+    release = true;
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled) << length << " "
+                                                                   << result.status();
+    EXPECT_EQ(src.outstanding_, 0);
+    // A cancelled writer starts nothing more.
+    auto again = w.Write(keys_.lce_h2d, session_, big_, 0, length, window, src);
+    EXPECT_EQ(again.status().code(), absl::StatusCode::kCancelled) << again.status();
+    Stop();  // waits for the device's handler, which still runs the hook
+  }
+}
+
+// Something on the (host-relayed) device socket that acknowledges a chunk
+// before its doorbell was rung is not the copy engine: the writer stops at
+// once rather than reuse a slot the device may not have read.
+class EarlyAckDevice final : public v1::Device::Service {
+ public:
+  grpc::Status AttachBounce(grpc::ServerContext*, const v1::AttachBounceRequest*,
+                            v1::AttachBounceResponse* out) override {
+    out->set_bounce_id(1);
+    return grpc::Status::OK;
+  }
+  grpc::Status DetachBounce(grpc::ServerContext*, const v1::DetachBounceRequest*,
+                            v1::DetachBounceResponse*) override {
+    return grpc::Status::OK;
+  }
+  grpc::Status SubmitH2DStream(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<v1::SubmitH2DAck, v1::SubmitH2DRequest>* stream) override {
+    v1::SubmitH2DAck ack;  // what chunk 0's ack would say, before it is rung
+    ack.set_sequence(0);
+    ack.set_slot(0);
+    ack.set_next_counter(2);
+    stream->Write(ack);
+    v1::SubmitH2DRequest req;
+    while (stream->Read(&req)) {
+    }
+    return grpc::Status::OK;
+  }
+};
+
+TEST_F(H2dWriterTest, AckBeforeItsDoorbellStopsTheWrite) {
+  EarlyAckDevice fake;
+  grpc::ServerBuilder b;
+  b.AddListeningPort("unix:" + dir_ + "/fake.sock", grpc::InsecureServerCredentials());
+  b.RegisterService(&fake);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  H2dWriterOptions wo;
+  wo.chunk_size = 4096;
+  wo.threads = 1;
+  wo.bounce_dir = dir_;
+  // A source that holds the first chunk back until the early ack is in.
+  class SlowSource final : public H2dSource {
+   public:
+    bool CanView() const override { return false; }
+    absl::StatusOr<PlaintextView> View(uint64_t, size_t) override {
+      return absl::UnimplementedError("copies only");
+    }
+    absl::Status Read(uint64_t, uint8_t* dst, size_t n) override {
+      absl::SleepFor(absl::Milliseconds(200));
+      std::memset(dst, 'x', n);
+      return absl::OkStatus();
+    }
+  } src;
+  H2dWriter w(MakeChannel("unix:" + dir_ + "/fake.sock"), wo);
+  auto st = w.Write(keys_.lce_h2d, session_, big_, 0, 8 * 4096, CounterWindow{1, 8}, src);
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kInternal) << st.status();
+  EXPECT_NE(st.status().message().find("before its doorbell was rung"), std::string::npos)
+      << st.status();
+  server->Shutdown();
+  unlink((dir_ + "/fake.sock").c_str());
 }
 
 }  // namespace

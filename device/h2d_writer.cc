@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "device/bounce_buffer.h"
 #include "device/bounce_pool.h"
 #include "keyxfer/device_session.h"
@@ -23,8 +24,6 @@ namespace gputravel {
 namespace {
 
 constexpr char kDigestLabel[] = "gputravel-window-digest-v1";
-// More workers than this only contend for the same cores and ring.
-constexpr int kMaxThreads = 32;
 
 using Clock = std::chrono::steady_clock;
 
@@ -107,7 +106,7 @@ absl::Status EncryptChunk(const WindowPlan& p, ChannelCipher& cipher, uint32_t i
     view = std::move(*v);
     in = view.data();
   } else {
-    if (staging.size() < n) staging.resize(p.chunk_size);
+    if (staging.size() < n) staging.resize(n);  // a worker's first chunk is its largest
     absl::Status s = p.source->Read(off, staging.data(), n);
     if (!s.ok()) return s;
     in = staging.data();
@@ -120,11 +119,50 @@ absl::Status EncryptChunk(const WindowPlan& p, ChannelCipher& cipher, uint32_t i
                                 aad.size(), in, n, out, tag);
 }
 
+}  // namespace
+
+// The writer's call to the device in progress, which Cancel() cancels.
+struct H2dCancelPoint {
+  absl::Mutex mu;
+  bool cancelled ABSL_GUARDED_BY(mu) = false;
+  grpc::ClientContext* active ABSL_GUARDED_BY(mu) = nullptr;
+
+  // Makes `ctx` the call Cancel() reaches, until Leave(); false once the
+  // writer was cancelled (the call must not start).
+  bool Enter(grpc::ClientContext* ctx) {
+    absl::MutexLock l(&mu);
+    if (cancelled) return false;
+    active = ctx;
+    return true;
+  }
+  void Leave() {
+    absl::MutexLock l(&mu);
+    active = nullptr;
+  }
+  void Cancel() {
+    absl::MutexLock l(&mu);
+    cancelled = true;
+    if (active != nullptr) active->TryCancel();
+  }
+  bool IsCancelled() {
+    absl::MutexLock l(&mu);
+    return cancelled;
+  }
+};
+
+namespace {
+
+absl::Status Cancelled() {
+  return absl::CancelledError(
+      "the write to the GPU was cancelled (its provisioning was called off)");
+}
+
 // A window of one chunk (the 4 KiB trip): everything on the calling thread,
 // one unary doorbell.
 absl::StatusOr<std::string> WriteOneChunk(const WindowPlan& p,
                                           const v1::AttachBounceRequest& attach,
-                                          v1::Device::Stub& stub, double* source_seconds) {
+                                          v1::Device::Stub& stub, H2dCancelPoint& cancel,
+                                          double* source_seconds) {
   auto cipher = ChannelCipher::Create(*p.key);
   if (!cipher.ok()) return cipher.status();
   std::vector<uint8_t> staging;
@@ -142,7 +180,10 @@ absl::StatusOr<std::string> WriteOneChunk(const WindowPlan& p,
   v1::SubmitH2DResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  if (!cancel.Enter(&ctx)) return Cancelled();
   st = FromGrpc(stub.SubmitH2D(&ctx, req, &resp), "GPU SubmitH2D");
+  cancel.Leave();
+  if (cancel.IsCancelled()) return Cancelled();
   if (!st.ok()) return st;
   TagDigest digest;
   digest.Add(tag);
@@ -172,8 +213,8 @@ class StreamPipeline {
 
   // `*released` is set once the device acknowledged the last chunk, whose
   // doorbell released the ring.
-  absl::StatusOr<std::string> Run(v1::Device::Stub& stub, double* source_seconds,
-                                  bool* released) {
+  absl::StatusOr<std::string> Run(v1::Device::Stub& stub, H2dCancelPoint& cancel,
+                                  double* source_seconds, bool* released) {
     std::vector<std::unique_ptr<ChannelCipher>> ciphers;
     for (int t = 0; t < threads_; ++t) {
       auto c = ChannelCipher::Create(*p_.key);
@@ -184,6 +225,13 @@ class StreamPipeline {
     // holder watchdog long before this.
     ctx_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30) +
                       std::chrono::microseconds(p_.length));
+    // Cancel() cancels the stream: the ack reader wakes, and with it the
+    // workers waiting for a slot.
+    if (!cancel.Enter(&ctx_)) return Cancelled();
+    struct Leave {
+      H2dCancelPoint& c;
+      ~Leave() { c.Leave(); }
+    } leave{cancel};
     stream_ = stub.SubmitH2DStream(&ctx_);
     std::vector<double> seconds(threads_, 0);
     std::vector<std::thread> workers;
@@ -201,6 +249,18 @@ class StreamPipeline {
       // The copy engine stops at the last counter (it then refuses the key).
       const uint64_t next = std::min<uint64_t>(uint64_t{p_.window.first} + acked + 1,
                                                kLastMessageCounter);
+      bool early;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        early = acked >= rung_;  // an ack for a chunk whose doorbell was not rung
+      }
+      if (early) {
+        Fail(absl::InternalError(
+            "the GPU acknowledged chunk " + std::to_string(acked) +
+            " before its doorbell was rung: whatever answers on the device socket is not "
+            "the copy engine this writer is feeding"));
+        break;
+      }
       if (ack.sequence() != acked || ack.slot() != s || ack.next_counter() != next) {
         Fail(absl::InternalError(
             "the GPU acknowledged chunk " + std::to_string(ack.sequence()) + " (slot " +
@@ -223,6 +283,7 @@ class StreamPipeline {
     for (int t = 0; t < threads_; ++t) *source_seconds += seconds[t];
     // Every worker is gone, so nothing else touches the stream now.
     grpc::Status fs = stream_->Finish();
+    if (cancel.IsCancelled() && acked < p_.n_chunks) return Cancelled();
     if (!error_.ok()) return error_;
     if (!fs.ok()) return FromGrpc(fs, "GPU SubmitH2DStream");
     if (acked < p_.n_chunks) {
@@ -273,6 +334,7 @@ class StreamPipeline {
       const uint32_t ks = k % slots_;
       ready_[ks] = -1;
       v1::SubmitH2DRequest req = p_.Doorbell(k, ks);
+      rung_ = k + 1;  // before the write: its ack can come before it returns
       l.unlock();
       const bool last = k + 1 == p_.n_chunks;
       // The last doorbell also half-closes: the device then ends the stream.
@@ -316,12 +378,22 @@ class StreamPipeline {
   std::vector<int64_t> ready_;       // per slot: encrypted chunk awaiting its doorbell
   std::vector<std::array<uint8_t, kGcmTagSize>> tags_;  // per slot
   uint32_t next_doorbell_ = 0;
+  uint64_t rung_ = 0;  // doorbells handed to the stream (an ack needs one)
   bool ringing_ = false;
   bool stop_ = false;
   absl::Status error_;  // first failure on this side
 };
 
 }  // namespace
+
+H2dWriter::H2dWriter(std::shared_ptr<grpc::Channel> device, H2dWriterOptions options)
+    : stub_(v1::Device::NewStub(device)),
+      options_(std::move(options)),
+      cancel_(std::make_unique<H2dCancelPoint>()) {}
+
+H2dWriter::~H2dWriter() = default;
+
+void H2dWriter::Cancel() { cancel_->Cancel(); }
 
 uint32_t H2dWriter::ChunksFor(uint64_t length, uint32_t chunk_size) {
   return static_cast<uint32_t>((length + chunk_size - 1) / chunk_size);
@@ -331,7 +403,7 @@ H2dWriter::Plan H2dWriter::PlanFor(uint64_t length, const H2dWriterOptions& opti
   const uint32_t n_chunks = ChunksFor(length, options.chunk_size);
   Plan p;
   p.threads = static_cast<int>(
-      std::min<uint64_t>(std::clamp(options.threads, 1, kMaxThreads), n_chunks));
+      std::min<uint64_t>(std::clamp(options.threads, 1, kMaxWriterThreads), n_chunks));
   // One slot per worker plus one at the device; never more than there are
   // chunks. A one-chunk window needs no more than its own rounded-up size.
   p.slots = std::min<uint32_t>(std::max<uint32_t>(options.slots, p.threads + 1), n_chunks);
@@ -358,8 +430,11 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
   if (dest_offset % 32 != 0) {
     return absl::InvalidArgumentError("destination offset must be 32-byte aligned");
   }
+  if (length == 0) {
+    return absl::InvalidArgumentError("the window is empty: there is nothing to write");
+  }
   const uint32_t n_chunks = ChunksFor(length, cs);
-  if (length == 0 || n_chunks != window.count) {
+  if (n_chunks != window.count) {
     return absl::InvalidArgumentError(
         "counter window holds " + std::to_string(window.count) + " counters but " +
         std::to_string(length) + " bytes need " + std::to_string(n_chunks) + " chunks");
@@ -369,9 +444,11 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
   // the orchestrator that cut the window).
   auto usable = CounterWindowAt(window.first, window.count);
   if (!usable.ok()) {
-    return absl::InvalidArgumentError("counter window [" + std::to_string(window.first) + ", +" +
-                                      std::to_string(window.count) + ") cannot be used: " +
-                                      std::string(usable.status().message()));
+    // Its own code: RESOURCE_EXHAUSTED where only a fresh key exchange helps.
+    return absl::Status(usable.status().code(),
+                        "counter window [" + std::to_string(window.first) + ", +" +
+                            std::to_string(window.count) + ") cannot be used: " +
+                            std::string(usable.status().message()));
   }
   const Plan geometry = PlanFor(length, options_);
   const int threads = geometry.threads;
@@ -400,8 +477,11 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
     v1::AttachBounceResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!cancel_->Enter(&ctx)) return Cancelled();
     absl::Status s =
         FromGrpc(stub_->AttachBounce(&ctx, attach, &resp), "GPU AttachBounce");
+    cancel_->Leave();
+    if (cancel_->IsCancelled()) return Cancelled();  // the ring, if mapped, goes with the session
     if (!s.ok()) return s;
     bounce_id = resp.bounce_id();
   }
@@ -412,8 +492,9 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
   bool released = false;
   absl::StatusOr<std::string> digest =
       n_chunks == 1
-          ? WriteOneChunk(plan, attach, *stub_, &source_seconds)
-          : StreamPipeline(plan, slots, threads).Run(*stub_, &source_seconds, &released);
+          ? WriteOneChunk(plan, attach, *stub_, *cancel_, &source_seconds)
+          : StreamPipeline(plan, slots, threads)
+                .Run(*stub_, *cancel_, &source_seconds, &released);
   if (n_chunks > 1 && !released) {
     // The last doorbell never reached the device. Best effort: the device
     // also drops rings when the session ends.
@@ -422,7 +503,10 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
     v1::DetachBounceResponse dresp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    (void)stub_->DetachBounce(&ctx, dreq, &dresp);
+    if (cancel_->Enter(&ctx)) {  // not after a Cancel: the device may be stalled
+      (void)stub_->DetachBounce(&ctx, dreq, &dresp);
+      cancel_->Leave();
+    }
   }
   if (!digest.ok()) return digest.status();
   H2dWriteStats stats;

@@ -16,10 +16,18 @@
 
 namespace gputravel {
 
+struct H2dCancelPoint;  // where Cancel() reaches the call in progress
+
+// The most encryption workers a write uses: more only contend for the same
+// cores and ring (and the ring, one slot per worker plus one, has at most 64
+// slots).
+inline constexpr int kMaxWriterThreads = 32;
+
 struct H2dWriterOptions {
   uint32_t chunk_size = 2u << 20;   // plaintext bytes per chunk (= slot size)
   uint32_t slots = 4;               // bounce ring depth (raised to threads + 1)
-  int threads = 2;                  // parallel encryption workers (at most chunks)
+  int threads = 2;                  // parallel encryption workers (at most chunks and
+                                    // kMaxWriterThreads)
   std::string bounce_dir = "/dev/shm";
   // Where the bounce ring comes from. Set (the holder agent's), the ring is
   // kept between writes; unset, each write creates a ring in `bounce_dir` and
@@ -56,8 +64,8 @@ struct H2dWriteStats {
 // bounce ring, and private staging is zeroized when the write ends.
 class H2dWriter {
  public:
-  H2dWriter(std::shared_ptr<grpc::Channel> device, H2dWriterOptions options)
-      : stub_(v1::Device::NewStub(device)), options_(std::move(options)) {}
+  H2dWriter(std::shared_ptr<grpc::Channel> device, H2dWriterOptions options);
+  ~H2dWriter();
 
   // Writes `length` bytes of `source` (offsets relative to the window) to
   // device buffer `buffer_id` at `dest_offset`, using exactly the counters of
@@ -88,9 +96,15 @@ class H2dWriter {
   };
   static Plan PlanFor(uint64_t length, const H2dWriterOptions& options);
 
+  // Stops the write in progress, and any later one, with CANCELLED: the call
+  // to the device is cancelled, so a write waiting on a stalled device
+  // returns at once instead of at its deadline. Callable from any thread.
+  void Cancel();
+
  private:
   std::unique_ptr<v1::Device::Stub> stub_;
   H2dWriterOptions options_;
+  std::unique_ptr<H2dCancelPoint> cancel_;
 };
 
 // The digest a verifier recomputes from the plaintext it reads back.

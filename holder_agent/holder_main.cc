@@ -39,7 +39,9 @@ int main(int argc, char** argv) {
   opts.device_endpoint = *device;
   if (cfg->contains("threads")) {
     auto t = JsonUint(*cfg, where, "threads");
-    if (!t.ok() || *t == 0 || *t > 64) Fail(where + ": 'threads' must be 1..64");
+    if (!t.ok() || *t == 0 || *t > kMaxWriterThreads) {
+      Fail(where + ": 'threads' must be 1.." + std::to_string(kMaxWriterThreads));
+    }
     opts.writer.threads = static_cast<int>(*t);
   }
   if (cfg->contains("bounce_slots")) {

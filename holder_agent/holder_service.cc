@@ -30,7 +30,29 @@ HolderService::HolderService(HolderOptions options, std::unique_ptr<Dataset> dat
       attester_(attester),
       verifier_(verifier),
       device_(MakeChannel(options_.device_endpoint)),
-      bounce_pool_(options_.writer.bounce_dir) {}
+      bounce_pool_(options_.writer.bounce_dir) {
+  watcher_ = std::thread([this] { WatchForCancel(); });
+}
+
+HolderService::~HolderService() {
+  {
+    absl::MutexLock l(&watch_mu_);
+    stopping_ = true;
+  }
+  watcher_.join();
+}
+
+void HolderService::WatchForCancel() {
+  absl::MutexLock l(&watch_mu_);
+  while (!stopping_) {
+    if (watched_ == nullptr) {
+      watch_mu_.Await(absl::Condition(this, &HolderService::WatcherHasWork));
+      continue;
+    }
+    if (watched_cancelled_()) watched_->Cancel();  // again next time: harmless
+    watch_mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
+  }
+}
 
 grpc::Status HolderService::GetInfo(grpc::ServerContext* ctx, const v1::GetInfoRequest*,
                                     v1::HolderInfo* out) {
@@ -88,7 +110,7 @@ grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
     u.mutable_progress()->set_window_length(total);
     return out->Write(u);
   };
-  auto r = DoProvision(*req, progress);
+  auto r = DoProvision(*req, progress, [ctx] { return ctx->IsCancelled(); });
   if (!r.ok()) {
     GT_LOG(0, "provisioning refused or failed: ", r.status().message());
     return ToGrpc(r.status());
@@ -103,8 +125,14 @@ grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
 }
 
 absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
-    const v1::ProvisionRequest& req, const std::function<bool(uint64_t)>& progress) {
+    const v1::ProvisionRequest& req, const std::function<bool(uint64_t)>& progress,
+    const std::function<bool()>& cancelled) {
   absl::MutexLock serial(&provision_mu_);
+  if (cancelled()) {
+    // Waited behind another trip, and the caller gave up meanwhile: its
+    // channel stays unused and no key is unwrapped.
+    return absl::CancelledError("the orchestrator cancelled provisioning before it started");
+  }
   auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<ChannelResponder> responder;
   {
@@ -157,8 +185,18 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
   // into the bounce ring (no plaintext copy); each mapping goes once its
   // chunk is encrypted.
   DatasetSource source(*dataset_, b.window_offset(), b.window_length(), progress);
+  {
+    absl::MutexLock l(&watch_mu_);
+    watched_ = &writer;
+    watched_cancelled_ = cancelled;
+  }
   auto stats = writer.Write(*key, b.gpu_session(), b.buffer_id(), 0, b.window_length(),
                             CounterWindow{b.first_counter(), b.counter_count()}, source);
+  {
+    absl::MutexLock l(&watch_mu_);
+    watched_ = nullptr;
+    watched_cancelled_ = nullptr;
+  }
   // The key dies here, whatever the outcome (SecretBytes zeroizes).
   key->key.Clear();
   if (!stats.ok()) return stats.status();

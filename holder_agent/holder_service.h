@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "device/bounce_pool.h"
@@ -36,6 +37,7 @@ class HolderService final : public v1::HolderAgent::Service {
  public:
   HolderService(HolderOptions options, std::unique_ptr<Dataset> dataset,
                 Attester* attester, Verifier* verifier);
+  ~HolderService() override;
 
   grpc::Status GetInfo(grpc::ServerContext*, const v1::GetInfoRequest*,
                        v1::HolderInfo* out) override;
@@ -50,9 +52,22 @@ class HolderService final : public v1::HolderAgent::Service {
 
  private:
   // `progress(bytes)` is called from the encryption threads as chunks are
-  // mapped or read; it returns false once the caller has gone (cancel).
+  // mapped or read; it returns false once the caller has gone (cancel), and
+  // so does `cancelled()`, which the watcher below also polls.
   absl::StatusOr<v1::ProvisionReport> DoProvision(
-      const v1::ProvisionRequest& req, const std::function<bool(uint64_t)>& progress);
+      const v1::ProvisionRequest& req, const std::function<bool(uint64_t)>& progress,
+      const std::function<bool()>& cancelled);
+
+  // Cancels the write in progress once its caller has gone. A write waiting
+  // on a stalled device reads no chunk, so the source's check would not see
+  // the cancel before the write's deadline (minutes for a large window);
+  // meanwhile the key stays in memory and the next trip waits. One thread
+  // for the agent's life, asleep between writes, polling every 100 ms
+  // during one.
+  void WatchForCancel();
+  bool WatcherHasWork() const ABSL_SHARED_LOCKS_REQUIRED(watch_mu_) {
+    return stopping_ || watched_ != nullptr;
+  }
 
   const HolderOptions options_;
   const std::unique_ptr<Dataset> dataset_;
@@ -71,6 +86,12 @@ class HolderService final : public v1::HolderAgent::Service {
   // trip is refused (freshness, P5).
   std::map<std::string, uint64_t> last_trip_ ABSL_GUARDED_BY(mu_);
   absl::Mutex provision_mu_;  // one provisioning at a time
+
+  absl::Mutex watch_mu_;
+  H2dWriter* watched_ ABSL_GUARDED_BY(watch_mu_) = nullptr;  // the write in progress
+  std::function<bool()> watched_cancelled_ ABSL_GUARDED_BY(watch_mu_);
+  bool stopping_ ABSL_GUARDED_BY(watch_mu_) = false;
+  std::thread watcher_;  // last: started once everything above exists
 };
 
 }  // namespace gputravel

@@ -8,9 +8,11 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "auth/identity.h"
 #include "auth/test_server.h"
@@ -46,7 +48,7 @@ struct Channel {
 class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
  protected:
   void SetUp() override {
-    EmulatedGpuFixture::SetUp();
+    Start(device_options_);
     Serve();  // the device as the holder's TD sees it: dir_/holder.sock
     // Development attestation: one root, one attestation key per TD.
     auto root = *EcKey::Generate(Curve::kP256);
@@ -189,6 +191,7 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
   std::unique_ptr<RunningServer> server_;
   std::unique_ptr<v1::HolderAgent::Stub> stub_;
   uint32_t next_counter_ = 1;  // the LCE H2D channel's next counter on the device
+  EmulatedGpuOptions device_options_;  // a test may set them in its constructor
 };
 
 void ExpectRefused(const grpc::Status& s, grpc::StatusCode code, const std::string& says) {
@@ -283,6 +286,58 @@ TEST_F(HolderServiceTest, OrchestratorOutsideThePolicyGetsNothingWritten) {
   // The faithful orchestrator's own channel still works, for trip 1.
   ASSERT_TRUE(Provision(a, Binding("c1", 1, 0)).ok());
   EXPECT_EQ(DeviceWindow(), Window(0));
+}
+
+// The device stalls with the first chunk of a trip, and the orchestrator
+// gives up on the trip: the agent's write stops at once (not at its
+// deadline, minutes later for a large window), so the key goes and the next
+// trip is not kept waiting.
+class StalledDeviceTest : public HolderServiceTest {
+ protected:
+  StalledDeviceTest() {
+    device_options_.copy_engine_hook_for_test = [this] {
+      entered_ = true;
+      for (int i = 0; i < 6000 && !release_; ++i) absl::SleepFor(absl::Milliseconds(10));
+    };
+  }
+  void TearDown() override {
+    release_ = true;
+    HolderServiceTest::TearDown();
+  }
+  std::atomic<bool> entered_{false}, release_{false};
+};
+
+TEST_F(StalledDeviceTest, CancelledProvisionStopsTheWriteAtOnce) {
+  Channel c = Open();
+  v1::ProvisionRequest req;
+  req.set_channel_id(c.id);
+  *req.mutable_orchestrator_evidence() = c.orchestrator_evidence;
+  *req.mutable_binding() = Binding("c1", 1, 0);
+  req.set_wrapped_handoff(*WrapHandoff(c.keys.handoff_key, req.binding(), keys_.lce_h2d));
+  grpc::ClientContext ctx;
+  auto reader = stub_->Provision(&ctx, req);
+  for (int i = 0; i < 2000 && !entered_; ++i) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_TRUE(entered_) << "the first chunk never reached the copy engine";
+  const uint64_t rings = gpu_->Status().bounce_buffers();
+  ctx.TryCancel();
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  // The next trip gets through to the device while the first chunk is still
+  // held there: its ring is attached, so the agent is no longer writing the
+  // first. (Without the cancel reaching the write, the next trip would wait
+  // for the first's deadline, 30 s.)
+  Channel next = Open();
+  std::thread second([&] {
+    v1::ProvisionReport ignored;
+    (void)Provision(next, Binding("c1", 2, 1), Binding("c1", 2, 1), &ignored);
+  });
+  bool through = false;
+  for (int i = 0; i < 1000 && !through; ++i) {  // 10 s
+    absl::SleepFor(absl::Milliseconds(10));
+    through = gpu_->Status().bounce_buffers() > rings;
+  }
+  release_ = true;
+  second.join();
+  EXPECT_TRUE(through) << "the second trip never reached the device";
 }
 
 }  // namespace

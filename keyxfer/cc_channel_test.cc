@@ -1,6 +1,7 @@
 #include "keyxfer/cc_channel.h"
 
 #include "gtest/gtest.h"
+#include "keyxfer/aes_gcm.h"
 #include "keyxfer/random.h"
 
 namespace gputravel {
@@ -28,6 +29,71 @@ TEST(ChannelIvTest, LayoutIsCounterWordsXorMask) {
   IvMask mask{};
   mask[0] = 0xFF;
   EXPECT_EQ(ChannelIv(0x01020304, 0, mask)[0], 0x04 ^ 0xFF);
+}
+
+// Each of the twelve IV bytes is XORed with its own mask byte.
+TEST(ChannelIvTest, EveryByteTakesItsOwnMaskByte) {
+  IvMask mask{};
+  for (size_t i = 0; i < mask.size(); ++i) mask[i] = static_cast<uint8_t>(0x10 * (i + 1) + i);
+  const uint32_t message = 0xA1B2C3D4u;
+  const uint64_t channel = 0x0102030405060708ull;
+  const uint8_t plain[12] = {0xD4, 0xC3, 0xB2, 0xA1, 0x08, 0x07,
+                             0x06, 0x05, 0x04, 0x03, 0x02, 0x01};
+  auto iv = ChannelIv(message, channel, mask);
+  for (size_t i = 0; i < iv.size(); ++i) {
+    EXPECT_EQ(iv[i], plain[i] ^ mask[i]) << "byte " << i;
+  }
+}
+
+// The channel cipher is AES-256-GCM under exactly that IV: a chunk it seals
+// is what AES-GCM seals with the IV written out by hand, byte for byte and
+// tag for tag, and a cipher at another channel counter or with another mask
+// does not open it.
+TEST(ChannelCipherTest, SealsUnderTheMaskedCounterIv) {
+  ChannelMaterial m = RandomMaterial();
+  m.channel_counter = 0x1122334455667788ull;
+  const uint32_t counter = 0x00C0FFEEu;
+  const std::string aad = "aad of the chunk";
+  const std::string plain(96, 'p');
+  auto channel = *ChannelCipher::Create(m);
+  std::string ct(plain.size(), '\0');
+  uint8_t tag[kGcmTagSize];
+  ASSERT_TRUE(channel
+                  ->Encrypt(counter, reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
+                            reinterpret_cast<const uint8_t*>(plain.data()), plain.size(),
+                            reinterpret_cast<uint8_t*>(&ct[0]), tag)
+                  .ok());
+  uint8_t iv[kGcmIvSize];
+  for (int b = 0; b < 4; ++b) iv[b] = static_cast<uint8_t>(counter >> (8 * b));
+  for (int b = 0; b < 8; ++b) iv[4 + b] = static_cast<uint8_t>(m.channel_counter >> (8 * b));
+  for (size_t i = 0; i < kGcmIvSize; ++i) iv[i] ^= m.iv_mask[i];
+  auto gcm = *AesGcm::Create(m.key);
+  std::string want(plain.size(), '\0');
+  uint8_t want_tag[kGcmTagSize];
+  ASSERT_TRUE(gcm->Encrypt(iv, reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
+                           reinterpret_cast<const uint8_t*>(plain.data()), plain.size(),
+                           reinterpret_cast<uint8_t*>(&want[0]), want_tag)
+                  .ok());
+  EXPECT_EQ(ct, want);
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(tag), kGcmTagSize),
+            std::string(reinterpret_cast<char*>(want_tag), kGcmTagSize));
+
+  auto open_with = [&](const ChannelMaterial& other) {
+    auto c = *ChannelCipher::Create(other);
+    std::string out(plain.size(), '\0');
+    return c->Decrypt(counter, reinterpret_cast<const uint8_t*>(aad.data()), aad.size(),
+                      reinterpret_cast<const uint8_t*>(ct.data()), ct.size(), tag,
+                      reinterpret_cast<uint8_t*>(&out[0]));
+  };
+  EXPECT_TRUE(open_with(m).ok());
+  ChannelMaterial next_space = m.Clone();
+  ++next_space.channel_counter;
+  EXPECT_FALSE(open_with(next_space).ok());
+  for (int i : {0, 5, 11}) {  // a mask byte in each word
+    ChannelMaterial other_mask = m.Clone();
+    other_mask.iv_mask[i] ^= 0x01;
+    EXPECT_FALSE(open_with(other_mask).ok()) << "mask byte " << i;
+  }
 }
 
 TEST(ChannelIvTest, DistinctCountersGiveDistinctIvs) {

@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
       "standard gRPC health service and reflection, all over mTLS.\n"
       "Config JSON: {\"listen\", \"domain\", \"state_dir\", \"mux_endpoint\",\n"
       "\"mux_name\", \"gpus\": [{\"name\", \"device_endpoint\", \"device_ca\",\n"
-      "\"serial\"}], \"attestation\": {...}, \"tls\": {\"ca\", \"cert\", \"key\"}}\n"
+      "\"serial\", \"heartbeat_period_seconds\"}], \"attestation\": {...},\n"
+      "\"tls\": {\"ca\", \"cert\", \"key\"}}\n"
       "(docs/operations.md). Campaigns are created through the API\n"
       "(`gputravel create`).");
   auto json = ReadJsonFile(args.config);
