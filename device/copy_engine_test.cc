@@ -237,6 +237,16 @@ TEST_F(CopyEngineTest, ControlRacingSubmissionsIsSafe) {
       (gpu_->SubmitH2D(kOwner, r).ok() ? accepted : refused)++;
     }
   });
+  // Stops and joins the submitter however this test ends (an ASSERT below
+  // must not leave a joinable thread behind).
+  struct JoinOnExit {
+    std::atomic<bool>& done;
+    std::thread& t;
+    ~JoinOnExit() {
+      done = true;
+      if (t.joinable()) t.join();
+    }
+  } join_on_exit{done, submitter};
   std::mt19937 rng(11);
   // At least 200 rounds, and on until the submitter has seen both outcomes
   // (bounded), so that the race is really run.

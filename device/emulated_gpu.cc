@@ -93,9 +93,10 @@ absl::Time EmulatedGpu::Now() const {
 }
 
 void EmulatedGpu::ApplyHeartbeatRuleLocked() {
-  if (options_.heartbeat_period > absl::ZeroDuration() && session_ != nullptr &&
+  if (options_.heartbeat_period > absl::ZeroDuration() && heartbeat_armed_ &&
       Now() - last_heartbeat_ > 2 * options_.heartbeat_period) {
     // As the real GPU: a missed heartbeat ends the CC session for good.
+    heartbeat_armed_ = false;
     session_.reset();
     for (auto& b : buffers_) b.second.Wipe();
     EndDataLocked();
@@ -253,6 +254,7 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
     session_ = std::move(session);
     bounces_.clear();
     last_heartbeat_ = Now();
+    heartbeat_armed_ = true;
   }
   // The next exchange's key, made at idle priority: it never competes with
   // the requester's half of this exchange or with anything else on a trip's
@@ -885,6 +887,7 @@ void EmulatedGpu::Reset() {
     bounces_.clear();
     EndDataLocked();
     needs_reset_ = false;
+    heartbeat_armed_ = false;
     ++resets_;
   }
   PrepareEphemeral();

@@ -282,6 +282,10 @@ class EmulatedGpu {
   uint64_t resets_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t rejected_chunks_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_heartbeat_ ABSL_GUARDED_BY(mu_);
+  // The heartbeat rule applies from the first session after a reset until
+  // the next reset (or a miss), also while a failed exchange left no session:
+  // device memory may still hold data then.
+  bool heartbeat_armed_ ABSL_GUARDED_BY(mu_) = false;
   bool needs_reset_ ABSL_GUARDED_BY(mu_) = false;
 
   // With a heartbeat period (and the real clock): applies the heartbeat rule

@@ -537,6 +537,35 @@ TEST_F(EmulatedGpuTest, AFailedExchangeStillEndsTheSessionItsCommandRanUnder) {
   EXPECT_EQ(Read(0, 128), std::string(64, 'o') + std::string(64, '\0'));
 }
 
+// A failed exchange leaves no session but device memory as it was: the
+// heartbeat rule stays armed, so nobody watching still means a wipe.
+TEST_F(EmulatedGpuTest, AFailedExchangeLeavesTheHeartbeatArmed) {
+  absl::Time now = absl::FromUnixSeconds(1000);
+  EmulatedGpuOptions o;
+  o.memory_bytes = 1 << 20;
+  o.heartbeat_period = absl::Seconds(4);
+  o.clock = [&now] { return now; };
+  Restart(o, 4096);
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'k'))).ok());
+  v1::KeyExchangeRequest req;
+  std::string bad_point = (*EcKey::Generate(Curve::kP384)).PublicPoint();
+  bad_point.back() ^= 1;
+  req.set_requester_public_key(bad_point);
+  req.set_requester_nonce(RandomString(32));
+  EXPECT_FALSE(gpu_->KeyExchange(kOwner, req).ok());
+  EXPECT_EQ(gpu_->Status().session_id(), 0u);
+  now += absl::Seconds(8);
+  EXPECT_FALSE(gpu_->Status().needs_reset());
+  EXPECT_FALSE(gpu_->MemoryIsZeroForTest());
+  now += absl::Milliseconds(1);
+  EXPECT_TRUE(gpu_->Status().needs_reset());
+  EXPECT_TRUE(gpu_->MemoryIsZeroForTest());
+  // After the reset, with no session yet, there is nothing to watch.
+  gpu_->Reset();
+  now += absl::Seconds(60);
+  EXPECT_FALSE(gpu_->Status().needs_reset());
+}
+
 TEST_F(EmulatedGpuTest, ScrubZeroesMemory) {
   ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'))).ok());
   v1::DeviceCommand c;
@@ -1180,6 +1209,17 @@ TEST_F(EmulatedGpuTest, DoorbellCanBringItsOwnRing) {
 TEST_F(EmulatedGpuTest, RingsAreMappedOnlyFromTheRoutedDomainsSharedMemory) {
   char tmpl[] = "/tmp/gputravel-other-XXXXXX";
   const std::string other = mkdtemp(tmpl);  // another TD's shared memory
+  // Removed however the test ends (after the rings below, which remove
+  // their own files).
+  struct Leftovers {
+    std::string dir, other;
+    ~Leftovers() {
+      for (const char* name : {"/link", "/hard", "/fifo"}) ::unlink((dir + name).c_str());
+      ::unlink((other + "/alias").c_str());
+      ::rmdir((dir + "/sub").c_str());
+      ::rmdir(other.c_str());
+    }
+  } leftovers{dir_, other};
   auto foreign = *BounceBuffer::Create(other + "/ring", 4, 4096);
   ASSERT_EQ(::mkdir((dir_ + "/sub").c_str(), 0700), 0);
   auto nested = *BounceBuffer::Create(dir_ + "/sub/ring", 4, 4096);
@@ -1236,14 +1276,6 @@ TEST_F(EmulatedGpuTest, RingsAreMappedOnlyFromTheRoutedDomainsSharedMemory) {
   absl::Status none = attach("holder-b", bounce_->path());
   EXPECT_EQ(none.code(), absl::StatusCode::kPermissionDenied) << none;
   EXPECT_NE(none.message().find("holder-b"), std::string::npos) << none.message();
-
-  nested.reset();
-  foreign.reset();
-  ::unlink((dir_ + "/link").c_str());
-  ::unlink((dir_ + "/hard").c_str());
-  ::unlink((dir_ + "/fifo").c_str());
-  ::rmdir((dir_ + "/sub").c_str());
-  ::rmdir(other.c_str());
 }
 
 // The device opens each shared-memory directory once, when it starts: a
@@ -1363,7 +1395,7 @@ TEST_F(EmulatedGpuTest, MissedHeartbeatWipesWithoutAnyCall) {
   auto id = *EcKey::Generate(Curve::kP384);
   EmulatedGpuOptions o;
   o.serial = "EMU-1";
-  o.heartbeat_period = absl::Milliseconds(200);
+  o.heartbeat_period = absl::Milliseconds(500);
   o.shared_dirs[kOwner] = dir_;
   auto cert = *IssueCertificate(id, "EMU-1", ca, ca_der, false, 1);
   gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
@@ -1372,10 +1404,13 @@ TEST_F(EmulatedGpuTest, MissedHeartbeatWipesWithoutAnyCall) {
   Attach();
   buffer_ = Alloc(4096);
   ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'w'))).ok());
+  v1::DeviceCommand hb;  // the last heartbeat: 1 s from here
+  hb.mutable_heartbeat();
+  ASSERT_TRUE(Command(hb).ok());
   EXPECT_FALSE(gpu_->NeedsResetWithoutCheckingForTest());
   EXPECT_FALSE(gpu_->MemoryIsZeroForTest());
   bool wiped = false;
-  for (int i = 0; i < 100 && !wiped; ++i) {  // 400 ms + a quarter period, give or take
+  for (int i = 0; i < 250 && !wiped; ++i) {  // 1 s + a quarter period, give or take
     absl::SleepFor(absl::Milliseconds(20));
     wiped = gpu_->NeedsResetWithoutCheckingForTest();
   }

@@ -494,10 +494,11 @@ TEST_F(H2dWriterTest, CancelStopsAWriteWaitingOnAStalledDevice) {
       result = w.Write(keys_.lce_h2d, session_, big_, 0, length, window, src);
     });
     for (int i = 0; i < 2000 && !entered; ++i) absl::SleepFor(absl::Milliseconds(10));
-    ASSERT_TRUE(entered) << "the first chunk never reached the copy engine";
+    const bool reached = entered;
     w.Cancel();
     writer.join();  // while the device still holds the chunk
     release = true;
+    ASSERT_TRUE(reached) << "the first chunk never reached the copy engine";
     EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled) << length << " "
                                                                    << result.status();
     EXPECT_EQ(src.outstanding_, 0);
@@ -513,6 +514,10 @@ TEST_F(H2dWriterTest, CancelStopsAWriteWaitingOnAStalledDevice) {
 // once rather than reuse a slot the device may not have read.
 class EarlyAckDevice final : public v1::Device::Service {
  public:
+  // Set once the writer has given up on the stream (it cancels it on the
+  // early ack); with no such check it never does.
+  std::atomic<bool> stream_over{false};
+
   grpc::Status AttachBounce(grpc::ServerContext*, const v1::AttachBounceRequest*,
                             v1::AttachBounceResponse* out) override {
     out->set_bounce_id(1);
@@ -533,6 +538,7 @@ class EarlyAckDevice final : public v1::Device::Service {
     v1::SubmitH2DRequest req;
     while (stream->Read(&req)) {
     }
+    stream_over = true;
     return grpc::Status::OK;
   }
 };
@@ -548,19 +554,25 @@ TEST_F(H2dWriterTest, AckBeforeItsDoorbellStopsTheWrite) {
   wo.chunk_size = 4096;
   wo.threads = 1;
   wo.bounce_dir = dir_;
-  // A source that holds the first chunk back until the early ack is in.
-  class SlowSource final : public H2dSource {
+  // A source that holds the first chunk back until the writer has dealt
+  // with the early ack (at most 20 s: then the doorbell goes out and, with
+  // the ack taken for its own, the write waits for its deadline and fails).
+  class HeldSource final : public H2dSource {
    public:
+    explicit HeldSource(const std::atomic<bool>& over) : over_(over) {}
     bool CanView() const override { return false; }
     absl::StatusOr<PlaintextView> View(uint64_t, size_t) override {
       return absl::UnimplementedError("copies only");
     }
     absl::Status Read(uint64_t, uint8_t* dst, size_t n) override {
-      absl::SleepFor(absl::Milliseconds(200));
+      for (int i = 0; i < 2000 && !over_; ++i) absl::SleepFor(absl::Milliseconds(10));
       std::memset(dst, 'x', n);
       return absl::OkStatus();
     }
-  } src;
+
+   private:
+    const std::atomic<bool>& over_;
+  } src(fake.stream_over);
   H2dWriter w(MakeChannel("unix:" + dir_ + "/fake.sock"), wo);
   auto st = w.Write(keys_.lce_h2d, session_, big_, 0, 8 * 4096, CounterWindow{1, 8}, src);
   EXPECT_EQ(st.status().code(), absl::StatusCode::kInternal) << st.status();

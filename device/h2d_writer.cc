@@ -183,7 +183,9 @@ absl::StatusOr<std::string> WriteOneChunk(const WindowPlan& p,
   if (!cancel.Enter(&ctx)) return Cancelled();
   st = FromGrpc(stub.SubmitH2D(&ctx, req, &resp), "GPU SubmitH2D");
   cancel.Leave();
-  if (cancel.IsCancelled()) return Cancelled();
+  // A chunk that landed before the cancel is a success; a call the cancel
+  // stopped is CANCELLED.
+  if (st.code() == absl::StatusCode::kCancelled && cancel.IsCancelled()) return Cancelled();
   if (!st.ok()) return st;
   TagDigest digest;
   digest.Add(tag);
@@ -283,10 +285,17 @@ class StreamPipeline {
     for (int t = 0; t < threads_; ++t) *source_seconds += seconds[t];
     // Every worker is gone, so nothing else touches the stream now.
     grpc::Status fs = stream_->Finish();
-    if (cancel.IsCancelled() && acked < p_.n_chunks) return Cancelled();
+    // What went wrong first wins: a failure on this side, then the device's
+    // own status, unless it is the cancel's.
     if (!error_.ok()) return error_;
-    if (!fs.ok()) return FromGrpc(fs, "GPU SubmitH2DStream");
+    if (!fs.ok()) {
+      if (fs.error_code() == grpc::StatusCode::CANCELLED && cancel.IsCancelled()) {
+        return Cancelled();
+      }
+      return FromGrpc(fs, "GPU SubmitH2DStream");
+    }
     if (acked < p_.n_chunks) {
+      if (cancel.IsCancelled()) return Cancelled();
       return absl::InternalError("the GPU ended the doorbell stream after " +
                                  std::to_string(acked) + " of " +
                                  std::to_string(p_.n_chunks) + " chunks without an error");
@@ -423,6 +432,7 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
 absl::StatusOr<H2dWriteStats> H2dWriter::Write(
     const ChannelMaterial& key, uint64_t session_id, uint64_t buffer_id,
     uint64_t dest_offset, uint64_t length, CounterWindow window, H2dSource& source) {
+  if (cancel_->IsCancelled()) return Cancelled();  // nothing is read or encrypted
   const uint32_t cs = options_.chunk_size;
   if (cs == 0 || cs % 32 != 0) {
     return absl::InvalidArgumentError("chunk size must be a multiple of 32 bytes");
@@ -481,8 +491,11 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
     absl::Status s =
         FromGrpc(stub_->AttachBounce(&ctx, attach, &resp), "GPU AttachBounce");
     cancel_->Leave();
-    if (cancel_->IsCancelled()) return Cancelled();  // the ring, if mapped, goes with the session
-    if (!s.ok()) return s;
+    if (!s.ok()) {
+      // A cancelled attach: the ring, if mapped, goes with the session or
+      // the route.
+      return s.code() == absl::StatusCode::kCancelled && cancel_->IsCancelled() ? Cancelled() : s;
+    }
     bounce_id = resp.bounce_id();
   }
 

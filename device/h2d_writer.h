@@ -60,7 +60,9 @@ struct H2dWriteStats {
 // after its chunk's ack. A window of one chunk is written on the calling
 // thread with one unary SubmitH2D (no threads, no stream). The last doorbell
 // also releases the ring from the device (no DetachBounce round trip; a write
-// that fails before it detaches the ring itself). Plaintext never enters the
+// that fails before it detaches the ring itself, unless it was cancelled: the
+// device may be stalled, and drops the ring at its next key exchange or route
+// change). Plaintext never enters the
 // bounce ring, and private staging is zeroized when the write ends.
 class H2dWriter {
  public:
