@@ -44,7 +44,7 @@ absl::StatusOr<GcmReference> MeasureGcmReferenceConcurrent(size_t message_bytes,
 // k % slots of a BounceBuffer ring in `bounce_dir` (no reader, no zeroize, no
 // threads). The gap to MeasureGcmReference is the cost of memory traffic.
 // OpenSSL writes the ring directly here; the stage does not (it makes each
-// 4 KiB of ciphertext privately and streams it into the ring, since the host
+// piece of ciphertext privately and streams it into the ring, since the host
 // can write the ring), so the gap from this to the stage is that copy plus
 // the pipeline's own overhead.
 absl::StatusOr<GcmReference> MeasureGcmIntoBounceRing(size_t message_bytes, uint32_t slots,

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -58,6 +59,11 @@ void CopiesDone() {
   _mm_sfence();
 #endif
 }
+
+// aligned_alloc wants a multiple of the alignment.
+static_assert(AesGcm::kEncryptPiece % 64 == 0 && AesGcm::kDecryptPiece % 64 == 0,
+              "the private piece is allocated 64-byte aligned");
+static_assert(AesGcm::kEncryptPiece % 96 == 0, "a multiple of the stitched GCM stride");
 
 }  // namespace
 
@@ -163,10 +169,25 @@ absl::Status AesGcm::Decrypt(const uint8_t iv[kGcmIvSize], const uint8_t* aad,
 
 uint8_t* AesGcm::Piece() {
   if (piece_ == nullptr) {
+    // One buffer serves both directions.
     piece_ = std::unique_ptr<uint8_t, void (*)(void*)>(
-        static_cast<uint8_t*>(std::aligned_alloc(64, kSharedPiece)), &std::free);
+        static_cast<uint8_t*>(std::aligned_alloc(64, std::max(encrypt_piece_, decrypt_piece_))),
+        &std::free);
   }
   return piece_.get();
+}
+
+absl::Status AesGcm::SetPieceSizes(size_t encrypt_piece, size_t decrypt_piece) {
+  for (size_t p : {encrypt_piece, decrypt_piece}) {
+    if (p == 0 || p % 64 != 0 || p > (size_t{1} << 20)) {
+      return absl::InvalidArgumentError("piece size " + std::to_string(p) +
+                                        " is not a multiple of 64 bytes from 64 to 1 MiB");
+    }
+  }
+  encrypt_piece_ = encrypt_piece;
+  decrypt_piece_ = decrypt_piece;
+  piece_.reset();  // made again at the new size on first use
+  return absl::OkStatus();
 }
 
 absl::Status AesGcm::EncryptToShared(const uint8_t iv[kGcmIvSize], const uint8_t* aad,
@@ -179,7 +200,7 @@ absl::Status AesGcm::EncryptToShared(const uint8_t iv[kGcmIvSize], const uint8_t
   if (piece == nullptr) return absl::ResourceExhaustedError("out of memory");
   int len = 0;
   for (size_t done = 0; done < n;) {
-    const size_t k = std::min(n - done, kSharedPiece);
+    const size_t k = std::min(n - done, encrypt_piece_);
     // The tag is computed over `piece`, which nobody else can reach; what
     // lands in shared memory is a copy.
     if (EVP_EncryptUpdate(c, piece, &len, in + done, static_cast<int>(k)) != 1 ||
@@ -208,7 +229,7 @@ absl::Status AesGcm::DecryptFromShared(const uint8_t iv[kGcmIvSize], const uint8
   if (piece == nullptr) return absl::ResourceExhaustedError("out of memory");
   int len = 0;
   for (size_t done = 0; done < n;) {
-    const size_t k = std::min(n - done, kSharedPiece);
+    const size_t k = std::min(n - done, decrypt_piece_);
     // Each byte of shared memory is read once; the tag and the plaintext
     // both come from this private copy.
     std::memcpy(piece, shared_in + done, k);

@@ -52,11 +52,21 @@ class AesGcm {
   absl::Status DecryptFromShared(const uint8_t iv[kGcmIvSize], const uint8_t* aad,
                                  size_t aad_len, const uint8_t* shared_in, size_t n,
                                  const uint8_t tag[kGcmTagSize], uint8_t* out);
-  // The private piece both go through, in the L1 cache. Measured on 2 MiB
-  // chunks read from a large source into a /dev/shm slot: 4-8 KiB pieces
-  // cost about 7% of AES-GCM's own time when encrypting, 16 KiB 13%, 64 KiB
-  // 20%; decrypting, 4 KiB costs about 3%.
-  static constexpr size_t kSharedPiece = 4 * 1024;
+  // The private pieces, in the L1 cache. Measured with OpenSSL 3.0 on 2 MiB
+  // chunks between a large buffer and a /dev/shm slot (docs/performance.md,
+  // item 32). Encrypting, the piece is a multiple of 96 bytes, the stride of
+  // OpenSSL's stitched AES-NI GCM loop, so no piece leaves a tail to its
+  // slower one-block path: 8064 bytes (84 x 96) costs about 1-3% less than
+  // 4096, which leaves a 64-byte tail in every piece; 16 KiB and more cost
+  // more (13-20% against 7-8% for the copy as a whole). Decrypting, 4 KiB
+  // costs about 3% and larger pieces more (the copy in goes through the
+  // cache).
+  static constexpr size_t kEncryptPiece = 84 * 96;
+  static constexpr size_t kDecryptPiece = 4 * 1024;
+  // Other piece sizes for this instance, for measuring the choice above
+  // (bench/piece_bench): multiples of 64 bytes (the streaming stores stay
+  // aligned) from 64 bytes to 1 MiB, else INVALID_ARGUMENT.
+  absl::Status SetPieceSizes(size_t encrypt_piece, size_t decrypt_piece);
 
   // Convenience: ciphertext || tag.
   absl::StatusOr<std::string> Seal(const uint8_t iv[kGcmIvSize],
@@ -77,8 +87,11 @@ class AesGcm {
 
   std::unique_ptr<Ctx> enc_;
   std::unique_ptr<Ctx> dec_;
-  // For the *Shared calls (ciphertext only), 64-byte aligned.
+  // For the *Shared calls (ciphertext only), 64-byte aligned, the larger
+  // of the two piece sizes.
   std::unique_ptr<uint8_t, void (*)(void*)> piece_{nullptr, &std::free};
+  size_t encrypt_piece_ = kEncryptPiece;
+  size_t decrypt_piece_ = kDecryptPiece;
 };
 
 }  // namespace gputravel

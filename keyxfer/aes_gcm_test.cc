@@ -5,7 +5,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -62,34 +64,55 @@ TEST(AesGcmTest, TamperedCiphertextRefusedAndOutputZeroized) {
 }
 
 // Through private pieces, the result is the plain Encrypt/Decrypt's, at
-// every length around the piece size.
+// every length around the piece sizes, with the default pieces and others.
 TEST(AesGcmTest, SharedMemoryVariantsMatchThePlainOnes) {
-  auto g = AesGcm::Create(RandomKey());
-  ASSERT_TRUE(g.ok());
-  const size_t P = AesGcm::kSharedPiece;
-  for (size_t n : {size_t{0}, size_t{1}, size_t{15}, size_t{4096}, P - 1, P, P + 1, 3 * P + 17,
-                   size_t{2} << 20}) {
-    for (size_t shift : {size_t{0}, size_t{1}, size_t{32}}) {  // aligned or not
-      std::string pt = RandomString(n);
-      const auto* in = reinterpret_cast<const uint8_t*>(pt.data());
-      std::vector<uint8_t> a(n + 1), back(n + 1);
-      std::unique_ptr<uint8_t, void (*)(void*)> shared(
-          static_cast<uint8_t*>(std::aligned_alloc(64, (n + 128) / 64 * 64)), &std::free);
-      uint8_t* b = shared.get() + shift;
-      uint8_t iv[12] = {7}, ta[16], tb[16];
-      ASSERT_TRUE((*g)->Encrypt(iv, in, 5, in, n, a.data(), ta).ok());
-      ASSERT_TRUE((*g)->EncryptToShared(iv, in, 5, in, n, b, tb).ok()) << n;
-      EXPECT_EQ(std::memcmp(a.data(), b, n), 0) << n << " at +" << shift;
-      EXPECT_EQ(std::memcmp(ta, tb, 16), 0) << n;
-      ASSERT_TRUE((*g)->DecryptFromShared(iv, in, 5, b, n, tb, back.data()).ok()) << n;
-      EXPECT_EQ(std::memcmp(back.data(), pt.data(), n), 0) << n;
-      if (n == 0) continue;
-      b[n / 2] ^= 0x10;
-      EXPECT_EQ((*g)->DecryptFromShared(iv, in, 5, b, n, tb, back.data()).code(),
-                absl::StatusCode::kDataLoss) << n;
-      for (size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], 0) << "unauthenticated plaintext at " << i;
+  const size_t P = AesGcm::kEncryptPiece, Q = AesGcm::kDecryptPiece;
+  const std::pair<size_t, size_t> kPieces[] = {{P, Q}, {4096, 4096}, {64, 12288}};
+  for (const auto& [ep, dp] : kPieces) {
+    auto g = AesGcm::Create(RandomKey());
+    ASSERT_TRUE(g.ok());
+    if (ep != P || dp != Q) ASSERT_TRUE((*g)->SetPieceSizes(ep, dp).ok());
+    for (size_t n : {size_t{0}, size_t{1}, size_t{15}, size_t{4096}, ep - 1, ep, ep + 1,
+                     3 * ep + 17, dp - 1, dp, dp + 1, 3 * dp + 17, size_t{2} << 20}) {
+      for (size_t shift : {size_t{0}, size_t{1}, size_t{32}}) {  // aligned or not
+        SCOPED_TRACE("pieces " + std::to_string(ep) + "/" + std::to_string(dp) + ", " +
+                     std::to_string(n) + " bytes at +" + std::to_string(shift));
+        std::string pt = RandomString(n);
+        const auto* in = reinterpret_cast<const uint8_t*>(pt.data());
+        std::vector<uint8_t> a(n + 1), back(n + 1);
+        std::unique_ptr<uint8_t, void (*)(void*)> shared(
+            static_cast<uint8_t*>(std::aligned_alloc(64, (n + 128) / 64 * 64)), &std::free);
+        uint8_t* b = shared.get() + shift;
+        uint8_t iv[12] = {7}, ta[16], tb[16];
+        ASSERT_TRUE((*g)->Encrypt(iv, in, 5, in, n, a.data(), ta).ok());
+        ASSERT_TRUE((*g)->EncryptToShared(iv, in, 5, in, n, b, tb).ok());
+        EXPECT_EQ(std::memcmp(a.data(), b, n), 0);
+        EXPECT_EQ(std::memcmp(ta, tb, 16), 0);
+        ASSERT_TRUE((*g)->DecryptFromShared(iv, in, 5, b, n, tb, back.data()).ok());
+        EXPECT_EQ(std::memcmp(back.data(), pt.data(), n), 0);
+        if (n == 0) continue;
+        b[n / 2] ^= 0x10;
+        EXPECT_EQ((*g)->DecryptFromShared(iv, in, 5, b, n, tb, back.data()).code(),
+                  absl::StatusCode::kDataLoss);
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], 0) << "unauthenticated plaintext at " << i;
+      }
     }
   }
+}
+
+// The encrypting piece is a whole number of the stitched AES-NI GCM loop's
+// 96-byte strides, and other sizes are refused unless they keep the
+// streaming stores aligned.
+TEST(AesGcmTest, PieceSizes) {
+  static_assert(AesGcm::kEncryptPiece % 96 == 0);
+  auto g = AesGcm::Create(RandomKey());
+  ASSERT_TRUE(g.ok());
+  for (auto [ep, dp] : {std::pair<size_t, size_t>{0, 4096}, {4096, 0}, {4000, 4096},
+                        {4096, 100}, {(size_t{1} << 20) + 64, 4096}}) {
+    EXPECT_EQ((*g)->SetPieceSizes(ep, dp).code(), absl::StatusCode::kInvalidArgument)
+        << ep << "/" << dp;
+  }
+  EXPECT_TRUE((*g)->SetPieceSizes(64, size_t{1} << 20).ok());
 }
 
 // Another party writing the shared buffer while the call runs (the host and

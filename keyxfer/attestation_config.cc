@@ -101,7 +101,10 @@ absl::StatusOr<AttestationSetup> MakeTdx(const nlohmann::json& s, const std::str
   }
   vo.policy = std::move(*policy);
   auto verifier = tdx::TdxVerifier::Create(std::move(vo));
-  if (!verifier.ok()) return verifier.status();
+  if (!verifier.ok()) {
+    return absl::Status(verifier.status().code(),
+                        at + ".peer_policy: " + std::string(verifier.status().message()));
+  }
   AttestationSetup out;
   out.backend = "tdx";
   out.attester = std::make_unique<tdx::TdxAttester>(tsm);

@@ -396,18 +396,32 @@ absl::StatusOr<CampaignRow> CampaignEngine::Cancel(const std::string& name) {
     for (auto& g : gpus_) {
       if (g->campaign == name) running = g.get();
     }
+    // A trip of the campaign that is not finished (an orchestrator restart
+    // interrupted it, or it could not be made safe yet) may still have the
+    // GPU with a holder: recovery, which retries until the trip is safe,
+    // finishes the cancel (RecoverTrips).
+    bool unsafe_trip = false;
     if (running == nullptr) {
+      auto unfinished = store_->UnfinishedTrips();
+      if (!unfinished.ok()) return unfinished.status();
+      for (const TripRow& t : *unfinished) unsafe_trip |= t.campaign == name;
+    }
+    if (running == nullptr && !unsafe_trip) {
       auto seqs = store_->SetCampaignState(name, kCampaignCancelled, "", "cancelled");
       if (!seqs.ok()) return seqs.status();
       if (!seqs->empty()) last_seq_ = std::max(last_seq_, seqs->back());
     } else {
       auto seqs = store_->SetCampaignState(
           name, kCampaignCancelling, "",
-          "cancelling: the trip in progress is being made safe (route home, re-key, scrub)");
+          running != nullptr
+              ? "cancelling: the trip in progress is being made safe (route home, re-key, "
+                "scrub)"
+              : "cancelling: an interrupted trip is being made safe (route home, re-key, "
+                "scrub) by recovery");
       if (!seqs.ok()) return seqs.status();
       if (!seqs->empty()) last_seq_ = std::max(last_seq_, seqs->back());
-      if (running->control != nullptr) running->control->Cancel();
-      if (running->loader != nullptr) running->loader->AbandonCurrent();
+      if (running != nullptr && running->control != nullptr) running->control->Cancel();
+      if (running != nullptr && running->loader != nullptr) running->loader->AbandonCurrent();
     }
   }
   return store_->GetCampaign(name);
@@ -433,7 +447,14 @@ bool CampaignEngine::RecoverTrips(Gpu* gpu, TripRunner* runner) {
   }
   for (const TripRow& t : *trips) {
     auto c = store_->GetCampaign(t.campaign);
-    if (!c.ok() || c->gpu != gpu->config.name) continue;
+    if (!c.ok()) {
+      // Not knowing whose GPU the trip was on, skipping it could let another
+      // campaign start on a GPU a holder still has: retry instead.
+      GT_LOG(0, "recovery: trip ", t.id, " of campaign '", t.campaign, "': ",
+             c.status().message());
+      return false;
+    }
+    if (c->gpu != gpu->config.name) continue;
     auto spec = SpecOf(*c);
     if (!spec.ok()) {
       GT_LOG(0, "recovery: ", spec.status().message());
@@ -441,7 +462,7 @@ bool CampaignEngine::RecoverTrips(Gpu* gpu, TripRunner* runner) {
     }
     GT_LOG(0, "recovery: trip ", t.id, " of campaign '", t.campaign, "' (", t.holder,
            ") was interrupted at step ", t.step, "; making it safe");
-    auto token = store_->NextTripId();
+    auto token = store_->NextFencingToken();
     if (!token.ok()) return false;
     absl::Status s = runner->MakeSafe(*token, c->buffer_id, spec->buffer_bytes);
     if (!s.ok()) {
@@ -564,7 +585,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
 
   // The GPU home, a fresh session, the campaign's old buffer (if any)
   // scrubbed and released, a new one allocated.
-  auto token = store_->NextTripId();
+  auto token = store_->NextFencingToken();
   if (!token.ok()) return fail(kCampaignPaused, std::string(token.status().message()));
   absl::Status s = runner->MakeSafe(*token, row->buffer_id, spec->buffer_bytes);
   if (!s.ok()) {
@@ -581,7 +602,15 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     return fail(kCampaignPaused, "allocating the dataset buffer: " +
                                      std::string(buffer.status().message()));
   }
-  Notify(store_->SetCampaignBuffer(name, *buffer));
+  // Recovery scrubs the buffer the campaign row names: a trip must never
+  // run in a buffer that is not recorded there.
+  auto recorded = store_->SetCampaignBuffer(name, *buffer);
+  if (!recorded.ok()) {
+    (void)session->FreeBuffer(*buffer);  // nothing was written to it yet
+    return fail(kCampaignPaused, "recording the dataset buffer: " +
+                                     std::string(recorded.status().message()));
+  }
+  Notify(recorded);
 
   // The trainer, continuing from the last checkpoint.
   // The loader outlives the trainer (declared first, destroyed last).

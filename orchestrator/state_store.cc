@@ -792,7 +792,11 @@ absl::StatusOr<std::vector<TripRow>> StateStore::QueryTrips(
 // ---------------------------------------------------------------------------
 // Counters and campaigns.
 
-absl::StatusOr<uint64_t> StateStore::NextTripId() {
+absl::StatusOr<uint64_t> StateStore::NextTripId() { return NextId(Durability::kLazy); }
+
+absl::StatusOr<uint64_t> StateStore::NextFencingToken() { return NextId(Durability::kFlush); }
+
+absl::StatusOr<uint64_t> StateStore::NextId(Durability durability) {
   absl::MutexLock lock(&mu_);
   uint64_t id = 0;
   GT_SS_RETURN_IF_ERROR(
@@ -816,7 +820,7 @@ absl::StatusOr<uint64_t> StateStore::NextTripId() {
         }
         id = s.ColU64(0);
         return absl::OkStatus();
-      }, true, Durability::kLazy));
+      }, true, durability));
   return id;
 }
 

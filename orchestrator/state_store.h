@@ -208,9 +208,17 @@ class StateStore {
   StateStore(const StateStore&) = delete;
   StateStore& operator=(const StateStore&) = delete;
 
-  // A fresh, never reused id (trip ids and MUX fencing tokens), durable before
-  // it is returned, so no id is issued twice even across crashes.
+  // A fresh, never reused trip id (also the trip's MUX fencing token). It is
+  // committed before it is returned, so a process crash cannot issue it
+  // twice; the commit is fsynced with the trip's route_out commit, which is
+  // flushed before the token leaves the orchestrator.
   absl::StatusOr<uint64_t> NextTripId();
+  // The same counter for a fencing token sent to the MUX with no flushed
+  // commit before it (making a GPU safe at recovery or at a campaign's
+  // start): fsynced before it is returned. The MUX fsyncs every token it
+  // accepts, so a counter rolled back by a power cut would make the
+  // orchestrator's next tokens stale until it caught up.
+  absl::StatusOr<uint64_t> NextFencingToken();
 
   // Creates the campaign with `holders` (in spec order; position, cursor,
   // round, state and counters are set here, as are the campaign's state,
@@ -326,7 +334,8 @@ class StateStore {
   //           a trip's steps after route_out (recovery treats route_out ..
   //           scrub alike unless training was committed, which is flushed),
   //           the provisioning report, trip ids and BeginTrip (nothing has
-  //           left the orchestrator before the flushed route_out), and
+  //           left the orchestrator before the flushed route_out; tokens
+  //           sent without one come from NextFencingToken), and
   //           free-form events.
   enum class Durability { kFlush, kLazy };
   // Runs `body` inside BEGIN IMMEDIATE (write) or BEGIN DEFERRED (read)
@@ -336,6 +345,7 @@ class StateStore {
                              Durability durability = Durability::kFlush)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SetSynchronous(Durability durability) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<uint64_t> NextId(Durability durability);
   absl::StatusOr<int64_t> InsertEvent(const EventRow& e)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Inside a transaction: moves trip `t` to `step` (index `to`, checked by

@@ -205,6 +205,67 @@ INSTANTIATE_TEST_SUITE_P(EveryStep, CrashAtStepTest,
                            return std::string(i.param);
                          });
 
+// A campaign cancelled while recovery cannot yet make its interrupted trip
+// safe (the MUX is down, so the keeper may still have the GPU) is CANCELLING,
+// not CANCELLED, until recovery has routed the GPU home, re-keyed and
+// scrubbed; then it is CANCELLED.
+TEST(CrashRecoveryTest, CancelDuringRecoveryWaitsUntilTheTripIsSafe) {
+  Fixture f;
+  absl::Status s = StartFixture(&f, "after_commit:provision#3");
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_TRUE(CreateAndStart(f.stack.get()).ok());
+  Subprocess* orch = f.stack->process("orchestrator");
+  ASSERT_TRUE(WaitForExit(orch, 60)) << "the failpoint never fired";
+  Subprocess* mux = f.stack->process("mux");
+  ASSERT_NE(mux, nullptr);
+  mux->Kill();
+  ASSERT_TRUE(WaitForExit(mux, 10));
+  s = f.stack->Restart("orchestrator");
+  ASSERT_TRUE(s.ok()) << s;
+
+  auto stub = f.stack->OperatorClient();
+  v1::CampaignRef ref;
+  ref.set_name("demo");
+  v1::Campaign cancelled;
+  {
+    grpc::ClientContext ctx;
+    grpc::Status st = stub->CancelCampaign(&ctx, ref, &cancelled);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  EXPECT_EQ(cancelled.state(), v1::CANCELLING);
+  // Still CANCELLING while the MUX stays down (recovery retries every 2 s).
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  {
+    v1::Campaign now;
+    grpc::ClientContext ctx;
+    v1::GetCampaignRequest get;
+    get.set_name("demo");
+    ASSERT_TRUE(stub->GetCampaign(&ctx, get, &now).ok());
+    EXPECT_EQ(now.state(), v1::CANCELLING);
+  }
+
+  s = f.stack->Restart("mux");
+  ASSERT_TRUE(s.ok()) << s;
+  auto c = f.stack->WaitForFinal("demo", 60);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->state(), v1::CANCELLED);
+  for (const auto& t : c->trips()) {
+    EXPECT_TRUE(t.scrub_verified()) << "trip " << t.id() << " not scrubbed";
+    EXPECT_NE(t.step(), v1::PROVISION) << "trip " << t.id() << " left unfinished";
+  }
+  // The recovery happened before the cancel completed.
+  int64_t recovery_seq = 0, cancelled_seq = 0;
+  for (const auto& e : AllEvents(f.stack.get())) {
+    if (e.kind() == v1::RECOVERY && e.holder() == "keeper") recovery_seq = e.seq();
+    if (e.kind() == v1::CAMPAIGN_STATE && e.campaign_state() == v1::CANCELLED) {
+      cancelled_seq = e.seq();
+    }
+  }
+  EXPECT_GT(recovery_seq, 0);
+  EXPECT_GT(cancelled_seq, recovery_seq);
+  StopFixture(&f);
+}
+
 // Killed from outside at arbitrary moments, three times in one campaign.
 TEST(CrashRecoveryTest, RepeatedExternalSigkillStillCompletesExactlyOnce) {
   Fixture f;

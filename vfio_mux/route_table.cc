@@ -510,8 +510,13 @@ absl::StatusOr<Route> RouteTable::RouteTo(const std::string& gpu,
         ": token " + std::to_string(cur.fencing_token) + " was already accepted");
     return NotJournaled(s, JournalLocked("route", gpu, from, domain, fencing_token, s));
   }
-  absl::Status moved = absl::OkStatus();
-  if (cur.domain != domain) moved = backend_->Move(gpu, cur.domain, domain);
+  // Even when the table already names `domain`: the table can be behind the
+  // GPU (a move that took effect but was reported failed, or a crash
+  // between a move and its journal line), and a route home that trusted it
+  // would leave the GPU with a holder while every later step fails. A
+  // backend asked to move from a domain to itself confirms the GPU is there
+  // and repairs what it can (RoutingBackend::Move).
+  absl::Status moved = backend_->Move(gpu, cur.domain, domain);
   if (!moved.ok()) {
     return NotJournaled(moved, JournalLocked("route", gpu, from, domain, fencing_token, moved));
   }

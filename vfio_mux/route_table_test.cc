@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <map>
 #include <sstream>
 
 #include "gtest/gtest.h"
@@ -24,6 +25,8 @@ class FakeBackend : public RoutingBackend {
                     const std::string& to) override {
     if (fail) return absl::UnavailableError("backend down");
     moves.push_back(from + ">" + to);
+    owner[gpu] = to;
+    if (apply_then_fail) return absl::DeadlineExceededError("moved, but the reply was lost");
     return absl::OkStatus();
   }
   absl::Status Reset(const std::string&) override {
@@ -31,8 +34,10 @@ class FakeBackend : public RoutingBackend {
     return absl::OkStatus();
   }
   std::vector<std::string> moves;
+  std::map<std::string, std::string> owner;  // where the GPU really is
   int resets = 0;
   bool fail = false;
+  bool apply_then_fail = false;  // the move happens, its reply is an error
 };
 
 class RouteTableTest : public ::testing::Test {
@@ -281,6 +286,31 @@ TEST_F(RouteTableTest, BackendFailureLeavesRouteUnchanged) {
   EXPECT_FALSE(t->RouteTo("gpu0", "holder-b", 2).ok());
   EXPECT_EQ(t->Get("gpu0")->domain, "holder-a");
   EXPECT_EQ(t->Get("gpu0")->fencing_token, 1u);
+}
+
+// A move that took effect but was reported failed leaves the table behind
+// the GPU; routing home must still reach the backend, which puts it there,
+// instead of answering "already home" while a holder has it.
+TEST_F(RouteTableTest, RouteToTheDomainTheTableNamesStillMovesTheGpu) {
+  auto t = Open();
+  ASSERT_TRUE(t->RouteTo("gpu0", "orch", 1).ok());
+  backend_.apply_then_fail = true;
+  EXPECT_FALSE(t->RouteTo("gpu0", "holder-a", 2).ok());
+  EXPECT_EQ(t->Get("gpu0")->domain, "orch");  // what was confirmed
+  EXPECT_EQ(backend_.owner["gpu0"], "holder-a");  // where it really is
+  backend_.apply_then_fail = false;
+  ASSERT_TRUE(t->RouteTo("gpu0", "orch", 3).ok());
+  EXPECT_EQ(backend_.owner["gpu0"], "orch");
+  EXPECT_EQ(backend_.moves.back(), "orch>orch");
+  // The same after a restart (the journal has no line for a move the MUX
+  // never answered, as after a crash between the move and its line).
+  backend_.apply_then_fail = true;
+  EXPECT_FALSE(t->RouteTo("gpu0", "holder-b", 4).ok());
+  t.reset();
+  backend_.apply_then_fail = false;
+  t = Open();
+  ASSERT_TRUE(t->RouteTo("gpu0", "orch", 5).ok());
+  EXPECT_EQ(backend_.owner["gpu0"], "orch");
 }
 
 TEST_F(RouteTableTest, UnknownGpuNamed) {

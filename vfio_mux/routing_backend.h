@@ -31,7 +31,10 @@ class RoutingBackend {
   virtual absl::StatusOr<std::vector<GpuDevice>> ListGpus() = 0;
   // Detaches `gpu` from `from_domain` (may be empty: unrouted) and attaches it
   // to `to_domain` (may be empty: leave unrouted). Must not return OK until the
-  // move is confirmed (read back from the kernel/libvirt/device).
+  // move is confirmed (read back from the kernel/libvirt/device). The route
+  // table calls it even when `from_domain == to_domain` (it may be behind the
+  // device after a failed or unjournaled move): then it confirms that the GPU
+  // is with `to_domain` and puts it there if it can, or says where it is.
   virtual absl::Status Move(const std::string& gpu, const std::string& from_domain,
                             const std::string& to_domain) = 0;
   // Function-level reset (wipes the CC session and device memory).

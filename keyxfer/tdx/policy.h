@@ -15,8 +15,12 @@
 namespace gputravel::tdx {
 
 // What a relying party requires of an authentic TD report. JSON form (every
-// key optional; unknown keys refused so a misspelt pin cannot silently
-// disable itself):
+// key optional here, since Check also serves offline inspection; unknown keys
+// refused so a misspelt pin cannot silently disable itself). A policy that
+// gates keys must pin more: TdxVerifier::Create refuses one without mrtd,
+// rtmr0, rtmr1, rtmr2 and min_tee_tcb_svn, because MRTD measures only the
+// initial firmware image and the RTMRs the firmware configuration (ACPI
+// tables), kernel, command line and initrd:
 //   {
 //     "mrtd": "<96 hex>" or ["<96 hex>", ...],   // any of the listed values
 //     "rtmr0" .. "rtmr3", "mrseam", "mrconfigid", "mrowner",
@@ -27,7 +31,8 @@ namespace gputravel::tdx {
 //   }
 // A list lets both the old and the new image pass while a fleet is upgraded.
 struct Policy {
-  // Allowed values; empty means the register is not checked.
+  // Allowed values; empty means the register is not checked (which
+  // TdxVerifier::Create refuses for mrtd and rtmr[0..2]).
   std::vector<Measurement> mrtd;
   std::array<std::vector<Measurement>, 4> rtmr;
   std::vector<Measurement> mrseam;
@@ -39,7 +44,7 @@ struct Policy {
   bool allow_debug = false;
   // TEE_TCB_SVN is a vector of independent component SVNs (TDX module major/
   // minor, SEAM loader, ...), so it is compared component by component, not
-  // as one number.
+  // as one number. Unset means not checked (TdxVerifier::Create refuses that).
   std::optional<std::array<uint8_t, 16>> min_tee_tcb_svn;
   // Whether REPORTDATA must equal the verifier's expected report data.
   // False only makes sense for offline inspection of a stored quote.

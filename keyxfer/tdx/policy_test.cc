@@ -49,13 +49,28 @@ class PolicyTest : public ::testing::Test {
   TdReportBody body_;
 };
 
-TEST_F(PolicyTest, EmptyPolicyHasSafeDefaults) {
+// "{}" parses (Check also serves offline inspection) and checks only that
+// the TD is not a debug TD and that REPORTDATA matches: any other TD passes.
+// That is not safe for giving out keys, so TdxVerifier::Create refuses such a
+// policy (tdx_attester_test: CreateRefusesEmptyPolicyNamingEveryMandatoryPin).
+TEST_F(PolicyTest, EmptyPolicyChecksOnlyDebugAndReportData) {
   auto p = Parse("{}");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_FALSE(p->allow_debug);
   EXPECT_TRUE(p->require_report_data);
   EXPECT_TRUE(p->mrtd.empty());
+  for (const auto& r : p->rtmr) EXPECT_TRUE(r.empty());
+  EXPECT_FALSE(p->min_tee_tcb_svn.has_value());
   EXPECT_TRUE(p->Check(body_, kZeros).ok());
+  // Only these two are checked.
+  TdReportBody debug = body_;
+  debug.td_attributes |= kTdAttributeDebug;
+  EXPECT_EQ(p->Check(debug, kZeros).code(),
+            absl::StatusCode::kPermissionDenied);
+  std::array<uint8_t, 64> other{};
+  other[0] = 1;
+  EXPECT_EQ(p->Check(body_, other).code(),
+            absl::StatusCode::kPermissionDenied);
 }
 
 TEST_F(PolicyTest, FullPolicyMatchingTheRealQuotePasses) {

@@ -11,6 +11,8 @@
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 
+#include <array>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -222,6 +224,58 @@ absl::StatusOr<Ptr<EVP_PKEY>> VerifyPckChain(const Quote& quote, X509* root,
   return leaf_key;
 }
 
+// Step 4: the enclave whose report the PCK signed must be Intel's TD Quoting
+// Enclave (kIntelTdQe* in the header say where the values come from). The QE
+// report fields are parsed from exactly the bytes the PCK signed, and the
+// vendor id from the header the attestation key signs, so this runs on
+// authenticated values once steps 2 and 5 pass.
+absl::Status CheckQeIdentity(const Quote& quote) {
+  const QeReport& qe = quote.qe_report;
+  if (quote.header.qe_vendor_id != kIntelQeVendorId) {
+    return Unauthenticated(absl::StrFormat(
+        "QE identity: QE vendor id in the quote header is not Intel's: "
+        "expected %s, actual %s",
+        ToHex(kIntelQeVendorId), ToHex(quote.header.qe_vendor_id)));
+  }
+  if (qe.mr_signer != kIntelTdQeMrSigner) {
+    return Unauthenticated(absl::StrFormat(
+        "QE identity: MRSIGNER is not Intel's TD Quoting Enclave signer: "
+        "expected %s, actual %s (the PCK signed the report of another enclave "
+        "allowed the provisioning key, so the attestation key is not Intel's)",
+        ToHex(kIntelTdQeMrSigner), ToHex(qe.mr_signer)));
+  }
+  if (qe.isv_prod_id != kIntelTdQeIsvProdId) {
+    return Unauthenticated(absl::StrFormat(
+        "QE identity: ISVPRODID is not the TD Quoting Enclave's: expected "
+        "0x%04x, actual 0x%04x",
+        kIntelTdQeIsvProdId, qe.isv_prod_id));
+  }
+  if ((qe.misc_select & kIntelTdQeMiscSelectMask) != kIntelTdQeMiscSelect) {
+    return Unauthenticated(absl::StrFormat(
+        "QE identity: MISCSELECT under mask 0x%08x: expected 0x%08x, actual "
+        "0x%08x",
+        kIntelTdQeMiscSelectMask, kIntelTdQeMiscSelect,
+        qe.misc_select & kIntelTdQeMiscSelectMask));
+  }
+  std::array<uint8_t, 16> masked{};
+  for (size_t i = 0; i < masked.size(); ++i) {
+    masked[i] = static_cast<uint8_t>(qe.attributes[i] &
+                                     kIntelTdQeAttributesMask[i]);
+  }
+  if (masked != kIntelTdQeAttributes) {
+    const bool debug = (qe.attributes[0] & 0x02) != 0;
+    return Unauthenticated(absl::StrFormat(
+        "QE identity: ATTRIBUTES under mask %s: expected %s, actual %s "
+        "(ATTRIBUTES %s)%s",
+        ToHex(kIntelTdQeAttributesMask), ToHex(kIntelTdQeAttributes),
+        ToHex(masked), ToHex(qe.attributes),
+        debug ? "; DEBUG is set: the host can read a debug enclave's memory, "
+                "attestation key included"
+              : ""));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<QuoteVerifier> QuoteVerifier::Create(
@@ -270,6 +324,10 @@ absl::Status QuoteVerifier::Verify(const Quote& quote, absl::Time at) const {
         "report data = %s",
         ToHex(expected), ToHex(quote.qe_report.report_data)));
   }
+
+  // A genuine QE report binding the key proves only that some enclave allowed
+  // the provisioning key vouches for it; it must be Intel's TD QE.
+  if (absl::Status s = CheckQeIdentity(quote); !s.ok()) return s;
 
   auto attestation_key = P256PublicKey(quote.attestation_key);
   if (!attestation_key.ok()) {

@@ -1,10 +1,16 @@
 #include "keyxfer/tdx/quote_verifier.h"
 
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "keyxfer/tdx/intel_root_ca.h"
+#include "keyxfer/tdx/quote.h"
 #include "keyxfer/tdx/testdata.h"
 
 namespace gputravel::tdx {
@@ -12,6 +18,25 @@ namespace {
 
 using ::testing::HasSubstr;
 using namespace ::gputravel::tdx::testing;  // NOLINT: test data constants
+
+// Lowercase hex, written out here so these tests state Intel's values
+// independently of the code under test.
+template <size_t N>
+std::string Hex(const std::array<uint8_t, N>& bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : bytes) {
+    out.push_back(kDigits[b >> 4]);
+    out.push_back(kDigits[b & 0xf]);
+  }
+  return out;
+}
+
+// Intel's TD Quoting Enclave identity as the PCS publishes it (qe/identity for
+// TDX, "id": "TD_QE"), and Intel's QE vendor id.
+constexpr char kTdQeMrSignerHex[] =
+    "dc9e2a7c6f948f17474e34a7fc43ed030f7c1563f1babddf6340c82e0e54a8c5";
+constexpr char kIntelQeVendorIdHex[] = "939a7233f79c4ca9940a0db3957f0607";
 
 absl::Time At(int year, int month, int day) {
   return absl::FromCivil(absl::CivilSecond(year, month, day, 0, 0, 0),
@@ -62,11 +87,109 @@ class QuoteVerifierTest : public ::testing::Test {
     return WithCertificateCharChanged(cert_index, 23);
   }
 
+  // Parses the real quote, applies `edit` to the parsed fields and verifies
+  // at a valid time. Editing the parsed fields rather than the bytes keeps
+  // every signature valid (they are checked over qe_report.raw and
+  // signed_bytes), so the edit reaches the checks that read parsed fields.
+  absl::Status VerifyEdited(const std::function<void(Quote&)>& edit) {
+    auto q = ParseQuote(RealQuote());
+    EXPECT_TRUE(q.ok()) << q.status();
+    if (!q.ok()) return q.status();
+    edit(*q);
+    return verifier_->Verify(*q, RealQuoteValidTime());
+  }
+
   std::unique_ptr<QuoteVerifier> verifier_;
 };
 
 TEST_F(QuoteVerifierTest, RealQuoteVerifies) {
   EXPECT_TRUE(VerifyBytes(RealQuote()).ok()) << VerifyBytes(RealQuote());
+}
+
+TEST_F(QuoteVerifierTest, RealQuoteCarriesIntelTdQeIdentity) {
+  auto q = ParseQuote(RealQuote());
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(Hex(q->qe_report.mr_signer), kTdQeMrSignerHex);
+  EXPECT_EQ(q->qe_report.isv_prod_id, 2);
+  EXPECT_EQ(q->qe_report.misc_select, 0u);
+  EXPECT_EQ(Hex(q->qe_report.attributes), "1500000000000000e700000000000000");
+  EXPECT_EQ(Hex(q->header.qe_vendor_id), kIntelQeVendorIdHex);
+  // The pinned constants are Intel's published values.
+  EXPECT_EQ(Hex(kIntelTdQeMrSigner), kTdQeMrSignerHex);
+  EXPECT_EQ(kIntelTdQeIsvProdId, 2);
+  EXPECT_EQ(kIntelTdQeMiscSelect, 0u);
+  EXPECT_EQ(kIntelTdQeMiscSelectMask, 0xFFFFFFFFu);
+  EXPECT_EQ(Hex(kIntelTdQeAttributes), "11000000000000000000000000000000");
+  EXPECT_EQ(Hex(kIntelTdQeAttributesMask), "fbffffffffffffff0000000000000000");
+  EXPECT_EQ(Hex(kIntelQeVendorId), kIntelQeVendorIdHex);
+  EXPECT_TRUE(VerifyEdited([](Quote&) {}).ok());
+}
+
+TEST_F(QuoteVerifierTest, QeWithOtherMrSignerFailsQeIdentity) {
+  // E.g. an enclave of the platform owner's, allowed the provisioning key
+  // under flexible launch control: its report is PCK-signed all the same.
+  absl::Status s =
+      VerifyEdited([](Quote& q) { q.qe_report.mr_signer[31] ^= 0x01; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
+  std::string other = kTdQeMrSignerHex;
+  other.back() = '4';  // c5 ^ 01
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("QE identity: MRSIGNER is not Intel's TD "
+                                     "Quoting Enclave signer: expected ",
+                                     kTdQeMrSignerHex, ", actual ", other)));
+}
+
+TEST_F(QuoteVerifierTest, QeWithOtherIsvProdIdFailsQeIdentity) {
+  // Intel's SGX QE (ISVPRODID 1) has the same signer but is not the TD QE.
+  absl::Status s = VerifyEdited([](Quote& q) { q.qe_report.isv_prod_id = 1; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("QE identity: ISVPRODID is not the TD Quoting "
+                        "Enclave's: expected 0x0002, actual 0x0001"));
+}
+
+TEST_F(QuoteVerifierTest, QeWithOtherMiscSelectFailsQeIdentity) {
+  absl::Status s =
+      VerifyEdited([](Quote& q) { q.qe_report.misc_select = 0x00000001; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("QE identity: MISCSELECT under mask 0xffffffff: "
+                        "expected 0x00000000, actual 0x00000001"));
+}
+
+TEST_F(QuoteVerifierTest, DebugQeFailsQeIdentity) {
+  // DEBUG is bit 1 of ATTRIBUTES byte 0; a debug QE's attestation key is
+  // readable by the host.
+  absl::Status s =
+      VerifyEdited([](Quote& q) { q.qe_report.attributes[0] |= 0x02; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("QE identity: ATTRIBUTES under mask "
+                        "fbffffffffffffff0000000000000000: expected "
+                        "11000000000000000000000000000000, actual "
+                        "13000000000000000000000000000000"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("DEBUG is set"));
+}
+
+TEST_F(QuoteVerifierTest, QeAttributesOutsideTheMaskDoNotMatter) {
+  // Byte 0 bit 2 (MODE64BIT) and bytes 8..15 (XFRM) are masked out.
+  EXPECT_TRUE(VerifyEdited([](Quote& q) {
+                q.qe_report.attributes[0] ^= 0x04;
+                q.qe_report.attributes[8] ^= 0xff;
+                q.qe_report.attributes[15] ^= 0x80;
+              }).ok());
+}
+
+TEST_F(QuoteVerifierTest, QeVendorIdOtherThanIntelsFailsQeIdentity) {
+  absl::Status s =
+      VerifyEdited([](Quote& q) { q.header.qe_vendor_id[0] ^= 0x01; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat(
+                  "QE identity: QE vendor id in the quote header is not "
+                  "Intel's: expected ",
+                  kIntelQeVendorIdHex,
+                  ", actual 929a7233f79c4ca9940a0db3957f0607")));
 }
 
 TEST_F(QuoteVerifierTest, RealQuoteVerifiesWithEmbeddedRootAndWithoutPadding) {

@@ -1,9 +1,12 @@
 #include "keyxfer/tdx/tdx_attester.h"
 
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "keyxfer/tdx/hex.h"
 #include "keyxfer/tdx/intel_root_ca.h"
@@ -51,6 +54,32 @@ absl::StatusOr<std::unique_ptr<TdxVerifier>> TdxVerifier::Create(
         "TdxVerifier: policy require_report_data is false, but a Verifier must "
         "bind evidence to the expected report data (use Policy::Check "
         "directly for offline inspection)");
+  }
+  // A policy that leaves these unpinned accepts TDs nobody reviewed: MRTD
+  // measures only the initial firmware image, RTMR0 the firmware's
+  // configuration including the host-supplied ACPI tables, RTMR1 the kernel
+  // (OS loader), RTMR2 the kernel command line and initrd; and without a
+  // minimum TEE_TCB_SVN a TDX module with known, since fixed, flaws passes.
+  // RTMR3 (extended at run time) and the other registers stay optional.
+  const Policy& policy = options.policy;
+  std::vector<std::string> missing;
+  if (policy.mrtd.empty()) missing.push_back("mrtd");
+  for (int i = 0; i < 3; ++i) {
+    if (policy.rtmr[i].empty()) missing.push_back(absl::StrCat("rtmr", i));
+  }
+  if (!policy.min_tee_tcb_svn.has_value()) {
+    missing.push_back("min_tee_tcb_svn");
+  }
+  if (!missing.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TdxVerifier: peer policy must pin mrtd, rtmr0, rtmr1, rtmr2 and "
+        "min_tee_tcb_svn; missing: ",
+        absl::StrJoin(missing, ", "),
+        " (MRTD measures only the initial firmware image, so without the "
+        "RTMRs any TD on the same firmware passes, whatever kernel, command "
+        "line or ACPI tables it runs; without min_tee_tcb_svn any TDX module "
+        "version passes). Pin the reviewed image's values "
+        "(docs/tdx-attestation.md)"));
   }
   if (options.root_ca_pem.empty()) options.root_ca_pem = kIntelSgxRootCaPem;
   if (!options.clock) options.clock = [] { return absl::Now(); };

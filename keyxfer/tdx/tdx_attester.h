@@ -48,9 +48,15 @@ struct TdxVerifierOptions {
 // Immutable after Create; thread-safe.
 class TdxVerifier : public Verifier {
  public:
-  // Refuses an unparsable root CA and a policy with require_report_data =
-  // false: the Verifier contract is that evidence is bound to the expected
-  // report data, and a verifier that skipped it would accept replays.
+  // Refuses (kInvalidArgument) an unparsable root CA; a policy with
+  // require_report_data = false: the Verifier contract is that evidence is
+  // bound to the expected report data, and a verifier that skipped it would
+  // accept replays; and a policy that does not pin mrtd, rtmr0, rtmr1, rtmr2
+  // and min_tee_tcb_svn (the message names each missing one): MRTD measures
+  // only the initial firmware image, so without RTMR0 (firmware configuration
+  // including the host's ACPI tables), RTMR1 (kernel) and RTMR2 (command line,
+  // initrd) any TD on the same firmware would pass. rtmr3, mrseam,
+  // mrconfigid, mrowner and mrownerconfig stay optional.
   static absl::StatusOr<std::unique_ptr<TdxVerifier>> Create(
       TdxVerifierOptions options);
 

@@ -18,6 +18,25 @@ using namespace ::gputravel::tdx::testing;  // NOLINT: test data constants
 
 const ReportData kZeros{};
 
+// A policy pinning the real quote's MRTD, RTMRs and TCB: what TdxVerifier
+// requires, with the values the real quote must match.
+Policy RealQuotePolicy() {
+  auto q = ParseQuote(RealQuote());
+  EXPECT_TRUE(q.ok()) << q.status();
+  if (!q.ok()) return Policy{};
+  const TdReportBody& body = q->body;
+  std::string json = absl::StrCat(
+      R"({"mrtd": ")", ToHex(body.mr_td), R"(", "rtmr0": ")",
+      ToHex(body.rtmr[0]), R"(", "rtmr1": ")", ToHex(body.rtmr[1]),
+      R"(", "rtmr2": ")", ToHex(body.rtmr[2]), R"(", "rtmr3": ")",
+      ToHex(body.rtmr[3]),
+      R"(", "allow_debug": false, "min_tee_tcb_svn": )"
+      R"("04010700000000000000000000000000", "require_report_data": true})");
+  auto p = Policy::FromJson(json);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *p : Policy{};
+}
+
 ReportData Pattern(uint8_t seed) {
   ReportData rd;
   for (size_t i = 0; i < rd.size(); ++i) rd[i] = static_cast<uint8_t>(seed ^ i);
@@ -119,17 +138,17 @@ class TdxVerifierTest : public ::testing::Test {
   }
 
   // A policy pinning the real quote's MRTD, RTMRs and TCB.
-  Policy MatchingPolicy() {
-    std::string json = absl::StrCat(
-        R"({"mrtd": ")", ToHex(body_.mr_td), R"(", "rtmr0": ")",
-        ToHex(body_.rtmr[0]), R"(", "rtmr1": ")", ToHex(body_.rtmr[1]),
-        R"(", "rtmr2": ")", ToHex(body_.rtmr[2]), R"(", "rtmr3": ")",
-        ToHex(body_.rtmr[3]),
-        R"(", "allow_debug": false, "min_tee_tcb_svn": )"
-        R"("04010700000000000000000000000000", "require_report_data": true})");
-    auto p = Policy::FromJson(json);
-    EXPECT_TRUE(p.ok()) << p.status();
-    return p.ok() ? *p : Policy{};
+  Policy MatchingPolicy() { return RealQuotePolicy(); }
+
+  // What TdxVerifier::Create says about `policy` (which it must refuse).
+  std::string CreateError(Policy policy) {
+    TdxVerifierOptions o;
+    o.policy = std::move(policy);
+    auto v = TdxVerifier::Create(std::move(o));
+    EXPECT_FALSE(v.ok());
+    if (v.ok()) return "<created>";
+    EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(v.status().message());
   }
 
   std::unique_ptr<TdxVerifier> MakeVerifier(
@@ -225,7 +244,7 @@ TEST_F(TdxVerifierTest, DebugBitCannotBeForged) {
 }
 
 TEST_F(TdxVerifierTest, TamperedQuoteFailsAuthenticity) {
-  auto v = MakeVerifier(Policy{});
+  auto v = MakeVerifier(MatchingPolicy());
   ASSERT_NE(v, nullptr);
   std::string blob = RealQuote();
   blob[kQeReportOffset + 0x100] ^= 1;
@@ -266,19 +285,72 @@ TEST_F(TdxVerifierTest, RefusesMalformedBlob) {
 }
 
 TEST_F(TdxVerifierTest, CreateRefusesPolicyWithoutReportDataBinding) {
-  TdxVerifierOptions o;
-  o.policy.require_report_data = false;
-  auto v = TdxVerifier::Create(std::move(o));
-  ASSERT_FALSE(v.ok());
-  EXPECT_THAT(std::string(v.status().message()),
-              HasSubstr("require_report_data is false"));
+  Policy p = MatchingPolicy();
+  p.require_report_data = false;
+  EXPECT_THAT(CreateError(p), HasSubstr("require_report_data is false"));
 }
 
 TEST_F(TdxVerifierTest, CreateRefusesBadRoot) {
   TdxVerifierOptions o;
+  o.policy = MatchingPolicy();
   o.root_ca_pem = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
   auto v = TdxVerifier::Create(std::move(o));
   EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(v.status().message()),
+              HasSubstr("root CA certificate does not parse"));
+}
+
+TEST_F(TdxVerifierTest, CreateRefusesEmptyPolicyNamingEveryMandatoryPin) {
+  // Policy{} checks only DEBUG and REPORTDATA: any non-debug TD on any
+  // firmware, kernel and TDX module would pass.
+  std::string e = CreateError(Policy{});
+  EXPECT_THAT(e, HasSubstr("TdxVerifier: peer policy must pin mrtd, rtmr0, "
+                           "rtmr1, rtmr2 and min_tee_tcb_svn; missing: mrtd, "
+                           "rtmr0, rtmr1, rtmr2, min_tee_tcb_svn ("));
+  EXPECT_THAT(e, HasSubstr("ACPI tables"));  // says why
+}
+
+TEST_F(TdxVerifierTest, CreateRefusesPolicyWithoutRtmr2NamingOnlyRtmr2) {
+  // The same firmware and kernel with another command line or initrd.
+  Policy p = MatchingPolicy();
+  p.rtmr[2].clear();
+  EXPECT_THAT(CreateError(p), HasSubstr("; missing: rtmr2 ("));
+}
+
+TEST_F(TdxVerifierTest, CreateRefusesPolicyWithoutMinTeeTcbSvn) {
+  Policy p = MatchingPolicy();
+  p.min_tee_tcb_svn.reset();
+  EXPECT_THAT(CreateError(p), HasSubstr("; missing: min_tee_tcb_svn ("));
+}
+
+TEST_F(TdxVerifierTest, CreateAcceptsPlaceholderPinsAndNamesOnlyMissingOnes) {
+  // Values need not match anything to be pinned; a pin of every mandatory
+  // register (placeholders here) is what Create asks for. RTMR3 and the other
+  // registers stay optional.
+  Policy p;
+  Measurement placeholder;
+  placeholder.fill(0xaa);
+  p.mrtd = {placeholder};
+  p.rtmr[0] = {placeholder};
+  p.rtmr[1] = {placeholder};
+  EXPECT_THAT(CreateError(p),
+              HasSubstr("; missing: rtmr2, min_tee_tcb_svn ("));
+  p.rtmr[2] = {placeholder};
+  p.min_tee_tcb_svn = std::array<uint8_t, 16>{};
+  TdxVerifierOptions o;
+  o.policy = p;
+  auto v = TdxVerifier::Create(std::move(o));
+  ASSERT_TRUE(v.ok()) << v.status();
+}
+
+TEST_F(TdxVerifierTest, Rtmr3AndOtherRegistersStayOptional) {
+  Policy p = MatchingPolicy();
+  p.rtmr[3].clear();
+  ASSERT_TRUE(p.mrseam.empty() && p.mrconfigid.empty() && p.mrowner.empty() &&
+              p.mrownerconfig.empty());
+  auto v = MakeVerifier(p);
+  ASSERT_NE(v, nullptr);
+  EXPECT_TRUE(v->Verify(evidence_, kZeros).ok());
 }
 
 TEST_F(TdxAttesterTest, AttesterOutputVerifies) {
@@ -288,9 +360,10 @@ TEST_F(TdxAttesterTest, AttesterOutputVerifies) {
   auto evidence = attester.Attest(kZeros);
   ASSERT_TRUE(evidence.ok()) << evidence.status();
   TdxVerifierOptions o;
+  o.policy = RealQuotePolicy();
   o.clock = [] { return RealQuoteValidTime(); };
   auto v = TdxVerifier::Create(std::move(o));
-  ASSERT_TRUE(v.ok());
+  ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE((*v)->Verify(*evidence, kZeros).ok());
   // Other report data yields a quote the fake cannot sign.
   auto other = attester.Attest(Pattern(5));

@@ -104,20 +104,21 @@ struct RemovalWaiter {
 
 // Runs on the event loop thread. The opaque pointer is a heap shared_ptr
 // freed by libvirt (FreeWaiter) once the callback can no longer run.
-int OnDeviceRemoved(virConnectPtr, virDomainPtr, const char* alias,
-                    void* opaque) {
+// Both have the void return of virConnectDomainEventDeviceRemovedCallback and
+// virConnectDomainEventDeviceRemovalFailedCallback, which libvirt calls them
+// as through VIR_DOMAIN_EVENT_CALLBACK.
+void OnDeviceRemoved(virConnectPtr, virDomainPtr, const char* alias,
+                     void* opaque) {
   auto& w = *static_cast<std::shared_ptr<RemovalWaiter>*>(opaque);
   absl::MutexLock lock(&w->mu);
   if (alias != nullptr && w->alias == alias) w->removed = true;
-  return 0;
 }
 
-int OnDeviceRemovalFailed(virConnectPtr, virDomainPtr, const char* alias,
-                          void* opaque) {
+void OnDeviceRemovalFailed(virConnectPtr, virDomainPtr, const char* alias,
+                           void* opaque) {
   auto& w = *static_cast<std::shared_ptr<RemovalWaiter>*>(opaque);
   absl::MutexLock lock(&w->mu);
   if (alias != nullptr && w->alias == alias) w->failed = true;
-  return 0;
 }
 
 void FreeWaiter(void* opaque) {
@@ -373,6 +374,14 @@ absl::Status LibvirtBackend::DetachLocked(const std::string& gpu_name,
   const std::string what = absl::StrCat("detaching GPU ", gpu_name, " (", g.bdf,
                                         ") from domain '", name, "'");
   DomainPtr dom(virDomainLookupByName(conn_, name.c_str()));
+  if (dom == nullptr && virGetLastErrorCode() == VIR_ERR_NO_DOMAIN) {
+    // A domain that no longer exists (a transient TD that was shut down or
+    // crashed) holds no device; refusing would fail every later move of
+    // this GPU, the route home included. A typo cannot hide the GPU: an
+    // attach, or an unroute, still scans every running domain's live XML.
+    virResetLastError();
+    return absl::OkStatus();
+  }
   if (dom == nullptr) {
     absl::Status e = LibvirtError(what, options_.uri);
     return absl::Status(

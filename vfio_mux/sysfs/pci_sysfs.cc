@@ -43,7 +43,7 @@ bool IsNvidiaGpu(const PciDeviceInfo& d) {
 }
 
 // Prefixes a lower-level error with the device and the step, keeping its code
-// (so EBUSY stays Unavailable, ENOENT NotFound), and appends what to do.
+// (so EBUSY stays FailedPrecondition, ENOENT NotFound), and appends what to do.
 absl::Status StepError(const absl::Status& cause, absl::string_view bdf,
                        absl::string_view step, absl::string_view advice) {
   return absl::Status(cause.code(),

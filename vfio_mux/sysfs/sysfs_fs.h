@@ -16,7 +16,7 @@ namespace gputravel {
 // backend learns about the machine goes through here.
 //
 // Errors carry the path and the errno text; the status code follows errno
-// (absl::ErrnoToStatusCode), so ENOENT is NotFound, EBUSY Unavailable, and so on.
+// (absl::ErrnoToStatusCode), so ENOENT is NotFound, EBUSY FailedPrecondition, and so on.
 class SysfsFs {
  public:
   virtual ~SysfsFs() = default;
