@@ -665,7 +665,8 @@ TEST_F(StateStoreTest, UnfinishedTripsSurviveCrashAndBlockNewTrips) {
     ASSERT_OK(store->BeginTrip(t));
     ASSERT_OK(store->SetTripStep(id, kStepRouteOut, "", TripCounterWindow{3, 1, 1}));
     ASSERT_OK(store->SetTripStep(id, kStepProvision, ""));
-    // The store is dropped here with the GPU still at h1: a crash.
+    // The store is closed here with the GPU still at h1, as a crash leaves
+    // the trip (CrashDurabilityTest kills a process for real).
   }
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);

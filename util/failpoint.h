@@ -8,8 +8,10 @@ namespace gputravel {
 // Crash injection for the recovery tests. When the environment variable
 // GPUTRAVEL_FAILPOINT is "NAME" or "NAME#N", the N-th (default first) call of
 // CrashPoint(NAME) logs and kills the process with SIGKILL, exactly as an
-// operator's `kill -9` or a power cut would (nothing is flushed or cleaned
-// up). Unset, it costs one comparison. It can only take a process down,
+// operator's `kill -9` would (nothing is flushed or cleaned up by the
+// process). Not as a power cut: the kernel keeps what the process wrote
+// without an fsync (SQLite's synchronous=NORMAL commits), which a power cut
+// may lose. Unset, it costs one comparison. It can only take a process down,
 // never change what it does otherwise, so it carries no security weight.
 void CrashPoint(const std::string& name);
 
