@@ -446,7 +446,9 @@ bool CampaignEngine::RecoverTrips(Gpu* gpu, TripRunner* runner) {
     return false;
   }
   for (const TripRow& t : *trips) {
-    auto c = store_->GetCampaign(t.campaign);
+    absl::Status injected = InjectedError("recovery_get_campaign");
+    auto c = injected.ok() ? store_->GetCampaign(t.campaign)
+                           : absl::StatusOr<CampaignRow>(injected);
     if (!c.ok()) {
       // Not knowing whose GPU the trip was on, skipping it could let another
       // campaign start on a GPU a holder still has: retry instead.
@@ -604,7 +606,9 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
   }
   // Recovery scrubs the buffer the campaign row names: a trip must never
   // run in a buffer that is not recorded there.
-  auto recorded = store_->SetCampaignBuffer(name, *buffer);
+  absl::Status injected = InjectedError("record_buffer");
+  auto recorded = injected.ok() ? store_->SetCampaignBuffer(name, *buffer)
+                                : absl::StatusOr<EventSeqs>(injected);
   if (!recorded.ok()) {
     (void)session->FreeBuffer(*buffer);  // nothing was written to it yet
     return fail(kCampaignPaused, "recording the dataset buffer: " +

@@ -266,6 +266,83 @@ TEST(CrashRecoveryTest, CancelDuringRecoveryWaitsUntilTheTripIsSafe) {
   StopFixture(&f);
 }
 
+std::string ReadLog(EmulatedStack* stack, const std::string& daemon) {
+  std::string path = stack->logs()[daemon];
+  FILE* f = fopen(path.c_str(), "r");
+  if (f == nullptr) return "";
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  fclose(f);
+  return out;
+}
+
+// Recovery that cannot read the campaign of an interrupted trip (here the
+// first read fails, as a storage error would) must not skip the trip, which
+// would leave the GPU with a holder and the trip unfinished: it retries, and
+// the campaign completes with every invariant.
+TEST(CrashRecoveryTest, RecoveryRetriesATripWhoseCampaignItCannotRead) {
+  Fixture f;
+  absl::Status s = StartFixture(&f, "after_commit:provision#3");
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_TRUE(CreateAndStart(f.stack.get()).ok());
+  Subprocess* orch = f.stack->process("orchestrator");
+  ASSERT_TRUE(WaitForExit(orch, 60)) << "the failpoint never fired";
+  setenv("GPUTRAVEL_FAILPOINT", "error:recovery_get_campaign#1", 1);
+  s = f.stack->Restart("orchestrator");
+  unsetenv("GPUTRAVEL_FAILPOINT");
+  ASSERT_TRUE(s.ok()) << s;
+  auto c = f.stack->WaitForFinal("demo", 120);
+  ASSERT_TRUE(c.ok()) << c.status();
+  CheckInvariants(&f, *c, 1);
+  std::string log = ReadLog(f.stack.get(), "orchestrator");
+  EXPECT_NE(log.find("of campaign 'demo': failpoint error:recovery_get_campaign#1"),
+            std::string::npos)
+      << "the injected error never reached recovery";
+  bool recovered = false;
+  for (const auto& e : AllEvents(f.stack.get())) {
+    if (e.kind() == v1::RECOVERY && e.holder() == "keeper") recovered = true;
+  }
+  EXPECT_TRUE(recovered);
+  StopFixture(&f);
+}
+
+// A campaign whose new buffer cannot be recorded pauses before any trip (a
+// trip in an unrecorded buffer would be scrubbed in the wrong one by
+// recovery); resumed, it completes.
+TEST(CrashRecoveryTest, ABufferThatCannotBeRecordedPausesBeforeAnyTrip) {
+  Fixture f;
+  absl::Status s = StartFixture(&f, "error:record_buffer#1");
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_TRUE(CreateAndStart(f.stack.get()).ok());
+  auto stub = f.stack->OperatorClient();
+  v1::Campaign now;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    grpc::ClientContext ctx;
+    v1::GetCampaignRequest get;
+    get.set_name("demo");
+    ASSERT_TRUE(stub->GetCampaign(&ctx, get, &now).ok());
+  } while (now.state() == v1::RUNNING && std::chrono::steady_clock::now() < until);
+  ASSERT_EQ(now.state(), v1::PAUSED);
+  EXPECT_NE(now.error().find("recording the dataset buffer"), std::string::npos)
+      << now.error();
+  EXPECT_EQ(now.trips_size(), 0) << "a trip ran in a buffer the campaign does not record";
+
+  v1::CampaignRef ref;
+  ref.set_name("demo");
+  v1::Campaign resumed;
+  grpc::ClientContext ctx;
+  grpc::Status st = stub->ResumeCampaign(&ctx, ref, &resumed);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  auto c = f.stack->WaitForFinal("demo", 120);
+  ASSERT_TRUE(c.ok()) << c.status();
+  CheckInvariants(&f, *c, 0);
+  StopFixture(&f);
+}
+
 // Killed from outside at arbitrary moments, three times in one campaign.
 TEST(CrashRecoveryTest, RepeatedExternalSigkillStillCompletesExactlyOnce) {
   Fixture f;

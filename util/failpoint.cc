@@ -35,15 +35,27 @@ const Spec& TheSpec() {
 
 std::atomic<long> hits{0};
 
+bool Hit(const std::string& spec_name) {
+  const Spec& s = TheSpec();
+  if (s.name.empty() || s.name != spec_name) return false;
+  return hits.fetch_add(1) + 1 == s.hit;
+}
+
 }  // namespace
 
 void CrashPoint(const std::string& name) {
-  const Spec& s = TheSpec();
-  if (s.name.empty() || s.name != name) return;
-  if (hits.fetch_add(1) + 1 != s.hit) return;
-  GT_LOG(0, "failpoint ", name, "#", s.hit, ": killing this process (SIGKILL)");
+  if (!Hit(name)) return;
+  GT_LOG(0, "failpoint ", name, "#", TheSpec().hit, ": killing this process (SIGKILL)");
   ::kill(::getpid(), SIGKILL);
   ::_exit(137);  // not reached
+}
+
+absl::Status InjectedError(const std::string& name) {
+  if (!Hit("error:" + name)) return absl::OkStatus();
+  std::string what =
+      "failpoint error:" + name + "#" + std::to_string(TheSpec().hit) + ": injected error";
+  GT_LOG(0, what);
+  return absl::UnavailableError(what);
 }
 
 }  // namespace gputravel

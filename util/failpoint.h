@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "absl/status/status.h"
+
 namespace gputravel {
 
 // Crash injection for the recovery tests. When the environment variable
@@ -14,6 +16,14 @@ namespace gputravel {
 // may lose. Unset, it costs one comparison. It can only take a process down,
 // never change what it does otherwise, so it carries no security weight.
 void CrashPoint(const std::string& name);
+
+// Error injection for the same tests: when GPUTRAVEL_FAILPOINT is
+// "error:NAME" or "error:NAME#N", the N-th (default first) call of
+// InjectedError(NAME) returns UNAVAILABLE, as a storage or RPC failure at
+// that point would, and every other call returns OK. It stands for a failure
+// the code must already handle (the caller treats it like the real one), so
+// it can only make an operation fail, never let one through.
+absl::Status InjectedError(const std::string& name);
 
 }  // namespace gputravel
 
