@@ -17,6 +17,7 @@
 #include "keyxfer/x509.h"
 #include "util/daemon_main.h"
 #include "util/files.h"
+#include "util/json_fields.h"
 #include "util/grpc_status.h"
 #include "util/log.h"
 
@@ -28,7 +29,7 @@ int Run(int argc, char** argv) {
   DaemonArgs args = ParseDaemonArgsOrExit(
       argc, argv, kProgram,
       "Emulated NVIDIA H100 in confidential-computing mode (development\n"
-      "and tests only; the real GPU is reached through the NVIDIA driver).\n"
+      "and tests only: the project has no NVIDIA driver backend yet).\n"
       "Config JSON: {\"serial\", \"memory_bytes\", \"identity_key\" (PEM),\n"
       "\"identity_cert\" (PEM), \"socket_dir\", \"domains\": [..],\n"
       "\"shared_dirs\": {DOMAIN: DIR} (each holder domain's shared memory, the\n"
@@ -39,6 +40,15 @@ int Run(int argc, char** argv) {
   auto cfg = ReadJsonFile(where);
   if (!cfg.ok()) {
     std::fprintf(stderr, "emulated_gpu: %s\n", std::string(cfg.status().message()).c_str());
+    return 2;
+  }
+  absl::Status unknown = RefuseUnknownFields(
+      *cfg,
+      {"serial", "memory_bytes", "identity_key", "identity_cert", "socket_dir", "domains",
+       "shared_dirs", "admin_socket", "rotation_threshold", "heartbeat_period_seconds"},
+      where);
+  if (!unknown.ok()) {
+    std::fprintf(stderr, "emulated_gpu: %s\n", std::string(unknown.message()).c_str());
     return 2;
   }
   EmulatedGpuOptions opts;

@@ -606,6 +606,21 @@ TEST_F(AuthorizationTest, GpuDaemonRefusesSharedMemoryThatIsNotEachDomainsOwn) {
     EXPECT_NE(log.find(c.says), std::string::npos) << c.shared_dirs.dump() << "\n" << log;
     EXPECT_NE(access((t.path() + "/admin.sock").c_str(), F_OK), 0) << "it served";
   }
+  // A misspelt optional field is refused, not taken as its default.
+  (*dev)["shared_dirs"] = {{"td-holder-a", t.path() + "/a"}};
+  (*dev)["heartbeat_seconds"] = 4;
+  const std::string cfg = t.path() + "/dev-unknown.json";
+  ASSERT_TRUE(WriteFile(cfg, dev->dump(), 0600).ok());
+  Subprocess p;
+  ASSERT_TRUE(p.Start({*bin_dir + "/device/emulated_gpu_daemon", "--config=" + cfg},
+                      cfg + ".log")
+                  .ok());
+  for (int i = 0; i < 2000 && p.Running(); ++i) usleep(10000);
+  if (p.Running()) p.Terminate(1000);
+  const std::string log = ReadFile(cfg + ".log").value_or("");
+  ASSERT_TRUE(WIFEXITED(p.exit_status())) << log;
+  EXPECT_EQ(WEXITSTATUS(p.exit_status()), 2) << log;
+  EXPECT_NE(log.find("unknown field 'heartbeat_seconds'"), std::string::npos) << log;
 }
 
 // The host holds the MUX's key: with it, it gets neither the holders' keys

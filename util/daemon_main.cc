@@ -9,6 +9,7 @@
 #include "util/flags.h"
 #include "util/grpc_status.h"
 #include "util/log.h"
+#include "util/no_core_dumps.h"
 
 namespace gputravel {
 
@@ -35,6 +36,8 @@ DaemonArgs ParseDaemonArgsOrExit(int argc, char** argv, const std::string& progr
   if (!flags.positional().empty()) {
     ExitStartupError(program, "unexpected argument '" + flags.positional()[0] + "'");
   }
+  absl::Status no_dumps = DisableCoreDumps();
+  if (!no_dumps.ok()) ExitStartupError(program, std::string(no_dumps.message()));
   SetLogLevel(flags.GetInt("v"));
   SetLogPrefix(program);
   BlockTerminationSignals();
@@ -57,6 +60,10 @@ void ServeUntilSignal(const std::string& program,
     int port = 0;
     b.AddListeningPort(e.address,
                        e.credentials ? e.credentials : grpc::InsecureServerCredentials(), &port);
+    // Clients' keepalive pings (auth/tls_config.h) on an otherwise quiet
+    // stream, such as a watch with no new event, are welcome: without this
+    // gRPC answers the third with GOAWAY.
+    b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
     b.SetMaxReceiveMessageSize(kMaxMessageBytes);
     b.SetMaxSendMessageSize(kMaxMessageBytes);
     for (grpc::Service* service : e.services) b.RegisterService(service);

@@ -1,8 +1,10 @@
 #include "vfio_mux/backend_factory.h"
 
 #include <map>
+#include <set>
 
 #include "util/files.h"
+#include "util/json_fields.h"
 #include "vfio_mux/emulated_backend.h"
 #include "vfio_mux/libvirt/libvirt_backend.h"
 #include "vfio_mux/sysfs/sysfs_backend.h"
@@ -54,8 +56,11 @@ absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeSysfs(const nlohmann::json& 
     return absl::InvalidArgumentError(where + ": backend 'sysfs' needs an object 'sysfs'");
   }
   const auto& s = config["sysfs"];
+  absl::Status st = RefuseUnknownFields(
+      s, {"sysfs_root", "proc_root", "driver_timeout_ms", "prepare_on_start", "gpus"}, at);
+  if (!st.ok()) return st;
   SysfsBackendOptions o;
-  absl::Status st = ParseSysfsRoots(s, at, &o.sysfs);
+  st = ParseSysfsRoots(s, at, &o.sysfs);
   if (!st.ok()) return st;
   auto prep = Bool(s, at, "prepare_on_start", false);
   if (!prep.ok()) return prep.status();
@@ -64,6 +69,8 @@ absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeSysfs(const nlohmann::json& 
     if (!s["gpus"].is_array()) return absl::InvalidArgumentError(at + ": 'gpus' must be an array");
     for (const auto& g : s["gpus"]) {
       SysfsGpuConfig gc;
+      st = RefuseUnknownFields(g, {"bdf", "name"}, at + ".gpus[]");
+      if (!st.ok()) return st;
       auto bdf = JsonString(g, at + ".gpus[]", "bdf");
       if (!bdf.ok()) return bdf.status();
       gc.bdf = *bdf;
@@ -87,6 +94,10 @@ absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeLibvirt(const nlohmann::json
     return absl::InvalidArgumentError(where + ": backend 'libvirt' needs an object 'libvirt'");
   }
   const auto& s = config["libvirt"];
+  absl::Status known = RefuseUnknownFields(
+      s, {"uri", "detach_timeout_ms", "check_sysfs", "sysfs_root", "proc_root",
+          "driver_timeout_ms", "domain_names", "gpus"}, at);
+  if (!known.ok()) return known;
   LibvirtBackendOptions o;
   if (s.contains("uri")) {
     auto v = JsonString(s, at, "uri");
@@ -117,6 +128,8 @@ absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeLibvirt(const nlohmann::json
   }
   for (const auto& g : s["gpus"]) {
     LibvirtGpuConfig gc;
+    known = RefuseUnknownFields(g, {"bdf", "name", "alias"}, at + ".gpus[]");
+    if (!known.ok()) return known;
     auto bdf = JsonString(g, at + ".gpus[]", "bdf");
     if (!bdf.ok()) return bdf.status();
     gc.bdf = *bdf;
@@ -139,6 +152,11 @@ absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeRoutingBackend(
     const nlohmann::json& config, const std::string& where) {
   auto backend = JsonString(config, where, "backend");
   if (!backend.ok()) return backend.status();
+  // The daemon's own fields (vfio_mux/mux_main.cc) and the backend's.
+  std::set<std::string> known = {"listen", "state_file", "audit_log", "tls", "backend"};
+  known.insert(*backend == "sysfs" || *backend == "libvirt" ? *backend : "gpus");
+  absl::Status unknown = RefuseUnknownFields(config, known, where);
+  if (!unknown.ok()) return unknown;
   if (*backend == "sysfs") return MakeSysfs(config, where);
   if (*backend == "libvirt") return MakeLibvirt(config, where);
   if (*backend != "emulated") {
@@ -150,6 +168,8 @@ absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeRoutingBackend(
   }
   std::map<std::string, std::string> endpoints;
     for (const auto& g : config["gpus"]) {
+      unknown = RefuseUnknownFields(g, {"name", "admin_endpoint"}, where + ": gpus[]");
+      if (!unknown.ok()) return unknown;
       auto name = JsonString(g, where + ": gpus[]", "name");
       if (!name.ok()) return name.status();
       auto ep = JsonString(g, where + ": gpus[" + *name + "]", "admin_endpoint");

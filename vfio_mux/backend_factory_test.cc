@@ -43,5 +43,42 @@ TEST(BackendFactoryTest, LibvirtSectionChecked) {
   EXPECT_NE(s.message().find("'bdf'"), std::string::npos);
 }
 
+// A misspelt field is refused, not ignored, at every level: a sysfs or
+// libvirt option would otherwise take its default silently.
+TEST(BackendFactoryTest, UnknownFieldsRefusedAtEveryLevel) {
+  auto s = Make(R"({"backend": "emulated", "listen": "x", "state_file": "x", "audit_log": "x",
+                    "tls": {}, "gpu": [], "gpus": [{"name": "gpu0", "admin_endpoint": "unix:/x"}]})");
+  EXPECT_NE(s.message().find("mux.json: unknown field 'gpu'"), std::string::npos) << s;
+  s = Make(R"({"backend": "emulated", "sysfs": {},
+               "gpus": [{"name": "gpu0", "admin_endpoint": "unix:/x"}]})");
+  EXPECT_NE(s.message().find("unknown field 'sysfs'"), std::string::npos) << s;
+  s = Make(R"({"backend": "emulated", "gpus": [{"name": "g", "admin_endpoint": "u", "bdf": "b"}]})");
+  EXPECT_NE(s.message().find("gpus[]: unknown field 'bdf'"), std::string::npos) << s;
+  s = Make(R"({"backend": "sysfs", "sysfs": {"driver_timeout": 5}})");
+  EXPECT_NE(s.message().find("sysfs: unknown field 'driver_timeout'"), std::string::npos) << s;
+  s = Make(R"({"backend": "sysfs", "sysfs": {"gpus": [{"bdf": "0000:98:00.0", "alias": "a"}]}})");
+  EXPECT_NE(s.message().find("unknown field 'alias'"), std::string::npos) << s;
+  s = Make(R"({"backend": "libvirt", "libvirt": {"detach_timeout": 5, "gpus": []}})");
+  EXPECT_NE(s.message().find("libvirt: unknown field 'detach_timeout'"), std::string::npos) << s;
+  s = Make(R"({"backend": "libvirt", "libvirt": {"gpus": [{"bdf": "b", "domain": "d"}]}})");
+  EXPECT_NE(s.message().find("libvirt.gpus[]: unknown field 'domain'"), std::string::npos) << s;
+}
+
+// Every field of the shipped examples is known (the examples' placeholders
+// are for the backends to refuse, not the parser).
+TEST(BackendFactoryTest, ShippedExamplesUseOnlyKnownFields) {
+  for (const char* path : {"deploy/examples/mux-sysfs.json", "deploy/examples/mux-libvirt.json"}) {
+    FILE* f = fopen(path, "r");
+    ASSERT_NE(f, nullptr) << path;
+    std::string text;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    fclose(f);
+    auto s = Make(text);
+    EXPECT_EQ(s.message().find("unknown field"), std::string::npos) << path << ": " << s;
+  }
+}
+
 }  // namespace
 }  // namespace gputravel
