@@ -20,11 +20,12 @@ const std::set<std::string> kKnownGpuFields = {"name", "device_endpoint", "devic
     lhs = *_r;                          \
   }
 
+// Errors read "PREFIX" + field + ": unknown field".
 absl::Status CheckKnown(const nlohmann::json& j, const std::set<std::string>& known,
-                        const std::string& at) {
+                        const std::string& prefix) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (!known.count(it.key())) {
-      return absl::InvalidArgumentError(at + "." + it.key() + ": unknown field");
+      return absl::InvalidArgumentError(prefix + it.key() + ": unknown field");
     }
   }
   return absl::OkStatus();
@@ -35,7 +36,7 @@ absl::Status CheckKnown(const nlohmann::json& j, const std::set<std::string>& kn
 absl::StatusOr<OrchestratorConfig> ParseOrchestratorConfig(const nlohmann::json& j,
                                                            const std::string& where) {
   if (!j.is_object()) return absl::InvalidArgumentError(where + ": must be a JSON object");
-  absl::Status s = CheckKnown(j, kKnownFields, where + ":");
+  absl::Status s = CheckKnown(j, kKnownFields, where + ": ");
   if (!s.ok()) return s;
   OrchestratorConfig cfg;
   ASSIGN_OR_RETURN_CFG(cfg.listen, JsonString(j, where, "listen"));
@@ -51,7 +52,7 @@ absl::StatusOr<OrchestratorConfig> ParseOrchestratorConfig(const nlohmann::json&
     const auto& g = j["gpus"][i];
     const std::string gat = where + ": gpus[" + std::to_string(i) + "]";
     if (!g.is_object()) return absl::InvalidArgumentError(gat + ": must be an object");
-    s = CheckKnown(g, kKnownGpuFields, gat);
+    s = CheckKnown(g, kKnownGpuFields, gat + ".");
     if (!s.ok()) return s;
     GpuConfig gc;
     ASSIGN_OR_RETURN_CFG(gc.name, JsonString(g, gat, "name"));

@@ -38,7 +38,7 @@ struct OrchestratorConfig {
 };
 
 // Parses and validates; every error names the file and the field
-// (e.g. "orch.json: gpus[1].device_ca: missing"). Checks that the TLS files
+// (e.g. "orch.json: gpus[1]: missing field 'device_ca'"). Checks that the TLS files
 // are readable and consistent (auth/tls_config.h).
 absl::StatusOr<OrchestratorConfig> ParseOrchestratorConfig(const nlohmann::json& j,
                                                            const std::string& where);

@@ -70,7 +70,7 @@ struct BadCase {
 TEST_F(DaemonConfigTest, EveryBadFieldIsNamed) {
   const std::vector<BadCase> cases = {
       {"NotObject", [](nlohmann::json& j) { j = nlohmann::json::array(); }, "o.json: must be"},
-      {"UnknownField", [](nlohmann::json& j) { j["campaigns"] = 1; }, "o.json:.campaigns: unknown field"},
+      {"UnknownField", [](nlohmann::json& j) { j["campaigns"] = 1; }, "o.json: campaigns: unknown field"},
       {"MissingListen", [](nlohmann::json& j) { j.erase("listen"); }, "listen"},
       {"ListenNotString", [](nlohmann::json& j) { j["listen"] = 5; }, "listen"},
       {"MissingDomain", [](nlohmann::json& j) { j.erase("domain"); }, "domain"},

@@ -17,7 +17,8 @@ usage() {
 Usage: $PROG --bdf DDDD:BB:SS.F [options]
 
 Prepares one NVIDIA GPU for the GPU Travelling MUX:
-  1. checks the kernel command line for intel_iommu=on (and iommu=pt);
+  1. checks that the Intel IOMMU is on (intel_iommu=on on the kernel
+     command line, or on by the kernel's default) and iommu=pt;
   2. makes sure the vfio-pci driver is loaded (modprobe vfio-pci);
   3. checks the device is an NVIDIA GPU and its IOMMU group is viable;
   4. binds it to vfio-pci (driver_override, unbind, drivers_probe);
@@ -140,8 +141,22 @@ wait_for_driver() { # WANT STEP  (WANT empty: no driver)
 
 [[ -r "$CMDLINE_FILE" ]] || die "cannot read $CMDLINE_FILE"
 CMDLINE=" $(cat "$CMDLINE_FILE") "
-if [[ "$CMDLINE" != *" intel_iommu=on "* ]]; then
-  die "intel_iommu=on is not on the kernel command line ($CMDLINE_FILE): add 'intel_iommu=on iommu=pt' to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub, enable VT-d in the firmware, and reboot"
+# intel_iommu= takes a comma list (on,sm_on,...); the last one given wins.
+# Kernels built with CONFIG_INTEL_IOMMU_DEFAULT_ON need none: an active
+# Intel IOMMU shows as a dmar unit under /sys/class/iommu.
+IOMMU_OPTS=""
+for word in $CMDLINE; do
+  [[ "$word" == intel_iommu=* ]] && IOMMU_OPTS=",${word#intel_iommu=},"
+done
+GRUB_HINT="add 'intel_iommu=on iommu=pt' to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub, enable VT-d in the firmware, and reboot"
+if [[ "$IOMMU_OPTS" == *",off,"* ]]; then
+  die "intel_iommu=off is on the kernel command line ($CMDLINE_FILE): remove it; $GRUB_HINT"
+elif [[ "$IOMMU_OPTS" != *",on,"* ]]; then
+  if compgen -G "$SYSFS_ROOT/class/iommu/dmar*" > /dev/null; then
+    info "intel_iommu=on is not on the kernel command line, but the kernel enabled the Intel IOMMU by default ($SYSFS_ROOT/class/iommu has dmar units)"
+  else
+    die "intel_iommu=on is not on the kernel command line ($CMDLINE_FILE) and no Intel IOMMU is active ($SYSFS_ROOT/class/iommu has no dmar unit): $GRUB_HINT"
+  fi
 fi
 if [[ "$CMDLINE" != *" iommu=pt "* ]]; then
   warn "iommu=pt is not on the kernel command line: host devices will use DMA translation (slower); add it next to intel_iommu=on"

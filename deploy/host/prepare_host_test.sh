@@ -165,6 +165,27 @@ expect_rc 1
 expect_out "intel_iommu=on is not on the kernel command line"
 expect_out "update-grub"
 
+CASE="intel-iommu-off"
+new_host iommuoff
+echo "ro intel_iommu=off iommu=pt" > "$H/cmdline"
+run_on --bdf "$GPU" --dry-run
+expect_rc 1
+expect_out "intel_iommu=off is on the kernel command line"
+
+CASE="intel-iommu-option-list"
+new_host iommulist
+echo "ro intel_iommu=on,sm_on iommu=pt" > "$H/cmdline"
+run_on --bdf "$GPU" --dry-run
+expect_rc 0
+
+CASE="intel-iommu-on-by-kernel-default"
+new_host iommudefault
+echo "ro quiet iommu=pt" > "$H/cmdline"
+mkdir -p "$H/sys/class/iommu/dmar0"
+run_on --bdf "$GPU" --dry-run
+expect_rc 0
+expect_out "enabled the Intel IOMMU by default"
+
 CASE="no-iommu-pt-warns"
 new_host nopt
 echo "ro intel_iommu=on" > "$H/cmdline"
