@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -41,10 +42,36 @@ bool Exists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
+absl::Status AlreadyExists(const std::string& path, const std::string& hint) {
+  return absl::AlreadyExistsError(
+      absl::StrCat(path, " already exists; refusing to overwrite it (", hint, ")"));
+}
+
+// An early, friendly check; WriteNewFile refuses an existing path (a symbolic
+// link included) again at open time, so nothing that appears in between is
+// ever followed or overwritten.
 absl::Status RefuseOverwrite(const std::string& path, const std::string& hint) {
-  if (Exists(path)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat(path, " already exists; refusing to overwrite it (", hint, ")"));
+  if (Exists(path)) return AlreadyExists(path, hint);
+  return absl::OkStatus();
+}
+
+// The PKI directory holds private keys: whoever else may create, rename or
+// remove entries in it could swap a certificate or plant a link. A directory
+// that does not exist (yet) passes; its creator makes it 0700.
+absl::Status RefuseSharedDirectory(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return absl::OkStatus();
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(dir + " exists and is not a directory");
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the PKI directory ", dir, " is writable by ",
+        (st.st_mode & S_IWOTH) != 0 ? "other users" : "its group", " (mode ", mode,
+        "); it holds private keys, so only its owner may write to it: run `chmod go-w ",
+        dir, "` or use a new directory"));
   }
   return absl::OkStatus();
 }
@@ -52,12 +79,7 @@ absl::Status RefuseOverwrite(const std::string& path, const std::string& hint) {
 absl::Status EnsureDirectory(const std::string& dir) {
   if (dir.empty()) return absl::InvalidArgumentError("PKI directory is empty");
   struct stat st;
-  if (::stat(dir.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) {
-      return absl::InvalidArgumentError(dir + " exists and is not a directory");
-    }
-    return absl::OkStatus();
-  }
+  if (::stat(dir.c_str(), &st) == 0) return RefuseSharedDirectory(dir);
   if (::mkdir(dir.c_str(), 0700) != 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot create directory ", dir, ": ", std::strerror(errno)));
@@ -122,19 +144,26 @@ absl::Status Sign(X509* cert, const EcKey& key) {
   return absl::OkStatus();
 }
 
-// Writes the key (0600) then the certificate; removes the key if the
-// certificate cannot be written so no half-issued identity is left behind.
+// Writes the key (0600) then the certificate, each created exclusively (an
+// existing file or symbolic link is refused, never followed); removes the key
+// if the certificate cannot be written so no half-issued identity is left
+// behind.
 absl::Status WriteKeyAndCert(const std::string& key_path, const EcKey& key,
-                             const std::string& cert_path, X509* cert) {
+                             const std::string& cert_path, X509* cert,
+                             const std::string& hint) {
+  const std::string cert_pem = CertificateToPem(cert);
+  if (cert_pem.empty()) return absl::InternalError("OpenSSL: cannot encode the certificate");
   absl::StatusOr<SecretBytes> pem = key.PrivateKeyPem();
   if (!pem.ok()) return pem.status();
   std::string staging(reinterpret_cast<const char*>(pem->data()), pem->size());
-  absl::Status ws = WriteFile(key_path, staging, 0600);
-  Zeroize(&staging[0], staging.size());
+  absl::Status ws = WriteNewFile(key_path, staging, 0600);
+  if (!staging.empty()) Zeroize(&staging[0], staging.size());
+  if (ws.code() == absl::StatusCode::kAlreadyExists) return AlreadyExists(key_path, hint);
   if (!ws.ok()) return ws;
-  ws = WriteFile(cert_path, CertificateToPem(cert), 0644);
+  ws = WriteNewFile(cert_path, cert_pem, 0644);
   if (!ws.ok()) {
     ::unlink(key_path.c_str());
+    if (ws.code() == absl::StatusCode::kAlreadyExists) return AlreadyExists(cert_path, hint);
     return ws;
   }
   return absl::OkStatus();
@@ -185,7 +214,7 @@ absl::Status InitCampaignCa(const std::string& dir, const std::string& campaign,
     return s;
   }
   if (!(s = Sign(cert.get(), *key)).ok()) return s;
-  return WriteKeyAndCert(CaKeyPath(dir), *key, CaCertPath(dir), cert.get());
+  return WriteKeyAndCert(CaKeyPath(dir), *key, CaCertPath(dir), cert.get(), hint);
 }
 
 absl::StatusOr<IssuedFiles> IssueIdentity(const std::string& dir, const Identity& id,
@@ -197,6 +226,7 @@ absl::StatusOr<IssuedFiles> IssueIdentity(const std::string& dir, const Identity
   const std::string hint = "remove it first to re-issue " + DescribeIdentity(id);
   if (!(s = RefuseOverwrite(out.cert, hint)).ok()) return s;
   if (!(s = RefuseOverwrite(out.key, hint)).ok()) return s;
+  if (!(s = RefuseSharedDirectory(dir)).ok()) return s;
 
   // The campaign CA.
   const std::string init_hint =
@@ -264,7 +294,7 @@ absl::StatusOr<IssuedFiles> IssueIdentity(const std::string& dir, const Identity
     return s;
   }
   if (!(s = Sign(cert.get(), *ca_key)).ok()) return s;
-  if (!(s = WriteKeyAndCert(out.key, *key, out.cert, cert.get())).ok()) return s;
+  if (!(s = WriteKeyAndCert(out.key, *key, out.cert, cert.get(), hint)).ok()) return s;
   return out;
 }
 

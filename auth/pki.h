@@ -17,6 +17,11 @@ namespace gputravel {
 //   DIR/<role>-<name>.pem, DIR/<role>-<name>.key   one per identity (key 0600)
 //
 // Nothing is ever overwritten: re-issuing means removing the files first.
+// Every file is created exclusively (O_EXCL|O_NOFOLLOW), so a file or symbolic
+// link that appears at one of these paths is refused, never followed. DIR must
+// be writable by its owner only: a directory writable by its group or by
+// others is refused (FAILED_PRECONDITION), since whoever may add or rename
+// entries in it could swap a certificate or key.
 
 // Validity limits accepted for --days.
 inline constexpr int kMinValidDays = 1;

@@ -186,7 +186,10 @@ int Show(int argc, char** argv) {
                         {"serial", info->serial},
                         {"not_before", info->not_before},
                         {"not_after", info->not_after}};
-    std::printf("%s\n", j.dump(2).c_str());
+    // The path and the certificate's text need not be valid UTF-8: replace
+    // invalid bytes (U+FFFD) instead of letting dump() throw.
+    std::printf("%s\n",
+                j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return kOk;
   }
   std::printf("file:        %s\n", path.c_str());

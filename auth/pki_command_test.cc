@@ -171,5 +171,20 @@ TEST_F(PkiCommandTest, IssueWithoutCaFails) {
   EXPECT_TRUE(Contains(r.err, "gputravel pki init --dir " + Dir())) << r.err;
 }
 
+TEST_F(PkiCommandTest, ShowJsonSurvivesInvalidUtf8) {
+  Result r = Pki({"init", "--dir", Dir(), "--campaign", "trial"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  // A file name that is not UTF-8 (Latin-1 "\xe9", then a stray byte).
+  const std::string path = tmp_.path() + "/caf\xe9-\xff.pem";
+  ASSERT_TRUE(WriteFile(path, *ReadFile(Dir() + "/ca.pem")).ok());
+  r = Pki({"show", "--cert", path, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j["ca"], true);
+  EXPECT_EQ(j["file"], tmp_.path() + "/caf\xef\xbf\xbd-\xef\xbf\xbd.pem")
+      << "invalid bytes become U+FFFD";
+}
+
 }  // namespace
 }  // namespace gputravel

@@ -6,11 +6,14 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <memory>
+#include <string>
 
 #include "auth/test_server.h"
 #include "gtest/gtest.h"
+#include "keyxfer/ec_key.h"
 #include "keyxfer/x509.h"
 #include "util/files.h"
 
@@ -202,6 +205,115 @@ TEST_F(PkiTest, IssueRefusesMismatchedCaKey) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("is not the private key of"), std::string::npos)
       << r.status();
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0;
+}
+
+TEST_F(PkiTest, WriteNewFileNeverFollowsOrReplaces) {
+  const std::string target = tmp_.path() + "/target";
+  ASSERT_TRUE(WriteFile(target, "precious", 0644).ok());
+  // A symbolic link to an existing file is refused; the file is untouched.
+  const std::string link = tmp_.path() + "/link";
+  ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
+  absl::Status s = WriteNewFile(link, "attacker", 0600);
+  EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists) << s;
+  EXPECT_NE(s.message().find(link + " already exists"), std::string::npos) << s;
+  EXPECT_EQ(*ReadFile(target), "precious");
+  // A dangling link is refused and its target is not created.
+  const std::string missing = tmp_.path() + "/missing";
+  const std::string dangling = tmp_.path() + "/dangling";
+  ASSERT_EQ(symlink(missing.c_str(), dangling.c_str()), 0);
+  EXPECT_EQ(WriteNewFile(dangling, "x", 0600).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_FALSE(PathExists(missing));
+  // An existing file is neither truncated nor replaced.
+  EXPECT_EQ(WriteNewFile(target, "x", 0600).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(*ReadFile(target), "precious");
+  // A new file gets the contents and the mode.
+  const std::string fresh = tmp_.path() + "/fresh";
+  ASSERT_TRUE(WriteNewFile(fresh, "data", 0600).ok());
+  EXPECT_EQ(*ReadFile(fresh), "data");
+  EXPECT_EQ(ModeOf(fresh), 0600);
+  // A failed open names the file and leaves nothing behind.
+  s = WriteNewFile(tmp_.path() + "/no/such/dir/f", "x", 0600);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("cannot write " + tmp_.path() + "/no/such/dir/f"),
+            std::string::npos)
+      << s;
+}
+
+TEST_F(PkiTest, IssueRefusesSymlinkAtKeyPath) {
+  ASSERT_TRUE(InitCampaignCa(Dir(), "trial", 30).ok());
+  const Identity id{"holder", "hospital-a"};
+  const std::string victim = tmp_.path() + "/victim";
+  ASSERT_TRUE(WriteFile(victim, "precious", 0644).ok());
+  ASSERT_EQ(symlink(victim.c_str(), IdentityKeyPath(Dir(), id).c_str()), 0);
+  absl::StatusOr<IssuedFiles> r = IssueIdentity(Dir(), id, 10);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(r.status().message().find(IdentityKeyPath(Dir(), id) + " already exists"),
+            std::string::npos)
+      << r.status();
+  EXPECT_EQ(*ReadFile(victim), "precious") << "the link's target must be untouched";
+  EXPECT_FALSE(PathExists(IdentityCertPath(Dir(), id))) << "no certificate without its key";
+  // A dangling link at the CA key of a new campaign: its target is never
+  // created, and no CA certificate is written.
+  TempDir other;
+  const std::string planted = tmp_.path() + "/planted.key";
+  ASSERT_EQ(symlink(planted.c_str(), CaKeyPath(other.path()).c_str()), 0);
+  EXPECT_EQ(InitCampaignCa(other.path(), "trial", 30).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_FALSE(PathExists(planted));
+  EXPECT_FALSE(PathExists(CaCertPath(other.path())));
+}
+
+TEST_F(PkiTest, RefusesDirectoryWritableByOthers) {
+  const std::string shared = tmp_.path() + "/shared";
+  ASSERT_EQ(mkdir(shared.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(shared.c_str(), 0777), 0);
+  absl::Status s = InitCampaignCa(shared, "trial", 30);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find(shared + " is writable by other users (mode 0777)"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.message().find("chmod go-w " + shared), std::string::npos) << s;
+  EXPECT_FALSE(PathExists(CaKeyPath(shared)));
+  EXPECT_FALSE(PathExists(CaCertPath(shared)));
+  // Issuing into a PKI directory that has become group-writable is refused too.
+  ASSERT_TRUE(InitCampaignCa(Dir(), "trial", 30).ok());
+  ASSERT_EQ(chmod(Dir().c_str(), 0770), 0);
+  absl::StatusOr<IssuedFiles> r = IssueIdentity(Dir(), {"holder", "a"}, 10);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("writable by its group (mode 0770)"), std::string::npos)
+      << r.status();
+  EXPECT_FALSE(PathExists(Dir() + "/holder-a.key"));
+  ASSERT_EQ(chmod(Dir().c_str(), 0700), 0);
+  EXPECT_TRUE(IssueIdentity(Dir(), {"holder", "a"}, 10).ok());
+}
+
+// keyxfer/x509 and auth's parser both refuse DER with bytes after the
+// certificate.
+TEST_F(PkiTest, DerWithTrailingBytesIsRefused) {
+  ASSERT_TRUE(InitCampaignCa(Dir(), "trial", 30).ok());
+  absl::StatusOr<IssuedFiles> f = IssueIdentity(Dir(), {"holder", "a"}, 10);
+  ASSERT_TRUE(f.ok()) << f.status();
+  absl::StatusOr<std::string> leaf = CertificatePemToDer(*ReadFile(f->cert));
+  absl::StatusOr<std::string> ca = CertificatePemToDer(*ReadFile(CaCertPath(Dir())));
+  ASSERT_TRUE(leaf.ok() && ca.ok());
+  ASSERT_TRUE(VerifyCertificate(*leaf, *ca).ok());
+  EXPECT_EQ(VerifyCertificate(*leaf + "x", *ca).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(VerifyCertificate(*leaf, *ca + std::string(1, '\0')).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(CertificateDerToPem(*leaf).ok());
+  EXPECT_FALSE(CertificateDerToPem(*leaf + "x").ok());
+  absl::StatusOr<EcKey> key = EcKey::Generate(Curve::kP256);
+  ASSERT_TRUE(key.ok());
+  EXPECT_TRUE(IssueCertificate(*key, "x", *key, *ca + "x", false, 1).status().code() ==
+              absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(DescribeCertificate(*leaf + "x").ok());
 }
 
 }  // namespace

@@ -51,6 +51,16 @@ absl::StatusOr<Loaded> Load(const TlsFiles& f, const Labeler& label) {
         label("ca") + ": " + f.ca +
         " is not a CA certificate (it should be the campaign's ca.pem; were ca and cert swapped?)");
   }
+  // Only the first certificate is checked here, but gRPC would trust every
+  // certificate in the file: a bundle could make a connection trust a CA that
+  // nothing verified.
+  const int ca_count = CountPemCertificates(*ca);
+  if (ca_count > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        label("ca"), ": ", f.ca, " holds ", ca_count,
+        " certificates; it must hold exactly one, the campaign CA (ca.pem from "
+        "`gputravel pki init`): one campaign CA per file"));
+  }
   X509Ptr cert_x = ParseCertificate(*cert);
   if (!cert_x) {
     return absl::InvalidArgumentError(label("cert") + ": " + f.cert + " is not a PEM certificate");
@@ -78,7 +88,11 @@ absl::StatusOr<Loaded> Load(const TlsFiles& f, const Labeler& label) {
     return absl::InvalidArgumentError(
         absl::StrCat(label("cert"), ": ", f.cert, ": ", id.status().message()));
   }
-  out.ca_pem = std::move(*ca);
+  // gRPC gets the very certificate checked above, as PEM (the file may be DER).
+  out.ca_pem = CertificateToPem(ca_x.get());
+  if (out.ca_pem.empty()) {
+    return absl::InternalError(label("ca") + ": OpenSSL: cannot encode " + f.ca + " as PEM");
+  }
   out.cert_pem = std::move(*cert);
   out.identity = *id;
   return out;
@@ -165,7 +179,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeSecureChannel(
-    const std::string& endpoint, const TlsFiles& files, const Identity& expected_server) {
+    const std::string& endpoint, const TlsFiles& files, const Identity& expected_server,
+    const SecureChannelOptions& channel_options) {
   if (endpoint.empty()) {
     return absl::InvalidArgumentError("empty endpoint (want unix:/path or host:port)");
   }
@@ -188,6 +203,15 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeSecureChannel(
   args.SetSslTargetNameOverride(ServerNameFor(expected_server));
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
+  if (channel_options.keepalive) {
+    // Ping while a call is open (never on an idle channel), without limit
+    // even when the client sends nothing (a watch only receives), and give
+    // the connection up when a ping goes unanswered.
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kClientKeepaliveTimeMs);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kClientKeepaliveTimeoutMs);
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  }
   return grpc::CreateCustomChannel(endpoint, creds, args);
 }
 

@@ -21,7 +21,8 @@ struct TlsFiles {
 
 // Parses {"ca": PATH, "cert": PATH, "key": PATH}. `where` names the object for
 // errors, e.g. "orch.json: tls" gives "orch.json: tls.cert: missing". Checks
-// that the three files are readable, that the key is the certificate's key,
+// that the three files are readable, that `ca` holds exactly one certificate
+// (a CA; gRPC is given that certificate), that the key is the certificate's key,
 // that the certificate chains to the CA and is valid now, and that it encodes
 // a GPU Travelling identity. Relative paths are used as given (relative to
 // the working directory).
@@ -40,13 +41,33 @@ absl::StatusOr<Identity> LocalIdentity(const TlsFiles& files);
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const TlsFiles& files);
 
+// Client keepalive for long-lived calls (`gputravel watch`, `cancel --wait`):
+// while a call is open the client pings every kClientKeepaliveTimeMs and,
+// when a ping is not answered within kClientKeepaliveTimeoutMs, drops the
+// connection so the call fails UNAVAILABLE instead of waiting forever for a
+// host that vanished. No pings without an open call. Servers must accept a
+// ping this often on a stream that carries no data:
+// GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS <= kClientKeepaliveTimeMs
+// (util/daemon_main.cc), or gRPC answers the third ping with GOAWAY.
+inline constexpr int kClientKeepaliveTimeMs = 20000;
+inline constexpr int kClientKeepaliveTimeoutMs = 10000;
+
+struct SecureChannelOptions {
+  // GRPC_ARG_KEEPALIVE_TIME_MS = kClientKeepaliveTimeMs,
+  // GRPC_ARG_KEEPALIVE_TIMEOUT_MS = kClientKeepaliveTimeoutMs,
+  // GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS = 0,
+  // GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA = 0 (unlimited).
+  bool keepalive = false;
+};
+
 // Client side of mTLS to "unix:/path" or "host:port": presents files.cert and
 // accepts only a server whose certificate chains to files.ca and names
 // `expected_server` (its SAN DNS name ServerNameFor(expected_server), set as
 // GRPC_SSL_TARGET_NAME_OVERRIDE_ARG), so a holder cannot pose as another
 // holder or as the MUX. Messages up to kMaxMessageBytes both ways.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeSecureChannel(
-    const std::string& endpoint, const TlsFiles& files, const Identity& expected_server);
+    const std::string& endpoint, const TlsFiles& files, const Identity& expected_server,
+    const SecureChannelOptions& options = SecureChannelOptions());
 
 }  // namespace gputravel
 

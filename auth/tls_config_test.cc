@@ -5,6 +5,7 @@
 #include "auth/pki.h"
 #include "auth/test_server.h"
 #include "gtest/gtest.h"
+#include "keyxfer/x509.h"
 #include "nlohmann/json.hpp"
 #include "proto/holder.grpc.pb.h"
 #include "util/files.h"
@@ -229,6 +230,60 @@ TEST_F(TlsConfigTest, CredentialConstructorsCheckInputs) {
       MakeSecureChannel(Sock("x"), TestFiles(Pki(), kOrch), Identity{"root", "a"});
   ASSERT_FALSE(ch.ok());
   EXPECT_NE(ch.status().message().find("unknown role 'root'"), std::string::npos);
+}
+
+TEST_F(TlsConfigTest, CaFileMustHoldOneCertificate) {
+  // This campaign's CA followed by another campaign's: only the first would
+  // be checked, but gRPC would trust both.
+  const std::string bundle = tmp_.path() + "/bundle.pem";
+  ASSERT_TRUE(
+      WriteFile(bundle, *ReadFile(CaCertPath(Pki())) + *ReadFile(CaCertPath(OtherPki()))).ok());
+  nlohmann::json j = Json(TestFiles(Pki(), kOrch));
+  j["ca"] = bundle;
+  std::string e = ParseError(j);
+  EXPECT_EQ(e.rfind("orch.json: tls.ca: " + bundle + " holds 2 certificates", 0), 0u) << e;
+  EXPECT_NE(e.find("one campaign CA per file"), std::string::npos) << e;
+  TlsFiles f = TestFiles(Pki(), kOrch);
+  f.ca = bundle;
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> sc = MakeServerCredentials(f);
+  ASSERT_FALSE(sc.ok());
+  EXPECT_NE(sc.status().message().find("TLS ca: " + bundle + " holds 2 certificates"),
+            std::string::npos)
+      << sc.status();
+  EXPECT_FALSE(MakeSecureChannel(Sock("x"), f, kHolderA).ok());
+  EXPECT_FALSE(CheckTlsFiles(f).ok());
+}
+
+TEST_F(TlsConfigTest, DerCaFileIsHandedToGrpcAsTheCheckedCertificate) {
+  absl::StatusOr<std::string> der = CertificatePemToDer(*ReadFile(CaCertPath(Pki())));
+  ASSERT_TRUE(der.ok()) << der.status();
+  const std::string der_path = tmp_.path() + "/ca.der";
+  ASSERT_TRUE(WriteFile(der_path, *der).ok());
+  TlsFiles server_files = TestFiles(Pki(), kHolderA);
+  server_files.ca = der_path;
+  TlsFiles client_files = TestFiles(Pki(), kOrch);
+  client_files.ca = der_path;
+  ASSERT_TRUE(CheckTlsFiles(client_files).ok());
+  auto server = Serve(Sock("der.sock"), server_files);
+  ASSERT_TRUE(server);
+  v1::HolderInfo info;
+  grpc::Status s = GetInfoAs(server->endpoint, client_files, kHolderA, &info);
+  ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+  EXPECT_EQ(info.name(), "orch");
+}
+
+TEST_F(TlsConfigTest, KeepaliveChannelCalls) {
+  auto server = Serve(Sock("ka.sock"), TestFiles(Pki(), kHolderA));
+  ASSERT_TRUE(server);
+  SecureChannelOptions options;
+  options.keepalive = true;
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> ch =
+      MakeSecureChannel(server->endpoint, TestFiles(Pki(), kOrch), kHolderA, options);
+  ASSERT_TRUE(ch.ok()) << ch.status();
+  v1::HolderInfo info;
+  grpc::Status s = GetInfo(*ch, &info);
+  ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+  EXPECT_EQ(info.domain(), "orchestrator");
 }
 
 }  // namespace

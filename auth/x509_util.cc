@@ -30,6 +30,7 @@ std::string TimeString(const ASN1_TIME* t) {
 
 std::string NameLine(X509_NAME* name) {
   BIO* bio = BIO_new(BIO_s_mem());
+  if (bio == nullptr) return "?";
   X509_NAME_print_ex(bio, name, 0, XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB);
   std::string out = BioToString(bio);
   BIO_free(bio);
@@ -57,6 +58,21 @@ X509Ptr ParseCertificate(absl::string_view text) {
   return cert;
 }
 
+int CountPemCertificates(absl::string_view text) {
+  const absl::string_view kBegin = "-----BEGIN ";
+  const absl::string_view kDashes = "-----";
+  int n = 0;
+  size_t pos = 0;
+  while ((pos = text.find(kBegin, pos)) != absl::string_view::npos) {
+    pos += kBegin.size();
+    size_t end = text.find(kDashes, pos);
+    if (end == absl::string_view::npos) break;
+    if (absl::EndsWith(text.substr(pos, end - pos), "CERTIFICATE")) ++n;
+    pos = end + kDashes.size();
+  }
+  return n;
+}
+
 PkeyPtr ParsePrivateKey(absl::string_view pem) {
   BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
   PkeyPtr key(PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr));
@@ -66,8 +82,8 @@ PkeyPtr ParsePrivateKey(absl::string_view pem) {
 
 std::string CertificateToPem(X509* cert) {
   BIO* bio = BIO_new(BIO_s_mem());
-  PEM_write_bio_X509(bio, cert);
-  std::string out = BioToString(bio);
+  if (bio == nullptr) return "";
+  std::string out = PEM_write_bio_X509(bio, cert) == 1 ? BioToString(bio) : std::string();
   BIO_free(bio);
   return out;
 }
@@ -85,8 +101,16 @@ absl::Status VerifyChainsTo(X509* cert, X509* ca) {
     X509_STORE_free(store);
     return absl::InternalError("OpenSSL: out of memory");
   }
-  X509_STORE_add_cert(store, ca);
-  X509_STORE_CTX_init(ctx, store, cert, nullptr);
+  if (X509_STORE_add_cert(store, ca) != 1) {
+    X509_STORE_CTX_free(ctx);
+    X509_STORE_free(store);
+    return absl::InternalError("OpenSSL: cannot add the CA certificate to the trust store");
+  }
+  if (X509_STORE_CTX_init(ctx, store, cert, nullptr) != 1) {
+    X509_STORE_CTX_free(ctx);
+    X509_STORE_free(store);
+    return absl::InternalError("OpenSSL: cannot initialise certificate verification");
+  }
   int ok = X509_verify_cert(ctx);
   int err = X509_STORE_CTX_get_error(ctx);
   X509_STORE_CTX_free(ctx);

@@ -28,6 +28,10 @@ using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyDeleter>;
 
 // One certificate, PEM (first block) or DER. Null if neither parses.
 X509Ptr ParseCertificate(absl::string_view pem_or_der);
+// How many PEM certificate blocks (BEGIN CERTIFICATE, X509 CERTIFICATE or
+// TRUSTED CERTIFICATE, the labels TLS libraries load as trust anchors) `text`
+// holds. 0 for DER.
+int CountPemCertificates(absl::string_view text);
 // PEM private key (any PEM private-key form). Null if it does not parse.
 PkeyPtr ParsePrivateKey(absl::string_view pem);
 

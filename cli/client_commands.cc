@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <memory>
 #include <random>
@@ -19,6 +21,7 @@
 #include "auth/identity.h"
 #include "auth/tls_config.h"
 #include "cli/progress.h"
+#include "cli/terminal_text.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpc/support/log.h"
 #include "grpcpp/grpcpp.h"
@@ -227,9 +230,9 @@ std::string CampaignSummary(const v1::Campaign& c) {
     std::snprintf(buf, sizeof(buf), "%-13s", k);
     out += buf + v + "\n";
   };
-  row("Campaign", c.name());
+  row("Campaign", TerminalSafe(c.name()));
   row("State", StateName(c.state()));
-  row("GPU", c.gpu().empty() ? "-" : c.gpu());
+  row("GPU", c.gpu().empty() ? "-" : TerminalSafe(c.gpu()));
   row("Trips", U64(c.trips_ok()) + " ok, " + U64(c.trips_failed()) + " failed");
   if (c.bytes_total() > 0) {
     row("Provisioned", FormatBytes(c.bytes_provisioned()) + " of " +
@@ -240,7 +243,7 @@ std::string CampaignSummary(const v1::Campaign& c) {
   row("Last loss", c.has_loss() ? FormatLoss(c.last_loss()) : "-");
   row("Created", FormatTime(c.created_unix_ms(), false));
   row("Updated", FormatTime(c.updated_unix_ms(), false));
-  if (!c.error().empty()) row("Error", c.error());
+  if (!c.error().empty()) row("Error", TerminalSafe(c.error()));
   return out;
 }
 
@@ -261,15 +264,15 @@ std::string HoldersTable(const google::protobuf::RepeatedPtrField<v1::HolderStat
   Table t(head, {off + 2, off + 4});
   for (const auto& h : hs) {
     std::vector<std::string> r;
-    if (with_campaign) r.push_back(h.campaign());
-    r.push_back(h.name());
-    r.push_back(h.state().empty() ? "-" : h.state());
+    if (with_campaign) r.push_back(TerminalSafe(h.campaign()));
+    r.push_back(TerminalSafe(h.name()));
+    r.push_back(h.state().empty() ? "-" : TerminalSafe(h.state()));
     r.push_back(std::to_string(h.round()));
     r.push_back(HolderCursor(h));
     r.push_back(U64(h.trips()));
     r.push_back(FormatBytes(h.bytes()));
-    if (with_campaign) r.push_back(h.endpoint().empty() ? "-" : h.endpoint());
-    r.push_back(h.error());
+    if (with_campaign) r.push_back(h.endpoint().empty() ? "-" : TerminalSafe(h.endpoint()));
+    r.push_back(TerminalSafe(h.error()));
     t.Add(std::move(r));
   }
   return t.Render();
@@ -291,11 +294,11 @@ std::string TripsTable(const v1::Campaign& c) {
       std::snprintf(mbs, sizeof(mbs), "%.1f", tr.bytes() / 1e6 / tr.provision_seconds());
     }
     std::string window = FormatBytes(tr.window_offset()) + " +" + FormatBytes(tr.window_length());
-    t.Add({U64(tr.id()), tr.holder(), std::to_string(tr.round()), window,
-           v1::TripStep_Name(tr.step()), running ? "running" : tr.outcome(),
+    t.Add({U64(tr.id()), TerminalSafe(tr.holder()), std::to_string(tr.round()), window,
+           v1::TripStep_Name(tr.step()), running ? "running" : TerminalSafe(tr.outcome()),
            FormatBytes(tr.bytes()), mbs, tr.has_loss() ? FormatLoss(tr.loss()) : "-",
            Flag(tr.digest_match(), running), Flag(tr.scrub_verified(), running),
-           Flag(tr.rekeyed(), running), tr.error()});
+           Flag(tr.rekeyed(), running), TerminalSafe(tr.error())});
   }
   return t.Render();
 }
@@ -307,10 +310,10 @@ std::string EventLine(const v1::Event& e) {
   };
   std::string l = FormatTime(e.time_unix_ms(), true) + "  ";
   l += pad(e.trip() ? "trip " + U64(e.trip()) : "-", 7);
-  l += pad(e.holder().empty() ? "-" : e.holder(), 12);
+  l += pad(e.holder().empty() ? "-" : TerminalSafe(e.holder()), 12);
   l += pad(v1::EventKind_Name(e.kind()), 14);
   l += pad(e.step() == v1::TRIP_STEP_UNSPECIFIED ? "-" : v1::TripStep_Name(e.step()), 10);
-  std::string msg = e.message();
+  std::string msg = TerminalSafe(e.message());
   if (e.kind() == v1::CAMPAIGN_STATE) {
     std::string st = "state " + StateName(e.campaign_state());
     msg = msg.empty() ? st : st + ": " + msg;
@@ -344,7 +347,7 @@ class ProgressDisplay {
 
   void SetCampaign(const v1::Campaign& c) {
     has_campaign_ = true;
-    campaign_ = c.name();
+    campaign_ = TerminalSafe(c.name());
     bytes_done_ = c.bytes_provisioned();
     bytes_total_ = c.bytes_total();
     trips_ok_ = c.trips_ok();
@@ -352,7 +355,7 @@ class ProgressDisplay {
   }
   void TripStarted(uint64_t trip, const std::string& holder) {
     trip_ = trip;
-    holder_ = holder;
+    holder_ = TerminalSafe(holder);
     trip_bytes_ = trip_total_ = 0;
     trip_started_ = false;
     has_trip_ = true;
@@ -440,16 +443,19 @@ class Ctx {
   bool json() const { return flags_.IsSet("json"); }
   const std::string& endpoint() const { return endpoint_; }
 
+  // Messages carry text from the server and from files: escaped for the
+  // terminal as a whole (TerminalSafe leaves already escaped text as it is).
   int Fail(int code, const std::string& msg) {
     std::fflush(stdout);
-    std::fprintf(stderr, "gputravel %s: %s\n", cmd().c_str(), msg.c_str());
+    std::fprintf(stderr, "gputravel %s: %s\n", cmd().c_str(), TerminalSafe(msg).c_str());
     return code;
   }
 
   // Maps a failed call to its exit code and a message that says what to do.
   int RpcError(const grpc::Status& s, const std::string& what,
                const std::string& hint = "") {
-    std::string detail = CodeName(s.error_code()) + ": " + s.error_message();
+    // The message comes from the server (or the network): never raw to a terminal.
+    std::string detail = CodeName(s.error_code()) + ": " + TerminalSafe(s.error_message());
     std::string msg;
     switch (ExitCodeFor(s.error_code())) {
       case kExitUnreachable:
@@ -487,12 +493,15 @@ class Ctx {
       }
     }
     TlsFiles files{flags_.Get("ca"), flags_.Get("cert"), flags_.Get("key")};
+    // Only whether each file can be read, so the error names its flag: the
+    // contents (the private key among them) are read once, by
+    // MakeSecureChannel, which wipes its copy of the key.
     for (auto [flag, path] : {std::pair<const char*, std::string>{"ca", files.ca},
                               {"cert", files.cert},
                               {"key", files.key}}) {
-      auto r = ReadFile(path);
-      if (!r.ok()) {
-        return Fail(kExitUsage, std::string("--") + flag + ": " + std::string(r.status().message()));
+      if (::access(path.c_str(), R_OK) != 0) {
+        return Fail(kExitUsage, std::string("--") + flag + ": cannot read " + path + ": " +
+                                    std::strerror(errno));
       }
     }
     Identity server{kRoleOrchestrator, flags_.Get("server_name")};
@@ -500,7 +509,11 @@ class Ctx {
     if (!st.ok()) return Fail(kExitUsage, "--server_name: " + std::string(st.message()));
     // Also checks that the key is the certificate's, that it chains to the CA
     // and is valid now: a problem with the local files is a usage error.
-    auto ch = MakeSecureChannel(endpoint_, files, server);
+    // Keepalive: `watch` and `cancel --wait` hold a stream open for hours;
+    // a host that vanishes fails it (exit 5) instead of hanging forever.
+    SecureChannelOptions options;
+    options.keepalive = true;
+    auto ch = MakeSecureChannel(endpoint_, files, server, options);
     if (!ch.ok()) return Fail(kExitUsage, std::string(ch.status().message()));
     stub_ = v1::Orchestrator::NewStub(*ch);
     return kExitOk;
@@ -725,9 +738,10 @@ int RunCreate(Ctx& ctx) {
     auto c2 = ctx.Call();
     s = ctx.stub().StartCampaign(c2.get(), ref, &camp);
     if (!s.ok()) {
-      return ctx.RpcError(s, "StartCampaign of '" + ref.name() + "' (the campaign is " +
+      const std::string shown = TerminalSafe(ref.name());  // The name the server gave.
+      return ctx.RpcError(s, "StartCampaign of '" + shown + "' (the campaign is " +
                                  (resp.created() ? "created" : "registered") + ")",
-                          "start it with `gputravel start " + ref.name() + "`");
+                          "start it with `gputravel start " + shown + "`");
     }
     *resp.mutable_campaign() = camp;
     started = true;
@@ -737,18 +751,21 @@ int RunCreate(Ctx& ctx) {
     if (j.is_discarded()) j = nlohmann::json::object();
     j["request_id"] = request_id;
     j["started"] = started;
-    ctx.PrintJson(j.dump());
+    // Never throws: invalid UTF-8 becomes U+FFFD.
+    ctx.PrintJson(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     return kExitOk;
   }
   std::printf("Request id: %s\n", request_id.c_str());
   if (resp.created()) {
-    std::printf("Created campaign '%s'.\n", resp.campaign().name().c_str());
+    std::printf("Created campaign '%s'.\n", TerminalSafe(resp.campaign().name()).c_str());
   } else {
     std::printf("Campaign '%s' already existed for this request id (same specification); "
                 "nothing new was created.\n",
-                resp.campaign().name().c_str());
+                TerminalSafe(resp.campaign().name()).c_str());
   }
-  if (started) std::printf("Started campaign '%s'.\n", resp.campaign().name().c_str());
+  if (started) {
+    std::printf("Started campaign '%s'.\n", TerminalSafe(resp.campaign().name()).c_str());
+  }
   std::printf("\n%s", CampaignSummary(resp.campaign()).c_str());
   return kExitOk;
 }
@@ -835,7 +852,8 @@ int RunCancel(Ctx& ctx) {
     std::printf("\n%s", CampaignSummary(final_camp).c_str());
   }
   if (final_state == v1::CANCELLED) return kExitOk;
-  std::string why = !final_camp.error().empty() ? final_camp.error() : last_message;
+  std::string why =
+      TerminalSafe(!final_camp.error().empty() ? final_camp.error() : last_message);
   return ctx.Fail(kExitFailed, "campaign '" + name + "' ended " + StateName(final_state) +
                                    ", not CANCELLED" + (why.empty() ? "" : ": " + why));
 }
@@ -881,7 +899,8 @@ int RunList(Ctx& ctx) {
   Table t({"NAME", "STATE", "GPU", "TRIPS OK", "FAILED", "PROGRESS", "LAST LOSS", "UPDATED"},
           {3, 4, 5, 6});
   for (const auto& cp : resp.campaigns()) {
-    t.Add({cp.name(), StateName(cp.state()), cp.gpu().empty() ? "-" : cp.gpu(),
+    t.Add({TerminalSafe(cp.name()), StateName(cp.state()),
+           cp.gpu().empty() ? "-" : TerminalSafe(cp.gpu()),
            U64(cp.trips_ok()), U64(cp.trips_failed()), Progress(cp),
            cp.has_loss() ? FormatLoss(cp.last_loss()) : "-",
            FormatTime(cp.updated_unix_ms(), false)});
@@ -929,8 +948,9 @@ int RunGpus(Ctx& ctx) {
   }
   Table t({"GPU", "SERIAL", "CAMPAIGN"});
   for (const auto& g : resp.gpus()) {
-    t.Add({g.name(), g.serial().empty() ? "(any certified device)" : g.serial(),
-           g.campaign().empty() ? "(idle)" : g.campaign()});
+    t.Add({TerminalSafe(g.name()),
+           g.serial().empty() ? "(any certified device)" : TerminalSafe(g.serial()),
+           g.campaign().empty() ? "(idle)" : TerminalSafe(g.campaign())});
   }
   std::fputs(t.Render().c_str(), stdout);
   return kExitOk;
@@ -952,8 +972,9 @@ int RunWatch(Ctx& ctx) {
   o.progress = !ctx.flags().IsSet("no_progress");
   WatchResult w = Watch(ctx, name, o);
   if (w.exit != kExitOk) return w.exit;
-  std::string why = w.have_campaign && !w.campaign.error().empty() ? w.campaign.error()
-                                                                     : w.last_message;
+  std::string why = TerminalSafe(w.have_campaign && !w.campaign.error().empty()
+                                     ? w.campaign.error()
+                                     : w.last_message);
   if (!ctx.json()) {
     std::string line = "Campaign '" + name + "' " + StateName(w.final_state);
     if (w.have_campaign) {

@@ -189,6 +189,22 @@ class FakeOrchestrator final : public v1::Orchestrator::Service {
     scripts_["wbroken"] = {StateEv(1, "wbroken", v1::RUNNING)};
     Put(Make("unauth", v1::RUNNING));
     Put(Make("broken", v1::RUNNING));
+    // Hostile text from the server: terminal escape sequences (clear screen,
+    // window title, colour, cursor moves) in an error, a holder name and a
+    // trip error. No holders: `holders --json` counts every campaign's.
+    v1::Campaign evil = Make("evil", v1::FAILED);
+    evil.set_error("boom\x1b[2J\x1b]0;pwned\x07");
+    v1::Trip* et = evil.add_trips();
+    et->set_id(1);
+    et->set_holder("h\x1b[31m");
+    et->set_step(v1::DONE);
+    et->set_outcome("failed");
+    et->set_error("x\x1b[1A\r\nFAKE LINE");
+    Put(evil);
+    Put(Make("evil-watch", v1::RUNNING));
+    scripts_["evil-watch"] = {
+        Ev(1, "evil-watch", v1::ERROR, 1, "h\x1b[31m", v1::TRIP_STEP_UNSPECIFIED, "oops\x1b[2K"),
+        StateEv(2, "evil-watch", v1::FAILED, "boom\x1b[2J")};
     gpus_.resize(2);
     gpus_[0].set_name("gpu0");
     gpus_[0].set_serial("H100-SN-0001");
@@ -1150,6 +1166,35 @@ TEST_F(ClientCommandsTest, ServerErrorIsOne) {
   r = Run({"pause", "broken", "--json"});
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(r.out.empty());
+}
+
+TEST_F(ClientCommandsTest, ServerTextNeverReachesTheTerminalRaw) {
+  Result r = Run({"status", "evil", "--trips"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_HASNT(r.out, '\x1b');
+  EXPECT_HASNT(r.out, '\x07');
+  EXPECT_HASNT(r.out, "\nFAKE LINE");
+  EXPECT_HAS(r.out, "boom\\x1b[2J\\x1b]0;pwned\\x07");
+  EXPECT_HAS(r.out, "h\\x1b[31m");
+  EXPECT_HAS(r.out, "x\\x1b[1A\\x0d\\x0aFAKE LINE");
+  // JSON carries the text itself (the JSON encoder escapes it).
+  r = Run({"status", "evil", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_HASNT(r.out, '\x1b');
+  EXPECT_EQ(ParseOne(r)["error"], "boom\x1b[2J\x1b]0;pwned\x07");
+
+  r = Run({"watch", "evil-watch", "--no_progress"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_HASNT(r.out, '\x1b');
+  EXPECT_HASNT(r.err, '\x1b');
+  EXPECT_HAS(r.out, "oops\\x1b[2K");
+  EXPECT_HAS(r.err, "FAILED: boom\\x1b[2J");
+
+  // The server's own error message.
+  r = Run({"status", "no\x1b[2Jsuch"});
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_HASNT(r.err, '\x1b');
+  EXPECT_HAS(r.err, "no campaign named 'no\\x1b[2Jsuch'");
 }
 
 }  // namespace

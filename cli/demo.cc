@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/emulated_stack.h"
+#include "cli/terminal_text.h"
 #include "nlohmann/json.hpp"
 #include "util/files.h"
 #include "util/flags.h"
@@ -11,12 +12,18 @@
 namespace gputravel {
 namespace {
 
+// Exit status of `gputravel demo` (stated in its --help).
+constexpr int kDemoOk = 0;           // Completed, every trip verified.
+constexpr int kDemoNotVerified = 1;  // The campaign did not complete, or a trip did not verify.
+constexpr int kDemoUsage = 2;        // Bad usage, or the emulated stack could not start.
+
 bool TripVerified(const v1::Trip& t) {
   return t.outcome() == "ok" && t.digest_match() && t.scrub_verified() && t.rekeyed();
 }
 
 void PrintTable(const v1::Campaign& c) {
-  std::printf("\nCampaign '%s' on the emulated H100-CC (%s): %s\n\n", c.name().c_str(),
+  std::printf("\nCampaign '%s' on the emulated H100-CC (%s): %s\n\n",
+              TerminalSafe(c.name()).c_str(),
               EmulatedStack::kGpuSerial, v1::CampaignState_Name(c.state()).c_str());
   std::printf("%-5s %-10s %10s %10s %7s %9s %9s %-8s %-9s %-8s %8s\n", "trip", "holder",
               "offset", "bytes", "chunks", "seconds", "MB/s", "digest", "scrubbed", "re-keyed",
@@ -26,13 +33,13 @@ void PrintTable(const v1::Campaign& c) {
     char loss[32] = "-";
     if (t.has_loss()) std::snprintf(loss, sizeof(loss), "%.4f", t.loss());
     std::printf("%-5llu %-10s %10llu %10llu %7llu %9.3f %9.1f %-8s %-9s %-8s %8s\n",
-                static_cast<unsigned long long>(t.id()), t.holder().c_str(),
+                static_cast<unsigned long long>(t.id()), TerminalSafe(t.holder()).c_str(),
                 static_cast<unsigned long long>(t.window_offset()),
                 static_cast<unsigned long long>(t.bytes()),
                 static_cast<unsigned long long>(t.chunks()), t.provision_seconds(), mbs,
                 t.digest_match() ? "match" : "MISMATCH", t.scrub_verified() ? "verified" : "NO",
                 t.rekeyed() ? "yes" : "NO", loss);
-    if (!t.error().empty()) std::printf("      error: %s\n", t.error().c_str());
+    if (!t.error().empty()) std::printf("      error: %s\n", TerminalSafe(t.error()).c_str());
   }
   std::printf("\nThe loss column is the built-in next-token trainer's mean loss on each\n"
               "window (nats; an untrained model scores ln(512) = 6.24).\n");
@@ -45,47 +52,46 @@ int DemoCommand(int argc, char** argv) {
               "Starts the emulated GPU, the MUX, N holder agents and the orchestrator\n"
               "as separate processes in a temporary directory, runs one campaign in\n"
               "which the GPU travels to every holder and back, prints a table per\n"
-              "trip and stops every daemon. Exit status 0 only if every trip\n"
-              "verified (digest match, scrub verified, fresh re-key) and the campaign\n"
-              "completed; the table shows the trainer's loss per trip; 1 if a trip\n"
-              "failed; 2 on bad usage or if the stack could not start.");
-  flags.String("holders", "3", "Number of data holders (1..16); their datasets differ in size.");
+              "trip (with the trainer's loss) and stops every daemon.\n"
+              "Exit status: 0 if the campaign completed and every trip verified\n"
+              "(digest match, scrub verified, fresh re-key); 1 if the campaign did not\n"
+              "complete (it failed, paused or was cancelled, or could not be created,\n"
+              "started or followed) or a trip did not verify; 2 on bad usage or if\n"
+              "the emulated stack could not start.");
+  flags.Int("holders", 3, 1, 16, "Number of data holders; their datasets differ in size.");
   flags.Bool("json", "Print one JSON object instead of the table.");
-  flags.String("buffer_mib", "8", "Device dataset buffer in MiB (bigger datasets take several trips).");
-  flags.String("threads", "2", "Encryption threads per holder (1..32).");
-  flags.String("rounds", "1", "Passes over every holder's dataset (1..100).");
-  flags.String("v", "0", "Daemon log verbosity (logs stay in the temporary directory).");
+  flags.Int("buffer_mib", 8, 1, 65536,
+            "Device dataset buffer in MiB (bigger datasets take several trips).");
+  flags.Int("threads", 2, 1, 32, "Encryption threads per holder.");  // The holder's limit.
+  flags.Int("rounds", 1, 1, 100, "Passes over every holder's dataset.");
+  flags.Int("v", 0, 0, 3,
+            "Daemon log verbosity: 0 errors, 1 info, 2 debug, 3 trace (logs stay in the "
+            "temporary directory).");
   flags.Bool("keep", "Keep the temporary directory (configs, logs) and print its path.");
   flags.String("bin_dir", "", "Directory of the daemons (default: Bazel runfiles).");
   absl::Status ps = flags.Parse(argc, argv, 2);
   if (flags.help_requested()) {
     std::printf("%s", flags.Help().c_str());
-    return 0;
+    return kDemoOk;
   }
   if (!ps.ok()) {
-    std::fprintf(stderr, "gputravel demo: %s\n", std::string(ps.message()).c_str());
-    return 2;
+    std::fprintf(stderr, "gputravel demo: %s (see --help)\n", std::string(ps.message()).c_str());
+    return kDemoUsage;
   }
+  if (!flags.positional().empty()) {
+    std::fprintf(stderr, "gputravel demo: unexpected argument '%s' (see --help)\n",
+                 flags.positional()[0].c_str());
+    return kDemoUsage;
+  }
+  // Parse() has checked every integer flag against its range.
   StackOptions o;
   o.holders = flags.GetInt("holders");
-  o.buffer_bytes = uint64_t(flags.GetInt("buffer_mib")) << 20;
+  o.buffer_bytes = static_cast<uint64_t>(flags.GetInt("buffer_mib")) << 20;
   o.threads = flags.GetInt("threads");
   o.rounds = static_cast<uint32_t>(flags.GetInt("rounds"));
   o.log_level = flags.GetInt("v");
   o.keep = flags.IsSet("keep");
   o.bin_dir = flags.Get("bin_dir");
-  if (o.holders < 1 || o.holders > 16) {
-    std::fprintf(stderr, "gputravel demo: --holders must be 1..16\n");
-    return 2;
-  }
-  if (o.rounds < 1 || o.rounds > 100) {
-    std::fprintf(stderr, "gputravel demo: --rounds must be 1..100\n");
-    return 2;
-  }
-  if (o.buffer_bytes == 0 || o.threads < 1 || o.threads > 32) {  // the holder's limit
-    std::fprintf(stderr, "gputravel demo: --buffer_mib must be >= 1 and --threads 1..32\n");
-    return 2;
-  }
   bool as_json = flags.IsSet("json");
   if (!as_json) {
     std::printf("Starting the emulated stack: GPU, MUX, %d holder(s), orchestrator...\n",
@@ -93,15 +99,19 @@ int DemoCommand(int argc, char** argv) {
   }
   auto stack = EmulatedStack::Start(o);
   if (!stack.ok()) {
-    std::fprintf(stderr, "gputravel demo: %s\n", std::string(stack.status().message()).c_str());
-    return 2;
+    std::fprintf(stderr, "gputravel demo: the emulated stack could not start: %s\n",
+                 TerminalSafe(stack.status().message()).c_str());
+    return kDemoUsage;
   }
   if (o.keep) std::fprintf(stderr, "gputravel demo: keeping %s\n", (*stack)->dir().c_str());
   auto report = (*stack)->RunCampaign();
   (*stack)->Stop();
   if (!report.ok()) {
-    std::fprintf(stderr, "gputravel demo: %s\n", std::string(report.status().message()).c_str());
-    return 2;
+    // The stack ran but the campaign did not complete (not created, not
+    // started, or not final in time): a failed demo, not bad usage.
+    std::fprintf(stderr, "gputravel demo: the campaign did not complete: %s\n",
+                 TerminalSafe(report.status().message()).c_str());
+    return kDemoNotVerified;
   }
   bool ok = report->state() == v1::COMPLETED && report->trips_size() > 0;
   for (const auto& t : report->trips()) ok = ok && TripVerified(t);
@@ -128,16 +138,18 @@ int DemoCommand(int argc, char** argv) {
       j["trips"].push_back(tj);
     }
     if (!report->error().empty()) j["error"] = report->error();
-    std::printf("%s\n", j.dump().c_str());
+    // Never throws: invalid UTF-8 from the daemons becomes U+FFFD.
+    std::printf("%s\n",
+                j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     PrintTable(*report);
     std::printf("\n%s\n", ok ? "OK: every trip verified (digest, scrub, fresh re-key)."
-                              : ("FAILED: " + (report->error().empty() ? std::string(
-                                                   "a trip did not verify")
-                                                                     : report->error()))
+                              : ("FAILED: " + (report->error().empty()
+                                                   ? std::string("a trip did not verify")
+                                                   : TerminalSafe(report->error())))
                                     .c_str());
   }
-  return ok ? 0 : 1;
+  return ok ? kDemoOk : kDemoNotVerified;
 }
 
 }  // namespace gputravel

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "util/files.h"
@@ -17,6 +18,20 @@ namespace {
 uint64_t PageSize() {
   static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   return page;
+}
+
+// Reads the first n bytes of `fd` (EINTR retried). Returns the bytes read:
+// fewer than n only at the end of the file; -1 with errno on an I/O error.
+ssize_t ReadPrefix(int fd, void* dst, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd, static_cast<char*>(dst) + done, n - done, static_cast<off_t>(done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -1;
+    if (r == 0) break;
+    done += static_cast<size_t>(r);
+  }
+  return static_cast<ssize_t>(done);
 }
 
 // Whether `fd` can be mapped (some file systems cannot).
@@ -54,7 +69,10 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const std::string& path,
     return absl::InvalidArgumentError("dataset format '" + format +
                                       "' is unknown (use llmc-tokens, raw or auto)");
   }
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+  // writer, possibly forever; it is refused below as not a regular file. On
+  // a regular file the flag changes nothing, so it stays set.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return absl::NotFoundError("dataset " + path + " cannot be opened: " +
                                std::strerror(errno));
@@ -63,13 +81,33 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const std::string& path,
   d->fd_ = fd;
   d->path_ = path;
   struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError("dataset " + path + " is not a regular file");
+  if (::fstat(fd, &st) != 0) {
+    return absl::UnavailableError("dataset " + path + " cannot be examined (fstat): " +
+                                  std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError("dataset " + path +
+                                      " is not a regular file (a FIFO, device, socket or "
+                                      "directory cannot be a dataset)");
   }
   uint64_t size = static_cast<uint64_t>(st.st_size);
   int32_t header[256] = {0};
-  bool has_header = size >= kLlmcHeaderBytes &&
-                    ::pread(fd, header, sizeof(header), 0) == sizeof(header);
+  bool has_header = false;
+  // The header decides the format ("auto") or must be valid ("llmc-tokens");
+  // a raw file's first bytes are payload like the rest.
+  if (format != "raw" && size >= kLlmcHeaderBytes) {
+    ssize_t got = ReadPrefix(fd, header, sizeof(header));
+    if (got < 0) {
+      return absl::UnavailableError("dataset " + path + ": cannot read its header: " +
+                                    std::strerror(errno));
+    }
+    if (static_cast<size_t>(got) != sizeof(header)) {
+      return absl::DataLossError("dataset " + path + " shrank while it was opened (" +
+                                 std::to_string(got) + " of " + std::to_string(size) +
+                                 " bytes readable)");
+    }
+    has_header = true;
+  }
   bool magic = has_header && header[0] == kLlmcMagic;
   std::string fmt = format == "auto" ? (magic ? "llmc-tokens" : "raw") : format;
   d->format_ = fmt;
@@ -141,7 +179,11 @@ absl::StatusOr<DatasetMapping> Dataset::Map(uint64_t offset, size_t n) const {
   // Mapping past the end of the file would fault on access: refuse a file
   // that shrank since Open, as Read does.
   struct stat st;
-  if (::fstat(fd_, &st) != 0 || static_cast<uint64_t>(st.st_size) < start + n) {
+  if (::fstat(fd_, &st) != 0) {
+    return absl::UnavailableError("dataset " + path_ + " cannot be examined (fstat): " +
+                                  std::strerror(errno));
+  }
+  if (static_cast<uint64_t>(st.st_size) < start + n) {
     return absl::DataLossError("dataset " + path_ + " shrank since it was opened");
   }
   const uint64_t aligned = start / PageSize() * PageSize();

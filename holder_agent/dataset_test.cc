@@ -1,10 +1,17 @@
 #include "holder_agent/dataset.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
+#include <future>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -83,6 +90,30 @@ TEST_F(DatasetTest, UnknownFormatAndEmptyRawRefused) {
   ASSERT_TRUE(WriteFile(dir_ + "/e", "").ok());
   EXPECT_FALSE(Dataset::Open(dir_ + "/e", "raw").ok());
   EXPECT_FALSE(Dataset::Open(dir_ + "/e", "csv").ok());
+}
+
+// A FIFO at the dataset path (a mistake, or a trap): opening it for reading
+// would wait for a writer, forever, and the agent would never start. It is
+// refused at once as not a regular file.
+TEST_F(DatasetTest, FifoRefusedPromptly) {
+  const std::string fifo = dir_ + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  std::promise<absl::Status> done;
+  std::future<absl::Status> result = done.get_future();
+  std::thread opener([&] { done.set_value(Dataset::Open(fifo, "auto").status()); });
+  if (result.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    ADD_FAILURE() << "Dataset::Open is still blocked on a FIFO after 10 s";
+    // A writer lets the blocked open return, so the thread can be joined.
+    int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    opener.join();
+    if (w >= 0) ::close(w);
+    return;
+  }
+  opener.join();
+  const absl::Status s = result.get();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("not a regular file"), std::string::npos) << s;
+  EXPECT_NE(s.message().find(fifo), std::string::npos) << s;
 }
 
 TEST_F(DatasetTest, ReadPastEndRefused) {

@@ -1,4 +1,7 @@
 // holder_agent: the data holder's agent inside its TD.
+#include <set>
+#include <string>
+
 #include "holder_agent/dataset.h"
 #include "holder_agent/holder_service.h"
 #include "auth/identity.h"
@@ -6,6 +9,7 @@
 #include "keyxfer/attestation_config.h"
 #include "util/daemon_main.h"
 #include "util/files.h"
+#include "util/json_fields.h"
 #include "util/log.h"
 
 int main(int argc, char** argv) {
@@ -26,6 +30,15 @@ int main(int argc, char** argv) {
   const std::string where = args.config;
   auto cfg = ReadJsonFile(where);
   if (!cfg.ok()) Fail(std::string(cfg.status().message()));
+  // A misspelt optional field would otherwise be a default silently taken.
+  // (Every configuration cli/emulated_stack.cc writes, and
+  // deploy/examples/holder-tdx.json, use only these.)
+  const std::set<std::string> kFields = {
+      "name",         "domain",     "listen",  "device_endpoint", "threads",
+      "bounce_slots", "bounce_dir", "dataset", "attestation",     "tls"};
+  const std::set<std::string> kDatasetFields = {"name", "path", "format"};
+  absl::Status known = RefuseUnknownFields(*cfg, kFields, where);
+  if (!known.ok()) Fail(std::string(known.message()));
   HolderOptions opts;
   auto name = JsonString(*cfg, where, "name");
   auto domain = JsonString(*cfg, where, "domain");
@@ -55,16 +68,25 @@ int main(int argc, char** argv) {
     opts.writer.bounce_dir = *d;
   }
   if (!cfg->contains("dataset") || !(*cfg)["dataset"].is_object()) {
-    Fail(where + ": missing object 'dataset' ({\"path\", \"format\"})");
+    Fail(where + ": missing object 'dataset' ({\"name\", \"path\", \"format\"}: format "
+         "optional, auto|llmc-tokens|raw)");
   }
   const auto& ds = (*cfg)["dataset"];
+  known = RefuseUnknownFields(ds, kDatasetFields, where + ": dataset");
+  if (!known.ok()) Fail(std::string(known.message()));
   auto ds_path = JsonString(ds, where + ": dataset", "path");
   if (!ds_path.ok()) Fail(std::string(ds_path.status().message()));
   auto ds_name = JsonString(ds, where + ": dataset", "name");
   if (!ds_name.ok()) Fail(std::string(ds_name.status().message()));
   opts.dataset_name = *ds_name;
-  std::string fmt = ds.contains("format") && ds["format"].is_string()
-                        ? ds["format"].get<std::string>() : "auto";
+  std::string fmt = "auto";
+  if (ds.contains("format")) {
+    auto f = JsonString(ds, where + ": dataset", "format");
+    if (!f.ok()) {
+      Fail(std::string(f.status().message()) + " (auto, llmc-tokens or raw)");
+    }
+    fmt = *f;
+  }
   auto dataset = Dataset::Open(*ds_path, fmt);
   if (!dataset.ok()) Fail(std::string(dataset.status().message()));
   if (!cfg->contains("attestation")) Fail(where + ": missing object 'attestation'");

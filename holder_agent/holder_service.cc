@@ -1,11 +1,13 @@
 #include "holder_agent/holder_service.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <string>
 
+#include "absl/strings/str_replace.h"
 #include "auth/authorize.h"
 #include "holder_agent/dataset_source.h"
-
 #include "keyxfer/handoff.h"
 #include "keyxfer/random.h"
 #include "util/files.h"
@@ -15,10 +17,18 @@
 namespace gputravel {
 namespace {
 
-constexpr size_t kMaxPendingChannels = 16;
-
 double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The status as the orchestrator gets it: the dataset's local path (a fact
+// about the holder's machine, which its errors name for the holder's own
+// log) replaced by the dataset's name, which the orchestrator knows.
+absl::Status ForCaller(const absl::Status& s, const std::string& path,
+                       const std::string& dataset_name) {
+  if (path.empty() || s.message().find(path) == absl::string_view::npos) return s;
+  return absl::Status(s.code(), absl::StrReplaceAll(s.message(),
+                                                    {{path, "'" + dataset_name + "'"}}));
 }
 
 }  // namespace
@@ -79,9 +89,31 @@ grpc::Status HolderService::OpenChannel(grpc::ServerContext* ctx,
   out->set_holder_public_key(responder->public_key());
   out->set_holder_nonce(responder->nonce());
   *out->mutable_evidence() = responder->evidence();
+  const auto now = std::chrono::steady_clock::now();
   absl::MutexLock l(&mu_);
-  if (pending_.size() >= kMaxPendingChannels) pending_.erase(pending_.begin());
-  pending_[id] = std::make_unique<ChannelResponder>(std::move(*responder));
+  // Channels never claimed are dropped: first those past their lifetime,
+  // then, if still full, the oldest. Erasing a channel destroys its
+  // responder, whose SecretBytes zeroizes the ECDH secret.
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (now - it->second.opened > options_.pending_channel_lifetime) {
+      GT_LOG(2, "channel ", it->first.substr(0, 8), " expired unused");
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  while (pending_.size() >= kMaxPendingChannels) {
+    auto oldest = std::min_element(pending_.begin(), pending_.end(),
+                                   [](const auto& a, const auto& b) {
+                                     return a.second.opened < b.second.opened;
+                                   });
+    GT_LOG(1, "channel ", oldest->first.substr(0, 8), " dropped unused: ",
+           kMaxPendingChannels, " channels are waiting for their Provision");
+    pending_.erase(oldest);
+  }
+  PendingChannel& p = pending_[id];
+  p.responder = std::make_unique<ChannelResponder>(std::move(*responder));
+  p.opened = now;
   GT_LOG(2, "channel ", id.substr(0, 8), " opened");
   return grpc::Status::OK;
 }
@@ -113,38 +145,65 @@ grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
   auto r = DoProvision(*req, progress, [ctx] { return ctx->IsCancelled(); });
   if (!r.ok()) {
     GT_LOG(0, "provisioning refused or failed: ", r.status().message());
-    return ToGrpc(r.status());
+    return ToGrpc(ForCaller(r.status(), dataset_->path(), options_.dataset_name));
   }
   v1::ProvisionUpdate u;
   *u.mutable_report() = std::move(*r);
   absl::MutexLock l(&write_mu);
   if (ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "caller went away");
   // The report is the last message: it leaves with the status, in one write.
-  out->WriteLast(u, grpc::WriteOptions());
+  if (!out->Write(u, grpc::WriteOptions().set_last_message())) {
+    // The window is on the GPU and the key is gone, but the orchestrator
+    // did not get the report (it went away, or the stream broke): it will
+    // treat the trip as failed and take the safe path.
+    GT_LOG(0, "trip ", req->binding().trip(), " of campaign '", req->binding().campaign(),
+           "': provisioned, but the report could not be sent to the orchestrator "
+           "(the call was cancelled or the connection broke)");
+  }
   return grpc::Status::OK;
+}
+
+absl::Status HolderService::CheckFresh(const v1::HandoffBinding& b) {
+  auto it = last_trip_.find(b.campaign());
+  if (it != last_trip_.end() && b.trip() <= it->second) {
+    return absl::PermissionDeniedError(
+        "hand-off for trip " + std::to_string(b.trip()) + " of campaign '" + b.campaign() +
+        "' is not fresh (trip " + std::to_string(it->second) + " was already accepted)");
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
     const v1::ProvisionRequest& req, const std::function<bool(uint64_t)>& progress,
     const std::function<bool()>& cancelled) {
-  absl::MutexLock serial(&provision_mu_);
-  if (cancelled()) {
-    // Waited behind another trip, and the caller gave up meanwhile: its
-    // channel stays unused and no key is unwrapped.
-    return absl::CancelledError("the orchestrator cancelled provisioning before it started");
-  }
-  auto t0 = std::chrono::steady_clock::now();
+  // The channel is claimed as the call arrives, before waiting behind
+  // another trip: from here it is this call's alone, out of reach of the
+  // pending channels' lifetime and cap (OpenChannel), which so bound only
+  // the time between OpenChannel and the Provision naming it.
   std::unique_ptr<ChannelResponder> responder;
   {
     absl::MutexLock l(&mu_);
     auto it = pending_.find(req.channel_id());
     if (it == pending_.end()) {
       return absl::FailedPreconditionError(
-          "unknown or already used channel: open a new attested channel for each trip");
+          "unknown or already used channel (an unused one is dropped after " +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                             options_.pending_channel_lifetime)
+                             .count()) +
+          " s, or when more than " + std::to_string(kMaxPendingChannels) +
+          " wait): open a new attested channel for each trip");
     }
-    responder = std::move(it->second);
+    responder = std::move(it->second.responder);
     pending_.erase(it);  // single use, whatever happens next
   }
+  absl::MutexLock serial(&provision_mu_);
+  if (cancelled()) {
+    // Waited behind another trip, and the caller gave up meanwhile: its
+    // channel is dropped unused (the secret zeroized) and no key is
+    // unwrapped.
+    return absl::CancelledError("the orchestrator cancelled provisioning before it started");
+  }
+  auto t0 = std::chrono::steady_clock::now();
   auto channel = responder->Confirm(req.orchestrator_evidence(), *verifier_);
   if (!channel.ok()) return channel.status();
   const v1::HandoffBinding& b = req.binding();
@@ -152,30 +211,39 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
     return absl::PermissionDeniedError("hand-off is for holder '" + b.holder() +
                                        "', this is '" + options_.name + "'");
   }
+  // Freshness (P5): a trip of this campaign not newer than the last one
+  // accepted is refused before its key is opened. Checked again, and the
+  // trip recorded, in one step once every check has passed below.
   {
     absl::MutexLock l(&mu_);
-    auto it = last_trip_.find(b.campaign());
-    if (it != last_trip_.end() && b.trip() <= it->second) {
-      return absl::PermissionDeniedError(
-          "hand-off for trip " + std::to_string(b.trip()) + " of campaign '" +
-          b.campaign() + "' is not fresh (trip " + std::to_string(it->second) +
-          " was already accepted)");
-    }
+    absl::Status fresh = CheckFresh(b);
+    if (!fresh.ok()) return fresh;
+  }
+  // The window must lie in the dataset; checked before the key is opened.
+  // The binding is not authenticated yet, but the unwrap below is: a window
+  // changed in transit fails there (it is in the hand-off's AAD).
+  if (b.window_length() == 0 || b.window_offset() > dataset_->payload_bytes() ||
+      b.window_length() > dataset_->payload_bytes() - b.window_offset()) {
+    return absl::OutOfRangeError(
+        "window [" + std::to_string(b.window_offset()) + ", +" +
+        std::to_string(b.window_length()) + ") is outside the dataset '" +
+        options_.dataset_name + "' (" + std::to_string(dataset_->payload_bytes()) +
+        " bytes)");
   }
   auto key = UnwrapHandoff(channel->handoff_key, b, req.wrapped_handoff());
   channel->handoff_key.Clear();
   if (!key.ok()) return key.status();
   double import_seconds = Since(t0);
   {
+    // Every check passed and the key is open: the trip counts from here,
+    // whatever the write's outcome, so this hand-off is never accepted again.
     absl::MutexLock l(&mu_);
+    absl::Status fresh = CheckFresh(b);
+    if (!fresh.ok()) {
+      key->key.Clear();
+      return fresh;
+    }
     last_trip_[b.campaign()] = b.trip();
-  }
-  if (b.window_length() == 0 || b.window_offset() > dataset_->payload_bytes() ||
-      b.window_length() > dataset_->payload_bytes() - b.window_offset()) {
-    return absl::OutOfRangeError(
-        "window [" + std::to_string(b.window_offset()) + ", +" +
-        std::to_string(b.window_length()) + ") is outside dataset " +
-        dataset_->path() + " (" + std::to_string(dataset_->payload_bytes()) + " bytes)");
   }
   H2dWriterOptions wo = options_.writer;
   wo.chunk_size = b.chunk_size();

@@ -1,6 +1,8 @@
 #ifndef GPUTRAVEL_HOLDER_AGENT_HOLDER_SERVICE_H_
 #define GPUTRAVEL_HOLDER_AGENT_HOLDER_SERVICE_H_
 
+#include <chrono>
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <memory>
@@ -18,6 +20,22 @@
 
 namespace gputravel {
 
+// Attested channels opened (OpenChannel) and not yet claimed by a Provision:
+// at most kMaxPendingChannels are kept, the oldest dropped first to make room,
+// and one older than kPendingChannelLifetime is dropped at the next
+// OpenChannel. A dropped channel's ECDH secret is zeroized (SecretBytes).
+//
+// The lifetime must stay well above the orchestrator's: it uses a channel
+// prepared ahead only while it is younger than kPreparedChannelLifetime
+// (30 s, orchestrator/trip_runner.h), then routes the GPU out and sends the
+// Provision. A Provision claims its channel as it arrives, before waiting
+// behind another trip, so the wait for the GPU does not count. Twenty times
+// the orchestrator's lifetime leaves a wide margin for a slow route-out; a
+// channel older than that was abandoned (the orchestrator restarted, or
+// re-made its evidence) and only held memory and a secret.
+inline constexpr size_t kMaxPendingChannels = 16;
+inline constexpr std::chrono::seconds kPendingChannelLifetime{600};
+
 struct HolderOptions {
   std::string name;            // holder name, bound into every hand-off
   std::string dataset_name;    // what campaigns call this holder's dataset
@@ -25,6 +43,8 @@ struct HolderOptions {
   std::string device_endpoint; // the GPU as seen from this TD
   H2dWriterOptions writer;     // bounce ring, threads (chunk size comes per trip)
   double progress_interval_seconds = 0.25;  // Provision progress messages
+  // Tests shorten it; see kPendingChannelLifetime.
+  std::chrono::steady_clock::duration pending_channel_lifetime = kPendingChannelLifetime;
 };
 
 // The data-holder agent: answers attested channel requests, accepts one
@@ -69,6 +89,10 @@ class HolderService final : public v1::HolderAgent::Service {
     return stopping_ || watched_ != nullptr;
   }
 
+  // Refuses a hand-off for a trip of its campaign not newer than the last
+  // one accepted (freshness, P5).
+  absl::Status CheckFresh(const v1::HandoffBinding& b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const HolderOptions options_;
   const std::unique_ptr<Dataset> dataset_;
   Attester* const attester_;
@@ -81,7 +105,11 @@ class HolderService final : public v1::HolderAgent::Service {
 
   absl::Mutex mu_;
   // Channels opened but not yet used; each is consumed by one Provision.
-  std::map<std::string, std::unique_ptr<ChannelResponder>> pending_ ABSL_GUARDED_BY(mu_);
+  struct PendingChannel {
+    std::unique_ptr<ChannelResponder> responder;  // holds the ECDH secret
+    std::chrono::steady_clock::time_point opened;
+  };
+  std::map<std::string, PendingChannel> pending_ ABSL_GUARDED_BY(mu_);
   // Highest trip accepted per campaign: a hand-off for an older or the same
   // trip is refused (freshness, P5).
   std::map<std::string, uint64_t> last_trip_ ABSL_GUARDED_BY(mu_);

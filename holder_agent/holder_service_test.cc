@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "auth/identity.h"
 #include "auth/test_server.h"
@@ -79,6 +80,7 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     o.domain = "holder-a-td";
     o.device_endpoint = "unix:" + dir_ + "/holder.sock";
     o.writer.bounce_dir = dir_;  // the fixture's shared memory, where the device maps rings
+    o.pending_channel_lifetime = pending_channel_lifetime_;
     auto service = std::make_unique<HolderService>(o, std::move(*ds), holder_attester_.get(),
                                                    holder_verifier_.get());
     agent_ = service.get();
@@ -192,6 +194,8 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
   std::unique_ptr<v1::HolderAgent::Stub> stub_;
   uint32_t next_counter_ = 1;  // the LCE H2D channel's next counter on the device
   EmulatedGpuOptions device_options_;  // a test may set them in its constructor
+  // How long the agent keeps a channel no Provision has claimed (likewise).
+  std::chrono::steady_clock::duration pending_channel_lifetime_ = kPendingChannelLifetime;
 };
 
 void ExpectRefused(const grpc::Status& s, grpc::StatusCode code, const std::string& says) {
@@ -286,6 +290,70 @@ TEST_F(HolderServiceTest, OrchestratorOutsideThePolicyGetsNothingWritten) {
   // The faithful orchestrator's own channel still works, for trip 1.
   ASSERT_TRUE(Provision(a, Binding("c1", 1, 0)).ok());
   EXPECT_EQ(DeviceWindow(), Window(0));
+}
+
+// Channel ids are random: dropping the first one in id order would drop any
+// of them. The agent keeps kMaxPendingChannels unclaimed channels and makes
+// room for a new one by dropping the oldest.
+TEST_F(HolderServiceTest, ChannelBeyondTheCapDropsTheOldestUnusedOne) {
+  Channel first = Open();
+  std::vector<Channel> others;
+  for (size_t i = 1; i < kMaxPendingChannels; ++i) others.push_back(Open());
+  Channel newest = Open();  // one more than the cap: the first one goes
+  ExpectRefused(Provision(first, Binding("c1", 1, 0)), grpc::StatusCode::FAILED_PRECONDITION,
+                "unknown or already used channel");
+  EXPECT_EQ(DeviceWindow(), std::string(kWindow, '\0'));
+  // The one just opened and the next oldest were kept.
+  ASSERT_TRUE(Provision(newest, Binding("c1", 1, 1)).ok());
+  EXPECT_EQ(DeviceWindow(), Window(1));
+  ASSERT_TRUE(Provision(others.front(), Binding("c1", 2, 2)).ok());
+  EXPECT_EQ(DeviceWindow(), Window(2));
+}
+
+// A channel no Provision claimed within its lifetime is dropped (its secret
+// zeroized) when the next one is opened; the new one is served.
+class ShortChannelLifetimeTest : public HolderServiceTest {
+ protected:
+  ShortChannelLifetimeTest() { pending_channel_lifetime_ = std::chrono::seconds(1); }
+};
+
+TEST_F(ShortChannelLifetimeTest, ChannelUnusedPastItsLifetimeIsDroppedAtTheNextOpen) {
+  Channel stale = Open();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  Channel fresh = Open();
+  ExpectRefused(Provision(stale, Binding("c1", 1, 0)), grpc::StatusCode::FAILED_PRECONDITION,
+                "unknown or already used channel (an unused one is dropped after 1 s");
+  ASSERT_TRUE(Provision(fresh, Binding("c1", 1, 0)).ok());
+  EXPECT_EQ(DeviceWindow(), Window(0));
+}
+
+// A window the dataset does not hold is refused before the key is opened,
+// takes no trip, and the refusal names the dataset, not its path on the
+// holder's machine.
+TEST_F(HolderServiceTest, WindowOutsideTheDatasetIsRefusedAndTakesNoTrip) {
+  const std::string zeros(kWindow, '\0');
+  ExpectRefused(Provision(Open(), Binding("c1", 5, 4)), grpc::StatusCode::OUT_OF_RANGE,
+                "window [16384, +4096) is outside the dataset 'pattern' (16384 bytes)");
+  v1::HandoffBinding overlapping = Binding("c1", 5, 3);
+  overlapping.set_window_offset(3 * kWindow + 1);
+  grpc::Status s = Provision(Open(), overlapping);
+  ExpectRefused(s, grpc::StatusCode::OUT_OF_RANGE, "is outside the dataset 'pattern'");
+  EXPECT_EQ(s.error_message().find(dir_), std::string::npos) << s.error_message();
+  EXPECT_EQ(DeviceWindow(), zeros);
+  // Trip 5 was not taken by the refusals.
+  ASSERT_TRUE(Provision(Open(), Binding("c1", 5, 3)).ok());
+  EXPECT_EQ(DeviceWindow(), Window(3));
+}
+
+// An error from the dataset itself names the file in the holder's log; the
+// orchestrator gets the dataset's name instead.
+TEST_F(HolderServiceTest, DatasetErrorsReachTheOrchestratorWithoutTheLocalPath) {
+  ASSERT_EQ(truncate((dir_ + "/data.raw").c_str(), kWindow), 0);
+  grpc::Status s = Provision(Open(), Binding("c1", 1, 3));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.error_message().find("dataset 'pattern' shrank"), std::string::npos)
+      << s.error_message();
+  EXPECT_EQ(s.error_message().find(dir_), std::string::npos) << s.error_message();
 }
 
 // The device stalls with the first chunk of a trip, and the orchestrator

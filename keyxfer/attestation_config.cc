@@ -1,17 +1,34 @@
 #include "keyxfer/attestation_config.h"
 
+#include <set>
+#include <string>
+
 #include "keyxfer/dev_attester.h"
 #include "keyxfer/secret_bytes.h"
+#include "keyxfer/tdx/quote_verifier.h"
 #include "keyxfer/tdx/tdx_attester.h"
 #include "keyxfer/x509.h"
 #include "util/files.h"
+#include "util/json_fields.h"
 
 namespace gputravel {
 namespace {
 
+// The fields each backend reads; any other is refused, so a misspelt
+// optional field ("root_cert", "allow_debg") is an error at start rather
+// than a default silently taken. The section's top level for each backend
+// (the development backend keeps its fields there), and the "tdx" object.
+const std::set<std::string> kDevFields = {
+    "backend", "allow_insecure_dev_attestation", "dev_key", "dev_cert", "dev_root_ca",
+    "peer_mrtd", "allow_debug"};
+const std::set<std::string> kTdxFields = {"backend", "tdx"};
+const std::set<std::string> kTdxSectionFields = {"configfs_root", "root_ca", "peer_policy"};
+
 absl::StatusOr<AttestationSetup> MakeDev(const nlohmann::json& s,
                                          const std::string& where,
                                          const std::string& domain) {
+  absl::Status known = RefuseUnknownFields(s, kDevFields, where + " (backend \"dev\")");
+  if (!known.ok()) return known;
   if (!s.contains("allow_insecure_dev_attestation") ||
       s["allow_insecure_dev_attestation"] != true) {
     return absl::PermissionDeniedError(
@@ -71,11 +88,15 @@ absl::StatusOr<AttestationSetup> MakeDev(const nlohmann::json& s,
 
 absl::StatusOr<AttestationSetup> MakeTdx(const nlohmann::json& s, const std::string& where) {
   const std::string at = where + ": tdx";
+  absl::Status known = RefuseUnknownFields(s, kTdxFields, where + " (backend \"tdx\")");
+  if (!known.ok()) return known;
   if (!s.contains("tdx") || !s["tdx"].is_object()) {
     return absl::InvalidArgumentError(where + ": backend 'tdx' needs an object 'tdx' "
                                       "({\"configfs_root\", \"root_ca\", \"peer_policy\"})");
   }
   const auto& t = s["tdx"];
+  known = RefuseUnknownFields(t, kTdxSectionFields, at);
+  if (!known.ok()) return known;
   tdx::ConfigfsTsmOptions tsm;
   if (t.contains("configfs_root")) {
     auto r = JsonString(t, at, "configfs_root");
@@ -86,8 +107,25 @@ absl::StatusOr<AttestationSetup> MakeTdx(const nlohmann::json& s, const std::str
   if (t.contains("root_ca")) {
     auto path = JsonString(t, at, "root_ca");
     if (!path.ok()) return path.status();
+    // Errors name the field and the file; the root is checked here, so a
+    // later refusal from TdxVerifier::Create is about the policy alone.
+    const std::string field = at + ".root_ca (" + *path + ")";
     auto pem = ReadFile(*path);
-    if (!pem.ok()) return pem.status();
+    if (!pem.ok()) {
+      return absl::Status(pem.status().code(), field + ": " + std::string(pem.status().message()));
+    }
+    // An empty root must not mean the default one (TdxVerifierOptions treats
+    // an empty PEM as "the compiled-in Intel root"): the operator named a
+    // file, so trusting something other than its contents would be a surprise.
+    if (pem->find_first_not_of(" \t\r\n") == std::string::npos) {
+      return absl::InvalidArgumentError(
+          field + ": the file is empty; put the PEM certificate of the root to trust in it, "
+          "or remove 'root_ca' to trust the compiled-in Intel SGX Root CA");
+    }
+    auto root = tdx::QuoteVerifier::Create(*pem);
+    if (!root.ok()) {
+      return absl::InvalidArgumentError(field + ": " + std::string(root.status().message()));
+    }
     vo.root_ca_pem = *pem;
   }
   if (!t.contains("peer_policy") || !t["peer_policy"].is_object()) {

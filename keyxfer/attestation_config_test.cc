@@ -1,6 +1,9 @@
 #include "keyxfer/attestation_config.h"
 
+#include <string>
+
 #include "gtest/gtest.h"
+#include "keyxfer/tdx/intel_root_ca.h"
 #include "util/files.h"
 
 namespace gputravel {
@@ -87,6 +90,85 @@ TEST(AttestationConfigTest, DevRefusedUnlessExplicitlyEnabled) {
     EXPECT_EQ(st.status().code(), absl::StatusCode::kPermissionDenied) << text;
     EXPECT_NE(st.status().message().find("insecure"), std::string::npos);
   }
+}
+
+// The filled-in holder example with tdx.root_ca naming a file holding `pem`.
+nlohmann::json TdxSectionWithRootCa(const std::string& file, const std::string& pem) {
+  const std::string path = ::testing::TempDir() + "/" + file;
+  EXPECT_TRUE(WriteFile(path, pem).ok()) << path;
+  nlohmann::json s = WithPlaceholdersFilled(Section("holder-tdx.json"));
+  s["tdx"]["root_ca"] = path;
+  return s;
+}
+
+TEST(AttestationConfigTest, UnknownFieldsAreRefusedAndNamed) {
+  // A misspelt optional field would otherwise be a default silently taken:
+  // here the root CA the operator meant to pin.
+  nlohmann::json tdx = WithPlaceholdersFilled(Section("holder-tdx.json"));
+  tdx["tdx"]["root_cert"] = "/etc/gputravel/root.pem";
+  auto st = MakeAttestationFromConfig(tdx, "h.json: attestation", "d");
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.status().message().find(
+                "h.json: attestation: tdx: unknown field 'root_cert' (accepted: "
+                "configfs_root, peer_policy, root_ca)"),
+            std::string::npos)
+      << st.status();
+  // At the top level, per backend: the development fields are not the TDX
+  // backend's.
+  tdx = WithPlaceholdersFilled(Section("holder-tdx.json"));
+  tdx["peer_mrtd"] = nlohmann::json::array();
+  st = MakeAttestationFromConfig(tdx, "h.json: attestation", "d");
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.status().message().find("unknown field 'peer_mrtd' (accepted: backend, tdx)"),
+            std::string::npos)
+      << st.status();
+  auto dev = MakeAttestationFromConfig(
+      nlohmann::json::parse(R"({"backend": "dev", "allow_insecure_dev_attestation": true,
+                                "dev_keys": "/k.pem"})"),
+      "h.json: attestation", "d");
+  EXPECT_EQ(dev.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(dev.status().message().find(
+                "unknown field 'dev_keys' (accepted: allow_debug, "
+                "allow_insecure_dev_attestation, backend, dev_cert, dev_key, dev_root_ca, "
+                "peer_mrtd)"),
+            std::string::npos)
+      << dev.status();
+}
+
+TEST(AttestationConfigTest, EmptyRootCaIsRefusedNotReplacedByIntels) {
+  for (const char* text : {"", "\n  \n"}) {
+    nlohmann::json s = TdxSectionWithRootCa("empty-root.pem", text);
+    const std::string path = s["tdx"]["root_ca"].get<std::string>();
+    auto st = MakeAttestationFromConfig(s, "h.json: attestation", "d");
+    EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(st.status().message().find("h.json: attestation: tdx.root_ca (" + path +
+                                         "): the file is empty"),
+              std::string::npos)
+        << st.status();
+  }
+}
+
+TEST(AttestationConfigTest, UnparsableRootCaNamesTheFieldAndTheFile) {
+  nlohmann::json s = TdxSectionWithRootCa("bad-root.pem", "not a certificate\n");
+  const std::string path = s["tdx"]["root_ca"].get<std::string>();
+  auto st = MakeAttestationFromConfig(s, "h.json: attestation", "d");
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.status().message().find("h.json: attestation: tdx.root_ca (" + path + "): "),
+            std::string::npos)
+      << st.status();
+  EXPECT_EQ(st.status().message().find("peer_policy"), std::string::npos) << st.status();
+  // A missing file, too.
+  s["tdx"]["root_ca"] = ::testing::TempDir() + "/no-such-root.pem";
+  st = MakeAttestationFromConfig(s, "h.json: attestation", "d");
+  EXPECT_NE(st.status().message().find("tdx.root_ca (" + ::testing::TempDir() +
+                                       "/no-such-root.pem): "),
+            std::string::npos)
+      << st.status();
+  // A root that parses is taken.
+  auto good = MakeAttestationFromConfig(
+      TdxSectionWithRootCa("good-root.pem", tdx::kIntelSgxRootCaPem), "h.json: attestation",
+      "d");
+  EXPECT_TRUE(good.ok()) << good.status();
 }
 
 TEST(AttestationConfigTest, MissingOrUnknownBackendRefused) {

@@ -6,6 +6,9 @@
 #include <openssl/param_build.h>
 #include <openssl/pem.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 namespace gputravel {
@@ -31,6 +34,11 @@ absl::StatusOr<Curve> CurveOf(EVP_PKEY* pkey) {
   if (n == "prime256v1") return Curve::kP256;
   return absl::InvalidArgumentError("unsupported curve " + n +
                                     " (want P-256 or P-384)");
+}
+
+[[noreturn]] void PublicPointFailed(const char* what) {
+  std::fprintf(stderr, "fatal: OpenSSL cannot encode an EC public key: %s\n", what);
+  std::abort();
 }
 
 }  // namespace
@@ -66,6 +74,7 @@ absl::StatusOr<EcKey> EcKey::FromPkey(EVP_PKEY* pkey) {
 
 absl::StatusOr<EcKey> EcKey::FromPrivatePem(absl::string_view pem) {
   BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  if (bio == nullptr) return absl::InternalError("OpenSSL: cannot allocate a memory BIO");
   EVP_PKEY* pkey = PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr);
   BIO_free(bio);
   if (pkey == nullptr) return absl::InvalidArgumentError("not a PEM private key");
@@ -81,15 +90,25 @@ absl::StatusOr<EcKey> EcKey::FromPublicPoint(Curve curve,
         " bytes, got " + std::to_string(point.size()));
   }
   OSSL_PARAM_BLD* bld = OSSL_PARAM_BLD_new();
-  OSSL_PARAM_BLD_push_utf8_string(bld, OSSL_PKEY_PARAM_GROUP_NAME,
-                                  GroupName(curve), 0);
-  OSSL_PARAM_BLD_push_octet_string(bld, OSSL_PKEY_PARAM_PUB_KEY, point.data(),
-                                   point.size());
-  OSSL_PARAM* params = OSSL_PARAM_BLD_to_param(bld);
+  if (bld == nullptr) return absl::InternalError("OpenSSL: cannot allocate a parameter builder");
+  OSSL_PARAM* params = nullptr;
+  if (OSSL_PARAM_BLD_push_utf8_string(bld, OSSL_PKEY_PARAM_GROUP_NAME, GroupName(curve),
+                                      0) == 1 &&
+      OSSL_PARAM_BLD_push_octet_string(bld, OSSL_PKEY_PARAM_PUB_KEY, point.data(),
+                                       point.size()) == 1) {
+    params = OSSL_PARAM_BLD_to_param(bld);
+  }
   OSSL_PARAM_BLD_free(bld);
+  if (params == nullptr) {
+    return absl::InternalError("OpenSSL: cannot build the public key's parameters");
+  }
   EVP_PKEY_CTX* ctx = EVP_PKEY_CTX_new_from_name(nullptr, "EC", nullptr);
+  if (ctx == nullptr) {
+    OSSL_PARAM_free(params);
+    return absl::InternalError("OpenSSL: cannot allocate an EC key context");
+  }
   EVP_PKEY* pkey = nullptr;
-  bool ok = ctx != nullptr && EVP_PKEY_fromdata_init(ctx) == 1 &&
+  bool ok = EVP_PKEY_fromdata_init(ctx) == 1 &&
             EVP_PKEY_fromdata(ctx, &pkey, EVP_PKEY_PUBLIC_KEY, params) == 1;
   EVP_PKEY_CTX_free(ctx);
   OSSL_PARAM_free(params);
@@ -105,7 +124,11 @@ absl::StatusOr<EcKey> EcKey::FromPublicPoint(Curve curve,
   // The full check would add an n*Q scalar multiplication, as costly as the
   // ECDH itself (~0.75 ms on P-384), to every key agreement.
   EVP_PKEY_CTX* check = EVP_PKEY_CTX_new(pkey, nullptr);
-  int valid = check != nullptr ? EVP_PKEY_public_check_quick(check) : 0;
+  if (check == nullptr) {
+    EVP_PKEY_free(pkey);
+    return absl::InternalError("OpenSSL: cannot allocate an EC key check context");
+  }
+  int valid = EVP_PKEY_public_check_quick(check);
   EVP_PKEY_CTX_free(check);
   if (valid != 1) {
     EVP_PKEY_free(pkey);
@@ -114,14 +137,25 @@ absl::StatusOr<EcKey> EcKey::FromPublicPoint(Curve curve,
   return EcKey(pkey, curve);
 }
 
+// Cannot fail for a key this class holds (every way to make one checks it is
+// an EC key on a supported curve), so it has no error to return. An empty
+// point would still go into a channel transcript or a certificate, so a
+// failure (a moved-from key, a broken OpenSSL) stops the process instead, as
+// RandomBytes does (keyxfer/random.cc).
 std::string EcKey::PublicPoint() const {
+  if (pkey_ == nullptr) PublicPointFailed("no key (moved from)");
   size_t len = 0;
-  EVP_PKEY_get_octet_string_param(pkey_, OSSL_PKEY_PARAM_PUB_KEY, nullptr, 0,
-                                  &len);
+  if (EVP_PKEY_get_octet_string_param(pkey_, OSSL_PKEY_PARAM_PUB_KEY, nullptr, 0, &len) != 1 ||
+      len == 0) {
+    PublicPointFailed("length query failed");
+  }
   std::string out(len, '\0');
-  EVP_PKEY_get_octet_string_param(pkey_, OSSL_PKEY_PARAM_PUB_KEY,
-                                  reinterpret_cast<unsigned char*>(&out[0]),
-                                  len, &len);
+  if (EVP_PKEY_get_octet_string_param(pkey_, OSSL_PKEY_PARAM_PUB_KEY,
+                                      reinterpret_cast<unsigned char*>(&out[0]), len,
+                                      &len) != 1 ||
+      len == 0) {
+    PublicPointFailed("encoding failed");
+  }
   out.resize(len);
   return out;
 }
@@ -149,6 +183,7 @@ absl::StatusOr<SecretBytes> EcKey::DeriveSharedSecret(
 
 absl::StatusOr<std::string> EcKey::Sign(absl::string_view data) const {
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  if (ctx == nullptr) return absl::InternalError("OpenSSL: cannot allocate a digest context");
   size_t len = 0;
   if (EVP_DigestSignInit(ctx, nullptr, DigestFor(pkey_), nullptr, pkey_) != 1 ||
       EVP_DigestSign(ctx, nullptr, &len,
@@ -175,6 +210,7 @@ absl::Status EcKey::Verify(absl::string_view data,
 absl::Status VerifyEcdsa(EVP_PKEY* pkey, absl::string_view data,
                          absl::string_view signature_der) {
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  if (ctx == nullptr) return absl::InternalError("OpenSSL: cannot allocate a digest context");
   int rc = EVP_DigestVerifyInit(ctx, nullptr, DigestFor(pkey), nullptr, pkey);
   if (rc == 1) {
     rc = EVP_DigestVerify(
@@ -197,6 +233,10 @@ absl::StatusOr<SecretBytes> EcKey::PrivateKeyPem() const {
   }
   char* p = nullptr;
   long n = BIO_get_mem_data(bio, &p);
+  if (n <= 0 || p == nullptr) {
+    BIO_free(bio);
+    return absl::InternalError("OpenSSL: cannot encode private key");
+  }
   SecretBytes out(reinterpret_cast<uint8_t*>(p), static_cast<size_t>(n));
   BIO_free(bio);
   return out;

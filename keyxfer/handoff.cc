@@ -1,5 +1,8 @@
 #include "keyxfer/handoff.h"
 
+#include <algorithm>
+#include <string>
+
 #include "keyxfer/aes_gcm.h"
 #include "keyxfer/random.h"
 #include "keyxfer/wire.h"
@@ -26,6 +29,14 @@ std::string HandoffAad(const v1::HandoffBinding& b) {
 absl::StatusOr<std::string> WrapHandoff(const SecretBytes& handoff_key,
                                         const v1::HandoffBinding& binding,
                                         const ChannelMaterial& lce_h2d) {
+  // The payload carries exactly one AES-256 key: a shorter one would be read
+  // past its end, a longer one cut.
+  if (lce_h2d.key.size() != kAesKeySize) {
+    return absl::InvalidArgumentError(
+        "hand-off not wrapped: the LCE H2D channel key is " +
+        std::to_string(lce_h2d.key.size()) + " bytes, not the " +
+        std::to_string(kAesKeySize) + " of an AES-256 key");
+  }
   auto gcm = AesGcm::Create(handoff_key);
   if (!gcm.ok()) return gcm.status();
   SecretBytes payload(kAesKeySize + kGcmIvSize + 8);

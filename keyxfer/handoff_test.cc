@@ -1,5 +1,9 @@
 #include "keyxfer/handoff.h"
 
+#include <functional>
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "keyxfer/random.h"
 
@@ -61,12 +65,25 @@ TEST_F(HandoffTest, ReplayForAnotherTripHolderGpuOrWindowRefused) {
       [](v1::HandoffBinding* b) { b->set_window_length(1); },
       [](v1::HandoffBinding* b) { b->set_first_counter(2); },
       [](v1::HandoffBinding* b) { b->set_counter_count(9); },
+      [](v1::HandoffBinding* b) { b->set_chunk_size(1 << 20); },
   };
   for (size_t i = 0; i < changes.size(); ++i) {
     v1::HandoffBinding other = b_;
     changes[i](&other);
     auto m = UnwrapHandoff(key_, other, blob);
     EXPECT_EQ(m.status().code(), absl::StatusCode::kPermissionDenied) << i;
+  }
+}
+
+TEST_F(HandoffTest, LceKeyOfTheWrongSizeIsNotWrapped) {
+  for (size_t size : {size_t{0}, size_t{16}, size_t{31}, size_t{33}, size_t{64}}) {
+    ChannelMaterial bad = lce_.Clone();
+    bad.key = SecretBytes(size);
+    auto blob = WrapHandoff(key_, b_, bad);
+    EXPECT_EQ(blob.status().code(), absl::StatusCode::kInvalidArgument) << size;
+    EXPECT_NE(blob.status().message().find(std::to_string(size) + " bytes, not the 32"),
+              std::string::npos)
+        << blob.status();
   }
 }
 

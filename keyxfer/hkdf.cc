@@ -5,6 +5,9 @@
 #include <openssl/kdf.h>
 #include <openssl/params.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace gputravel {
 namespace {
 
@@ -39,10 +42,18 @@ absl::StatusOr<SecretBytes> Hkdf(int mode, absl::string_view salt,
   return out;
 }
 
-std::string Digest(const EVP_MD* md, absl::string_view data) {
+// A digest that failed would come back empty or short, and an empty digest
+// compares equal to another empty one (transcripts, report data): there is
+// no safe value to return, so a failure stops the process, as RandomBytes
+// does (keyxfer/random.cc). It only happens with a broken OpenSSL.
+std::string Digest(const EVP_MD* md, const char* name, absl::string_view data) {
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), out, &len, md, nullptr);
+  if (md == nullptr || EVP_Digest(data.data(), data.size(), out, &len, md, nullptr) != 1 ||
+      len == 0 || static_cast<int>(len) != EVP_MD_get_size(md)) {
+    std::fprintf(stderr, "fatal: OpenSSL %s digest failed\n", name);
+    std::abort();
+  }
   return std::string(reinterpret_cast<char*>(out), len);
 }
 
@@ -61,7 +72,7 @@ absl::StatusOr<SecretBytes> HkdfSha384Expand(const SecretBytes& prk,
               length);
 }
 
-std::string Sha384(absl::string_view data) { return Digest(EVP_sha384(), data); }
-std::string Sha256(absl::string_view data) { return Digest(EVP_sha256(), data); }
+std::string Sha384(absl::string_view data) { return Digest(EVP_sha384(), "SHA-384", data); }
+std::string Sha256(absl::string_view data) { return Digest(EVP_sha256(), "SHA-256", data); }
 
 }  // namespace gputravel

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <new>
+#include <utility>
 
 #include "gtest/gtest.h"
 
@@ -74,6 +75,24 @@ TEST(SecretBytesTest, MoveLeavesSourceEmpty) {
   SecretBytes b = std::move(a);
   EXPECT_TRUE(a.empty());
   EXPECT_EQ(b.size(), 3u);
+}
+
+// Assigning a key over another: the old key's memory is wiped as it is
+// released, the target holds the new key, and the source is left empty.
+TEST(SecretBytesTest, MoveAssignOverAKeyWipesTheOldOne) {
+  SecretBytes old_key = SecretBytes::FromString("old-key-0123456789abcdef");
+  SecretBytes new_key = SecretBytes::FromString("new-key-fedcba9876543210");
+  Watch(old_key);
+  old_key = std::move(new_key);
+  EXPECT_TRUE(g_released) << "the old key's memory was not released on assignment";
+  EXPECT_TRUE(g_was_zero) << "the old key was still in the memory assignment released";
+  EXPECT_TRUE(old_key.Equals(SecretBytes::FromString("new-key-fedcba9876543210")));
+  EXPECT_TRUE(new_key.empty());
+  // The moved-in key is wiped when it goes, too.
+  Watch(old_key);
+  old_key.Clear();
+  EXPECT_TRUE(g_released);
+  EXPECT_TRUE(g_was_zero);
 }
 
 TEST(SecretBytesTest, EqualsIsExact) {

@@ -1,9 +1,15 @@
 #include "keyxfer/x509.h"
 
+#include <openssl/bn.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
+
+#include <memory>
+#include <string>
+#include <utility>
 
 #include "keyxfer/random.h"
 
@@ -15,9 +21,16 @@ struct X509Deleter {
 };
 using X509Ptr = std::unique_ptr<X509, X509Deleter>;
 
+// Exactly one DER certificate: bytes after it are refused (the same rule as
+// auth/x509_util.cc), so two different byte strings never pass as one
+// certificate.
 X509Ptr ParseDer(absl::string_view der) {
-  const unsigned char* p = reinterpret_cast<const unsigned char*>(der.data());
-  return X509Ptr(d2i_X509(nullptr, &p, static_cast<long>(der.size())));
+  if (der.empty()) return nullptr;
+  const unsigned char* start = reinterpret_cast<const unsigned char*>(der.data());
+  const unsigned char* p = start;
+  X509Ptr cert(d2i_X509(nullptr, &p, static_cast<long>(der.size())));
+  if (cert && p != start + der.size()) return nullptr;
+  return cert;
 }
 
 std::string ToDer(X509* x) {
@@ -25,7 +38,7 @@ std::string ToDer(X509* x) {
   if (len <= 0) return "";
   std::string out(static_cast<size_t>(len), '\0');
   unsigned char* p = reinterpret_cast<unsigned char*>(&out[0]);
-  i2d_X509(x, &p);
+  if (i2d_X509(x, &p) != len) return "";
   return out;
 }
 
@@ -35,16 +48,33 @@ std::string CommonName(X509_NAME* name) {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
-void AddExt(X509* cert, X509* issuer, int nid, const char* value) {
+absl::Status AddExt(X509* cert, X509* issuer, int nid, const char* value) {
   X509V3_CTX ctx;
   X509V3_set_ctx_nodb(&ctx);
   X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
   X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
-  if (ext != nullptr) {
-    X509_add_ext(cert, ext, -1);
-    X509_EXTENSION_free(ext);
+  if (ext == nullptr) {
+    return absl::InternalError(std::string("OpenSSL: cannot build extension ") +
+                               OBJ_nid2sn(nid) + "=" + value);
   }
+  int ok = X509_add_ext(cert, ext, -1);
+  X509_EXTENSION_free(ext);
+  if (ok != 1) {
+    return absl::InternalError(std::string("OpenSSL: cannot add extension ") +
+                               OBJ_nid2sn(nid));
+  }
+  return absl::OkStatus();
 }
+
+struct StoreDeleter {
+  void operator()(X509_STORE* s) const { X509_STORE_free(s); }
+};
+struct StoreCtxDeleter {
+  void operator()(X509_STORE_CTX* c) const { X509_STORE_CTX_free(c); }
+};
+struct BnDeleter {
+  void operator()(BIGNUM* b) const { BN_free(b); }
+};
 
 }  // namespace
 
@@ -59,35 +89,54 @@ absl::StatusOr<std::string> IssueCertificate(const EcKey& subject_key,
     if (!issuer) return absl::InvalidArgumentError("issuer certificate is not DER X.509");
   }
   X509Ptr cert(X509_new());
-  X509_set_version(cert.get(), 2);
+  if (!cert) return absl::InternalError("OpenSSL: out of memory");
+  if (X509_set_version(cert.get(), 2) != 1) {
+    return absl::InternalError("OpenSSL: cannot set the certificate version");
+  }
   uint8_t serial[16];
   RandomBytes(serial, sizeof(serial));
   serial[0] &= 0x7f;
-  BIGNUM* bn = BN_bin2bn(serial, sizeof(serial), nullptr);
-  BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(cert.get()));
-  BN_free(bn);
-  X509_gmtime_adj(X509_getm_notBefore(cert.get()), -3600);
-  X509_gmtime_adj(X509_getm_notAfter(cert.get()), 86400L * valid_days);
-  X509_set_pubkey(cert.get(), subject_key.pkey());
+  std::unique_ptr<BIGNUM, BnDeleter> bn(BN_bin2bn(serial, sizeof(serial), nullptr));
+  if (!bn || BN_to_ASN1_INTEGER(bn.get(), X509_get_serialNumber(cert.get())) == nullptr) {
+    return absl::InternalError("OpenSSL: cannot set the serial number");
+  }
+  if (X509_gmtime_adj(X509_getm_notBefore(cert.get()), -3600) == nullptr ||
+      X509_gmtime_adj(X509_getm_notAfter(cert.get()), 86400L * valid_days) == nullptr) {
+    return absl::InternalError("OpenSSL: cannot set the validity period");
+  }
+  if (X509_set_pubkey(cert.get(), subject_key.pkey()) != 1) {
+    return absl::InternalError("OpenSSL: cannot set the public key");
+  }
   X509_NAME* name = X509_get_subject_name(cert.get());
   std::string cn(common_name);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
-                             reinterpret_cast<const unsigned char*>(cn.c_str()),
-                             -1, -1, 0);
-  X509_set_issuer_name(cert.get(), issuer ? X509_get_subject_name(issuer.get())
-                                          : name);
+  if (name == nullptr ||
+      X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
+                                 reinterpret_cast<const unsigned char*>(cn.c_str()),
+                                 -1, -1, 0) != 1) {
+    return absl::InternalError("OpenSSL: cannot set the subject CN");
+  }
+  if (X509_set_issuer_name(cert.get(), issuer ? X509_get_subject_name(issuer.get())
+                                              : name) != 1) {
+    return absl::InternalError("OpenSSL: cannot set the issuer name");
+  }
   X509* iss = issuer ? issuer.get() : cert.get();
-  AddExt(cert.get(), iss, NID_basic_constraints,
-         is_ca ? "critical,CA:TRUE" : "critical,CA:FALSE");
-  AddExt(cert.get(), iss, NID_key_usage,
-         is_ca ? "critical,keyCertSign,cRLSign" : "critical,digitalSignature");
-  AddExt(cert.get(), iss, NID_subject_key_identifier, "hash");
+  // Every extension must be present: a leaf without CA:FALSE must never leave.
+  absl::Status s = AddExt(cert.get(), iss, NID_basic_constraints,
+                          is_ca ? "critical,CA:TRUE" : "critical,CA:FALSE");
+  if (s.ok()) {
+    s = AddExt(cert.get(), iss, NID_key_usage,
+               is_ca ? "critical,keyCertSign,cRLSign" : "critical,digitalSignature");
+  }
+  if (s.ok()) s = AddExt(cert.get(), iss, NID_subject_key_identifier, "hash");
+  if (!s.ok()) return s;
   const EVP_MD* md = EVP_PKEY_get_bits(issuer_key.pkey()) > 256 ? EVP_sha384()
                                                                  : EVP_sha256();
   if (X509_sign(cert.get(), issuer_key.pkey(), md) <= 0) {
     return absl::InternalError("OpenSSL: certificate signing failed");
   }
-  return ToDer(cert.get());
+  std::string der = ToDer(cert.get());
+  if (der.empty()) return absl::InternalError("OpenSSL: cannot encode the certificate");
+  return der;
 }
 
 absl::StatusOr<VerifiedCertificate> VerifyCertificate(absl::string_view cert_der,
@@ -96,20 +145,27 @@ absl::StatusOr<VerifiedCertificate> VerifyCertificate(absl::string_view cert_der
   if (!cert) return absl::InvalidArgumentError("certificate is not DER X.509");
   X509Ptr ca = ParseDer(ca_der);
   if (!ca) return absl::InvalidArgumentError("CA certificate is not DER X.509");
-  X509_STORE* store = X509_STORE_new();
-  X509_STORE_add_cert(store, ca.get());
-  X509_STORE_CTX* ctx = X509_STORE_CTX_new();
-  X509_STORE_CTX_init(ctx, store, cert.get(), nullptr);
-  int ok = X509_verify_cert(ctx);
-  int err = X509_STORE_CTX_get_error(ctx);
-  X509_STORE_CTX_free(ctx);
-  X509_STORE_free(store);
+  std::unique_ptr<X509_STORE, StoreDeleter> store(X509_STORE_new());
+  std::unique_ptr<X509_STORE_CTX, StoreCtxDeleter> ctx(X509_STORE_CTX_new());
+  if (!store || !ctx) return absl::InternalError("OpenSSL: out of memory");
+  if (X509_STORE_add_cert(store.get(), ca.get()) != 1) {
+    return absl::InternalError("OpenSSL: cannot add the CA certificate to the trust store");
+  }
+  if (X509_STORE_CTX_init(ctx.get(), store.get(), cert.get(), nullptr) != 1) {
+    return absl::InternalError("OpenSSL: cannot initialise certificate verification");
+  }
+  int ok = X509_verify_cert(ctx.get());
+  int err = X509_STORE_CTX_get_error(ctx.get());
+  ctx.reset();
+  store.reset();
   if (ok != 1) {
     return absl::UnauthenticatedError(
         std::string("certificate does not chain to the pinned CA: ") +
         X509_verify_cert_error_string(err));
   }
-  auto key = EcKey::FromPkey(X509_get_pubkey(cert.get()));
+  EVP_PKEY* pub = X509_get_pubkey(cert.get());  // A new reference, owned by the key.
+  if (pub == nullptr) return absl::InvalidArgumentError("certificate has no usable public key");
+  auto key = EcKey::FromPkey(pub);
   if (!key.ok()) return key.status();
   return VerifiedCertificate{std::move(*key),
                              CommonName(X509_get_subject_name(cert.get()))};
@@ -117,21 +173,29 @@ absl::StatusOr<VerifiedCertificate> VerifyCertificate(absl::string_view cert_der
 
 absl::StatusOr<std::string> CertificatePemToDer(absl::string_view pem) {
   BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  if (bio == nullptr) return absl::InternalError("OpenSSL: out of memory");
   X509Ptr cert(PEM_read_bio_X509(bio, nullptr, nullptr, nullptr));
   BIO_free(bio);
   if (!cert) return absl::InvalidArgumentError("not a PEM certificate");
-  return ToDer(cert.get());
+  std::string der = ToDer(cert.get());
+  if (der.empty()) return absl::InternalError("OpenSSL: cannot encode the certificate");
+  return der;
 }
 
 absl::StatusOr<std::string> CertificateDerToPem(absl::string_view der) {
   X509Ptr cert = ParseDer(der);
   if (!cert) return absl::InvalidArgumentError("certificate is not DER X.509");
   BIO* bio = BIO_new(BIO_s_mem());
-  PEM_write_bio_X509(bio, cert.get());
+  if (bio == nullptr) return absl::InternalError("OpenSSL: out of memory");
+  if (PEM_write_bio_X509(bio, cert.get()) != 1) {
+    BIO_free(bio);
+    return absl::InternalError("OpenSSL: cannot encode the certificate as PEM");
+  }
   char* p = nullptr;
   long n = BIO_get_mem_data(bio, &p);
-  std::string out(p, static_cast<size_t>(n));
+  std::string out = n > 0 && p != nullptr ? std::string(p, static_cast<size_t>(n)) : "";
   BIO_free(bio);
+  if (out.empty()) return absl::InternalError("OpenSSL: cannot encode the certificate as PEM");
   return out;
 }
 

@@ -12,6 +12,10 @@ namespace gputravel {
 // Issues a DER X.509 v3 certificate for `subject_key` with CN `common_name`,
 // signed by `issuer_key`. `issuer_der` empty means self-signed (a CA). Used by
 // the development PKI (device certificates, development attestation keys).
+// Every field and extension (basicConstraints CA:TRUE/CA:FALSE, keyUsage,
+// subjectKeyIdentifier) is checked: an error instead of a certificate that
+// lacks one. Every DER input of this file must be exactly one certificate:
+// trailing bytes are refused (INVALID_ARGUMENT).
 absl::StatusOr<std::string> IssueCertificate(const EcKey& subject_key,
                                              absl::string_view common_name,
                                              const EcKey& issuer_key,

@@ -23,7 +23,7 @@ DaemonArgs ParseDaemonArgsOrExit(int argc, char** argv, const std::string& progr
   Flags flags(program, summary);
   flags.String("config", "", "Path of the configuration (JSON). Required.");
   flags.String("ready_file", "", "File written once the daemon serves.");
-  flags.String("v", "1", "Log verbosity: 0 errors, 1 info, 2 debug, 3 trace.");
+  flags.Int("v", 1, 0, 3, "Log verbosity: 0 errors, 1 info, 2 debug, 3 trace.");
   absl::Status ps = flags.Parse(argc, argv);
   if (flags.help_requested()) {
     std::printf("%s", flags.Help().c_str());

@@ -1,6 +1,8 @@
 #include "util/files.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,24 +22,64 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
-absl::Status WriteFile(const std::string& path, const std::string& contents,
-                       int mode) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) {
-    return absl::UnavailableError("cannot write " + path + ": " + std::strerror(errno));
-  }
+namespace {
+
+// Writes all of `contents` to `fd`; 0 or the errno of the failed write.
+int WriteAll(int fd, const std::string& contents) {
   size_t done = 0;
   while (done < contents.size()) {
     ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      ::close(fd);
-      return absl::UnavailableError("cannot write " + path + ": " + std::strerror(e));
-    }
+    if (n < 0) return errno;
+    if (n == 0) return EIO;  // No progress: never spin.
     done += static_cast<size_t>(n);
   }
-  ::close(fd);
+  return 0;
+}
+
+absl::Status WriteError(const std::string& path, int err) {
+  return absl::UnavailableError("cannot write " + path + ": " + std::strerror(err));
+}
+
+}  // namespace
+
+absl::Status WriteFile(const std::string& path, const std::string& contents,
+                       int mode) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return WriteError(path, errno);
+  int err = WriteAll(fd, contents);
+  if (err != 0) {
+    ::close(fd);
+    return WriteError(path, err);
+  }
+  // close() is where some file systems (NFS, quotas) report a failed write.
+  if (::close(fd) != 0) return WriteError(path, errno);
+  return absl::OkStatus();
+}
+
+absl::Status WriteNewFile(const std::string& path, const std::string& contents, int mode) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  static_cast<mode_t>(mode));
+  if (fd < 0) {
+    int err = errno;
+    // EEXIST: a file, directory or symbolic link is there. ELOOP: O_NOFOLLOW
+    // met a symbolic link (kept for systems that report it so).
+    if (err == EEXIST || err == ELOOP) {
+      return absl::AlreadyExistsError(path + " already exists");
+    }
+    return WriteError(path, err);
+  }
+  int err = WriteAll(fd, contents);
+  if (err != 0) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    return WriteError(path, err);
+  }
+  if (::close(fd) != 0) {
+    err = errno;
+    ::unlink(path.c_str());
+    return WriteError(path, err);
+  }
   return absl::OkStatus();
 }
 

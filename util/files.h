@@ -9,9 +9,17 @@
 namespace gputravel {
 
 absl::StatusOr<std::string> ReadFile(const std::string& path);
-// Writes with the given mode (0600 for private keys).
+// Writes with the given mode (0600 for private keys), replacing what is there
+// (a symbolic link is followed). The mode applies only to a new file.
 absl::Status WriteFile(const std::string& path, const std::string& contents,
                        int mode = 0644);
+// Creates `path` with `mode` (less the umask) and writes `contents`. Nothing
+// that exists is ever followed, truncated or replaced: the file is created
+// with O_CREAT|O_EXCL|O_NOFOLLOW, so an existing file or symbolic link
+// (dangling or not) is refused at open time with ALREADY_EXISTS ("PATH
+// already exists"). If a write or the close fails, the partial file is
+// removed.
+absl::Status WriteNewFile(const std::string& path, const std::string& contents, int mode);
 // Parses JSON without exceptions; errors name the file.
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path);
 

@@ -1,6 +1,9 @@
 #include "util/flags.h"
 
-#include <cstdlib>
+#include <string>
+#include <utility>
+
+#include "absl/strings/numbers.h"
 
 namespace gputravel {
 
@@ -12,6 +15,16 @@ void Flags::String(const std::string& name, std::string default_value,
 
 void Flags::Bool(const std::string& name, const std::string& help) {
   decls_[name] = Decl{"false", help, true, false};
+  order_.push_back(name);
+}
+
+void Flags::Int(const std::string& name, int default_value, int min_value, int max_value,
+                const std::string& help) {
+  Decl d{std::to_string(default_value), help, false, false};
+  d.is_int = true;
+  d.min_value = min_value;
+  d.max_value = max_value;
+  decls_[name] = d;
   order_.push_back(name);
 }
 
@@ -52,6 +65,16 @@ absl::Status Flags::Parse(int argc, char** argv, int first) {
         }
         value = argv[++i];
       }
+      if (it->second.is_int) {
+        int n = 0;
+        if (!absl::SimpleAtoi(value, &n) || n < it->second.min_value ||
+            n > it->second.max_value) {
+          return absl::InvalidArgumentError(
+              "flag --" + name + " must be an integer in " +
+              std::to_string(it->second.min_value) + ".." +
+              std::to_string(it->second.max_value) + ", not '" + value + "'");
+        }
+      }
       it->second.value = value;
     }
     it->second.set = true;
@@ -71,15 +94,22 @@ bool Flags::IsSet(const std::string& name) const {
 }
 
 int Flags::GetInt(const std::string& name) const {
-  return std::atoi(Get(name).c_str());
+  int n = 0;
+  if (!absl::SimpleAtoi(Get(name), &n)) return 0;
+  return n;
 }
 
 std::string Flags::Help() const {
   std::string out = "Usage: " + program_ + " [flags]\n\n" + summary_ + "\n\nFlags:\n";
   for (const auto& n : order_) {
     const Decl& d = decls_.at(n);
-    out += "  --" + n + (d.is_bool ? "" : "=VALUE") + "\n      " + d.help;
-    if (!d.is_bool && !d.value.empty()) out += " (default: " + d.value + ")";
+    out += "  --" + n + (d.is_bool ? "" : d.is_int ? "=N" : "=VALUE") + "\n      " + d.help;
+    if (d.is_int) {
+      out += " (" + std::to_string(d.min_value) + ".." + std::to_string(d.max_value) +
+             ", default: " + d.value + ")";
+    } else if (!d.is_bool && !d.value.empty()) {
+      out += " (default: " + d.value + ")";
+    }
     out += "\n";
   }
   out += "  --help\n      Print this help and exit.\n";

@@ -20,12 +20,22 @@ class Flags {
   void String(const std::string& name, std::string default_value,
               const std::string& help);
   void Bool(const std::string& name, const std::string& help);
+  // An integer flag: Parse() refuses a value that is not a whole number in
+  // [min_value, max_value] (INVALID_ARGUMENT "flag --holders must be an
+  // integer in 1..16, not '3x'"), so GetInt() of it is always in range.
+  void Int(const std::string& name, int default_value, int min_value, int max_value,
+           const std::string& help);
 
-  // Parses argv[first..]; unknown flags are errors. Sets help_requested().
+  // Parses argv[first..]; unknown flags and bad values of Int() flags are
+  // errors. Sets help_requested().
   absl::Status Parse(int argc, char** argv, int first = 1);
 
   std::string Get(const std::string& name) const;
   bool IsSet(const std::string& name) const;
+  // The value as an integer. For a flag declared with Int() it was checked by
+  // Parse(). For any other flag the whole value must be a decimal integer
+  // ("3x", "debug" and "" give 0): declare numeric flags with Int() so that a
+  // bad value is a usage error instead.
   int GetInt(const std::string& name) const;
   const std::vector<std::string>& positional() const { return positional_; }
   bool help_requested() const { return help_; }
@@ -37,6 +47,9 @@ class Flags {
     std::string help;
     bool is_bool = false;
     bool set = false;
+    bool is_int = false;
+    int min_value = 0;
+    int max_value = 0;
   };
   std::string program_, summary_;
   std::map<std::string, Decl> decls_;

@@ -1,0 +1,25 @@
+#ifndef GPUTRAVEL_CLI_TERMINAL_TEXT_H_
+#define GPUTRAVEL_CLI_TERMINAL_TEXT_H_
+
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace gputravel {
+
+// Makes text from elsewhere (a server's error or event message, a holder's
+// name) safe to print on a terminal: nothing in it can move the cursor,
+// clear the screen, set the window title or start any other escape
+// sequence. Each of these bytes is written as \xNN (lowercase hex):
+//  - C0 controls (0x00-0x1f) except tab, and DEL (0x7f): ESC, CR, LF, BEL...;
+//  - a byte that is not part of a well-formed UTF-8 sequence (a terminal in
+//    a non-UTF-8 locale would read 0x9b alone as CSI);
+//  - both bytes of a UTF-8 encoded C1 control (U+0080-U+009F, e.g. U+009B,
+//    which some terminals also take as CSI).
+// Everything else, printable UTF-8 included, is kept as it is. Not for JSON
+// output, which escapes control characters itself.
+std::string TerminalSafe(absl::string_view text);
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_CLI_TERMINAL_TEXT_H_
