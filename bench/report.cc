@@ -252,8 +252,10 @@ std::string ReportJson(const BenchReport& r) {
         {"return_mean_seconds", t.return_mean}}},
       {"mux_route_seconds", SummaryJson(t.mux_route_seconds)},
       {"cpu_seconds_per_trip", t.cpu_seconds_per_trip},
-      {"device_bounce_mappings_after_campaign", t.device_bounce_mappings},
-      {"device_bounce_bytes_after_campaign", t.device_bounce_bytes},
+      {"device_bounce_mappings_after_campaign",
+       t.device_maps_readable ? json(t.device_bounce_mappings) : json(nullptr)},
+      {"device_bounce_bytes_after_campaign",
+       t.device_maps_readable ? json(t.device_bounce_bytes) : json(nullptr)},
       {"p50_meets_target", met.has_value() ? json(*met) : json(nullptr)},
       {"components_in_process", comps}};
   return j.dump(2) + "\n";
@@ -419,9 +421,14 @@ std::string ReportTable(const BenchReport& r) {
       o += Format("  CPU per trip (user + system, ms):%s; total %.2f ms\n", parts.c_str(),
                   total * 1e3);
     }
-    o += Format("  bounce rings still mapped by the device after the campaign: %llu (%llu bytes)\n",
-                (unsigned long long)t.device_bounce_mappings,
-                (unsigned long long)t.device_bounce_bytes);
+    if (t.device_maps_readable) {
+      o += Format("  bounce rings still mapped by the device after the campaign: %llu (%llu bytes)\n",
+                  (unsigned long long)t.device_bounce_mappings,
+                  (unsigned long long)t.device_bounce_bytes);
+    } else {
+      o += "  bounce rings still mapped by the device after the campaign: unknown (its "
+           "/proc/PID/maps needs CAP_SYS_PTRACE: the device is not dumpable)\n";
+    }
   }
   o += "\n  trip steps timed in process (p50 ms; per trip = times one trip takes the step)\n";
   double modelled = 0;

@@ -71,11 +71,16 @@ void ReadMuxMarks(const std::string& path, const std::string& holder_domain,
   }
 }
 
-// Bounce-ring mappings (deleted /dev/shm files) in a process.
-void CountBounceMappings(int pid, uint64_t* count, uint64_t* bytes) {
+// Bounce-ring mappings (deleted /dev/shm files) in a process; false when its
+// maps cannot be read (a live process always has some): the daemons are not
+// dumpable (util/no_core_dumps.h), so reading another's maps takes
+// CAP_SYS_PTRACE.
+bool CountBounceMappings(int pid, uint64_t* count, uint64_t* bytes) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
   std::string line;
+  bool any = false;
   while (std::getline(in, line)) {
+    any = true;
     if (line.find("gputravel-bounce-") == std::string::npos) continue;
     unsigned long long lo = 0, hi = 0;
     if (std::sscanf(line.c_str(), "%llx-%llx", &lo, &hi) == 2) {
@@ -83,6 +88,7 @@ void CountBounceMappings(int pid, uint64_t* count, uint64_t* bytes) {
       *bytes += hi - lo;
     }
   }
+  return any;
 }
 
 // User + system CPU seconds of a process so far, or -1 if unreadable.
@@ -190,7 +196,8 @@ absl::StatusOr<TripBenchResult> MeasureTrips(const TripBenchOptions& options) {
   }
 
   if (Subprocess* gpu = (*stack)->process("gpu")) {
-    CountBounceMappings(gpu->pid(), &r.device_bounce_mappings, &r.device_bounce_bytes);
+    r.device_maps_readable =
+        CountBounceMappings(gpu->pid(), &r.device_bounce_mappings, &r.device_bounce_bytes);
   }
 
   // MUX Route against the live stack: fencing tokens above every trip's.

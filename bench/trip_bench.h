@@ -43,6 +43,10 @@ struct TripBenchResult {
   // detached): count and bytes, from /proc/<gpu pid>/maps.
   uint64_t device_bounce_mappings = 0;
   uint64_t device_bounce_bytes = 0;
+  // False when /proc/<gpu pid>/maps could not be read (it takes
+  // CAP_SYS_PTRACE: the device is not dumpable); the two counts are then
+  // unknown, not zero.
+  bool device_maps_readable = false;
   // CPU time (user + system, /proc/<pid>/stat) each daemon spent during the
   // campaign, divided by the trips: what a trip costs the machine, which on
   // a few shared cores bounds how short a trip can be.

@@ -16,8 +16,11 @@ namespace gputravel {
 //    a non-UTF-8 locale would read 0x9b alone as CSI);
 //  - both bytes of a UTF-8 encoded C1 control (U+0080-U+009F, e.g. U+009B,
 //    which some terminals also take as CSI).
-// Everything else, printable UTF-8 included, is kept as it is. Not for JSON
-// output, which escapes control characters itself.
+// Everything else, printable UTF-8 included, is kept as it is. That is safe
+// on a UTF-8 terminal. An 8-bit terminal in another locale that honours C1
+// controls could still read a continuation byte of a well-formed character
+// (0x9b in U+06DB, "\xdb\x9b") as CSI: run the CLI in a UTF-8 locale. Not
+// for JSON output, which escapes control characters itself.
 std::string TerminalSafe(absl::string_view text);
 
 }  // namespace gputravel

@@ -24,11 +24,14 @@ double Since(std::chrono::steady_clock::time_point t0) {
 // The status as the orchestrator gets it: the dataset's local path (a fact
 // about the holder's machine, which its errors name for the holder's own
 // log) replaced by the dataset's name, which the orchestrator knows.
+// Dataset errors name it as "dataset PATH" (holder_agent/dataset.cc); only
+// that is replaced, so a short relative path elsewhere in a word survives.
 absl::Status ForCaller(const absl::Status& s, const std::string& path,
                        const std::string& dataset_name) {
-  if (path.empty() || s.message().find(path) == absl::string_view::npos) return s;
+  const std::string named = "dataset " + path;
+  if (path.empty() || s.message().find(named) == absl::string_view::npos) return s;
   return absl::Status(s.code(), absl::StrReplaceAll(s.message(),
-                                                    {{path, "'" + dataset_name + "'"}}));
+                                                    {{named, "dataset '" + dataset_name + "'"}}));
 }
 
 }  // namespace
@@ -184,6 +187,11 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
   {
     absl::MutexLock l(&mu_);
     auto it = pending_.find(req.channel_id());
+    if (it != pending_.end() && std::chrono::steady_clock::now() - it->second.opened >
+                                    options_.pending_channel_lifetime) {
+      pending_.erase(it);  // past its lifetime: dropped as OpenChannel would
+      it = pending_.end();
+    }
     if (it == pending_.end()) {
       return absl::FailedPreconditionError(
           "unknown or already used channel (an unused one is dropped after " +

@@ -327,6 +327,17 @@ TEST_F(ShortChannelLifetimeTest, ChannelUnusedPastItsLifetimeIsDroppedAtTheNextO
   EXPECT_EQ(DeviceWindow(), Window(0));
 }
 
+// A channel past its lifetime is refused when a Provision claims it, even
+// with no OpenChannel in between to sweep it.
+TEST_F(ShortChannelLifetimeTest, ChannelPastItsLifetimeIsRefusedWhenClaimed) {
+  Channel stale = Open();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ExpectRefused(Provision(stale, Binding("c1", 1, 0)), grpc::StatusCode::FAILED_PRECONDITION,
+                "unknown or already used channel");
+  ASSERT_TRUE(Provision(Open(), Binding("c1", 1, 0)).ok());
+  EXPECT_EQ(DeviceWindow(), Window(0));
+}
+
 // A window the dataset does not hold is refused before the key is opened,
 // takes no trip, and the refusal names the dataset, not its path on the
 // holder's machine.

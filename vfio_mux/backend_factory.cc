@@ -152,17 +152,17 @@ absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeRoutingBackend(
     const nlohmann::json& config, const std::string& where) {
   auto backend = JsonString(config, where, "backend");
   if (!backend.ok()) return backend.status();
+  if (*backend != "sysfs" && *backend != "libvirt" && *backend != "emulated") {
+    return absl::InvalidArgumentError(where + ": unknown MUX backend '" + *backend +
+                                      "' (use emulated, sysfs or libvirt)");
+  }
   // The daemon's own fields (vfio_mux/mux_main.cc) and the backend's.
   std::set<std::string> known = {"listen", "state_file", "audit_log", "tls", "backend"};
-  known.insert(*backend == "sysfs" || *backend == "libvirt" ? *backend : "gpus");
+  known.insert(*backend == "emulated" ? "gpus" : *backend);
   absl::Status unknown = RefuseUnknownFields(config, known, where);
   if (!unknown.ok()) return unknown;
   if (*backend == "sysfs") return MakeSysfs(config, where);
   if (*backend == "libvirt") return MakeLibvirt(config, where);
-  if (*backend != "emulated") {
-    return absl::InvalidArgumentError(where + ": unknown MUX backend '" + *backend +
-                                      "' (use emulated, sysfs or libvirt)");
-  }
   if (!config.contains("gpus") || !config["gpus"].is_array() || config["gpus"].empty()) {
     return absl::InvalidArgumentError(where + ": 'gpus' must be a non-empty array");
   }

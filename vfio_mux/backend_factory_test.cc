@@ -18,6 +18,9 @@ TEST(BackendFactoryTest, BackendIsRequiredNoDefault) {
 TEST(BackendFactoryTest, UnknownBackendNamed) {
   auto s = Make(R"({"backend": "magic"})");
   EXPECT_NE(s.message().find("unknown MUX backend 'magic'"), std::string::npos);
+  // A misspelt backend is named as such, not as its section's unknown field.
+  s = Make(R"({"backend": "sysfss", "sysfs": {}})");
+  EXPECT_NE(s.message().find("unknown MUX backend 'sysfss'"), std::string::npos) << s;
 }
 
 TEST(BackendFactoryTest, EmulatedNeedsEndpoints) {
