@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <atomic>
+
 #include "device/device_service.h"
 #include "device/emulated_gpu.h"
 #include "device/gpu_session.h"
@@ -449,6 +451,79 @@ TEST_F(DeviceLayerTest, SubstitutedGpuDetected) {
 TEST_F(DeviceLayerTest, NotRoutedDomainRefused) {
   GpuSession session(MakeChannel("unix:" + dir_ + "/holder.sock"), ca_der_, "");
   EXPECT_EQ(session.Establish().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// The driver's own re-key keeps device memory (it authorises the exchange
+// under the session in force, and the device signs that it kept it); a
+// driver without that session (a restarted orchestrator) finds it wiped.
+TEST_F(DeviceLayerTest, DriverKeepsMemoryOnlyThroughItsOwnSession) {
+  GpuSession session(MakeChannel("unix:" + dir_ + "/orch.sock"), ca_der_, "");
+  ASSERT_TRUE(session.Establish().ok());
+  EXPECT_FALSE(session.memory_kept()) << "nothing authorised the first exchange";
+  auto buffer = session.AllocBuffer(4096);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  ASSERT_TRUE(session.Establish().ok());
+  EXPECT_TRUE(session.memory_kept());
+  auto kept = session.ScrubUnlessGone(*buffer, 4096);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(*kept, GpuSession::ScrubResult::kScrubbed);
+
+  GpuSession restarted(MakeChannel("unix:" + dir_ + "/orch.sock"), ca_der_, "");
+  ASSERT_TRUE(restarted.Establish().ok());
+  EXPECT_FALSE(restarted.memory_kept());
+  auto gone = restarted.ScrubUnlessGone(*buffer, 4096);
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_EQ(*gone, GpuSession::ScrubResult::kGone);
+}
+
+// What the host's relay of the device socket can do: pass everything on, or
+// answer Control itself with a status of its choice.
+class HostRelay : public v1::Device::Service {
+ public:
+  explicit HostRelay(std::shared_ptr<grpc::Channel> device)
+      : device_(v1::Device::NewStub(device)) {}
+  void AnswerControlWith(grpc::StatusCode code) { fake_ = code; }
+
+  grpc::Status GetIdentity(grpc::ServerContext*, const v1::GetIdentityRequest* req,
+                           v1::DeviceIdentity* resp) override {
+    grpc::ClientContext ctx;
+    return device_->GetIdentity(&ctx, *req, resp);
+  }
+  grpc::Status KeyExchange(grpc::ServerContext*, const v1::KeyExchangeRequest* req,
+                           v1::KeyExchangeResponse* resp) override {
+    grpc::ClientContext ctx;
+    return device_->KeyExchange(&ctx, *req, resp);
+  }
+  grpc::Status Control(grpc::ServerContext*, const v1::SealedMessage* req,
+                       v1::SealedMessage* resp) override {
+    if (fake_ != grpc::StatusCode::OK) return grpc::Status(fake_, "no such buffer");
+    grpc::ClientContext ctx;
+    return device_->Control(&ctx, *req, resp);
+  }
+
+ private:
+  std::unique_ptr<v1::Device::Stub> device_;
+  std::atomic<grpc::StatusCode> fake_{grpc::StatusCode::OK};
+};
+
+// P2: a host that answers the scrub with a bare NOT_FOUND does not make the
+// buffer "gone": only the device's sealed reply can say so.
+TEST_F(DeviceLayerTest, TransportNotFoundIsNeverTakenAsGone) {
+  HostRelay relay(MakeChannel("unix:" + dir_ + "/orch.sock"));
+  auto server = Serve(dir_ + "/relay.sock", &relay);
+  GpuSession session(MakeChannel("unix:" + dir_ + "/relay.sock"), ca_der_, "");
+  ASSERT_TRUE(session.Establish().ok());
+  auto buffer = session.AllocBuffer(4096);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  relay.AnswerControlWith(grpc::StatusCode::NOT_FOUND);
+  auto scrub = session.ScrubUnlessGone(*buffer, 4096);
+  EXPECT_FALSE(scrub.ok());
+  EXPECT_EQ(scrub.status().code(), absl::StatusCode::kUnavailable) << scrub.status();
+  EXPECT_FALSE(session.ScrubAndVerify(*buffer, 4096).ok());
+  EXPECT_NE(session.ScrubAndVerify(*buffer, 4096).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(gpu_->Status().buffers(), 1u);
+  server->Shutdown();
+  unlink((dir_ + "/relay.sock").c_str());
 }
 
 TEST_F(DeviceLayerTest, WindowThatDoesNotFitRefusedBeforeAnyWrite) {

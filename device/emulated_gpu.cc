@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 
+#include "device/exchange_transcript.h"
 #include "keyxfer/random.h"
 #include "keyxfer/secret_bytes.h"
 
@@ -100,6 +101,7 @@ void EmulatedGpu::ApplyHeartbeatRuleLocked() {
     session_.reset();
     for (auto& b : buffers_) b.second.Wipe();
     EndDataLocked();
+    ++memory_wipes_;
     needs_reset_ = true;
   }
 }
@@ -184,10 +186,19 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
     if (!s.ok()) return s;
     // The command that rides on the exchange, under the session in force
     // (the one this exchange ends), before anything else can happen to it.
+    bool keep_memory = false;
     if (request.has_prior_command()) {
-      auto prior = ControlLocked(request.prior_command());
+      auto opened = OpenCommandLocked(request.prior_command());
+      absl::StatusOr<v1::SealedMessage> prior =
+          opened.ok() ? ExecuteAndSealLocked(*opened, /*in_exchange=*/true)
+                      : absl::StatusOr<v1::SealedMessage>(opened.status());
       if (prior.ok()) {
         *resp.mutable_prior_reply() = std::move(*prior);
+        // Only the holder of the session's control key can seal this, and it
+        // names this exchange's key and nonce: nobody else's exchange keeps
+        // what that session left in memory.
+        keep_memory = opened->has_keep_memory() &&
+                      AuthorisesExchange(opened->keep_memory(), request);
       } else {
         resp.set_prior_error_code(static_cast<int>(prior.status().code()));
         resp.set_prior_error(std::string(prior.status().message()));
@@ -196,9 +207,14 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
     // The session in force ends here, whatever becomes of this exchange:
     // nothing runs under it after the riding command (a chunk in flight is
     // discarded at its commit), and an exchange that fails below does not
-    // leave it alive. Its rings go with it.
+    // leave it alive. Its rings go with it, and its memory unless the
+    // session's owner said otherwise: the host decides whom the GPU is
+    // routed to, so anyone may exchange keys, but only the owner's own
+    // re-key finds its buffers again.
     session_.reset();
     bounces_.clear();
+    if (!keep_memory) WipeMemoryLocked();
+    resp.set_memory_kept(keep_memory);
     id = ++last_session_id_;  // never reused, even if this exchange fails
     resets_before = resets_;
   }
@@ -208,10 +224,10 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
   // count, so a reset after this point fails the exchange (check below).
   auto eph = TakeEphemeral();
   if (!eph.ok()) return eph.status();
-  std::string nonce = RandomString(32);
-  std::string transcript = DeviceSessionTranscript(
-      options_.serial, request.requester_public_key(), request.requester_nonce(),
-      eph->PublicPoint(), nonce, id);
+  resp.set_device_public_key(eph->PublicPoint());
+  resp.set_device_nonce(RandomString(32));
+  resp.set_session_id(id);
+  const std::string transcript = ExchangeTranscript(options_.serial, request, resp);
   // The signature covers the transcript, not the secret: sign and ECDH on
   // two cores.
   auto signing = beside_.Run([this, &transcript] { return identity_key_.Sign(transcript); });
@@ -260,10 +276,7 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
   // the requester's half of this exchange or with anything else on a trip's
   // critical path.
   PrepareEphemeral();
-  resp.set_device_public_key(eph->PublicPoint());
-  resp.set_device_nonce(nonce);
   resp.set_signature_der(*sig);
-  resp.set_session_id(id);
   return resp;
 }
 
@@ -272,10 +285,19 @@ absl::StatusOr<v1::SealedMessage> EmulatedGpu::Control(
   absl::MutexLock l(&mu_);
   absl::Status s = CheckOwnerLocked(domain);
   if (!s.ok()) return s;
-  return ControlLocked(request);
+  auto cmd = OpenCommandLocked(request);
+  if (!cmd.ok()) return cmd.status();
+  return ExecuteAndSealLocked(*cmd, /*in_exchange=*/false);
 }
 
-absl::StatusOr<v1::SealedMessage> EmulatedGpu::ControlLocked(const v1::SealedMessage& request) {
+void EmulatedGpu::WipeMemoryLocked() {
+  buffers_.clear();  // each page zeroizes itself
+  EndDataLocked();
+  ++memory_wipes_;
+}
+
+absl::StatusOr<v1::DeviceCommand> EmulatedGpu::OpenCommandLocked(
+    const v1::SealedMessage& request) {
   if (session_ == nullptr || request.session_id() != session_->id) {
     return absl::FailedPreconditionError(
         "no such CC session on GPU " + options_.serial +
@@ -293,16 +315,30 @@ absl::StatusOr<v1::SealedMessage> EmulatedGpu::ControlLocked(const v1::SealedMes
         "at the expected counter");
   }
   v1::DeviceCommand cmd;
-  if (!cmd.ParseFromString(*plain)) {
-    return absl::InvalidArgumentError("control command is malformed");
-  }
+  const bool parsed = cmd.ParseFromString(*plain);
+  Zeroize(&(*plain)[0], plain->size());
+  if (!parsed) return absl::InvalidArgumentError("control command is malformed");
   if (!session_->control->can_send()) {
     // Nothing is run that could not be answered.
     return absl::ResourceExhaustedError("control command refused: this session's reply "
                                         "channel has used its last counter; re-key");
   }
+  return cmd;
+}
+
+absl::StatusOr<v1::SealedMessage> EmulatedGpu::ExecuteAndSealLocked(const v1::DeviceCommand& cmd,
+                                                                    bool in_exchange) {
   std::string d2h_copy;
-  v1::DeviceReply reply = ExecuteLocked(cmd, &d2h_copy);
+  v1::DeviceReply reply;
+  if (!in_exchange && cmd.has_keep_memory()) {
+    reply.set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
+    reply.set_message("keep_memory rides only on a key exchange (KeyExchangeRequest."
+                      "prior_command), never on Control");
+  } else if (in_exchange && cmd.command_case() == v1::DeviceCommand::COMMAND_NOT_SET) {
+    // Nothing but the authorisation rode on the exchange.
+  } else {
+    reply = ExecuteLocked(cmd, &d2h_copy);
+  }
   std::string reply_bytes = reply.SerializeAsString();
   uint32_t counter = 0;
   auto sealed = session_->control->Seal(ControlAad(false, session_->id),
@@ -883,9 +919,8 @@ void EmulatedGpu::Reset() {
   {
     absl::MutexLock l(&mu_);
     session_.reset();
-    buffers_.clear();  // each page zeroizes itself
     bounces_.clear();
-    EndDataLocked();
+    WipeMemoryLocked();
     needs_reset_ = false;
     heartbeat_armed_ = false;
     ++resets_;
@@ -928,6 +963,7 @@ v1::DeviceStatus EmulatedGpu::Status() {
   st.set_h2d_next_counter(session_ ? session_->h2d[0].next : 0);
   st.set_buffers(buffers_.size());
   st.set_resets(resets_);
+  st.set_memory_wipes(memory_wipes_);
   st.set_rejected_chunks(rejected_chunks_);
   st.set_needs_reset(needs_reset_);
   st.set_bounce_buffers(bounces_.size());

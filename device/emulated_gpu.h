@@ -67,7 +67,8 @@ struct EmulatedGpuOptions {
 // refuses replayed, reordered, misaligned or over-threshold chunks; read-backs
 // leave under the named engine's own D2H key and counter; each slot's IV
 // carries a channel counter that an IV rotation (RotateIvCommand) moves on,
-// closing the old IV space; a reset wipes sessions, keys and memory.
+// closing the old IV space; a reset wipes sessions, keys and memory, and so
+// does a key exchange that the session in force did not authorise.
 //
 // The copy engines (SubmitH2D) run beside everything else: chunks are
 // serialized by their own lock (ce_mu_; the emulation runs one chunk at a
@@ -96,6 +97,8 @@ class EmulatedGpu {
   // A request's prior_command is executed as Control would execute it, under
   // the session in force, before the exchange starts; it is answered in the
   // response whatever the exchange's outcome, unless the exchange fails.
+  // Device memory is wiped unless that command carries keep_memory naming
+  // this request's key and nonce (P1).
   absl::StatusOr<v1::KeyExchangeResponse> KeyExchange(
       const std::string& domain, const v1::KeyExchangeRequest& request);
   absl::StatusOr<v1::SealedMessage> Control(const std::string& domain,
@@ -198,9 +201,18 @@ class EmulatedGpu {
   // the device needs a reset.
   void ApplyHeartbeatRuleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time Now() const;
-  // Control's work once the owner is checked: open, execute, seal.
-  absl::StatusOr<v1::SealedMessage> ControlLocked(const v1::SealedMessage& request)
+  // Opens a command sealed under the session in force (strict counter order).
+  absl::StatusOr<v1::DeviceCommand> OpenCommandLocked(const v1::SealedMessage& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Executes an opened command and seals the reply under the session in
+  // force. `in_exchange`: the command rode on a key exchange, where
+  // keep_memory belongs and the oneof may be empty; Control refuses
+  // keep_memory.
+  absl::StatusOr<v1::SealedMessage> ExecuteAndSealLocked(const v1::DeviceCommand& cmd,
+                                                         bool in_exchange)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every buffer is gone, each zeroized, as after a reset.
+  void WipeMemoryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs a control command; a Read or a Scrub's read-back leaves the bytes
   // as the copy engine's D2H copy in `*d2h_copy` (ciphertext || tag).
   v1::DeviceReply ExecuteLocked(const v1::DeviceCommand& cmd, std::string* d2h_copy)
@@ -280,6 +292,7 @@ class EmulatedGpu {
   // change is discarded.
   uint64_t data_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t resets_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t memory_wipes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t rejected_chunks_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_heartbeat_ ABSL_GUARDED_BY(mu_);
   // The heartbeat rule applies from the first session after a reset until

@@ -18,6 +18,7 @@
 #include "device/emulated_gpu.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "device/exchange_transcript.h"
 #include "keyxfer/device_session.h"
 #include "keyxfer/random.h"
 #include "keyxfer/x509.h"
@@ -79,17 +80,24 @@ class EmulatedGpuFixture : public ::testing::Test {
     return MakeChannel("unix:" + dir_ + "/holder.sock");
   }
 
+  // A fresh session; the session in force (if any) authorises it to keep
+  // device memory, as the owner's re-key does.
   void Establish() {
     auto eph = *EcKey::Generate(Curve::kP384);
     v1::KeyExchangeRequest req;
     req.set_requester_public_key(eph.PublicPoint());
     req.set_requester_nonce(RandomString(32));
+    if (control_ != nullptr) {
+      v1::DeviceCommand keep;
+      keep.mutable_keep_memory()->set_requester_public_key(req.requester_public_key());
+      keep.mutable_keep_memory()->set_requester_nonce(req.requester_nonce());
+      req.mutable_prior_command()->set_session_id(session_);
+      req.mutable_prior_command()->set_ciphertext(
+          *control_->Seal(ControlAad(true, session_), keep.SerializeAsString(), nullptr));
+    }
     auto resp = gpu_->KeyExchange(kOwner, req);
     ASSERT_TRUE(resp.ok()) << resp.status();
-    std::string t = DeviceSessionTranscript("EMU-1", req.requester_public_key(),
-                                            req.requester_nonce(),
-                                            resp->device_public_key(),
-                                            resp->device_nonce(), resp->session_id());
+    std::string t = ExchangeTranscript("EMU-1", req, *resp);
     keys_ = *DeriveDeviceSessionKeys(*eph.DeriveSharedSecret(resp->device_public_key()), t);
     control_ = *SealedChannel::Create(keys_.gsp_h2d, keys_.gsp_d2h);
     d2h_ = *D2hReceiver::Create(keys_.lce_d2h.Clone());

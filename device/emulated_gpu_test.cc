@@ -12,6 +12,7 @@
 #include "device/bounce_buffer.h"
 #include "device/d2h_receiver.h"
 #include "gtest/gtest.h"
+#include "device/exchange_transcript.h"
 #include "keyxfer/device_session.h"
 #include "keyxfer/random.h"
 #include "keyxfer/x509.h"
@@ -29,6 +30,7 @@ class EmulatedGpuTest : public ::testing::Test {
     ca_der_ = *IssueCertificate(ca, "ca", ca, "", true, 1);
     auto id = *EcKey::Generate(Curve::kP384);
     auto cert = *IssueCertificate(id, "EMU-1", ca, ca_der_, false, 1);
+    cert_der_ = cert;
     EmulatedGpuOptions o;
     o.serial = "EMU-1";
     o.memory_bytes = 1 << 20;
@@ -75,16 +77,29 @@ class EmulatedGpuTest : public ::testing::Test {
     return static_cast<absl::StatusCode>(r->code());
   }
 
-  void Establish() {
+  // Seals `cmd` under the current session as `req`'s prior_command; with
+  // `keep`, together with the authorisation to keep device memory for
+  // exactly `req`.
+  void RideOn(v1::KeyExchangeRequest* req, v1::DeviceCommand cmd, bool keep) {
+    if (keep) {
+      cmd.mutable_keep_memory()->set_requester_public_key(req->requester_public_key());
+      cmd.mutable_keep_memory()->set_requester_nonce(req->requester_nonce());
+    }
+    v1::SealedMessage* p = req->mutable_prior_command();
+    p->set_session_id(session_);
+    p->set_ciphertext(
+        *control_->Seal(ControlAad(true, session_), cmd.SerializeAsString(), nullptr));
+  }
+  // A fresh session. With `keep` (the owner's re-key) and a session in
+  // force, device memory is kept; without, it is wiped.
+  void Establish(bool keep = true) {
     auto eph = *EcKey::Generate(Curve::kP384);
     v1::KeyExchangeRequest req;
     req.set_requester_public_key(eph.PublicPoint());
     req.set_requester_nonce(RandomString(32));
+    if (keep && control_ != nullptr) RideOn(&req, v1::DeviceCommand(), true);
     auto resp = *gpu_->KeyExchange(kOwner, req);
-    std::string t = DeviceSessionTranscript("EMU-1", req.requester_public_key(),
-                                            req.requester_nonce(),
-                                            resp.device_public_key(),
-                                            resp.device_nonce(), resp.session_id());
+    std::string t = ExchangeTranscript("EMU-1", req, resp);
     secret_ = *DeviceSessionSecret(*eph.DeriveSharedSecret(resp.device_public_key()), t);
     keys_ = *ExpandDeviceSessionKeys(secret_);
     control_ = *SealedChannel::Create(keys_.gsp_h2d, keys_.gsp_d2h);
@@ -143,7 +158,7 @@ class EmulatedGpuTest : public ::testing::Test {
     return r;
   }
 
-  std::string ca_der_, dir_;
+  std::string ca_der_, cert_der_, dir_;
   std::unique_ptr<EmulatedGpu> gpu_;
   SecretBytes secret_;  // the session secret: every copy engine's keys
   DeviceSessionKeys keys_;
@@ -424,26 +439,25 @@ TEST_F(EmulatedGpuTest, ControlFromAnotherKeyRefused) {
 TEST_F(EmulatedGpuTest, CommandRidingOnTheExchangeRunsUnderTheSessionItEnds) {
   const std::string data(4096, '\x7e');
   ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, kFirstMessageCounter, 0, 0, data)).ok());
-  auto exchange = [&](const v1::SealedMessage* prior) {
+  auto request = [] {
     auto eph = *EcKey::Generate(Curve::kP384);
     v1::KeyExchangeRequest req;
     req.set_requester_public_key(eph.PublicPoint());
     req.set_requester_nonce(RandomString(32));
-    if (prior != nullptr) *req.mutable_prior_command() = *prior;
-    return gpu_->KeyExchange(kOwner, req);
+    return req;
   };
   v1::DeviceCommand read;
   read.mutable_read()->set_buffer_id(buffer_);
   read.mutable_read()->set_length(4096);
-  v1::SealedMessage sealed;
-  sealed.set_session_id(session_);
-  sealed.set_ciphertext(
-      *control_->Seal(ControlAad(true, session_), read.SerializeAsString(), nullptr));
   const uint64_t old_session = session_;
-  auto resp = exchange(&sealed);
+  v1::KeyExchangeRequest req = request();
+  RideOn(&req, read, /*keep=*/true);
+  v1::SealedMessage sealed = req.prior_command();
+  auto resp = gpu_->KeyExchange(kOwner, req);
   ASSERT_TRUE(resp.ok()) << resp.status();
   EXPECT_GT(resp->session_id(), old_session);
   EXPECT_EQ(resp->prior_error_code(), 0) << resp->prior_error();
+  EXPECT_TRUE(resp->memory_kept());
   // Sealed under the old session's device-to-host key, in its order.
   EXPECT_EQ(resp->prior_reply().session_id(), old_session);
   auto plain = control_->Open(ControlAad(false, old_session), resp->prior_reply().ciphertext());
@@ -453,51 +467,63 @@ TEST_F(EmulatedGpuTest, CommandRidingOnTheExchangeRunsUnderTheSessionItEnds) {
   EXPECT_EQ(reply.code(), 0);
   EXPECT_TRUE(reply.data().empty()) << "the bytes come as the D2H copy";
   // ...under the old session's D2H key, in its order.
-  ASSERT_TRUE(d2h_.Open(read, old_session, resp->prior_reply().d2h_copy(), &reply).ok());
+  v1::DeviceCommand read_only = read;
+  ASSERT_TRUE(d2h_.Open(read_only, old_session, resp->prior_reply().d2h_copy(), &reply).ok());
   EXPECT_TRUE(reply.data() == data);
   // The old session is gone: the same command again is refused.
   sealed.set_ciphertext(
       *control_->Seal(ControlAad(true, old_session), read.SerializeAsString(), nullptr));
   EXPECT_EQ(gpu_->Control(kOwner, sealed).status().code(),
             absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(gpu_->Status().buffers(), 1u) << "the authorised exchange kept memory";
 
-  // Under a session that no longer exists: refused, the exchange still done.
-  resp = exchange(&sealed);
+  // Under a session that no longer exists: refused, the exchange still done,
+  // and nothing authorised it to keep memory.
+  req = request();
+  *req.mutable_prior_command() = sealed;
+  resp = gpu_->KeyExchange(kOwner, req);
   ASSERT_TRUE(resp.ok()) << resp.status();
   EXPECT_EQ(resp->prior_error_code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
   EXPECT_FALSE(resp->has_prior_reply());
+  EXPECT_FALSE(resp->memory_kept());
+  EXPECT_EQ(gpu_->Status().buffers(), 0u);
   const uint64_t current = resp->session_id();
 
-  // Under the current session's id but another key: not executed (a scrub
-  // here would have zeroed the buffer), the exchange still done.
+  // Under the current session's id but another key: not executed, the
+  // exchange still done, memory not kept.
   ChannelMaterial bogus = keys_.gsp_h2d.Clone();
   RandomBytes(bogus.key.data(), 32);
   auto ch = *SealedChannel::Create(bogus, keys_.gsp_d2h);
+  req = request();
   v1::DeviceCommand scrub;
   scrub.mutable_scrub()->set_buffer_id(buffer_);
-  v1::SealedMessage forged;
-  forged.set_session_id(current);
-  forged.set_ciphertext(*ch->Seal(ControlAad(true, current), scrub.SerializeAsString(), nullptr));
-  resp = exchange(&forged);
+  scrub.mutable_keep_memory()->set_requester_public_key(req.requester_public_key());
+  scrub.mutable_keep_memory()->set_requester_nonce(req.requester_nonce());
+  req.mutable_prior_command()->set_session_id(current);
+  req.mutable_prior_command()->set_ciphertext(
+      *ch->Seal(ControlAad(true, current), scrub.SerializeAsString(), nullptr));
+  resp = gpu_->KeyExchange(kOwner, req);
   ASSERT_TRUE(resp.ok()) << resp.status();
   EXPECT_EQ(resp->prior_error_code(), static_cast<int>(absl::StatusCode::kUnauthenticated));
   EXPECT_GT(resp->session_id(), current);
-  Establish();
-  EXPECT_TRUE(Read(0, 4096) == data) << "the forged scrub changed nothing";
+  EXPECT_FALSE(resp->memory_kept());
 
   // Not from the domain the GPU is routed to: neither runs.
-  sealed.set_session_id(session_);
-  sealed.set_ciphertext(
-      *control_->Seal(ControlAad(true, session_), scrub.SerializeAsString(), nullptr));
-  auto eph = *EcKey::Generate(Curve::kP384);
-  v1::KeyExchangeRequest req;
-  req.set_requester_public_key(eph.PublicPoint());
-  req.set_requester_nonce(RandomString(32));
-  *req.mutable_prior_command() = sealed;
+  Establish(/*keep=*/false);
+  buffer_ = Alloc(4096);
+  Attach();
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, kFirstMessageCounter, 0, 0, data)).ok());
+  req = request();
+  RideOn(&req, scrub, /*keep=*/true);
   EXPECT_EQ(gpu_->KeyExchange("holder-b", req).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  Establish();  // the refused command used a counter of the old session's channel
-  EXPECT_TRUE(Read(0, 4096) == data);
+  EXPECT_EQ(gpu_->Status().buffers(), 1u) << "a refused request changed nothing";
+  EXPECT_FALSE(gpu_->MemoryIsZeroForTest());
+  // The refused command used a counter of the session's channel that the
+  // device never saw: the next authorisation is out of step, so it opens
+  // nothing and memory is wiped rather than kept.
+  Establish();
+  EXPECT_EQ(gpu_->Status().buffers(), 0u);
 }
 
 // The session a riding command ran under ends with the exchange even when
@@ -515,9 +541,7 @@ TEST_F(EmulatedGpuTest, AFailedExchangeStillEndsTheSessionItsCommandRanUnder) {
   bad_point.back() ^= 1;
   req.set_requester_public_key(bad_point);
   req.set_requester_nonce(RandomString(32));
-  req.mutable_prior_command()->set_session_id(session_);
-  req.mutable_prior_command()->set_ciphertext(
-      *control_->Seal(ControlAad(true, session_), read.SerializeAsString(), nullptr));
+  RideOn(&req, read, /*keep=*/true);
   EXPECT_FALSE(gpu_->KeyExchange(kOwner, req).ok());
   EXPECT_EQ(gpu_->Status().session_id(), 0u);
   EXPECT_EQ(gpu_->Status().bounce_buffers(), 0u);
@@ -532,9 +556,13 @@ TEST_F(EmulatedGpuTest, AFailedExchangeStillEndsTheSessionItsCommandRanUnder) {
   again.set_ciphertext(
       *control_->Seal(ControlAad(true, old_session), read.SerializeAsString(), nullptr));
   EXPECT_EQ(gpu_->Control(kOwner, again).status().code(), absl::StatusCode::kFailedPrecondition);
-  // A fresh exchange works, and device memory is as it was.
+  // Memory the failed exchange was authorised to keep is still there, but
+  // no session can reach it, and no session is left that could authorise
+  // the next exchange: that one wipes it.
+  EXPECT_FALSE(gpu_->MemoryIsZeroForTest());
   Establish();
-  EXPECT_EQ(Read(0, 128), std::string(64, 'o') + std::string(64, '\0'));
+  EXPECT_EQ(gpu_->Status().buffers(), 0u);
+  EXPECT_TRUE(gpu_->MemoryIsZeroForTest());
 }
 
 // A failed exchange leaves no session but device memory as it was: the
@@ -552,6 +580,7 @@ TEST_F(EmulatedGpuTest, AFailedExchangeLeavesTheHeartbeatArmed) {
   bad_point.back() ^= 1;
   req.set_requester_public_key(bad_point);
   req.set_requester_nonce(RandomString(32));
+  RideOn(&req, v1::DeviceCommand(), /*keep=*/true);  // the owner's (failing) re-key
   EXPECT_FALSE(gpu_->KeyExchange(kOwner, req).ok());
   EXPECT_EQ(gpu_->Status().session_id(), 0u);
   now += absl::Seconds(8);
@@ -1649,6 +1678,183 @@ TEST_F(EmulatedGpuTest, InvalidChunksNeverChangeMemory) {
     EXPECT_EQ(ce.h2d_next_counter(), kFirstMessageCounter) << "LCE" << ce.engine();
     EXPECT_EQ(ce.h2d_chunks(), 0u) << "LCE" << ce.engine();
   }
+}
+
+}  // namespace
+}  // namespace gputravel
+
+namespace gputravel {
+namespace {
+
+// Another party's session with the device: its own key, its own exchange.
+struct Stranger {
+  std::unique_ptr<SealedChannel> control;
+  uint64_t session = 0;
+};
+
+absl::StatusOr<Stranger> ExchangeAsStranger(EmulatedGpu* gpu, const std::string& domain) {
+  auto eph = *EcKey::Generate(Curve::kP384);
+  v1::KeyExchangeRequest req;
+  req.set_requester_public_key(eph.PublicPoint());
+  req.set_requester_nonce(RandomString(32));
+  auto resp = gpu->KeyExchange(domain, req);
+  if (!resp.ok()) return resp.status();
+  // A stranger need not check the device's signature: it only wants keys.
+  auto keys = DeriveDeviceSessionKeys(*eph.DeriveSharedSecret(resp->device_public_key()),
+                                      ExchangeTranscript("EMU-1", req, *resp));
+  if (!keys.ok()) return keys.status();
+  Stranger out;
+  out.control = *SealedChannel::Create(keys->gsp_h2d, keys->gsp_d2h);
+  out.session = resp->session_id();
+  return out;
+}
+
+// A Read of `buffer` under the stranger's session: the device's sealed reply.
+v1::DeviceReply StrangerRead(EmulatedGpu* gpu, const std::string& domain, Stranger* st,
+                             uint64_t buffer) {
+  v1::DeviceCommand cmd;
+  cmd.mutable_read()->set_buffer_id(buffer);
+  cmd.mutable_read()->set_length(64);
+  v1::SealedMessage req;
+  req.set_session_id(st->session);
+  req.set_ciphertext(
+      *st->control->Seal(ControlAad(true, st->session), cmd.SerializeAsString(), nullptr));
+  auto resp = gpu->Control(domain, req);
+  EXPECT_TRUE(resp.ok()) << resp.status();
+  v1::DeviceReply r;
+  if (!resp.ok()) return r;
+  auto plain = st->control->Open(ControlAad(false, st->session), resp->ciphertext());
+  EXPECT_TRUE(plain.ok());
+  if (plain.ok()) r.ParseFromString(*plain);
+  return r;
+}
+
+// P1: the host routes the GPU to a domain it controls while a holder's data
+// is in device memory and exchanges keys there: the exchange works (the
+// host decides the routing), but it finds no buffer to read.
+TEST_F(EmulatedGpuTest, KeyExchangeFromAnotherDomainFindsNoBuffer) {
+  const std::string secret(64, 'S');
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, secret)).ok());
+  const uint64_t wipes = gpu_->Status().memory_wipes();
+  gpu_->SetOwner("host-controlled-vm");
+  auto st = ExchangeAsStranger(gpu_.get(), "host-controlled-vm");
+  ASSERT_TRUE(st.ok()) << st.status();
+  v1::DeviceReply r = StrangerRead(gpu_.get(), "host-controlled-vm", &*st, buffer_);
+  EXPECT_EQ(r.code(), static_cast<int>(absl::StatusCode::kNotFound)) << r.message();
+  EXPECT_EQ(gpu_->Status().buffers(), 0u);
+  EXPECT_EQ(gpu_->Status().memory_wipes(), wipes + 1);
+  EXPECT_TRUE(gpu_->MemoryIsZeroForTest());
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+}
+
+// The same from the domain the GPU is routed to (a holder during its trip,
+// or the orchestrator's TD after a restart lost its keys): without the
+// session owner's authorisation, memory is wiped.
+TEST_F(EmulatedGpuTest, KeyExchangeWithoutAuthorisationFindsNoBuffer) {
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'S'))).ok());
+  auto st = ExchangeAsStranger(gpu_.get(), kOwner);
+  ASSERT_TRUE(st.ok()) << st.status();
+  v1::DeviceReply r = StrangerRead(gpu_.get(), kOwner, &*st, buffer_);
+  EXPECT_EQ(r.code(), static_cast<int>(absl::StatusCode::kNotFound)) << r.message();
+  EXPECT_TRUE(gpu_->MemoryIsZeroForTest());
+}
+
+// The owner's re-key, authorised under the session in force, keeps memory.
+TEST_F(EmulatedGpuTest, OwnersAuthorisedRekeyKeepsMemory) {
+  const std::string data(64, 'K');
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, data)).ok());
+  const uint64_t wipes = gpu_->Status().memory_wipes();
+  Establish(/*keep=*/true);
+  EXPECT_EQ(Read(0, 64), data);
+  EXPECT_EQ(gpu_->Status().memory_wipes(), wipes);
+}
+
+// The authorisation names one exchange: a relay that swaps the requester's
+// key or nonce under it (to run its own exchange with the owner's
+// authorisation) gets a wiped device.
+TEST_F(EmulatedGpuTest, AuthorisationForAnotherKeyOrNonceKeepsNothing) {
+  for (bool swap_key : {true, false}) {
+    SCOPED_TRACE(swap_key ? "key swapped" : "nonce swapped");
+    buffer_ = Alloc(4096);
+    Attach();
+    ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'S'))).ok());
+    auto eph = *EcKey::Generate(Curve::kP384);
+    v1::KeyExchangeRequest req;
+    req.set_requester_public_key(eph.PublicPoint());
+    req.set_requester_nonce(RandomString(32));
+    RideOn(&req, v1::DeviceCommand(), /*keep=*/true);
+    if (swap_key) {
+      req.set_requester_public_key((*EcKey::Generate(Curve::kP384)).PublicPoint());
+    } else {
+      req.set_requester_nonce(RandomString(32));
+    }
+    auto resp = gpu_->KeyExchange(kOwner, req);
+    ASSERT_TRUE(resp.ok()) << resp.status();
+    EXPECT_EQ(resp->prior_error_code(), 0);
+    EXPECT_FALSE(resp->memory_kept());
+    EXPECT_EQ(gpu_->Status().buffers(), 0u);
+    EXPECT_TRUE(gpu_->MemoryIsZeroForTest());
+    Establish(/*keep=*/false);  // a session of our own again
+  }
+}
+
+// keep_memory rides only on a key exchange: Control refuses it (sealed).
+TEST_F(EmulatedGpuTest, ControlRefusesKeepMemory) {
+  v1::DeviceCommand cmd;
+  cmd.mutable_query();
+  cmd.mutable_keep_memory()->set_requester_public_key("x");
+  auto r = Command(cmd);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code(), static_cast<int>(absl::StatusCode::kInvalidArgument)) << r->message();
+}
+
+// Item 2 of the exchange's binding: a relay that strips the riding command,
+// answers it itself, splits it from its reply or flips memory_kept makes the
+// requester's transcript differ from the one the device signed.
+TEST_F(EmulatedGpuTest, SignedTranscriptBindsWhatRodeOnTheExchange) {
+  auto identity = VerifyCertificate(cert_der_, ca_der_);
+  ASSERT_TRUE(identity.ok()) << identity.status();
+  v1::DeviceCommand read;
+  read.mutable_read()->set_buffer_id(buffer_);
+  read.mutable_read()->set_length(64);
+  auto fresh = [&] {
+    auto eph = *EcKey::Generate(Curve::kP384);
+    v1::KeyExchangeRequest req;
+    req.set_requester_public_key(eph.PublicPoint());
+    req.set_requester_nonce(RandomString(32));
+    RideOn(&req, read, /*keep=*/true);
+    return req;
+  };
+  auto verifies = [&](const v1::KeyExchangeRequest& sent, const v1::KeyExchangeResponse& got) {
+    return identity->public_key.Verify(ExchangeTranscript("EMU-1", sent, got),
+                                       got.signature_der()).ok();
+  };
+  // Untouched: verifies.
+  v1::KeyExchangeRequest req = fresh();
+  auto resp = gpu_->KeyExchange(kOwner, req);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_TRUE(verifies(req, *resp));
+  // The reply split off (delivered elsewhere), or turned into an error.
+  v1::KeyExchangeResponse split = *resp;
+  split.clear_prior_reply();
+  EXPECT_FALSE(verifies(req, split));
+  v1::KeyExchangeResponse as_error = split;
+  as_error.set_prior_error_code(static_cast<int>(absl::StatusCode::kNotFound));
+  as_error.set_prior_error("no such buffer");
+  EXPECT_FALSE(verifies(req, as_error));
+  // memory_kept flipped.
+  v1::KeyExchangeResponse flipped = *resp;
+  flipped.set_memory_kept(!flipped.memory_kept());
+  EXPECT_FALSE(verifies(req, flipped));
+  // The command stripped from the request before the device saw it.
+  Establish(/*keep=*/true);
+  req = fresh();
+  v1::KeyExchangeRequest stripped = req;
+  stripped.clear_prior_command();
+  resp = gpu_->KeyExchange(kOwner, stripped);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_FALSE(resp->memory_kept());
+  EXPECT_FALSE(verifies(req, *resp));
 }
 
 }  // namespace

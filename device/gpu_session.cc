@@ -3,6 +3,7 @@
 #include <limits>
 #include <utility>
 
+#include "device/exchange_transcript.h"
 #include "keyxfer/ec_key.h"
 #include "keyxfer/random.h"
 #include "keyxfer/x509.h"
@@ -139,37 +140,15 @@ void OpenPrior(SealedChannel* sent_in, D2hReceiver* d2h, uint64_t session_id,
 
 absl::Status GpuSession::EstablishWith(const v1::DeviceCommand* prior,
                                        PriorOutcome* outcome) {
-  // The session in force ends here whatever happens; a command riding on
-  // the exchange is sealed under it first.
+  // The session in force ends here whatever happens; what rides on the
+  // exchange is sealed under it first.
   std::unique_ptr<SealedChannel> old = std::move(control_);
   D2hReceiver old_d2h = std::move(d2h_);
   d2h_ = D2hReceiver();
   const uint64_t old_id = session_id_;
   lce_h2d_ = ChannelMaterial();
-  std::optional<v1::SealedMessage> sealed;
-  if (prior != nullptr) {
-    *outcome = PriorOutcome();
-    if (old == nullptr) {
-      absl::Status none = absl::FailedPreconditionError(
-          "no CC session with the GPU to send the command in");
-      outcome->session = none;
-      outcome->reply = none;
-    } else {
-      std::string plain = prior->SerializeAsString();
-      uint32_t counter = 0;
-      auto ct = old->Seal(ControlAad(true, old_id), plain, &counter);
-      Zeroize(&plain[0], plain.size());
-      if (!ct.ok()) {
-        outcome->session = ct.status();
-        outcome->reply = ct.status();
-      } else {
-        sealed.emplace();
-        sealed->set_session_id(old_id);
-        sealed->set_counter(counter);
-        sealed->set_ciphertext(std::move(*ct));
-      }
-    }
-  }
+  memory_kept_ = false;
+  if (prior != nullptr) *outcome = PriorOutcome();
   // The identity learned by the last exchange, while its certificate check
   // is fresh, like an SPDM requester that keeps the responder's certificate
   // chain: the exchange's signature still has to verify with that
@@ -183,55 +162,92 @@ absl::Status GpuSession::EstablishWith(const v1::DeviceCommand* prior,
     if (!fetched.ok()) return fetched.status();
     known_ = std::move(*fetched);
   }
-  v1::KeyExchangeResponse answer;
-  absl::Status s = Exchange(*known_, sealed ? &*sealed : nullptr, &answer);
-  // The command was executed (or refused) with the first exchange only.
-  if (sealed) OpenPrior(old.get(), &old_d2h, old_id, *prior, answer, outcome);
-  if (s.ok() || !reused || !absl::IsUnauthenticated(s)) return s;
-  known_.reset();
-  auto fetched = FetchIdentity();
-  if (!fetched.ok()) return fetched.status();
-  known_ = std::move(*fetched);
-  return Exchange(*known_, nullptr, nullptr);
-}
-
-absl::Status GpuSession::Exchange(const KnownDevice& device, const v1::SealedMessage* prior,
-                                  v1::KeyExchangeResponse* answer) {
-  // The ephemeral key was generated ahead (one-shot: taken here, never used
-  // for a second exchange); the next one starts once this exchange is done.
+  // The ephemeral key was generated ahead (one-shot: used for this exchange
+  // only); the next one starts once this exchange is done.
   auto eph = TakeEphemeral();
   if (!eph.ok()) return eph.status();
   v1::KeyExchangeRequest req;
   req.set_requester_public_key(eph->PublicPoint());
   req.set_requester_nonce(RandomString(32));
-  if (prior != nullptr) *req.mutable_prior_command() = *prior;
+  // Under the session in force: the authorisation for this exchange, and
+  // only this one, to keep device memory (any other exchange wipes it), and
+  // the command riding on it.
+  absl::Status unsent = absl::FailedPreconditionError(
+      "no CC session with the GPU to send the command in");
+  if (old != nullptr) {
+    v1::DeviceCommand cmd;
+    if (prior != nullptr) cmd = *prior;
+    cmd.mutable_keep_memory()->set_requester_public_key(req.requester_public_key());
+    cmd.mutable_keep_memory()->set_requester_nonce(req.requester_nonce());
+    std::string plain = cmd.SerializeAsString();
+    uint32_t counter = 0;
+    auto ct = old->Seal(ControlAad(true, old_id), plain, &counter);
+    Zeroize(&plain[0], plain.size());
+    if (ct.ok()) {
+      v1::SealedMessage* sealed = req.mutable_prior_command();
+      sealed->set_session_id(old_id);
+      sealed->set_counter(counter);
+      sealed->set_ciphertext(std::move(*ct));
+    } else {
+      unsent = ct.status();
+    }
+  }
+  if (prior != nullptr && !req.has_prior_command()) {
+    outcome->session = unsent;
+    outcome->reply = unsent;
+  }
+  v1::KeyExchangeResponse answer;
+  absl::Status s = Exchange(*known_, std::move(*eph), req, &answer);
+  // The command was executed (or refused) with the first exchange only.
+  if (prior != nullptr && req.has_prior_command()) {
+    OpenPrior(old.get(), &old_d2h, old_id, *prior, answer, outcome);
+  }
+  if (s.ok() || !reused || !absl::IsUnauthenticated(s)) return s;
+  if (prior != nullptr) outcome->retried = true;
+  known_.reset();
+  auto fetched = FetchIdentity();
+  if (!fetched.ok()) return fetched.status();
+  known_ = std::move(*fetched);
+  // The session the authorisation was sealed in ended with the first
+  // exchange: this one starts from wiped memory.
+  auto eph2 = TakeEphemeral();
+  if (!eph2.ok()) return eph2.status();
+  v1::KeyExchangeRequest again;
+  again.set_requester_public_key(eph2->PublicPoint());
+  again.set_requester_nonce(RandomString(32));
+  v1::KeyExchangeResponse answer2;
+  return Exchange(*known_, std::move(*eph2), again, &answer2);
+}
+
+absl::Status GpuSession::Exchange(const KnownDevice& device, EcKey eph,
+                                  const v1::KeyExchangeRequest& req,
+                                  v1::KeyExchangeResponse* resp) {
   const absl::Time sent = absl::Now();
-  v1::KeyExchangeResponse local;
-  v1::KeyExchangeResponse& resp = answer != nullptr ? *answer : local;
   {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    absl::Status s = FromGrpc(stub_->KeyExchange(&ctx, req, &resp), "GPU KeyExchange");
+    absl::Status s = FromGrpc(stub_->KeyExchange(&ctx, req, resp), "GPU KeyExchange");
     if (!s.ok()) {
       PrepareNextEphemeral();
       // No answer: the command may or may not have run.
-      resp.Clear();
-      resp.set_prior_error_code(static_cast<int>(s.code()));
-      resp.set_prior_error("no answer to the key exchange it rode on: " +
-                           std::string(s.message()));
+      resp->Clear();
+      resp->set_prior_error_code(static_cast<int>(s.code()));
+      resp->set_prior_error("no answer to the key exchange it rode on: " +
+                            std::string(s.message()));
       return s;
     }
   }
-  std::string transcript = DeviceSessionTranscript(
-      device.serial, req.requester_public_key(), req.requester_nonce(),
-      resp.device_public_key(), resp.device_nonce(), resp.session_id());
+  // Everything the device answered, what rode on the exchange and whether
+  // memory survived included, is covered by the signature.
+  const std::string transcript = ExchangeTranscript(device.serial, req, *resp);
   // The signature check and the ECDH are independent: run them on two cores.
   // Nothing derived from the secret is used unless the signature verified.
   const EcKey& identity = device.certificate->public_key;
-  auto sig_check = beside_.Run([&identity, &transcript, &resp] {
-    return identity.Verify(transcript, resp.signature_der());
+  const std::string& signature = resp->signature_der();
+  auto sig_check = beside_.Run([&identity, &transcript, &signature] {
+    return identity.Verify(transcript, signature);
   });
-  auto secret = eph->DeriveSharedSecret(resp.device_public_key());
+  auto secret = eph.DeriveSharedSecret(resp->device_public_key());
   absl::Status sig = sig_check.get();
   PrepareNextEphemeral();
   if (!sig.ok()) {
@@ -251,13 +267,24 @@ absl::Status GpuSession::Exchange(const KnownDevice& device, const v1::SealedMes
   lce_h2d_ = std::move(keys->lce_h2d);
   lce_handed_ = false;
   serial_ = device.serial;
-  if (expected_serial_.empty()) expected_serial_ = serial_;
-  session_id_ = resp.session_id();
+  if (expected_serial_.empty()) expected_serial_ = serial_;  // this process's GPU from now on
+  session_id_ = resp->session_id();
+  memory_kept_ = resp->memory_kept();
   last_heartbeat_ = sent;  // the device counts an exchange as a heartbeat
   return absl::OkStatus();
 }
 
 absl::StatusOr<v1::DeviceReply> GpuSession::Command(const v1::DeviceCommand& cmd) {
+  auto reply = SealedCommand(cmd);
+  if (!reply.ok()) return reply.status();
+  if (reply->code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(reply->code()),
+                        "GPU: " + reply->message());
+  }
+  return reply;
+}
+
+absl::StatusOr<v1::DeviceReply> GpuSession::SealedCommand(const v1::DeviceCommand& cmd) {
   if (control_ == nullptr) {
     return absl::FailedPreconditionError("no CC session with the GPU: establish first");
   }
@@ -281,12 +308,18 @@ absl::StatusOr<v1::DeviceReply> GpuSession::Command(const v1::DeviceCommand& cmd
   req.set_ciphertext(std::move(*sealed));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  absl::Status s = FromGrpc(stub_->Control(&ctx, req, &resp), "GPU Control");
-  if (!s.ok()) {
+  grpc::Status t = stub_->Control(&ctx, req, &resp);
+  if (!t.ok()) {
     // The device did not consume the command; our send counter moved on, so
     // this session can no longer talk in order: force a fresh exchange.
     control_.reset();
-    return s;
+    // Whoever relays the device's socket can answer with any code: a
+    // transport failure is UNAVAILABLE, never a word of the device's (only
+    // a sealed reply says, e.g., that a buffer is gone).
+    absl::Status s = FromGrpc(t, "GPU Control");
+    return absl::UnavailableError("no sealed reply from the GPU (transport: " +
+                                  std::string(absl::StatusCodeToString(s.code())) + ": " +
+                                  std::string(s.message()) + ")");
   }
   auto opened = control_->Open(ControlAad(false, session_id_), resp.ciphertext());
   if (!opened.ok()) {
@@ -299,10 +332,7 @@ absl::StatusOr<v1::DeviceReply> GpuSession::Command(const v1::DeviceCommand& cmd
   bool parsed = reply.ParseFromString(*opened);
   Zeroize(&(*opened)[0], opened->size());
   if (!parsed) return absl::DataLossError("GPU reply is malformed");
-  if (reply.code() != 0) {
-    return absl::Status(static_cast<absl::StatusCode>(reply.code()),
-                        "GPU: " + reply.message());
-  }
+  if (reply.code() != 0) return reply;  // the device's own, authenticated refusal
   absl::Status copied = d2h_.Open(cmd, session_id_, resp.d2h_copy(), &reply);
   if (!copied.ok()) {
     // The D2H channel is out of step with the device: no later read-back
@@ -345,6 +375,16 @@ absl::StatusOr<std::string> GpuSession::Read(uint64_t buffer_id, uint64_t offset
 }
 
 absl::Status GpuSession::ScrubAndVerify(uint64_t buffer_id, uint64_t size) {
+  auto r = ScrubUnlessGone(buffer_id, size);
+  if (!r.ok()) return r.status();
+  if (*r == ScrubResult::kGone) {
+    return absl::NotFoundError("GPU: no such buffer " + std::to_string(buffer_id));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GpuSession::ScrubResult> GpuSession::ScrubUnlessGone(uint64_t buffer_id,
+                                                                    uint64_t size) {
   constexpr uint64_t kPiece = 8u << 20;
   auto all_zero = [&](const std::string& data, uint64_t n) {
     if (data.size() != n) return absl::DataLossError("short read during scrub check");
@@ -362,8 +402,16 @@ absl::Status GpuSession::ScrubAndVerify(uint64_t buffer_id, uint64_t size) {
   v1::DeviceCommand cmd;
   cmd.mutable_scrub()->set_buffer_id(buffer_id);
   cmd.mutable_scrub()->set_read_back(first);
-  auto r = Command(cmd);
-  if (!r.ok()) return r.status();
+  auto r = SealedCommand(cmd);
+  if (!r.ok()) return r.status();  // the transport's word is never "gone"
+  if (r->code() == static_cast<int>(absl::StatusCode::kNotFound)) {
+    // Said by the device, sealed under this session: the buffer is not in
+    // its memory (a reset or an unauthorised key exchange wiped it all).
+    return ScrubResult::kGone;
+  }
+  if (r->code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(r->code()), "GPU: " + r->message());
+  }
   if (r->bytes_scrubbed() != size) {
     return absl::DataLossError("GPU scrubbed " + std::to_string(r->bytes_scrubbed()) +
                                " bytes of a " + std::to_string(size) + "-byte buffer");
@@ -377,7 +425,7 @@ absl::Status GpuSession::ScrubAndVerify(uint64_t buffer_id, uint64_t size) {
     z = all_zero(*data, n);
     if (!z.ok()) return z;
   }
-  return absl::OkStatus();
+  return ScrubResult::kScrubbed;
 }
 
 absl::Status GpuSession::Heartbeat() {

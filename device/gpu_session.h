@@ -49,7 +49,11 @@ class GpuSession {
 
   // Fresh key agreement: verifies the device certificate against the pinned
   // CA, the serial, and the signature over the transcript; derives new keys.
-  // Every key of the previous session is dead afterwards (P3).
+  // Every key of the previous session is dead afterwards (P3). While this
+  // end holds the session in force, the request carries its authorisation
+  // (sealed under that session, naming this exchange's key and nonce) to
+  // keep device memory; without it, the device wipes memory. memory_kept()
+  // says, as the device signed it, which happened.
   absl::Status Establish();
 
   // What became of a command sent with a key exchange (EstablishAfter).
@@ -61,6 +65,10 @@ class GpuSession {
     // The command's reply, or its refusal: the session's failure, or the
     // device's own answer (e.g. NOT_FOUND for a buffer a reset wiped).
     absl::StatusOr<v1::DeviceReply> reply = absl::UnknownError("not sent");
+    // The exchange the command rode on did not verify and this end made a
+    // second one (with a fresh look at the device's identity): the session
+    // number then counts both.
+    bool retried = false;
   };
   // Establish, with `prior` sealed under the current session and executed by
   // the device just before the exchange ends that session, in the same
@@ -81,6 +89,16 @@ class GpuSession {
   // Zeroes on the device, then reads every byte back and checks it (P2); the
   // scrub command itself returns the first 8 MiB, Reads the rest.
   absl::Status ScrubAndVerify(uint64_t buffer_id, uint64_t size);
+  // What ScrubUnlessGone found.
+  enum class ScrubResult {
+    kScrubbed,  // zeroed, and every byte read back as zero
+    kGone,      // the device said, sealed under this session, it has no such buffer
+  };
+  // ScrubAndVerify, except that a buffer the device itself says it does not
+  // have (its reply opened under this session: a reset or an unauthorised
+  // key exchange wiped all memory) is kGone. A transport error, whatever its
+  // code, is an error: only the device's sealed word can say "gone" (P2).
+  absl::StatusOr<ScrubResult> ScrubUnlessGone(uint64_t buffer_id, uint64_t size);
   // Keeps the session alive on a device with a heartbeat period.
   absl::Status Heartbeat();
   // When the device last heard a heartbeat from this session: the last
@@ -107,6 +125,10 @@ class GpuSession {
 
   const std::string& serial() const { return serial_; }
   uint64_t session_id() const { return session_id_; }
+  // Whether device memory survived the last successful exchange (signed by
+  // the device in the exchange's transcript): false after any exchange this
+  // end could not authorise, the first one of a process included.
+  bool memory_kept() const { return memory_kept_; }
   bool established() const { return control_ != nullptr; }
   // The LCE0 H2D key material to hand to a holder (a copy); its window
   // starts at kFirstMessageCounter. Each hand-off is a key fetch, and a fetch
@@ -132,11 +154,17 @@ class GpuSession {
   };
   absl::StatusOr<KnownDevice> FetchIdentity();
   absl::Status EstablishWith(const v1::DeviceCommand* prior, PriorOutcome* outcome);
-  // One P-384 ECDHE with `device`; installs the session if it verifies.
-  // `prior` (may be null) rides on the request; `*answer` (may be null) gets
-  // the response whenever one arrived, verified or not.
-  absl::Status Exchange(const KnownDevice& device, const v1::SealedMessage* prior,
-                        v1::KeyExchangeResponse* answer);
+  // One P-384 ECDHE with `device` for `request` (made with `eph`); installs
+  // the session if it verifies. `*response` gets the response whenever one
+  // arrived, verified or not.
+  absl::Status Exchange(const KnownDevice& device, EcKey eph,
+                        const v1::KeyExchangeRequest& request,
+                        v1::KeyExchangeResponse* response);
+  // A command sealed under the session; its reply opened under it. A reply
+  // with a non-zero code (the device's authenticated refusal) is returned as
+  // a reply; every other failure is a status.
+  absl::StatusOr<v1::DeviceReply> SealedCommand(const v1::DeviceCommand& cmd);
+  // SealedCommand, with a refusal turned into its status.
   absl::StatusOr<v1::DeviceReply> Command(const v1::DeviceCommand& cmd);
   void PrepareNextEphemeral();
   absl::StatusOr<EcKey> TakeEphemeral();
@@ -152,6 +180,7 @@ class GpuSession {
   D2hReceiver d2h_;
   ChannelMaterial lce_h2d_;
   bool lce_handed_ = false;  // the H2D IV space in force was handed out
+  bool memory_kept_ = false;
   uint64_t iv_rotation_threshold_ = kIvRotationThreshold;
   absl::Time last_heartbeat_ = absl::InfinitePast();
   std::future<absl::StatusOr<EcKey>> next_ephemeral_;

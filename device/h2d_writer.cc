@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "device/bounce_buffer.h"
 #include "device/bounce_pool.h"
+#include "device/tag_digest.h"
 #include "keyxfer/device_session.h"
 #include "keyxfer/secret_bytes.h"
 #include "util/files.h"
@@ -23,33 +24,11 @@
 namespace gputravel {
 namespace {
 
-constexpr char kDigestLabel[] = "gputravel-window-digest-v1";
-
 using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
-
-class TagDigest {
- public:
-  TagDigest() {
-    ctx_ = EVP_MD_CTX_new();
-    EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr);
-    EVP_DigestUpdate(ctx_, kDigestLabel, sizeof(kDigestLabel) - 1);
-  }
-  ~TagDigest() { EVP_MD_CTX_free(ctx_); }
-  void Add(const uint8_t* tag) { EVP_DigestUpdate(ctx_, tag, kGcmTagSize); }
-  std::string Final() {
-    unsigned char out[32];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx_, out, &len);
-    return std::string(reinterpret_cast<char*>(out), len);
-  }
-
- private:
-  EVP_MD_CTX* ctx_;
-};
 
 // What every chunk of one write shares.
 struct WindowPlan {

@@ -10,15 +10,19 @@ std::string DeviceSessionTranscript(absl::string_view serial,
                                     absl::string_view requester_nonce,
                                     absl::string_view device_public_key,
                                     absl::string_view device_nonce,
-                                    uint64_t session_id) {
+                                    uint64_t session_id,
+                                    const ExchangeBinding& binding) {
   WireWriter w;
-  w.Bytes("gputravel-device-session-v1");
+  w.Bytes("gputravel-device-session-v2");
   w.Bytes(serial);
   w.Bytes(requester_public_key);
   w.Bytes(requester_nonce);
   w.Bytes(device_public_key);
   w.Bytes(device_nonce);
   w.U64(session_id);
+  w.Bytes(binding.prior_command_digest);
+  w.Bytes(binding.prior_answer_digest);
+  w.U32(binding.memory_kept ? 1 : 0);
   return w.Take();
 }
 

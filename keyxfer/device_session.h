@@ -28,14 +28,25 @@ struct DeviceSessionKeys {
 // device-to-host key slot (lce0N_h2d_user, lce0N_d2h_user).
 inline constexpr uint32_t kCopyEngines = 8;
 
-// The signed transcript: binds serial, both ephemeral keys, both nonces and
-// the session number.
+// What rode on a key exchange, as the signed transcript binds it: digests
+// (SHA-384) of the command sealed under the session that ends and of the
+// device's answer to it (empty when none), and whether device memory
+// survived the exchange.
+struct ExchangeBinding {
+  std::string prior_command_digest;
+  std::string prior_answer_digest;
+  bool memory_kept = false;
+};
+
+// The signed transcript: binds serial, both ephemeral keys, both nonces, the
+// session number and what rode on the exchange.
 std::string DeviceSessionTranscript(absl::string_view serial,
                                     absl::string_view requester_public_key,
                                     absl::string_view requester_nonce,
                                     absl::string_view device_public_key,
                                     absl::string_view device_nonce,
-                                    uint64_t session_id);
+                                    uint64_t session_id,
+                                    const ExchangeBinding& binding = ExchangeBinding());
 
 // The session secret every key is expanded from: HKDF-SHA384-Extract with
 // the transcript's hash as salt over the ECDH secret.

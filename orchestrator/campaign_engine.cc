@@ -599,22 +599,31 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
   if (!s.ok()) return fail(kCampaignPaused, std::string(s.message()));
   GT_LOG(1, "campaign ", name, ": CC session ", session->session_id(), " with GPU ",
          session->serial());
-  auto buffer = session->AllocBuffer(spec->buffer_bytes);
-  if (!buffer.ok()) {
-    return fail(kCampaignPaused, "allocating the dataset buffer: " +
-                                     std::string(buffer.status().message()));
-  }
   // Recovery scrubs the buffer the campaign row names: a trip must never
   // run in a buffer that is not recorded there.
-  absl::Status injected = InjectedError("record_buffer");
-  auto recorded = injected.ok() ? store_->SetCampaignBuffer(name, *buffer)
-                                : absl::StatusOr<EventSeqs>(injected);
-  if (!recorded.ok()) {
-    (void)session->FreeBuffer(*buffer);  // nothing was written to it yet
-    return fail(kCampaignPaused, "recording the dataset buffer: " +
-                                     std::string(recorded.status().message()));
+  auto new_buffer = [&]() -> absl::StatusOr<uint64_t> {
+    auto buffer = session->AllocBuffer(spec->buffer_bytes);
+    if (!buffer.ok()) {
+      return absl::Status(buffer.status().code(), "allocating the dataset buffer: " +
+                                                      std::string(buffer.status().message()));
+    }
+    absl::Status injected = InjectedError("record_buffer");
+    auto recorded = injected.ok() ? store_->SetCampaignBuffer(name, *buffer)
+                                  : absl::StatusOr<EventSeqs>(injected);
+    if (!recorded.ok()) {
+      (void)session->FreeBuffer(*buffer);  // nothing was written to it yet
+      return absl::Status(recorded.status().code(),
+                          "recording the dataset buffer: " +
+                              std::string(recorded.status().message()));
+    }
+    Notify(recorded);
+    return *buffer;
+  };
+  auto first_buffer = new_buffer();
+  if (!first_buffer.ok()) {
+    return fail(kCampaignPaused, std::string(first_buffer.status().message()));
   }
-  Notify(recorded);
+  uint64_t buffer_id = *first_buffer;
 
   // The trainer, continuing from the last checkpoint.
   // The loader outlives the trainer (declared first, destroyed last).
@@ -680,7 +689,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     if (!next) {
       bool any_ok = false;
       for (const auto& h : *holders) any_ok = any_ok || h.state == kHolderDone;
-      (void)session->FreeBuffer(*buffer);
+      (void)session->FreeBuffer(buffer_id);
       Notify(store_->SetCampaignBuffer(name, 0));
       if (any_ok) {
         Notify(store_->SetCampaignState(name, kCampaignCompleted, "",
@@ -724,7 +733,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     plan.holder_domain = hs.domain;
     plan.window_offset = w.offset;
     plan.window_length = w.length;
-    plan.buffer_id = *buffer;
+    plan.buffer_id = buffer_id;
     plan.buffer_bytes = spec->buffer_bytes;
     plan.chunk_bytes = spec->chunk_bytes;
     plan.holder_timeout_seconds = spec->holder_timeout_seconds;
@@ -801,6 +810,18 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     GT_LOG(1, "trip ", t.id, " ", h.name, ": ", f.outcome, ", scrub ",
            f.scrub_verified ? "verified" : "NOT verified", ", re-keyed ",
            f.rekeyed ? "yes" : "no", f.error.empty() ? "" : ", error: " + f.error);
+    if (outcome->buffer_gone) {
+      // The device's memory was wiped under the trip (the device said so,
+      // sealed): the next trip writes into a new buffer, recorded first.
+      auto replaced = new_buffer();
+      if (!replaced.ok()) {
+        fail(kCampaignPaused, "the GPU's memory was wiped during trip " +
+                                  std::to_string(t.id) + "; " +
+                                  std::string(replaced.status().message()));
+        break;
+      }
+      buffer_id = *replaced;
+    }
     if (!outcome->ok && !outcome->cancelled) {
       if (!outcome->holder_fault) {
         // Not the holder's doing: retrying would fail the same way.

@@ -95,7 +95,7 @@ absl::Status TripRunner::MakeSafe(uint64_t token, uint64_t buffer_id,
   }
   if (!s.ok()) return s;
   if (buffer_id == 0) return absl::OkStatus();
-  return ScrubOrGone(buffer_id, buffer_bytes);
+  return ScrubOrGone(buffer_id, buffer_bytes, nullptr);
 }
 
 absl::Status TripRunner::CheckHeartbeatPeriod() {
@@ -115,13 +115,15 @@ absl::Status TripRunner::CheckHeartbeatPeriod() {
   return absl::OkStatus();
 }
 
-absl::Status TripRunner::ScrubOrGone(uint64_t buffer_id, uint64_t buffer_bytes) {
-  absl::Status s = gpu_->ScrubAndVerify(buffer_id, buffer_bytes);
-  if (absl::IsNotFound(s)) {
-    GT_LOG(1, "buffer ", buffer_id, " is gone (a device reset wipes memory)");
-    return absl::OkStatus();
+absl::Status TripRunner::ScrubOrGone(uint64_t buffer_id, uint64_t buffer_bytes, bool* gone) {
+  auto r = gpu_->ScrubUnlessGone(buffer_id, buffer_bytes);
+  if (!r.ok()) return r.status();
+  if (*r == GpuSession::ScrubResult::kGone) {
+    GT_LOG(1, "GPU ", gpu_name_, " says buffer ", buffer_id,
+           " is gone (a reset or a key exchange it did not authorise wiped its memory)");
   }
-  return s;
+  if (gone != nullptr) *gone = *r == GpuSession::ScrubResult::kGone;
+  return absl::OkStatus();
 }
 
 absl::Status TripRunner::SafeReturn(const TripPlan& plan, TripOutcome* out) {
@@ -132,7 +134,7 @@ absl::Status TripRunner::SafeReturn(const TripPlan& plan, TripOutcome* out) {
   s = gpu_->Establish();
   if (!s.ok()) return s;
   out->rekeyed = gpu_->session_id() != old_session;
-  s = ScrubOrGone(plan.buffer_id, plan.buffer_bytes);
+  s = ScrubOrGone(plan.buffer_id, plan.buffer_bytes, &out->buffer_gone);
   if (!s.ok()) return s;
   out->scrub_verified = true;
   return absl::OkStatus();
@@ -375,7 +377,12 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
     last_off = plan.window_length == 0 ? 0 : (plan.window_length - 1) / kReadPiece * kReadPiece;
     for (uint64_t off = 0; off < last_off && rd.ok(); off += kReadPiece) {
       auto piece = gpu_->Read(plan.buffer_id, off, kReadPiece);
-      if (!piece.ok()) rd = piece.status(); else data += *piece;
+      if (!piece.ok()) {
+        rd = piece.status();
+      } else {
+        data += *piece;
+        Zeroize(&(*piece)[0], piece->size());  // plaintext: wiped before it is freed
+      }
     }
     reads_last_piece = rd.ok();
   }
@@ -406,7 +413,20 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   }
   out.rekeyed = gpu_->session_id() != handed_session;
   hooks->Rekeyed();
-  if (!s.ok()) {
+  // The device signed the new session's number: our own exchange right after
+  // the one the holder was handed is handed_session + 1. A larger number
+  // means that somebody else exchanged keys with this GPU while it was
+  // routed to the holder, which ended the holder's session and wiped device
+  // memory: the holder's doing, as far as the orchestrator can tell.
+  const bool foreign_exchange =
+      !came_back.retried && gpu_->session_id() > handed_session + 1;
+  if (!same.ok() && foreign_exchange) {
+    out.error = "while GPU " + gpu_name_ + " was routed to holder " + plan.holder +
+                ", a key exchange the orchestrator did not make ended the session the "
+                "holder was handed (device session " + std::to_string(handed_session) +
+                " -> " + std::to_string(gpu_->session_id()) + ") and wiped device memory";
+    out.holder_fault = true;
+  } else if (!s.ok()) {
     out.error = std::string(s.message());
     out.holder_fault = holder_fault;
   } else if (!same.ok()) {
@@ -461,7 +481,7 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
     commit = hooks->Step(kStepScrub, "zeroing and verifying the buffer");
     if (!commit.ok()) GT_LOG(0, "trip ", plan.trip, ": ", commit.message());
   }
-  absl::Status scrub = ScrubOrGone(plan.buffer_id, plan.buffer_bytes);
+  absl::Status scrub = ScrubOrGone(plan.buffer_id, plan.buffer_bytes, &out.buffer_gone);
   if (!scrub.ok()) return scrub;  // residue cannot be ruled out
   out.scrub_verified = true;
   hooks->Scrubbed();

@@ -47,6 +47,10 @@ struct TripOutcome {
   bool rekeyed = false;
   bool scrub_verified = false;
   bool trained = false;
+  // The device said (sealed under the orchestrator's session) that the
+  // trip's buffer no longer exists: its memory was wiped (a reset, or a key
+  // exchange it did not authorise). The next trip needs a new buffer.
+  bool buffer_gone = false;
 };
 
 // Callbacks through which the engine makes each step durable and observable.
@@ -158,7 +162,8 @@ class TripRunner {
 
   // Routes the GPU home with `token`, establishes a fresh session (every key
   // of the previous one dies) and scrubs + verifies `buffer_id` if it is not
-  // 0. A buffer the device no longer has (a reset wiped it) counts as clean.
+  // 0. A buffer the device says it no longer has (its memory was wiped)
+  // counts as clean; a transport error never does.
   // A device that missed its heartbeat (DATA_LOSS: it needs a reset) is
   // reset through the MUX first. Used at start-up and by crash recovery.
   absl::Status MakeSafe(uint64_t token, uint64_t buffer_id, uint64_t buffer_bytes);
@@ -172,9 +177,11 @@ class TripRunner {
 
  private:
   absl::Status RouteTo(const std::string& domain, uint64_t token);
-  // Scrubs and verifies `buffer_id`; a buffer the device no longer has (a
-  // reset wiped all device memory) counts as clean.
-  absl::Status ScrubOrGone(uint64_t buffer_id, uint64_t buffer_bytes);
+  // Scrubs and verifies `buffer_id`; a buffer the device itself says it no
+  // longer has (sealed under the session: a reset or an unauthorised key
+  // exchange wiped all device memory) counts as clean, and sets `*gone`
+  // (may be null). A transport error never does.
+  absl::Status ScrubOrGone(uint64_t buffer_id, uint64_t buffer_bytes, bool* gone);
   // Route back, re-key, scrub + verify.
   absl::Status SafeReturn(const TripPlan& plan, TripOutcome* out);
   // Streams the holder's Provision, with the no-progress watchdog.
