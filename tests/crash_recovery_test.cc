@@ -16,6 +16,8 @@
 
 #include "cli/emulated_stack.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/device.grpc.pb.h"
+#include "util/grpc_status.h"
 #include "gtest/gtest.h"
 #include "tests/key_keeping_holder.h"
 
@@ -158,6 +160,17 @@ void CheckInvariants(Fixture* f, const v1::Campaign& c, int expected_aborted) {
   }
 }
 
+// Times the emulated GPU's memory was wiped (DeviceAdmin: the host's view).
+uint64_t MemoryWipes(EmulatedStack* stack) {
+  auto admin = v1::DeviceAdmin::NewStub(MakeChannel(stack->device_admin_endpoint()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::GetStatusRequest req;
+  v1::DeviceStatus st;
+  EXPECT_TRUE(admin->GetStatus(&ctx, req, &st).ok());
+  return st.memory_wipes();
+}
+
 class CrashAtStepTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CrashAtStepTest, RestartCompletesCountsOnceAndLeavesNoLiveKey) {
@@ -171,11 +184,16 @@ TEST_P(CrashAtStepTest, RestartCompletesCountsOnceAndLeavesNoLiveKey) {
   ASSERT_TRUE(WaitForExit(orch, 60)) << "the failpoint never fired";
   ASSERT_TRUE(WIFSIGNALED(orch->exit_status()));
   EXPECT_EQ(WTERMSIG(orch->exit_status()), SIGKILL);
+  const uint64_t wipes = MemoryWipes(f.stack.get());
 
   s = f.stack->Restart("orchestrator");
   ASSERT_TRUE(s.ok()) << s;
   auto c = f.stack->WaitForFinal("demo", 120);
   ASSERT_TRUE(c.ok()) << c.status();
+  // The authorisation to keep device memory died with the killed process's
+  // session keys: the restarted orchestrator's first exchange wiped the
+  // interrupted window, which nobody read, and it was planned again.
+  EXPECT_GT(MemoryWipes(f.stack.get()), wipes);
   // Killed after training was committed: the trip counts, nothing is aborted.
   const int expected_aborted = step == "scrub" ? 0 : 1;
   CheckInvariants(&f, *c, expected_aborted);

@@ -14,12 +14,15 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "auth/tls_config.h"
+#include "device/gpu_session.h"
 #include "cli/emulated_stack.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "keyxfer/random.h"
+#include "keyxfer/x509.h"
 #include "proto/device.grpc.pb.h"
 #include "tests/key_keeping_holder.h"
 #include "util/files.h"
@@ -632,7 +635,7 @@ TEST(EndToEndTest, GpuResetWhileAwayIsCaughtWhenItComesBack) {
   auto keeper = KeyKeepingHolder::Serve(stack->get(), "keeper", mydir);
   ASSERT_TRUE(keeper.ok()) << keeper.status();
   const std::string admin = (*stack)->device_admin_endpoint();
-  (*keeper)->set_after_write([admin] {
+  (*keeper)->set_after_write([admin](const v1::HandoffBinding&) {
     auto stub = v1::DeviceAdmin::NewStub(MakeChannel(admin));
     grpc::ClientContext ctx;
     v1::ResetRequest req;
@@ -676,6 +679,77 @@ TEST(EndToEndTest, GpuResetWhileAwayIsCaughtWhenItComesBack) {
     EXPECT_TRUE(t.scrub_verified());
   }
   EXPECT_TRUE(seen) << "the keeper's trip ran";
+  keeper->reset();
+  (*stack)->Stop();
+  (void)system(("rm -rf " + mydir).c_str());
+}
+
+// P1: while a holder's window is in device memory and the GPU is routed to
+// that holder's TD, a key exchange there (by the holder, or by the host that
+// routed the GPU) gets a session, but device memory is wiped first: a read
+// of the holder's buffer finds nothing. The orchestrator then finds the
+// session it handed out gone, attributes it to the trip's holder, and
+// applies the holder-failure policy (skip): the campaign completes without
+// that holder, every trip scrubbed, and the other holders' trips write into
+// a new buffer.
+TEST(EndToEndTest, KeyExchangeDuringATripReadsNothingAndIsTheHoldersFault) {
+  char tmpl[] = "/tmp/gputravel-steal-XXXXXX";
+  std::string mydir = mkdtemp(tmpl);
+  StackOptions o;
+  o.holders = 2;
+  o.on_holder_failure = "skip";
+  KeyKeepingHolder::AddTo(&o, "keeper", mydir);
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto keeper = KeyKeepingHolder::Serve(stack->get(), "keeper", mydir);
+  ASSERT_TRUE(keeper.ok()) << keeper.status();
+  auto ca_pem = ReadFile((*stack)->pki().device_ca_cert);
+  ASSERT_TRUE(ca_pem.ok()) << ca_pem.status();
+  const std::string ca_der = *CertificatePemToDer(*ca_pem);
+  const std::string endpoint = (*stack)->device_socket("td-keeper");
+  absl::Mutex mu;
+  absl::Status stolen = absl::UnknownError("never tried");
+  bool memory_kept = true;
+  (*keeper)->set_after_write([&](const v1::HandoffBinding& b) {
+    GpuSession thief(MakeChannel(endpoint), ca_der, "");
+    absl::Status st = thief.Establish();
+    absl::MutexLock l(&mu);
+    memory_kept = thief.memory_kept();
+    stolen = st.ok() ? thief.Read(b.buffer_id(), 0, 64).status() : st;
+  });
+
+  auto report = (*stack)->RunCampaign();
+  ASSERT_TRUE(report.ok()) << report.status();
+  {
+    absl::MutexLock l(&mu);
+    EXPECT_FALSE(memory_kept);
+    EXPECT_EQ(stolen.code(), absl::StatusCode::kNotFound) << stolen;
+  }
+  EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
+  bool seen = false;
+  int ok_trips = 0;
+  for (const auto& t : report->trips()) {
+    EXPECT_TRUE(t.scrub_verified()) << t.holder();
+    EXPECT_TRUE(t.rekeyed()) << t.holder();
+    if (t.holder() != "keeper") {
+      EXPECT_EQ(t.outcome(), "ok") << t.error();
+      ok_trips += t.outcome() == "ok";
+      continue;
+    }
+    seen = true;
+    EXPECT_EQ(t.outcome(), "failed");
+    EXPECT_NE(t.error().find("a key exchange the orchestrator did not make"),
+              std::string::npos)
+        << t.error();
+    EXPECT_FALSE(t.has_loss());
+  }
+  EXPECT_TRUE(seen) << "the keeper's trip ran";
+  EXPECT_EQ(ok_trips, 2);
+  bool keeper_failed = false;
+  for (const auto& h : report->holders()) {
+    if (h.name() == "keeper") keeper_failed = h.state() == "failed";
+  }
+  EXPECT_TRUE(keeper_failed) << "the holder-failure policy was applied to the keeper";
   keeper->reset();
   (*stack)->Stop();
   (void)system(("rm -rf " + mydir).c_str());

@@ -111,7 +111,7 @@ grpc::Status KeyKeepingHolder::Provision(grpc::ServerContext*, const v1::Provisi
                          return absl::OkStatus();
                        });
   if (!stats.ok()) return ToGrpc(stats.status());
-  if (after_write_) after_write_();
+  if (after_write_) after_write_(req->binding());
   v1::ProvisionUpdate u;
   u.mutable_report()->set_bytes(stats->bytes);
   u.mutable_report()->set_chunks(stats->chunks);

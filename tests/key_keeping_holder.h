@@ -46,8 +46,9 @@ class KeyKeepingHolder final : public v1::HolderAgent::Service {
   std::vector<Kept> kept();
 
   // Called once the holder's window is on the device, before its report is
-  // sent (the GPU is still routed to this holder): what a host could do then.
-  void set_after_write(std::function<void()> f) {
+  // sent (the GPU is still routed to this holder), with the hand-off's
+  // binding: what a host, or this holder, could do then.
+  void set_after_write(std::function<void(const v1::HandoffBinding&)> f) {
     absl::MutexLock l(&mu_);
     after_write_ = std::move(f);
   }
@@ -75,7 +76,7 @@ class KeyKeepingHolder final : public v1::HolderAgent::Service {
   absl::Mutex mu_;
   std::unique_ptr<ChannelResponder> responder_ ABSL_GUARDED_BY(mu_);
   std::vector<Kept> kept_ ABSL_GUARDED_BY(mu_);
-  std::function<void()> after_write_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const v1::HandoffBinding&)> after_write_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gputravel
