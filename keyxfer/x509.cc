@@ -163,6 +163,19 @@ absl::StatusOr<VerifiedCertificate> VerifyCertificate(absl::string_view cert_der
         std::string("certificate does not chain to the pinned CA: ") +
         X509_verify_cert_error_string(err));
   }
+  // The certified key signs (key exchanges, evidence): a CA certificate, or
+  // one whose key usage does not include digitalSignature, is not an
+  // identity, whatever it chains to.
+  if (X509_check_ca(cert.get()) != 0) {
+    return absl::UnauthenticatedError(
+        "certificate is a CA certificate, not an identity (basicConstraints CA:TRUE or "
+        "keyCertSign)");
+  }
+  if ((X509_get_extension_flags(cert.get()) & EXFLAG_KUSAGE) == 0 ||
+      (X509_get_key_usage(cert.get()) & KU_DIGITAL_SIGNATURE) == 0) {
+    return absl::UnauthenticatedError(
+        "certificate's keyUsage does not include digitalSignature: its key may not sign");
+  }
   EVP_PKEY* pub = X509_get_pubkey(cert.get());  // A new reference, owned by the key.
   if (pub == nullptr) return absl::InvalidArgumentError("certificate has no usable public key");
   auto key = EcKey::FromPkey(pub);

@@ -23,7 +23,8 @@ absl::StatusOr<std::string> IssueCertificate(const EcKey& subject_key,
                                              bool is_ca, int valid_days);
 
 // A certificate whose signature chains to `ca_der` (one level), valid now,
-// returning its public key and common name.
+// that is not a CA and whose keyUsage includes digitalSignature (an identity
+// whose key signs), returning its public key and common name.
 struct VerifiedCertificate {
   EcKey public_key;
   std::string common_name;

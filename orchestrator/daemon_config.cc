@@ -79,6 +79,32 @@ absl::StatusOr<OrchestratorConfig> ParseOrchestratorConfig(const nlohmann::json&
     return absl::InvalidArgumentError(where + ": attestation: missing object");
   }
   cfg.attestation = j["attestation"];
+  // P5: the GPU is part of what the orchestrator trusts. A GPU without a
+  // pinned serial would be whichever device of the CA the host shows first,
+  // and two entries could name one device; only a development configuration
+  // (which also says so for attestation) may leave the serial out.
+  const bool development = cfg.attestation.contains("allow_insecure_dev_attestation") &&
+                            cfg.attestation["allow_insecure_dev_attestation"] == true;
+  std::set<std::string> serials, endpoints;
+  for (size_t i = 0; i < cfg.gpus.size(); ++i) {
+    const GpuConfig& gc = cfg.gpus[i];
+    const std::string gat = where + ": gpus[" + std::to_string(i) + "]";
+    if (gc.serial.empty() && !development) {
+      return absl::InvalidArgumentError(
+          gat + ".serial: required: pin the serial of GPU '" + gc.name +
+          "' (the common name of its device certificate), so that no other device of the "
+          "CA, and no device twice, is accepted in its place; only a development "
+          "configuration (attestation.allow_insecure_dev_attestation) may omit it");
+    }
+    if (!gc.serial.empty() && !serials.insert(gc.serial).second) {
+      return absl::InvalidArgumentError(gat + ".serial: GPU serial '" + gc.serial +
+                                        "' is pinned by two entries: one device, one entry");
+    }
+    if (!endpoints.insert(gc.device_endpoint).second) {
+      return absl::InvalidArgumentError(gat + ".device_endpoint: '" + gc.device_endpoint +
+                                        "' is used by two entries: one device, one entry");
+    }
+  }
   if (!j.contains("tls")) {
     return absl::InvalidArgumentError(
         where + ": tls: missing object ({\"ca\", \"cert\", \"key\"}); every connection is mTLS");

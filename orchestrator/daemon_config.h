@@ -15,7 +15,9 @@ struct GpuConfig {
   std::string name;             // MUX name ("gpu0"); campaigns name it
   std::string device_endpoint;  // the GPU as seen from the orchestrator TD
   std::string device_ca;        // PEM file of the pinned device CA
-  std::string serial;           // optional: pin one device serial (P5)
+  // The device's serial, pinned (P5): required unless the configuration is
+  // a development one (attestation.allow_insecure_dev_attestation).
+  std::string serial;
   // The device's CC heartbeat period (RmConfComputeHeartbeatPeriod, 4-255 s;
   // 0: off, the default). With it the orchestrator sends heartbeats while the
   // GPU is home and idle, sends one right before the GPU leaves, and bounds

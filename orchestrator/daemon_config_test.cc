@@ -33,7 +33,8 @@ class DaemonConfigTest : public ::testing::Test {
         {"mux_endpoint", "unix:/tmp/m.sock"},
         {"gpus", {{{"name", "gpu0"},
                    {"device_endpoint", "unix:/tmp/d.sock"},
-                   {"device_ca", "/tmp/ca.pem"}},
+                   {"device_ca", "/tmp/ca.pem"},
+                   {"serial", "S0"}},
                   {{"name", "gpu1"},
                    {"device_endpoint", "unix:/tmp/d1.sock"},
                    {"device_ca", "/tmp/ca.pem"},
@@ -59,6 +60,16 @@ TEST_F(DaemonConfigTest, GoodConfigParses) {
   EXPECT_EQ(c->gpus[1].heartbeat_period_seconds, 20u);
   EXPECT_EQ(c->mux_name, "mux");
   EXPECT_EQ(c->tls.ca, CaCertPath(*dir_));
+}
+
+// Only a development configuration may leave a GPU's serial unpinned.
+TEST_F(DaemonConfigTest, DevelopmentConfigMayOmitTheSerial) {
+  auto j = Good();
+  j["gpus"][0].erase("serial");
+  j["attestation"]["allow_insecure_dev_attestation"] = true;
+  auto c = ParseOrchestratorConfig(j, "o.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->gpus[0].serial, "");
 }
 
 struct BadCase {
@@ -87,6 +98,13 @@ TEST_F(DaemonConfigTest, EveryBadFieldIsNamed) {
       {"GpuMissingEndpoint", [](nlohmann::json& j) { j["gpus"][0].erase("device_endpoint"); }, "device_endpoint"},
       {"GpuMissingCa", [](nlohmann::json& j) { j["gpus"][1].erase("device_ca"); }, "gpus[1]"},
       {"GpuSerialNotString", [](nlohmann::json& j) { j["gpus"][0]["serial"] = 7; }, "serial"},
+      {"GpuSerialMissing", [](nlohmann::json& j) { j["gpus"][0].erase("serial"); },
+       "gpus[0].serial: required"},
+      {"GpuSerialTwice", [](nlohmann::json& j) { j["gpus"][1]["serial"] = "S0"; },
+       "gpus[1].serial: GPU serial 'S0' is pinned by two entries"},
+      {"GpuEndpointTwice",
+       [](nlohmann::json& j) { j["gpus"][1]["device_endpoint"] = "unix:/tmp/d.sock"; },
+       "gpus[1].device_endpoint: 'unix:/tmp/d.sock' is used by two entries"},
       {"HeartbeatTooShort", [](nlohmann::json& j) { j["gpus"][1]["heartbeat_period_seconds"] = 3; },
        "gpus[1].heartbeat_period_seconds: 3 is not 0 (off) or 4..255"},
       {"HeartbeatTooLong", [](nlohmann::json& j) { j["gpus"][1]["heartbeat_period_seconds"] = 256; },
