@@ -323,7 +323,10 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
       {"state_dir", d + "/state"},
       {"mux_endpoint", st->mux_endpoint()},
       {"gpus", json::array({{{"name", "gpu0"},
-                             {"device_endpoint", st->device_socket(kOrchestratorDomain)},
+                             {"device_endpoint",
+                              options.orchestrator_device_endpoint.empty()
+                                  ? st->device_socket(kOrchestratorDomain)
+                                  : options.orchestrator_device_endpoint},
                              {"device_ca", st->pki_.device_ca_cert},
                              {"serial", kGpuSerial},
                              {"heartbeat_period_seconds", options.heartbeat_period_seconds}}})},

@@ -57,6 +57,9 @@ struct StackOptions {
   // The device's CC heartbeat period, told to the GPU and the orchestrator
   // alike (0: off, as by default on the real driver).
   uint32_t heartbeat_period_seconds = 0;
+  // Where the orchestrator reaches the GPU; empty: the device's socket for
+  // the orchestrator's domain. Tests put a relay of the host's here.
+  std::string orchestrator_device_endpoint;
 };
 
 // The whole emulated deployment on one machine, as real processes talking

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <atomic>
 
+#include "device/device_relay.h"
 #include "device/device_service.h"
 #include "device/emulated_gpu.h"
 #include "device/gpu_session.h"
@@ -476,40 +476,10 @@ TEST_F(DeviceLayerTest, DriverKeepsMemoryOnlyThroughItsOwnSession) {
   EXPECT_EQ(*gone, GpuSession::ScrubResult::kGone);
 }
 
-// What the host's relay of the device socket can do: pass everything on, or
-// answer Control itself with a status of its choice.
-class HostRelay : public v1::Device::Service {
- public:
-  explicit HostRelay(std::shared_ptr<grpc::Channel> device)
-      : device_(v1::Device::NewStub(device)) {}
-  void AnswerControlWith(grpc::StatusCode code) { fake_ = code; }
-
-  grpc::Status GetIdentity(grpc::ServerContext*, const v1::GetIdentityRequest* req,
-                           v1::DeviceIdentity* resp) override {
-    grpc::ClientContext ctx;
-    return device_->GetIdentity(&ctx, *req, resp);
-  }
-  grpc::Status KeyExchange(grpc::ServerContext*, const v1::KeyExchangeRequest* req,
-                           v1::KeyExchangeResponse* resp) override {
-    grpc::ClientContext ctx;
-    return device_->KeyExchange(&ctx, *req, resp);
-  }
-  grpc::Status Control(grpc::ServerContext*, const v1::SealedMessage* req,
-                       v1::SealedMessage* resp) override {
-    if (fake_ != grpc::StatusCode::OK) return grpc::Status(fake_, "no such buffer");
-    grpc::ClientContext ctx;
-    return device_->Control(&ctx, *req, resp);
-  }
-
- private:
-  std::unique_ptr<v1::Device::Stub> device_;
-  std::atomic<grpc::StatusCode> fake_{grpc::StatusCode::OK};
-};
-
 // P2: a host that answers the scrub with a bare NOT_FOUND does not make the
 // buffer "gone": only the device's sealed reply can say so.
 TEST_F(DeviceLayerTest, TransportNotFoundIsNeverTakenAsGone) {
-  HostRelay relay(MakeChannel("unix:" + dir_ + "/orch.sock"));
+  DeviceRelay relay("unix:" + dir_ + "/orch.sock");
   auto server = Serve(dir_ + "/relay.sock", &relay);
   GpuSession session(MakeChannel("unix:" + dir_ + "/relay.sock"), ca_der_, "");
   ASSERT_TRUE(session.Establish().ok());

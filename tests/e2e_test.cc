@@ -16,6 +16,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "auth/tls_config.h"
+#include "device/device_relay.h"
 #include "device/gpu_session.h"
 #include "cli/emulated_stack.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -752,6 +753,74 @@ TEST(EndToEndTest, KeyExchangeDuringATripReadsNothingAndIsTheHoldersFault) {
   EXPECT_TRUE(keeper_failed) << "the holder-failure policy was applied to the keeper";
   keeper->reset();
   (*stack)->Stop();
+  (void)system(("rm -rf " + mydir).c_str());
+}
+
+// P2: the host relays the orchestrator's device socket and answers the
+// scrub (every Control from the first trip's re-key on) with a bare
+// NOT_FOUND. The trip is not counted safe, the campaign pauses, recovery
+// keeps retrying (ERROR events), and no other holder's trip starts; once
+// the relay passes calls on again, recovery scrubs with the device's own
+// sealed word, the trip is finished, and the resumed campaign completes.
+TEST(EndToEndTest, HostAnsweringTheScrubWithNotFoundNeverCountsAsScrubbed) {
+  char tmpl[] = "/tmp/gputravel-relay-XXXXXX";
+  std::string mydir = mkdtemp(tmpl);
+  DeviceRelay relay;
+  grpc::ServerBuilder b;
+  b.AddListeningPort("unix:" + mydir + "/relay.sock", grpc::InsecureServerCredentials());
+  b.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  b.SetMaxSendMessageSize(kMaxMessageBytes);
+  b.RegisterService(&relay);
+  auto server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  StackOptions o;
+  o.holders = 2;
+  o.orchestrator_device_endpoint = "unix:" + mydir + "/relay.sock";
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  relay.SetUpstream((*stack)->device_socket(EmulatedStack::kOrchestratorDomain));
+  // Exchange 1 starts the campaign; exchange 2 is the first trip's re-key.
+  relay.AnswerControlWith(grpc::StatusCode::NOT_FOUND, 2);
+
+  auto stub = (*stack)->OperatorClient();
+  v1::CreateCampaignResponse created;
+  ASSERT_TRUE(Create(stub.get(), (*stack)->CampaignSpec(), "r1", &created).ok());
+  v1::Campaign c;
+  ASSERT_TRUE(Control(stub.get(), "start", "demo", &c).ok());
+  ASSERT_TRUE(WatchUntil(stub.get(), "demo", [](const v1::Event& e) {
+    return e.kind() == v1::ERROR &&
+           e.message().find("recovery could not make the GPU safe yet") != std::string::npos;
+  })) << "recovery retries while the scrub cannot be verified";
+  EXPECT_GT(relay.faked(), 0);
+  v1::GetCampaignRequest g;
+  g.set_name("demo");
+  g.set_include_trips(true);
+  v1::Campaign report;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->GetCampaign(&ctx, g, &report).ok());
+  }
+  EXPECT_EQ(report.state(), v1::PAUSED) << report.error();
+  ASSERT_EQ(report.trips_size(), 1) << "no other holder's trip before a verified scrub";
+  EXPECT_TRUE(report.trips(0).outcome().empty()) << "the trip is not finished, not counted safe";
+  EXPECT_FALSE(report.trips(0).scrub_verified());
+
+  relay.AnswerControlWith(grpc::StatusCode::OK);
+  ASSERT_TRUE(WatchUntil(stub.get(), "demo", [](const v1::Event& e) {
+    return e.kind() == v1::RECOVERY;
+  }));
+  ASSERT_TRUE(Control(stub.get(), "resume", "demo", &c).ok());
+  auto final_state = (*stack)->WaitForFinal("demo", 120);
+  ASSERT_TRUE(final_state.ok()) << final_state.status();
+  EXPECT_EQ(final_state->state(), v1::COMPLETED) << final_state->error();
+  // The first trip had trained (its checkpoint committed) before its scrub:
+  // it counts once recovery's scrub verified, and its window is not planned
+  // again.
+  ASSERT_EQ(final_state->trips_size(), 2);
+  EXPECT_EQ(final_state->trips(0).outcome(), "ok") << final_state->trips(0).error();
+  for (const auto& t : final_state->trips()) EXPECT_TRUE(t.scrub_verified()) << t.id();
+  (*stack)->Stop();
+  server->Shutdown();
   (void)system(("rm -rf " + mydir).c_str());
 }
 
