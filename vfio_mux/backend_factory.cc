@@ -101,8 +101,8 @@ absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeLibvirt(const nlohmann::json
   }
   const auto& s = config["libvirt"];
   absl::Status known = RefuseUnknownFields(
-      s, {"uri", "detach_timeout_ms", "check_sysfs", "sysfs_root", "proc_root",
-          "driver_timeout_ms", "domain_names", "gpus"}, at);
+      s, {"uri", "detach_timeout_ms", "check_sysfs", "require_tdx", "sysfs_root",
+          "proc_root", "driver_timeout_ms", "domain_names", "gpus"}, at);
   if (!known.ok()) return known;
   LibvirtBackendOptions o;
   o.domains = std::move(domains);
@@ -117,6 +117,9 @@ absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeLibvirt(const nlohmann::json
   auto cs = Bool(s, at, "check_sysfs", o.check_sysfs);
   if (!cs.ok()) return cs.status();
   o.check_sysfs = *cs;
+  auto tdx = Bool(s, at, "require_tdx", o.require_tdx);
+  if (!tdx.ok()) return tdx.status();
+  o.require_tdx = *tdx;
   absl::Status st = ParseSysfsRoots(s, at, &o.sysfs);
   if (!st.ok()) return st;
   if (s.contains("domain_names")) {

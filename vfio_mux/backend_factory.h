@@ -18,7 +18,7 @@ namespace gputravel {
 //   emulated: "gpus": [{"name", "admin_endpoint"}]
 //   sysfs:    "sysfs": {"sysfs_root", "proc_root", "driver_timeout_ms",
 //                       "prepare_on_start", "gpus": [{"name", "bdf"}]}
-//   libvirt:  "libvirt": {"uri", "detach_timeout_ms", "check_sysfs",
+//   libvirt:  "libvirt": {"uri", "detach_timeout_ms", "check_sysfs", "require_tdx",
 //                         "domain_names": {configured domain: libvirt name},
 //                         "gpus": [{"name", "bdf", "alias"}]}
 // (docs/operations-host.md).

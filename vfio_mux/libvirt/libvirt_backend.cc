@@ -548,6 +548,19 @@ absl::Status LibvirtBackend::AttachLocked(const std::string& gpu_name, Gpu& g,
               "domain; start it (`virsh -c ",
         options_.uri, " start ", name, "`) and retry"));
   }
+  if (options_.require_tdx) {
+    absl::StatusOr<std::string> live = DomainXml(dom.get(), name, options_.uri);
+    if (!live.ok()) return live.status();
+    absl::StatusOr<std::string> launch = LaunchSecurityType(*live);
+    if (!launch.ok()) return launch.status();
+    if (*launch != "tdx") {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, " refused: the domain is not a TDX guest (its live XML has ",
+          launch->empty() ? "no <launchSecurity>"
+                          : absl::StrCat("<launchSecurity type='", *launch, "'>"),
+          "); the MUX passes the GPU only to TDs (deploy/libvirt/tdx-guest.xml)"));
+    }
+  }
   absl::StatusOr<std::string> dev = HostdevXml(g.bdf, g.alias);
   if (!dev.ok()) return dev.status();
   if (virDomainAttachDeviceFlags(dom.get(), dev->c_str(),

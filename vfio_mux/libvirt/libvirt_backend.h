@@ -54,6 +54,10 @@ struct LibvirtBackendOptions {
   // sysfs. Off only where the MUX cannot see the host's sysfs (tests, remote
   // URIs); then Reset is unavailable.
   bool check_sysfs = true;
+  // Attach only to a running domain whose live XML says it is a TDX guest
+  // (<launchSecurity type='tdx'>). Off only for drivers that cannot express
+  // it (libvirt's test driver).
+  bool require_tdx = true;
   PciSysfsOptions sysfs;
 };
 
@@ -66,7 +70,8 @@ struct LibvirtBackendOptions {
 //     hostdev has no alias), VIR_DOMAIN_AFFECT_LIVE; wait for the event or
 //     the timeout, re-reading the live XML until the hostdev is gone.
 //   attach: refuse while any other running domain's live XML lists the
-//     GPU; sysfs checks; virDomainAttachDeviceFlags(<hostdev managed='no'>,
+//     GPU; sysfs checks; refuse a domain whose live XML is not a TDX guest
+//     (require_tdx); virDomainAttachDeviceFlags(<hostdev managed='no'>,
 //     VIR_DOMAIN_AFFECT_LIVE); confirm in the live XML. Attaching to a domain
 //     that already has it is a no-op, so a retried Move converges.
 // Only the live state is touched: the persistent definitions stay as the

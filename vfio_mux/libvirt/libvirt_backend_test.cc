@@ -79,6 +79,7 @@ class LibvirtBackendTest : public ::testing::Test {
     o.uri = absl::StrCat("test://", dir_, "/node.xml");
     o.gpus = {{"gpu0", kGpu, "ua-gpu0"}, {"gpu1", kGpu1, ""}};
     o.check_sysfs = false;
+    o.require_tdx = false;  // libvirt 9.0's test driver cannot express a TD
     // td-nope: configured, but no VM of that name exists.
     o.domains = {"td-a", "td-b", "td-off", "td-nope"};
     o.detach_timeout = absl::Milliseconds(200);
@@ -290,6 +291,18 @@ TEST_F(LibvirtBackendTest, UnconfiguredDomainIsRefusedBeforeLibvirt) {
   EXPECT_TRUE(b->DomainsHolding("gpu1")->empty());
 }
 
+// A configured domain that is not a TDX guest does not get the GPU.
+TEST_F(LibvirtBackendTest, AttachToADomainThatIsNotATdIsRefused) {
+  LibvirtBackendOptions o = Options();
+  o.require_tdx = true;
+  std::unique_ptr<LibvirtBackend> b = Make(o);
+  ASSERT_NE(b, nullptr);
+  absl::Status s = b->Move("gpu1", "", "td-b");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_TRUE(Contains(s, "not a TDX guest")) << s;
+  EXPECT_TRUE(b->DomainsHolding("gpu1")->empty());
+}
+
 TEST_F(LibvirtBackendTest, DomainNamesMustMapConfiguredDomains) {
   LibvirtBackendOptions o = Options();
   o.domain_names = {{"td-z", "other-vm"}};
@@ -456,6 +469,11 @@ TEST(LibvirtRealHypervisorTest, AttachMoveDetach) {
   ASSERT_TRUE(b.ok()) << b.status();
   ASSERT_TRUE((*b)->DomainsHolding("gpu0")->empty())
       << "the GPU is already attached somewhere; detach it first";
+  // P8: a name outside the configured domains never reaches libvirt, even
+  // on a real hypervisor where a VM of that name may run.
+  absl::Status refused = (*b)->Move("gpu0", "", "gputravel-not-configured");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
+  EXPECT_TRUE((*b)->DomainsHolding("gpu0")->empty());
   ASSERT_TRUE((*b)->Move("gpu0", "", domain).ok());
   EXPECT_EQ(*(*b)->DomainsHolding("gpu0"), std::vector<std::string>{domain});
   std::string last = domain;
