@@ -231,6 +231,21 @@ TEST_F(MuxServiceTest, ErrorsNameNothingOfTheHost) {
   EXPECT_EQ(s.error_message().find("4242"), std::string::npos) << s.error_message();
 }
 
+// Neither a caller's name nor a backend's text can forge a line of the MUX's
+// log: what it logs of them is escaped.
+TEST_F(MuxServiceTest, LogLinesAreEscaped) {
+  backend_.fail = absl::InternalError("backend said\nvfio_mux: FORGED-BY-BACKEND");
+  testing::internal::CaptureStderr();
+  grpc::Status bad_name = Route("gpu0", "td-a\nvfio_mux: FORGED-BY-CALLER", 1);
+  grpc::Status failed = Route("gpu0", "td-a", 1);
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(bad_name.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(failed.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_NE(log.find("FORGED-BY-CALLER"), std::string::npos) << log;
+  EXPECT_NE(log.find("FORGED-BY-BACKEND"), std::string::npos) << log;
+  EXPECT_EQ(log.find("\nvfio_mux: FORGED"), std::string::npos) << log;
+}
+
 TEST_F(MuxServiceTest, ClientWithoutCertificateIsRefused) {
   // TLS trusting the MUX, but presenting no client certificate.
   grpc::SslCredentialsOptions opts;
