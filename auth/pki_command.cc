@@ -1,11 +1,17 @@
 #include "auth/pki_command.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "auth/identity.h"
 #include "auth/pki.h"
 #include "nlohmann/json.hpp"
@@ -35,6 +41,8 @@ std::string PkiUsage() {
       "  issue   Issue a certificate for one identity: DIR/<role>-<name>.pem and\n"
       "          DIR/<role>-<name>.key, signed by the CA in DIR.\n"
       "  show    Print the role, name, issuer and expiry of a certificate.\n"
+      "  mux-kit What the host's administrator installs for the MUX: its TLS files\n"
+      "          and the caller certificates to pin (never the CA's key).\n"
       "\n"
       "Roles: ", absl::StrJoin(AllRoleNames(), ", "), "\n"
       "Names: 1-63 characters of a-z, 0-9, '.', '_', '-', starting with a letter or\n"
@@ -206,6 +214,108 @@ int Show(int argc, char** argv) {
   return kOk;
 }
 
+// One "role/name" of --callers.
+absl::StatusOr<Identity> ParseCaller(const std::string& text) {
+  const size_t slash = text.find('/');
+  if (slash == std::string::npos) {
+    return absl::InvalidArgumentError("'" + text + "' is not ROLE/NAME");
+  }
+  Identity id{text.substr(0, slash), text.substr(slash + 1)};
+  if (id.role != kRoleOrchestrator && id.role != kRoleOperator) {
+    return absl::InvalidArgumentError("'" + text +
+                                      "': the MUX obeys only orchestrator and operator callers");
+  }
+  absl::Status valid = ValidateIdentity(id);
+  if (!valid.ok()) return valid;
+  return id;
+}
+
+int MuxKit(int argc, char** argv) {
+  const std::string cmd = "gputravel pki mux-kit";
+  Flags flags(cmd,
+              "Writes what the host's administrator installs under /etc/gputravel for\n"
+              "the MUX, from the campaign PKI in DIR, into the new directory OUT:\n"
+              "  OUT/pki/ca.pem, OUT/pki/mux-mux.pem, OUT/pki/mux-mux.key (0600)\n"
+              "      the MUX's TLS files (\"tls\" in mux.json);\n"
+              "  OUT/mux-callers/<role>-<name>.pem\n"
+              "      the certificates the MUX obeys (\"callers\"): only these, not any\n"
+              "      other certificate of the campaign CA;\n"
+              "  OUT/mux-fragment.json\n"
+              "      the \"tls\" and \"callers\" fields with their installed paths.\n"
+              "The CA's key is never copied. Issue the identities first (pki issue\n"
+              "--role mux --name mux, --role orchestrator ...). Exit status: 0\n"
+              "success, 1 failure, 2 usage error.");
+  flags.String("dir", "", "Directory of the campaign PKI (required).");
+  flags.String("out", "", "Directory to create for the kit (required; must not exist).");
+  flags.String("mux", "mux", "Name of the MUX's identity (role mux).");
+  flags.String("callers", "orchestrator/orchestrator",
+               "Comma-separated ROLE/NAME of the callers to pin (orchestrator or operator).");
+  int rc = ParseFlags(flags, cmd, argc, argv);
+  if (rc >= 0) return rc;
+  if ((rc = RequireFlags(flags, cmd, {"dir", "out"})) >= 0) return rc;
+  const Identity mux{kRoleMux, flags.Get("mux")};
+  absl::Status valid = ValidateIdentity(mux);
+  if (!valid.ok()) return UsageError(cmd, "--mux: " + std::string(valid.message()));
+  std::vector<Identity> callers;
+  for (absl::string_view part : absl::StrSplit(flags.Get("callers"), ',', absl::SkipEmpty())) {
+    absl::StatusOr<Identity> id = ParseCaller(std::string(part));
+    if (!id.ok()) return UsageError(cmd, "--callers: " + std::string(id.status().message()));
+    callers.push_back(*id);
+  }
+  if (callers.empty()) return UsageError(cmd, "--callers: at least one caller");
+  const std::string dir = flags.Get("dir"), out = flags.Get("out");
+  if (::mkdir(out.c_str(), 0700) != 0 || ::mkdir((out + "/pki").c_str(), 0700) != 0 ||
+      ::mkdir((out + "/mux-callers").c_str(), 0755) != 0) {
+    return Failure(cmd, absl::FailedPreconditionError(
+                            "cannot create " + out + " (it must not exist yet): " +
+                            std::strerror(errno)));
+  }
+  struct Copy {
+    std::string from, to;
+    int mode;
+  };
+  std::vector<Copy> copies = {
+      {CaCertPath(dir), out + "/pki/ca.pem", 0644},
+      {IdentityCertPath(dir, mux), out + "/pki/mux-mux.pem", 0644},
+      {IdentityKeyPath(dir, mux), out + "/pki/mux-mux.key", 0600}};
+  nlohmann::json pinned = nlohmann::json::array();
+  for (const Identity& id : callers) {
+    const std::string file = id.role + "-" + id.name + ".pem";
+    copies.push_back({IdentityCertPath(dir, id), out + "/mux-callers/" + file, 0644});
+    pinned.push_back("/etc/gputravel/mux-callers/" + file);
+  }
+  for (const Copy& c : copies) {
+    absl::StatusOr<std::string> text = ReadFile(c.from);
+    if (!text.ok()) return Failure(cmd, text.status());
+    absl::Status s = WriteNewFile(c.to, *text, c.mode);
+    if (!s.ok()) return Failure(cmd, s);
+    std::printf("Wrote %s\n", c.to.c_str());
+  }
+  for (const Identity& id : callers) {
+    // A pinned file must be a certificate of that identity.
+    absl::StatusOr<Identity> got =
+        IdentityFromCertificate(*ReadFile(out + "/mux-callers/" + id.role + "-" + id.name + ".pem"));
+    if (!got.ok() || *got != id) {
+      return Failure(cmd, absl::InvalidArgumentError(IdentityCertPath(dir, id) +
+                                                     " is not a certificate of " +
+                                                     DescribeIdentity(id)));
+    }
+  }
+  nlohmann::json fragment = {{"tls",
+                              {{"ca", "/etc/gputravel/pki/ca.pem"},
+                               {"cert", "/etc/gputravel/pki/mux-mux.pem"},
+                               {"key", "/etc/gputravel/pki/mux-mux.key"}}},
+                             {"callers", pinned}};
+  absl::Status s = WriteNewFile(out + "/mux-fragment.json", fragment.dump(2) + "\n", 0644);
+  if (!s.ok()) return Failure(cmd, s);
+  std::printf("Wrote %s/mux-fragment.json\n", out.c_str());
+  std::printf("Install as root: cp -r %s/pki %s/mux-callers /etc/gputravel/, merge the\n"
+              "fragment into /etc/gputravel/mux.json, and list the campaign's TDs in its\n"
+              "\"domains\" (docs/operations-host.md).\n",
+              out.c_str(), out.c_str());
+  return kOk;
+}
+
 }  // namespace
 
 int PkiCommand(int argc, char** argv) {
@@ -221,6 +331,7 @@ int PkiCommand(int argc, char** argv) {
   if (sub == "init") return Init(argc, argv);
   if (sub == "issue") return Issue(argc, argv);
   if (sub == "show") return Show(argc, argv);
+  if (sub == "mux-kit") return MuxKit(argc, argv);
   std::fprintf(stderr, "gputravel pki: unknown subcommand '%s'\n\n%s", sub.c_str(),
                PkiUsage().c_str());
   return kUsage;

@@ -7,6 +7,9 @@ namespace gputravel {
 //   pki init  --dir DIR --campaign NAME [--days N]
 //   pki issue --dir DIR --role ROLE --name NAME [--days N]
 //   pki show  --cert FILE [--json]
+//   pki mux-kit --dir DIR --out OUT [--mux NAME] [--callers ROLE/NAME,...]
+//     (the host's side: the MUX's TLS files and the caller certificates its
+//     administrator pins; never the CA's key)
 // Exit status: 0 success, 1 failure, 2 usage error. Prints the paths written;
 // never prints key material.
 int PkiCommand(int argc, char** argv);

@@ -164,6 +164,42 @@ TEST_F(PkiCommandTest, InitIssueShow) {
   EXPECT_FALSE(Contains(r.err, "PRIVATE KEY"));
 }
 
+// The host's side of the two trust domains: the MUX's TLS files and the
+// certificates to pin, never the CA's key.
+TEST_F(PkiCommandTest, MuxKitWritesTheHostsSideWithoutTheCaKey) {
+  ASSERT_EQ(Pki({"init", "--dir", Dir(), "--campaign", "c"}).code, 0);
+  for (const char* role : {"mux", "orchestrator", "operator"}) {
+    ASSERT_EQ(Pki({"issue", "--dir", Dir(), "--role", role, "--name", role}).code, 0);
+  }
+  const std::string out = tmp_.path() + "/kit";
+  Result r = Pki({"mux-kit", "--dir", Dir(), "--out", out, "--callers",
+                  "orchestrator/orchestrator,operator/operator"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* f : {"/pki/ca.pem", "/pki/mux-mux.pem", "/pki/mux-mux.key",
+                        "/mux-callers/orchestrator-orchestrator.pem",
+                        "/mux-callers/operator-operator.pem", "/mux-fragment.json"}) {
+    EXPECT_TRUE(ReadFile(out + f).ok()) << f;
+  }
+  struct stat st;
+  ASSERT_EQ(::stat((out + "/pki/mux-mux.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0077, 0u);
+  EXPECT_EQ(*ReadFile(out + "/mux-callers/orchestrator-orchestrator.pem"),
+            *ReadFile(Dir() + "/orchestrator-orchestrator.pem"));
+  auto fragment = nlohmann::json::parse(*ReadFile(out + "/mux-fragment.json"));
+  EXPECT_EQ(fragment["callers"][0], "/etc/gputravel/mux-callers/orchestrator-orchestrator.pem");
+  const std::string ca_key = *ReadFile(Dir() + "/ca.key");
+  for (const char* f : {"/pki/ca.pem", "/pki/mux-mux.pem", "/pki/mux-mux.key"}) {
+    EXPECT_NE(*ReadFile(out + f), ca_key) << f;
+  }
+  EXPECT_FALSE(ReadFile(out + "/pki/ca.key").ok());
+  // Only orchestrators and operators can be pinned; an existing kit is kept.
+  r = Pki({"mux-kit", "--dir", Dir(), "--out", tmp_.path() + "/kit2", "--callers", "holder/h"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  r = Pki({"mux-kit", "--dir", Dir(), "--out", out});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(Contains(r.err, "must not exist yet")) << r.err;
+}
+
 TEST_F(PkiCommandTest, IssueWithoutCaFails) {
   Result r = Pki({"issue", "--dir", Dir(), "--role", "operator", "--name", "alice"});
   EXPECT_EQ(r.code, 1);

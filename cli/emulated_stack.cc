@@ -258,12 +258,17 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
   s = st->Launch("gpu", Daemon(st->bin_dir_, 0), d + "/device.json");
   if (!s.ok()) return s;
 
-  // The MUX.
+  // The MUX: it routes only to the stack's domains and obeys only the
+  // pinned orchestrator and operator certificates (the host's side of P8).
   json mux = {{"listen", st->ListenAddress("mux")},
               {"backend", "emulated"},
               {"state_file", d + "/state/mux-routes.json"},
               {"audit_log", d + "/logs/mux-audit.jsonl"},
               {"tls", TlsJson(st->tls({kRoleMux, "mux"}))},
+              {"domains", domains},
+              {"callers", json::array(
+                   {IdentityCertPath(st->tls_dir(), {kRoleOrchestrator, "orchestrator"}),
+                    IdentityCertPath(st->tls_dir(), {kRoleOperator, "operator"})})},
               {"gpus", json::array({{{"name", "gpu0"},
                                      {"admin_endpoint", st->device_admin_endpoint()}}})}};
   s = WriteJson(d + "/mux.json", mux);

@@ -36,6 +36,9 @@ const Identity kScheduler{kRoleScheduler, "scheduler"};
 const Identity kTrainer{kRoleTrainer, "trainer"};
 const Identity kHolderA{kRoleHolder, "holder-a"};
 const Identity kHolderB{kRoleHolder, "holder-b"};
+// An orchestrator certificate of this campaign's CA that the host's
+// administrator did not pin at the MUX: what the tenant can always mint.
+const Identity kUnpinnedOrch{kRoleOrchestrator, "second-orchestrator"};
 
 constexpr char kControlRoles[] = "allowed roles: operator, scheduler";
 constexpr char kOnlyOrchestrator[] = "allowed roles: orchestrator";
@@ -77,6 +80,8 @@ class AuthorizationTest : public ::testing::Test {
     // Identities the stack does not issue: a trainer, from the campaign CA.
     auto trainer = IssueIdentity(stack_->tls_dir(), kTrainer, 1);
     ASSERT_TRUE(trainer.ok()) << trainer.status();
+    auto unpinned = IssueIdentity(stack_->tls_dir(), kUnpinnedOrch, 1);
+    ASSERT_TRUE(unpinned.ok()) << unpinned.status();
     // Another campaign's CA, issuing the same names as this campaign's.
     other_ = new TempDir();
     ASSERT_TRUE(MakeTestPki(OtherPki(), {kOrch, kOperator, kHolderA}).ok());
@@ -357,6 +362,52 @@ TEST_F(AuthorizationTest, OperatorsCannotObtainKeysOrData) {
   EXPECT_EQ(list.gpus(0).gpu(), "gpu0");
   s = MuxGetRoute(mux);
   EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
+// P8 against the real MUX daemon: the campaign CA's key (the tenant's) mints
+// orchestrator certificates the MUX does not obey; only the pinned one is.
+TEST_F(AuthorizationTest, MuxObeysOnlyPinnedCallers) {
+  const std::string before = Gpu0Route();
+  auto rogue = As(kUnpinnedOrch, stack_->mux_endpoint(), kMux);
+  for (const grpc::Status& s : {MuxRoute(rogue), MuxReset(rogue), MuxListGpus(rogue)}) {
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+    EXPECT_NE(s.error_message().find("not one the host's administrator pinned"),
+              std::string::npos)
+        << s.error_message();
+  }
+  EXPECT_EQ(Gpu0Route(), before) << "an unpinned orchestrator moved the GPU";
+}
+
+// The pinned orchestrator itself cannot reach a domain the MUX's
+// configuration does not list, nor send a request larger than the MUX's API
+// needs: the server refuses it before it is parsed.
+TEST_F(AuthorizationTest, MuxRefusesUnconfiguredDomainsAndOversizedRequests) {
+  const std::string before = Gpu0Route();
+  auto orch = As(kOrch, stack_->mux_endpoint(), kMux);
+  v1::RouteRequest req;
+  req.set_gpu("gpu0");
+  req.set_domain("other-tenant-vm");
+  req.set_fencing_token(1000000000);
+  v1::RouteResponse out;
+  {
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    grpc::Status s = v1::Mux::NewStub(orch)->Route(&ctx, req, &out);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  }
+  req.set_domain(std::string(1 << 20, 'a'));
+  {
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    grpc::Status s = v1::Mux::NewStub(orch)->Route(&ctx, req, &out);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  }
+  EXPECT_EQ(Gpu0Route(), before);
+  // Neither left a line in the MUX's journal.
+  auto journal = ReadFile(stack_->dir() + "/logs/mux-audit.jsonl");
+  ASSERT_TRUE(journal.ok()) << journal.status();
+  EXPECT_EQ(journal->find("other-tenant-vm"), std::string::npos);
+  EXPECT_EQ(journal->find("aaaaaaaa"), std::string::npos);
 }
 
 TEST_F(AuthorizationTest, SchedulersAndOperatorsCreateAndListCampaigns) {

@@ -6,6 +6,7 @@
 #include "util/files.h"
 #include "util/json_fields.h"
 #include "vfio_mux/emulated_backend.h"
+#include "vfio_mux/mux_policy.h"
 #include "vfio_mux/libvirt/libvirt_backend.h"
 #include "vfio_mux/sysfs/sysfs_backend.h"
 
@@ -50,7 +51,8 @@ absl::Status ParseSysfsRoots(const nlohmann::json& s, const std::string& at,
 }
 
 absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeSysfs(const nlohmann::json& config,
-                                                          const std::string& where) {
+                                                          const std::string& where,
+                                                          std::set<std::string> domains) {
   const std::string at = where + ": sysfs";
   if (!config.contains("sysfs") || !config["sysfs"].is_object()) {
     return absl::InvalidArgumentError(where + ": backend 'sysfs' needs an object 'sysfs'");
@@ -65,22 +67,25 @@ absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeSysfs(const nlohmann::json& 
   auto prep = Bool(s, at, "prepare_on_start", false);
   if (!prep.ok()) return prep.status();
   o.prepare_on_start = *prep;
-  if (s.contains("gpus")) {
-    if (!s["gpus"].is_array()) return absl::InvalidArgumentError(at + ": 'gpus' must be an array");
-    for (const auto& g : s["gpus"]) {
-      SysfsGpuConfig gc;
-      st = RefuseUnknownFields(g, {"bdf", "name"}, at + ".gpus[]");
-      if (!st.ok()) return st;
-      auto bdf = JsonString(g, at + ".gpus[]", "bdf");
-      if (!bdf.ok()) return bdf.status();
-      gc.bdf = *bdf;
-      if (g.contains("name")) {
-        auto n = JsonString(g, at + ".gpus[]", "name");
-        if (!n.ok()) return n.status();
-        gc.name = *n;
-      }
-      o.gpus.push_back(gc);
+  o.domains = std::move(domains);
+  if (!s.contains("gpus") || !s["gpus"].is_array() || s["gpus"].empty()) {
+    return absl::InvalidArgumentError(
+        at + ": 'gpus' must be a non-empty array of {\"name\", \"bdf\"}: the MUX routes only "
+             "the GPUs listed there");
+  }
+  for (const auto& g : s["gpus"]) {
+    SysfsGpuConfig gc;
+    st = RefuseUnknownFields(g, {"bdf", "name"}, at + ".gpus[]");
+    if (!st.ok()) return st;
+    auto bdf = JsonString(g, at + ".gpus[]", "bdf");
+    if (!bdf.ok()) return bdf.status();
+    gc.bdf = *bdf;
+    if (g.contains("name")) {
+      auto n = JsonString(g, at + ".gpus[]", "name");
+      if (!n.ok()) return n.status();
+      gc.name = *n;
     }
+    o.gpus.push_back(gc);
   }
   auto b = SysfsBackend::Create(o);
   if (!b.ok()) return b.status();
@@ -88,17 +93,19 @@ absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeSysfs(const nlohmann::json& 
 }
 
 absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeLibvirt(const nlohmann::json& config,
-                                                            const std::string& where) {
+                                                            const std::string& where,
+                                                            std::set<std::string> domains) {
   const std::string at = where + ": libvirt";
   if (!config.contains("libvirt") || !config["libvirt"].is_object()) {
     return absl::InvalidArgumentError(where + ": backend 'libvirt' needs an object 'libvirt'");
   }
   const auto& s = config["libvirt"];
   absl::Status known = RefuseUnknownFields(
-      s, {"uri", "detach_timeout_ms", "check_sysfs", "sysfs_root", "proc_root",
-          "driver_timeout_ms", "domain_names", "gpus"}, at);
+      s, {"uri", "detach_timeout_ms", "check_sysfs", "require_tdx", "sysfs_root",
+          "proc_root", "driver_timeout_ms", "domain_names", "gpus"}, at);
   if (!known.ok()) return known;
   LibvirtBackendOptions o;
+  o.domains = std::move(domains);
   if (s.contains("uri")) {
     auto v = JsonString(s, at, "uri");
     if (!v.ok()) return v.status();
@@ -110,6 +117,9 @@ absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeLibvirt(const nlohmann::json
   auto cs = Bool(s, at, "check_sysfs", o.check_sysfs);
   if (!cs.ok()) return cs.status();
   o.check_sysfs = *cs;
+  auto tdx = Bool(s, at, "require_tdx", o.require_tdx);
+  if (!tdx.ok()) return tdx.status();
+  o.require_tdx = *tdx;
   absl::Status st = ParseSysfsRoots(s, at, &o.sysfs);
   if (!st.ok()) return st;
   if (s.contains("domain_names")) {
@@ -157,12 +167,15 @@ absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeRoutingBackend(
                                       "' (use emulated, sysfs or libvirt)");
   }
   // The daemon's own fields (vfio_mux/mux_main.cc) and the backend's.
-  std::set<std::string> known = {"listen", "state_file", "audit_log", "tls", "backend"};
+  std::set<std::string> known = {"listen",  "state_file", "audit_log", "tls",
+                                 "backend", "domains",    "callers"};
   known.insert(*backend == "emulated" ? "gpus" : *backend);
   absl::Status unknown = RefuseUnknownFields(config, known, where);
   if (!unknown.ok()) return unknown;
-  if (*backend == "sysfs") return MakeSysfs(config, where);
-  if (*backend == "libvirt") return MakeLibvirt(config, where);
+  auto domains = ParseMuxDomains(config, where);
+  if (!domains.ok()) return domains.status();
+  if (*backend == "sysfs") return MakeSysfs(config, where, *domains);
+  if (*backend == "libvirt") return MakeLibvirt(config, where, *domains);
   if (!config.contains("gpus") || !config["gpus"].is_array() || config["gpus"].empty()) {
     return absl::InvalidArgumentError(where + ": 'gpus' must be a non-empty array");
   }
@@ -172,11 +185,15 @@ absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeRoutingBackend(
       if (!unknown.ok()) return unknown;
       auto name = JsonString(g, where + ": gpus[]", "name");
       if (!name.ok()) return name.status();
+      absl::Status valid = ValidateMuxName("GPU", *name);
+      if (!valid.ok()) {
+        return absl::InvalidArgumentError(where + ": gpus[]: " + std::string(valid.message()));
+      }
       auto ep = JsonString(g, where + ": gpus[" + *name + "]", "admin_endpoint");
       if (!ep.ok()) return ep.status();
       endpoints[*name] = *ep;
     }
-  return std::unique_ptr<RoutingBackend>(new EmulatedBackend(endpoints));
+  return std::unique_ptr<RoutingBackend>(new EmulatedBackend(endpoints, *domains));
 }
 
 }  // namespace gputravel

@@ -5,8 +5,50 @@
 namespace gputravel {
 namespace {
 
+// The configuration's "domains" is added where a test does not give one.
 absl::Status Make(const std::string& text) {
-  return MakeRoutingBackend(nlohmann::json::parse(text), "mux.json").status();
+  nlohmann::json j = nlohmann::json::parse(text);
+  if (j.is_object() && !j.contains("domains")) j["domains"] = {"td-a"};
+  return MakeRoutingBackend(j, "mux.json").status();
+}
+
+// P8: no backend without the administrator's list of domains.
+TEST(BackendFactoryTest, DomainsRequiredAndChecked) {
+  const std::string gpus = R"("gpus": [{"name": "gpu0", "admin_endpoint": "unix:/x"}])";
+  auto s = MakeRoutingBackend(
+      nlohmann::json::parse(R"({"backend": "emulated", )" + gpus + "}"), "mux.json").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'domains' must be a non-empty array"), std::string::npos) << s;
+  for (const char* bad : {R"([])", R"(["a", "a"])", R"(["a b"])", R"([7])"}) {
+    s = MakeRoutingBackend(nlohmann::json::parse(std::string(R"({"backend": "emulated", )") +
+                                                 gpus + R"(, "domains": )" + bad + "}"),
+                           "mux.json")
+            .status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_TRUE(Make(R"({"backend": "emulated", "domains": ["td-a", "orchestrator"], )" + gpus +
+                   "}")
+                  .ok());
+}
+
+// A libvirt name mapping is only for a configured domain; it does not make
+// one routable.
+TEST(BackendFactoryTest, LibvirtDomainNamesOnlyForConfiguredDomains) {
+  auto s = Make(R"({"backend": "libvirt", "domains": ["td-a"], "libvirt": {
+      "uri": "test:///default", "check_sysfs": false,
+      "domain_names": {"td-b": "test"},
+      "gpus": [{"name": "gpu0", "bdf": "0000:98:00.0"}]}})");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'td-b', which is not in"), std::string::npos) << s;
+}
+
+// "gpus": [] no longer means every NVIDIA GPU of the host.
+TEST(BackendFactoryTest, SysfsNeedsAnExplicitGpuList) {
+  auto s = Make(R"({"backend": "sysfs", "sysfs": {"gpus": []}})");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("non-empty array"), std::string::npos) << s;
+  s = Make(R"({"backend": "sysfs", "sysfs": {}})");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(BackendFactoryTest, BackendIsRequiredNoDefault) {

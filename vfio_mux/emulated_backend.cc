@@ -3,10 +3,13 @@
 #include <chrono>
 
 #include "util/grpc_status.h"
+#include "vfio_mux/mux_policy.h"
 
 namespace gputravel {
 
-EmulatedBackend::EmulatedBackend(std::map<std::string, std::string> admin_endpoints) {
+EmulatedBackend::EmulatedBackend(std::map<std::string, std::string> admin_endpoints,
+                                 std::set<std::string> domains)
+    : domains_(std::move(domains)) {
   for (const auto& e : admin_endpoints) {
     stubs_[e.first] = v1::DeviceAdmin::NewStub(MakeChannel(e.second));
   }
@@ -26,6 +29,7 @@ absl::StatusOr<v1::DeviceAdmin::Stub*> EmulatedBackend::StubFor(const std::strin
 
 absl::Status EmulatedBackend::Move(const std::string& gpu, const std::string& from,
                                    const std::string& to) {
+  if (!to.empty() && domains_.count(to) == 0) return DomainNotConfigured(to);
   auto stub = StubFor(gpu);
   if (!stub.ok()) return stub.status();
   v1::SetOwnerRequest req;

@@ -3,6 +3,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "proto/device.grpc.pb.h"
@@ -15,8 +16,10 @@ namespace gputravel {
 // "backend": "emulated" in the MUX configuration.
 class EmulatedBackend : public RoutingBackend {
  public:
-  // gpu name -> admin endpoint ("unix:/path").
-  explicit EmulatedBackend(std::map<std::string, std::string> admin_endpoints);
+  // gpu name -> admin endpoint ("unix:/path"); `domains`: the only domains
+  // Move routes to (the MUX configuration's "domains").
+  EmulatedBackend(std::map<std::string, std::string> admin_endpoints,
+                  std::set<std::string> domains);
 
   std::string Name() const override { return "emulated"; }
   absl::StatusOr<std::vector<GpuDevice>> ListGpus() override;
@@ -27,6 +30,7 @@ class EmulatedBackend : public RoutingBackend {
  private:
   absl::StatusOr<v1::DeviceAdmin::Stub*> StubFor(const std::string& gpu);
   std::map<std::string, std::unique_ptr<v1::DeviceAdmin::Stub>> stubs_;
+  const std::set<std::string> domains_;
 };
 
 }  // namespace gputravel

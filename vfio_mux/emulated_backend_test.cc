@@ -1,5 +1,7 @@
 #include "vfio_mux/emulated_backend.h"
 
+#include <set>
+
 #include <atomic>
 
 #include "auth/test_server.h"
@@ -47,7 +49,8 @@ class EmulatedBackendTest : public ::testing::Test {
     server_ = b.BuildAndStart();
     ASSERT_TRUE(server_);
     backend_ = std::make_unique<EmulatedBackend>(
-        std::map<std::string, std::string>{{"gpu0", endpoint}});
+        std::map<std::string, std::string>{{"gpu0", endpoint}},
+        std::set<std::string>{"td-a", "orch"});
   }
   void TearDown() override {
     if (server_) server_->Shutdown();
@@ -67,6 +70,12 @@ TEST_F(EmulatedBackendTest, MoveIsOneRoundTrip) {
   EXPECT_EQ(admin_.get_status, 0);
   EXPECT_EQ(Rpcs(), 3);
   EXPECT_EQ(admin_.owner, "");
+}
+
+TEST_F(EmulatedBackendTest, UnconfiguredDomainNeverReachesTheDevice) {
+  absl::Status s = backend_->Move("gpu0", "", "other-tenant-vm");
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_EQ(Rpcs(), 0);
 }
 
 TEST_F(EmulatedBackendTest, MoveRefusedWhenTheDeviceReportsAnotherOwner) {

@@ -5,6 +5,8 @@
 #include "util/files.h"
 #include "util/log.h"
 #include "vfio_mux/backend_factory.h"
+#include "vfio_mux/mux_callers.h"
+#include "vfio_mux/mux_policy.h"
 #include "vfio_mux/mux_service.h"
 #include "vfio_mux/route_table.h"
 
@@ -17,9 +19,11 @@ int main(int argc, char** argv) {
       "fencing tokens, a durable route table and an audit log (its journal).\n"
       "Untrusted by design: no security property depends on it.\n"
       "Config JSON: {\"listen\", \"backend\": emulated|sysfs|libvirt,\n"
-      "\"state_file\", \"audit_log\", \"tls\": {\"ca\", \"cert\", \"key\"}, ...}\n"
-      "(docs/operations.md). Callers need a certificate of the campaign CA:\n"
-      "role orchestrator to route or reset, orchestrator or operator to read.");
+      "\"state_file\", \"audit_log\", \"tls\": {\"ca\", \"cert\", \"key\"},\n"
+      "\"domains\": [TD names it may route to], \"callers\": [pinned certificate\n"
+      "files], ...} (docs/operations-host.md). A caller's certificate must be\n"
+      "one the host's administrator pinned in \"callers\": role orchestrator to\n"
+      "route or reset, orchestrator or operator to read.");
   auto cfg = ReadJsonFile(args.config);
   if (!cfg.ok()) ExitStartupError(kProgram, std::string(cfg.status().message()));
   auto listen = JsonString(*cfg, args.config, "listen");
@@ -42,16 +46,26 @@ int main(int argc, char** argv) {
     ExitStartupError(kProgram, args.config + ": tls.cert is for " + DescribeIdentity(*me) +
                                    "; the MUX needs a certificate of role mux");
   }
+  // What the administrator allows, before any GPU is touched.
+  auto domains = ParseMuxDomains(*cfg, args.config);
+  if (!domains.ok()) ExitStartupError(kProgram, std::string(domains.status().message()));
+  auto callers = MuxCallers::FromConfig(*cfg, args.config);
+  if (!callers.ok()) ExitStartupError(kProgram, std::string(callers.status().message()));
   auto creds = MakeServerCredentials(*tls);
   if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));
   auto backend = MakeRoutingBackend(*cfg, args.config);
   if (!backend.ok()) ExitStartupError(kProgram, std::string(backend.status().message()));
-  auto table = RouteTable::Open(backend->get(), *state, *audit);
+  RouteTableOptions table_options;
+  table_options.domains = *domains;
+  auto table = RouteTable::Open(backend->get(), *state, *audit, table_options);
   if (!table.ok()) ExitStartupError(kProgram, std::string(table.status().message()));
-  MuxService service(table->get(), (*backend)->Name());
+  MuxService service(table->get(), (*backend)->Name(), *std::move(callers));
   GT_LOG(1, "backend ", (*backend)->Name());
   RouteTable* routes = table->get();
-  ServeUntilSignal(kProgram, {{*listen, {&service}, *creds}}, args.ready_file, [routes] {
+  ServedEndpoint endpoint{*listen, {&service}, *creds};
+  endpoint.max_receive_bytes = kMaxMuxRequestBytes;
+  endpoint.max_threads = kMaxMuxServerThreads;
+  ServeUntilSignal(kProgram, {endpoint}, args.ready_file, [routes] {
     // A snapshot covering the whole journal; without it (a crash) the next
     // start replays the journal instead.
     absl::Status s = routes->Close();

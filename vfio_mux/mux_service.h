@@ -4,17 +4,21 @@
 #include <string>
 
 #include "proto/mux.grpc.pb.h"
+#include "vfio_mux/mux_callers.h"
 #include "vfio_mux/route_table.h"
 
 namespace gputravel {
 
-// The MUX's gRPC API over a RouteTable. Callers authenticate with mTLS:
+// The MUX's gRPC API over a RouteTable. Callers authenticate with mTLS and
+// must present a certificate the host's administrator pinned (MuxCallers):
 // routing and resets need the role "orchestrator"; reading routes also allows
-// "operator" (auth/authorize.h).
+// "operator". Errors returned to a caller name nothing of the host beyond the
+// request's own GPU, domain and token (vfio_mux/mux_policy.h); the detail,
+// escaped, goes to the MUX's log.
 class MuxService final : public v1::Mux::Service {
  public:
-  MuxService(RouteTable* table, std::string backend_name)
-      : table_(table), backend_name_(std::move(backend_name)) {}
+  MuxService(RouteTable* table, std::string backend_name, MuxCallers callers)
+      : table_(table), backend_name_(std::move(backend_name)), callers_(std::move(callers)) {}
 
   grpc::Status ListGpus(grpc::ServerContext*, const v1::ListGpusRequest*,
                         v1::ListGpusResponse* out) override;
@@ -29,6 +33,7 @@ class MuxService final : public v1::Mux::Service {
   void Fill(const std::string& gpu, const gputravel::Route& r, v1::GpuRoute* out) const;
   RouteTable* table_;
   std::string backend_name_;
+  const MuxCallers callers_;
 };
 
 }  // namespace gputravel

@@ -17,6 +17,9 @@ namespace {
 const Identity kMux{kRoleMux, "mux"};
 const Identity kOrch{kRoleOrchestrator, "orchestrator"};
 const Identity kOperator{kRoleOperator, "operator"};
+// An orchestrator certificate of the same campaign CA that the host's
+// administrator did not pin: what the tenant, who holds that CA's key, can mint.
+const Identity kRogue{kRoleOrchestrator, "rogue"};
 
 class CountingBackend : public RoutingBackend {
  public:
@@ -26,13 +29,14 @@ class CountingBackend : public RoutingBackend {
   }
   absl::Status Move(const std::string&, const std::string&, const std::string&) override {
     ++moves;
-    return absl::OkStatus();
+    return fail;
   }
   absl::Status Reset(const std::string&) override {
     ++resets;
-    return absl::OkStatus();
+    return fail;
   }
   int moves = 0, resets = 0;
+  absl::Status fail;  // what Move and Reset return
 };
 
 // The Mux API over real gRPC (mutual TLS) on a Unix socket.
@@ -41,9 +45,15 @@ class MuxServiceTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_FALSE(tmp_.path().empty());
     dir_ = tmp_.path();
-    ASSERT_TRUE(MakeTestPki(Pki(), {kMux, kOrch, kOperator}).ok());
-    table_ = *RouteTable::Open(&backend_, dir_ + "/state.json", dir_ + "/audit.log");
-    service_ = std::make_unique<MuxService>(table_.get(), backend_.Name());
+    ASSERT_TRUE(MakeTestPki(Pki(), {kMux, kOrch, kOperator, kRogue}).ok());
+    RouteTableOptions o;
+    o.domains = {"td-a", "td-b"};
+    table_ = *RouteTable::Open(&backend_, dir_ + "/state.json", dir_ + "/audit.log", o);
+    auto callers = MuxCallers::FromPems(
+        {*ReadFile(TestFiles(Pki(), kOrch).cert), *ReadFile(TestFiles(Pki(), kOperator).cert)},
+        "test callers");
+    ASSERT_TRUE(callers.ok()) << callers.status();
+    service_ = std::make_unique<MuxService>(table_.get(), backend_.Name(), *callers);
     auto creds = MakeServerCredentials(TestFiles(Pki(), kMux));
     ASSERT_TRUE(creds.ok()) << creds.status();
     grpc::ServerBuilder b;
@@ -157,6 +167,83 @@ TEST_F(MuxServiceTest, OperatorMayListAndReadButNotRouteOrReset) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
   EXPECT_EQ(backend_.moves, 0);
   EXPECT_EQ(backend_.resets, 0);
+}
+
+// P8: a valid orchestrator certificate of the campaign CA is not enough;
+// only the certificates the administrator pinned are obeyed.
+TEST_F(MuxServiceTest, UnpinnedOrchestratorOfTheCampaignCaIsRefused) {
+  auto rogue = StubAs(kRogue);
+  ASSERT_TRUE(rogue);
+  grpc::Status s = Route("gpu0", "td-a", 1, rogue.get());
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_NE(s.error_message().find("not one the host's administrator pinned"),
+            std::string::npos)
+      << s.error_message();
+  v1::ListGpusResponse list;
+  EXPECT_EQ(ListGpus(rogue.get(), &list).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(backend_.moves, 0);
+}
+
+TEST_F(MuxServiceTest, CallersMustBePinnedOrchestratorsOrOperators) {
+  EXPECT_FALSE(MuxCallers::FromPems({}, "callers").ok());
+  auto mux = MuxCallers::FromPems({*ReadFile(TestFiles(Pki(), kMux).cert)}, "callers");
+  EXPECT_EQ(mux.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(MuxCallers::FromPems({"not a certificate"}, "callers").ok());
+}
+
+// Every refused domain gets the same answer, and nothing reaches the backend.
+TEST_F(MuxServiceTest, UnconfiguredDomainsGetOneAnswer) {
+  grpc::Status a = Route("gpu0", "other-tenant-vm", 1);
+  grpc::Status b = Route("gpu0", "no-such-vm", 1);
+  EXPECT_EQ(a.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(b.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  std::string ma = a.error_message(), mb = b.error_message();
+  ma.replace(ma.find("other-tenant-vm"), 15, "X");
+  mb.replace(mb.find("no-such-vm"), 10, "X");
+  EXPECT_EQ(ma, mb);
+  EXPECT_EQ(backend_.moves, 0);
+}
+
+// A backend's detail (host paths, other VMs, holders' pids, the libvirt URI)
+// stays in the MUX's log; the caller gets the code and its own request.
+TEST_F(MuxServiceTest, ErrorsNameNothingOfTheHost) {
+  backend_.fail = absl::FailedPreconditionError(
+      "attaching GPU gpu0 (0000:98:00.0) to domain 'gt-a' (libvirt URI "
+      "'qemu:///system') refused: attached to running domain 'other-tenant', held by "
+      "pid 4242 (qemu-system-x86) via /dev/vfio/42");
+  grpc::Status s = Route("gpu0", "td-a", 1);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  for (const char* secret : {"0000:98", "gt-a", "qemu:///", "other-tenant", "4242",
+                             "qemu-system", "/dev/vfio"}) {
+    EXPECT_EQ(s.error_message().find(secret), std::string::npos)
+        << secret << " in: " << s.error_message();
+  }
+  EXPECT_NE(s.error_message().find("gpu0"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("td-a"), std::string::npos) << s.error_message();
+  v1::ResetGpuRequest rr;
+  rr.set_gpu("gpu0");
+  rr.set_fencing_token(1);
+  v1::ResetGpuResponse rresp;
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  s = stub_->Reset(&ctx, rr, &rresp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(s.error_message().find("4242"), std::string::npos) << s.error_message();
+}
+
+// Neither a caller's name nor a backend's text can forge a line of the MUX's
+// log: what it logs of them is escaped.
+TEST_F(MuxServiceTest, LogLinesAreEscaped) {
+  backend_.fail = absl::InternalError("backend said\nvfio_mux: FORGED-BY-BACKEND");
+  testing::internal::CaptureStderr();
+  grpc::Status bad_name = Route("gpu0", "td-a\nvfio_mux: FORGED-BY-CALLER", 1);
+  grpc::Status failed = Route("gpu0", "td-a", 1);
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(bad_name.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(failed.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_NE(log.find("FORGED-BY-CALLER"), std::string::npos) << log;
+  EXPECT_NE(log.find("FORGED-BY-BACKEND"), std::string::npos) << log;
+  EXPECT_EQ(log.find("\nvfio_mux: FORGED"), std::string::npos) << log;
 }
 
 TEST_F(MuxServiceTest, ClientWithoutCertificateIsRefused) {

@@ -8,11 +8,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <set>
 
 #include "absl/strings/escaping.h"
 #include "nlohmann/json.hpp"
 #include "util/files.h"
 #include "util/log.h"
+#include "vfio_mux/mux_policy.h"
 
 namespace gputravel {
 namespace {
@@ -27,6 +29,9 @@ constexpr size_t kTailBytes = 128;
 constexpr size_t kReadBlock = size_t{1} << 20;
 // No decision line is this long; a longer one is corruption.
 constexpr size_t kMaxLine = size_t{1} << 20;
+// A decision's result text is cut to this; names are at most
+// kMaxMuxNameLength, so a line is under 2 KiB.
+constexpr size_t kMaxResult = 1024;
 
 std::string Errno(int e) { return std::strerror(e); }
 
@@ -43,11 +48,14 @@ std::string Dump(const json& j, int indent = -1) {
   return j.dump(indent, ' ', false, json::error_handler_t::replace);
 }
 
-// A failure is never recorded as "ok", even if its text says so.
+// A failure is never recorded as "ok", even if its text says so; its text is
+// cut to kMaxResult bytes, so that every journal line stays far below
+// kMaxLine whatever a backend reports.
 std::string ResultText(const absl::Status& s) {
   if (s.ok()) return kResultOk;
   std::string m(s.message());
-  if (m.empty() || m == kResultOk) return s.ToString();
+  if (m.empty() || m == kResultOk) m = s.ToString();
+  if (m.size() > kMaxResult) m = m.substr(0, kMaxResult) + "...";
   return m;
 }
 
@@ -438,6 +446,9 @@ absl::Status RouteTable::WriteSnapshotLocked(bool complete) {
 absl::Status RouteTable::JournalLocked(const std::string& action, const std::string& gpu,
                                        const std::string& from, const std::string& to,
                                        uint64_t token, const absl::Status& result) {
+  if (journal_fd_ < 0) {
+    return absl::FailedPreconditionError("the route table is closed (the MUX is stopping)");
+  }
   json j = {
       {"time", std::chrono::duration<double>(
                    std::chrono::system_clock::now().time_since_epoch()).count()},
@@ -473,18 +484,9 @@ absl::Status RouteTable::CheckWritableLocked() {
                                        "; restart the MUX (it recovers from its journal)");
 }
 
-absl::Status RouteTable::CheckKnownLocked(const std::string& gpu) {
-  if (routes_.count(gpu) == 0) {
-    std::string known;
-    for (const auto& r : routes_) known += (known.empty() ? "" : ", ") + r.first;
-    return absl::NotFoundError("unknown GPU '" + gpu + "' (this MUX has: " + known + ")");
-  }
-  return absl::OkStatus();
-}
-
 namespace {
 
-// A refusal whose journal line could not be written says both.
+// A failure whose journal line could not be written says both.
 absl::Status NotJournaled(const absl::Status& decision, const absl::Status& journal) {
   if (journal.ok()) return decision;
   return absl::Status(decision.code(), std::string(decision.message()) +
@@ -494,36 +496,78 @@ absl::Status NotJournaled(const absl::Status& decision, const absl::Status& jour
 
 }  // namespace
 
+absl::Status RouteTable::CheckKnownLocked(const std::string& gpu) {
+  // Neither the other GPUs' names nor the configuration's path: the caller
+  // learns only that its own name is unknown.
+  if (routes_.count(gpu) == 0) {
+    return ForCaller(absl::NotFoundError("unknown GPU '" + gpu + "' at this MUX"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RouteTable::BeginLocked(const std::string& gpu) {
+  if (busy_.count(gpu) != 0) {
+    return ForCaller(absl::UnavailableError(
+        "another route or reset of GPU " + gpu + " is in progress at the MUX; retry when it "
+        "has been answered"));
+  }
+  busy_.insert(gpu);
+  return absl::OkStatus();
+}
+
+void RouteTable::EndLocked(const std::string& gpu) { busy_.erase(gpu); }
+
 absl::StatusOr<Route> RouteTable::RouteTo(const std::string& gpu,
                                           const std::string& domain,
                                           uint64_t fencing_token) {
-  absl::MutexLock l(&mu_);
-  absl::Status known = CheckKnownLocked(gpu);
-  if (!known.ok()) return known;
-  absl::Status writable = CheckWritableLocked();
-  if (!writable.ok()) return writable;
-  Route& cur = routes_[gpu];
-  const std::string from = cur.domain;
-  if (fencing_token < cur.fencing_token) {
-    absl::Status s = absl::FailedPreconditionError(
-        "stale fencing token " + std::to_string(fencing_token) + " for " + gpu +
-        ": token " + std::to_string(cur.fencing_token) + " was already accepted");
-    return NotJournaled(s, JournalLocked("route", gpu, from, domain, fencing_token, s));
+  // Checked before the lock and before any journal line: a refused request
+  // leaves no trace but the MUX's log.
+  absl::Status valid = ValidateMuxName("GPU", gpu);
+  if (!valid.ok()) return valid;
+  if (!domain.empty()) {
+    valid = ValidateMuxName("domain", domain);
+    if (!valid.ok()) return valid;
+    if (options_.domains.count(domain) == 0) return DomainNotConfigured(domain);
   }
-  // Even when the table already names `domain`: the table can be behind the
-  // GPU (a move that took effect but was reported failed, or a crash
-  // between a move and its journal line), and a route home that trusted it
-  // would leave the GPU with a holder while every later step fails. A
-  // backend asked to move from a domain to itself confirms the GPU is there
-  // and repairs what it can (RoutingBackend::Move).
-  absl::Status moved = backend_->Move(gpu, cur.domain, domain);
+  std::string from;
+  {
+    absl::MutexLock l(&mu_);
+    absl::Status known = CheckKnownLocked(gpu);
+    if (!known.ok()) return known;
+    absl::Status writable = CheckWritableLocked();
+    if (!writable.ok()) return writable;
+    const Route& cur = routes_[gpu];
+    if (fencing_token < cur.fencing_token) {
+      return ForCaller(absl::FailedPreconditionError(
+          "stale fencing token " + std::to_string(fencing_token) + " for " + gpu +
+          ": token " + std::to_string(cur.fencing_token) + " was already accepted"));
+    }
+    absl::Status begun = BeginLocked(gpu);
+    if (!begun.ok()) return begun;
+    from = cur.domain;
+  }
+  // The move runs without the table's lock (a detach may wait for a guest
+  // for tens of seconds): reads and other GPUs go on meanwhile, and the GPU
+  // is marked busy, so no other decision about it can interleave. Even when
+  // the table already names `domain`: the table can be behind the GPU (a
+  // move that took effect but was reported failed, or a crash between a
+  // move and its journal line), and a route home that trusted it would
+  // leave the GPU with a holder while every later step fails. A backend
+  // asked to move from a domain to itself confirms the GPU is there and
+  // repairs what it can (RoutingBackend::Move).
+  absl::Status moved = backend_->Move(gpu, from, domain);
+  absl::MutexLock l(&mu_);
+  EndLocked(gpu);
   if (!moved.ok()) {
+    // An attempted move is journaled with its (bounded) result: the GPU may
+    // have changed state on the way.
     return NotJournaled(moved, JournalLocked("route", gpu, from, domain, fencing_token, moved));
   }
   // The GPU is where it was asked to be; the table follows it even if the
   // journal fails below (the caller then gets an error, not an acceptance).
+  Route& cur = routes_[gpu];
   cur.domain = domain;
-  cur.fencing_token = fencing_token;
+  cur.fencing_token = std::max(cur.fencing_token, fencing_token);
   absl::Status j = JournalLocked("route", gpu, from, domain, fencing_token, moved);
   if (!j.ok()) {
     return absl::Status(j.code(), "moved " + gpu + " from '" + from + "' to '" + domain +
@@ -534,6 +578,8 @@ absl::StatusOr<Route> RouteTable::RouteTo(const std::string& gpu,
 }
 
 absl::StatusOr<Route> RouteTable::Get(const std::string& gpu) {
+  absl::Status valid = ValidateMuxName("GPU", gpu);
+  if (!valid.ok()) return valid;
   absl::MutexLock l(&mu_);
   absl::Status known = CheckKnownLocked(gpu);
   if (!known.ok()) return known;
@@ -541,25 +587,35 @@ absl::StatusOr<Route> RouteTable::Get(const std::string& gpu) {
 }
 
 absl::Status RouteTable::Reset(const std::string& gpu, uint64_t fencing_token) {
-  absl::MutexLock l(&mu_);
-  absl::Status known = CheckKnownLocked(gpu);
-  if (!known.ok()) return known;
-  absl::Status writable = CheckWritableLocked();
-  if (!writable.ok()) return writable;
-  Route& cur = routes_[gpu];
-  if (fencing_token < cur.fencing_token) {
-    absl::Status s = absl::FailedPreconditionError(
-        "stale fencing token " + std::to_string(fencing_token) + " for reset of " + gpu);
-    return NotJournaled(
-        s, JournalLocked("reset", gpu, cur.domain, cur.domain, fencing_token, s));
+  absl::Status valid = ValidateMuxName("GPU", gpu);
+  if (!valid.ok()) return valid;
+  std::string domain;
+  {
+    absl::MutexLock l(&mu_);
+    absl::Status known = CheckKnownLocked(gpu);
+    if (!known.ok()) return known;
+    absl::Status writable = CheckWritableLocked();
+    if (!writable.ok()) return writable;
+    const Route& cur = routes_[gpu];
+    if (fencing_token < cur.fencing_token) {
+      return ForCaller(absl::FailedPreconditionError(
+          "stale fencing token " + std::to_string(fencing_token) + " for reset of " + gpu +
+          ": token " + std::to_string(cur.fencing_token) + " was already accepted"));
+    }
+    absl::Status begun = BeginLocked(gpu);
+    if (!begun.ok()) return begun;
+    domain = cur.domain;
   }
+  // As for a move: the reset's sysfs writes run without the lock.
   absl::Status r = backend_->Reset(gpu);
+  absl::MutexLock l(&mu_);
+  EndLocked(gpu);
   if (!r.ok()) {
-    return NotJournaled(
-        r, JournalLocked("reset", gpu, cur.domain, cur.domain, fencing_token, r));
+    return NotJournaled(r, JournalLocked("reset", gpu, domain, domain, fencing_token, r));
   }
-  cur.fencing_token = fencing_token;
-  absl::Status j = JournalLocked("reset", gpu, cur.domain, cur.domain, fencing_token, r);
+  Route& cur = routes_[gpu];
+  cur.fencing_token = std::max(cur.fencing_token, fencing_token);
+  absl::Status j = JournalLocked("reset", gpu, domain, domain, fencing_token, r);
   if (!j.ok()) {
     return absl::Status(j.code(), "reset " + gpu + " but could not record it durably: " +
                                       std::string(j.message()));
@@ -574,6 +630,9 @@ std::map<std::string, Route> RouteTable::All() {
 
 absl::Status RouteTable::Close() {
   absl::MutexLock l(&mu_);
+  // A move or reset in flight is answered (and journaled) first.
+  mu_.Await(absl::Condition(
+      +[](std::set<std::string>* busy) { return busy->empty(); }, &busy_));
   if (journal_fd_ < 0) return absl::OkStatus();
   absl::Status s = absl::OkStatus();
   if (unwritable_.empty()) {

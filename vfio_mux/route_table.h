@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -25,6 +26,9 @@ struct RouteTableOptions {
   // fdatasync(2), which it is when unset. Every flush the table makes goes
   // through it, so tests can count them.
   std::function<int(int fd)> sync;
+  // The only domains RouteTo routes a GPU to (besides "", unrouted): the MUX
+  // configuration's "domains". Empty: every route to a domain is refused.
+  std::set<std::string> domains;
 };
 
 // Ordering and fencing of GPU moves, durable across restarts: one owner per
@@ -32,8 +36,20 @@ struct RouteTableOptions {
 // so an orchestrator that lost its lease (or a replayed request) cannot move
 // the GPU behind a newer trip. Thread-safe.
 //
-// Durability: the audit log is the journal. Every decision (route or reset,
-// accepted or refused) is appended to it as one JSON line
+// Requests are checked before any work and before the lock: names
+// (ValidateMuxName), the GPU (configured), the domain (in
+// RouteTableOptions::domains, else the one DomainNotConfigured refusal) and
+// the token. A request refused there leaves no journal line (the MUX's log
+// says why). Errors that name only the request's own GPU, domain and token
+// are marked ForCaller (vfio_mux/mux_policy.h).
+//
+// Locking: the table's mutex is never held across a backend's Move or
+// Reset. The GPU is marked busy for the duration instead, so decisions about
+// one GPU stay serialized (a second route or reset of a busy GPU is refused
+// UNAVAILABLE, to be retried), while reads and other GPUs go on.
+//
+// Durability: the audit log is the journal. Every attempted move or reset
+// (accepted, or failed in the backend) is appended to it as one JSON line
 // {"action","from","gpu","result","time","to","token"} through a descriptor
 // kept open (O_APPEND) and flushed with one fdatasync before the call
 // returns, so a decision is durable before it is answered. For a route the
@@ -81,12 +97,17 @@ class RouteTable {
   // Refuses decisions once the journal can no longer record them.
   absl::Status CheckWritableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckKnownLocked(const std::string& gpu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks `gpu` busy for one decision, or refuses while another runs.
+  absl::Status BeginLocked(const std::string& gpu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndLocked(const std::string& gpu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   RoutingBackend* const backend_;
   const std::string state_path_, audit_path_;
   const RouteTableOptions options_;
   absl::Mutex mu_;
   std::map<std::string, Route> routes_ ABSL_GUARDED_BY(mu_);
+  // GPUs whose move or reset is in the backend now.
+  std::set<std::string> busy_ ABSL_GUARDED_BY(mu_);
   int journal_fd_ ABSL_GUARDED_BY(mu_) = -1;
   // Length of the journal's well-formed prefix: where the next line goes.
   uint64_t journal_bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -223,9 +223,15 @@ absl::StatusOr<std::string> HostdevXml(absl::string_view bdf,
       a->domain, a->bus, a->slot, a->function, alias_line);
 }
 
-absl::StatusOr<std::vector<PciHostdev>> ParsePciHostdevs(
-    absl::string_view xml) {
-  std::vector<PciHostdev> out;
+namespace {
+
+// Reads a domain's XML once: its PCI hostdevs into `out_hostdevs` and the
+// type of its <domain><launchSecurity> ("" when absent) into `launch`.
+absl::Status ReadDomainXml(absl::string_view xml,
+                           std::vector<PciHostdev>* out_hostdevs,
+                           std::string* launch) {
+  std::vector<PciHostdev>& out = *out_hostdevs;
+  launch->clear();
   std::vector<std::string> stack;
   bool seen_root = false;
 
@@ -238,6 +244,10 @@ absl::StatusOr<std::vector<PciHostdev>> ParsePciHostdevs(
 
   auto on_start = [&](const std::string& name, const Attrs& attrs,
                       size_t at) -> absl::Status {
+    if (name == "launchSecurity" && PathIs(stack, {"domain"})) {
+      auto it = attrs.find("type");
+      *launch = it != attrs.end() ? it->second : "";
+    }
     if (name == "hostdev" && PathIs(stack, {"domain", "devices"})) {
       in_hostdev = true;
       hostdev_attrs = attrs;
@@ -337,7 +347,26 @@ absl::StatusOr<std::vector<PciHostdev>> ParsePciHostdevs(
     return Malformed(absl::StrCat("unclosed <", stack.back(), ">"), xml.size());
   }
   if (!seen_root) return Malformed("no root element", 0);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<PciHostdev>> ParsePciHostdevs(
+    absl::string_view xml) {
+  std::vector<PciHostdev> out;
+  std::string launch;
+  absl::Status s = ReadDomainXml(xml, &out, &launch);
+  if (!s.ok()) return s;
   return out;
+}
+
+absl::StatusOr<std::string> LaunchSecurityType(absl::string_view xml) {
+  std::vector<PciHostdev> hostdevs;
+  std::string launch;
+  absl::Status s = ReadDomainXml(xml, &hostdevs, &launch);
+  if (!s.ok()) return s;
+  return launch;
 }
 
 }  // namespace gputravel

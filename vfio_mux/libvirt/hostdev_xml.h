@@ -40,6 +40,10 @@ struct PciHostdev {
 absl::StatusOr<std::vector<PciHostdev>> ParsePciHostdevs(
     absl::string_view domain_xml);
 
+// The type of the domain's <launchSecurity> ("tdx" for a TDX guest, "sev",
+// ...), "" when it has none; malformed XML is an error, as above.
+absl::StatusOr<std::string> LaunchSecurityType(absl::string_view domain_xml);
+
 }  // namespace gputravel
 
 #endif  // GPUTRAVEL_VFIO_MUX_LIBVIRT_HOSTDEV_XML_H_

@@ -228,6 +228,21 @@ TEST(ParsePciHostdevsTest, ExampleTdxGuestMatchesWhatTheBackendAttaches) {
   EXPECT_EQ((*h)[0].bdf, "0000:98:00.0");
   EXPECT_EQ((*h)[0].alias, DefaultHostdevAlias("gpu0"));
   EXPECT_FALSE((*h)[0].managed);
+  // ... and is a TD, which the backend requires before it attaches.
+  EXPECT_EQ(*LaunchSecurityType(xml), "tdx");
+}
+
+// Only <domain><launchSecurity> counts: not one in metadata, a comment or
+// deeper in the tree.
+TEST(LaunchSecurityTypeTest, ReadsOnlyTheDomainsOwn) {
+  EXPECT_EQ(*LaunchSecurityType("<domain><launchSecurity type='tdx'/></domain>"), "tdx");
+  EXPECT_EQ(*LaunchSecurityType("<domain><launchSecurity type='sev'/></domain>"), "sev");
+  EXPECT_EQ(*LaunchSecurityType("<domain><devices/></domain>"), "");
+  EXPECT_EQ(*LaunchSecurityType("<domain><!-- <launchSecurity type='tdx'/> --></domain>"), "");
+  EXPECT_EQ(*LaunchSecurityType(
+                "<domain><metadata><launchSecurity type='tdx'/></metadata></domain>"),
+            "");
+  EXPECT_FALSE(LaunchSecurityType("<domain><launchSecurity type='tdx'>").ok());
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "vfio_mux/libvirt/hostdev_xml.h"
+#include "vfio_mux/mux_policy.h"
 #include "vfio_mux/libvirt/libvirt_event_loop.h"
 #include "vfio_mux/sysfs/pci_address.h"
 
@@ -208,6 +209,25 @@ absl::StatusOr<std::unique_ptr<LibvirtBackend>> LibvirtBackend::Create(
         "libvirt backend: no GPUs in the MUX config; list each GPU with its "
         "host BDF");
   }
+  for (const std::string& d : options.domains) {
+    absl::Status s = ValidateMuxName("domain", d);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("libvirt backend: ", s.message()));
+    }
+  }
+  for (const auto& [mux_name, libvirt_name] : options.domain_names) {
+    if (options.domains.count(mux_name) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "libvirt backend: domain_names maps '", mux_name,
+          "', which is not in the MUX configuration's \"domains\"; list it "
+          "there or drop the mapping"));
+    }
+    if (libvirt_name.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "libvirt backend: domain_names maps '", mux_name, "' to an empty name"));
+    }
+  }
   std::unique_ptr<LibvirtBackend> b(
       new LibvirtBackend(std::move(options), std::move(fs)));
   absl::MutexLock lock(&b->mu_);
@@ -223,6 +243,11 @@ absl::StatusOr<std::unique_ptr<LibvirtBackend>> LibvirtBackend::Create(
     Gpu g;
     g.bdf = *bdf;
     const std::string name = c.name.empty() ? *bdf : c.name;
+    absl::Status valid = ValidateMuxName("GPU", name);
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "libvirt backend: GPU #", i, " in the MUX config: ", valid.message()));
+    }
     g.alias = c.alias.empty() ? DefaultHostdevAlias(name) : c.alias;
     absl::Status s = ValidateHostdevAlias(g.alias);
     if (!s.ok()) {
@@ -288,7 +313,9 @@ absl::StatusOr<const LibvirtBackend::Gpu*> LibvirtBackend::FindLocked(
   return &it->second;
 }
 
-std::string LibvirtBackend::LibvirtName(const std::string& domain) const {
+absl::StatusOr<std::string> LibvirtBackend::LibvirtName(
+    const std::string& domain) const {
+  if (options_.domains.count(domain) == 0) return DomainNotConfigured(domain);
   auto it = options_.domain_names.find(domain);
   return it == options_.domain_names.end() ? domain : it->second;
 }
@@ -313,7 +340,9 @@ absl::StatusOr<std::string> LibvirtBackend::LiveXml(const std::string& domain) {
   absl::MutexLock lock(&mu_);
   absl::Status s = ConnectLocked();
   if (!s.ok()) return s;
-  const std::string name = LibvirtName(domain);
+  absl::StatusOr<std::string> mapped = LibvirtName(domain);
+  if (!mapped.ok()) return mapped.status();
+  const std::string& name = *mapped;
   DomainPtr dom(virDomainLookupByName(conn_, name.c_str()));
   if (dom == nullptr) {
     return LibvirtError(absl::StrCat("looking up domain '", name, "'"),
@@ -370,7 +399,9 @@ absl::StatusOr<std::vector<std::string>> LibvirtBackend::DomainsHoldingLocked(
 absl::Status LibvirtBackend::DetachLocked(const std::string& gpu_name,
                                           const Gpu& g,
                                           const std::string& domain) {
-  const std::string name = LibvirtName(domain);
+  absl::StatusOr<std::string> mapped = LibvirtName(domain);
+  if (!mapped.ok()) return mapped.status();
+  const std::string& name = *mapped;
   const std::string what = absl::StrCat("detaching GPU ", gpu_name, " (", g.bdf,
                                         ") from domain '", name, "'");
   DomainPtr dom(virDomainLookupByName(conn_, name.c_str()));
@@ -477,7 +508,9 @@ absl::Status LibvirtBackend::CheckSysfsLocked(const std::string& gpu_name,
 
 absl::Status LibvirtBackend::AttachLocked(const std::string& gpu_name, Gpu& g,
                                           const std::string& domain) {
-  const std::string name = LibvirtName(domain);
+  absl::StatusOr<std::string> mapped = LibvirtName(domain);
+  if (!mapped.ok()) return mapped.status();
+  const std::string& name = *mapped;
   const std::string what = absl::StrCat("attaching GPU ", gpu_name, " (", g.bdf,
                                         ") to domain '", name, "'");
   absl::StatusOr<std::vector<std::string>> holders =
@@ -515,6 +548,19 @@ absl::Status LibvirtBackend::AttachLocked(const std::string& gpu_name, Gpu& g,
               "domain; start it (`virsh -c ",
         options_.uri, " start ", name, "`) and retry"));
   }
+  if (options_.require_tdx) {
+    absl::StatusOr<std::string> live = DomainXml(dom.get(), name, options_.uri);
+    if (!live.ok()) return live.status();
+    absl::StatusOr<std::string> launch = LaunchSecurityType(*live);
+    if (!launch.ok()) return launch.status();
+    if (*launch != "tdx") {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, " refused: the domain is not a TDX guest (its live XML has ",
+          launch->empty() ? "no <launchSecurity>"
+                          : absl::StrCat("<launchSecurity type='", *launch, "'>"),
+          "); the MUX passes the GPU only to TDs (deploy/libvirt/tdx-guest.xml)"));
+    }
+  }
   absl::StatusOr<std::string> dev = HostdevXml(g.bdf, g.alias);
   if (!dev.ok()) return dev.status();
   if (virDomainAttachDeviceFlags(dom.get(), dev->c_str(),
@@ -537,6 +583,14 @@ absl::Status LibvirtBackend::AttachLocked(const std::string& gpu_name, Gpu& g,
 absl::Status LibvirtBackend::Move(const std::string& gpu,
                                   const std::string& from_domain,
                                   const std::string& to_domain) {
+  // Before libvirt is asked anything: the same refusal whether or not a VM
+  // of that name exists.
+  for (const std::string* d : {&from_domain, &to_domain}) {
+    if (!d->empty()) {
+      absl::StatusOr<std::string> mapped = LibvirtName(*d);
+      if (!mapped.ok()) return mapped.status();
+    }
+  }
   absl::MutexLock lock(&mu_);
   absl::Status s = ConnectLocked();
   if (!s.ok()) return s;
@@ -574,6 +628,54 @@ absl::Status LibvirtBackend::Reset(const std::string& gpu) {
     return absl::UnimplementedError(absl::StrCat(
         "libvirt backend: Reset of GPU ", gpu, " (", g.bdf,
         ") needs sysfs access; enable check_sysfs in the MUX config"));
+  }
+  absl::StatusOr<PciDeviceInfo> info = sysfs_.InspectNvidiaGpu(g.bdf);
+  if (!info.ok()) return info.status();
+  if (info->driver != kVfioPci) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "libvirt backend: reset of GPU ", gpu, " (", g.bdf,
+        ") refused: it is bound to '", info->driver,
+        "', not vfio-pci, so the host or another party uses it"));
+  }
+  // Who holds the GPU. libvirt's live XML first: attached to exactly one
+  // configured domain, that VM's QEMU is its one holder (a VFIO group opens
+  // once), and resetting it is the orchestrator's to ask. Attached to any
+  // other VM: refused. Attached nowhere: only if no process holds it (the
+  // scan refuses when it cannot see every process's files).
+  absl::Status c = ConnectLocked();
+  if (!c.ok()) return c;
+  absl::StatusOr<std::vector<std::string>> vms = DomainsHoldingLocked(g.bdf);
+  if (!vms.ok()) return vms.status();
+  if (!vms->empty()) {
+    std::set<std::string> configured;
+    for (const std::string& d : options_.domains) {
+      absl::StatusOr<std::string> n = LibvirtName(d);
+      if (n.ok()) configured.insert(*n);
+    }
+    if (vms->size() != 1 || configured.count((*vms)[0]) == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "libvirt backend: reset of GPU ", gpu, " (", g.bdf,
+          ") refused: libvirt lists it in ", QuotedList(*vms),
+          ", not in exactly one configured domain"));
+    }
+  } else {
+    absl::StatusOr<std::vector<VfioHolder>> holders =
+        sysfs_.FindVfioHolders(g.bdf);
+    if (!holders.ok()) {
+      return absl::Status(holders.status().code(),
+                          absl::StrCat("libvirt backend: reset of GPU ", gpu,
+                                       " refused: ", holders.status().message()));
+    }
+    if (!holders->empty()) {
+      std::vector<std::string> who;
+      for (const VfioHolder& h : *holders) {
+        who.push_back(absl::StrCat("pid ", h.pid, " (", h.comm, ")"));
+      }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "libvirt backend: reset of GPU ", gpu, " (", g.bdf,
+          ") refused: held open by ", absl::StrJoin(who, ", "),
+          " while libvirt lists it in no running domain"));
+    }
   }
   absl::StatusOr<std::string> current = sysfs_.ReadResetMethod(g.bdf);
   if (!current.ok()) return current.status();

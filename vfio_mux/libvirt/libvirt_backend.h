@@ -2,6 +2,7 @@
 #define GPUTRAVEL_VFIO_MUX_LIBVIRT_LIBVIRT_BACKEND_H_
 
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,8 +34,13 @@ struct LibvirtBackendOptions {
   // "test:///default" for tests).
   std::string uri = "qemu:///system";
   std::vector<LibvirtGpuConfig> gpus;  // at least one
-  // MUX domain name -> libvirt domain name; names not listed map to
-  // themselves.
+  // The only MUX domains this backend attaches to or detaches from (the MUX
+  // configuration's "domains"); any other is refused (DomainNotConfigured)
+  // before libvirt is asked anything about it.
+  std::set<std::string> domains;
+  // MUX domain name -> libvirt domain name, for configured domains whose VM
+  // is named otherwise; a configured domain not listed here is its own
+  // libvirt name. Every key must be a configured domain.
   std::map<std::string, std::string> domain_names;
   // How long a guest may take to release a device after a detach request
   // (the guest OS must acknowledge the PCI hot-unplug).
@@ -48,6 +54,10 @@ struct LibvirtBackendOptions {
   // sysfs. Off only where the MUX cannot see the host's sysfs (tests, remote
   // URIs); then Reset is unavailable.
   bool check_sysfs = true;
+  // Attach only to a running domain whose live XML says it is a TDX guest
+  // (<launchSecurity type='tdx'>). Off only for drivers that cannot express
+  // it (libvirt's test driver).
+  bool require_tdx = true;
   PciSysfsOptions sysfs;
 };
 
@@ -60,7 +70,8 @@ struct LibvirtBackendOptions {
 //     hostdev has no alias), VIR_DOMAIN_AFFECT_LIVE; wait for the event or
 //     the timeout, re-reading the live XML until the hostdev is gone.
 //   attach: refuse while any other running domain's live XML lists the
-//     GPU; sysfs checks; virDomainAttachDeviceFlags(<hostdev managed='no'>,
+//     GPU; sysfs checks; refuse a domain whose live XML is not a TDX guest
+//     (require_tdx); virDomainAttachDeviceFlags(<hostdev managed='no'>,
 //     VIR_DOMAIN_AFFECT_LIVE); confirm in the live XML. Attaching to a domain
 //     that already has it is a no-op, so a retried Move converges.
 // Only the live state is touched: the persistent definitions stay as the
@@ -80,7 +91,10 @@ class LibvirtBackend : public RoutingBackend {
   absl::Status Move(const std::string& gpu, const std::string& from_domain,
                     const std::string& to_domain) override;
   // Function reset through sysfs with reset_method restored for the reset
-  // and disabled again after it. Needs check_sysfs.
+  // and disabled again after it. Needs check_sysfs. Only for a GPU bound to
+  // vfio-pci that is either held by no process, or attached (per libvirt's
+  // live XML) to a configured domain and to nothing else: a GPU the host's
+  // driver or an unconfigured VM uses is refused untouched.
   absl::Status Reset(const std::string& gpu) override;
 
   // The running libvirt domains whose live XML lists the GPU.
@@ -101,7 +115,8 @@ class LibvirtBackend : public RoutingBackend {
   absl::Status ConnectLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<const Gpu*> FindLocked(const std::string& gpu)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::string LibvirtName(const std::string& domain) const;
+  // The libvirt name of a configured domain; DomainNotConfigured otherwise.
+  absl::StatusOr<std::string> LibvirtName(const std::string& domain) const;
   absl::StatusOr<std::vector<std::string>> DomainsHoldingLocked(
       const std::string& bdf) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status DetachLocked(const std::string& name, const Gpu& g,

@@ -22,7 +22,8 @@ bool Contains(const absl::Status& s, const std::string& text) {
 }
 
 // A test-driver node: td-a running with gpu0 attached, td-b running without
-// it, td-off defined but shut off. libvirt 9.0's test driver parses hostdevs
+// it, td-off defined but shut off, and other-vm (another tenant's VM, not in
+// the MUX configuration) running. libvirt 9.0's test driver parses hostdevs
 // but cannot hot-plug, so these tests cover everything up to the
 // attach/detach call and the refusal to go further.
 constexpr char kNodeXml[] = R"(<node>
@@ -39,6 +40,12 @@ constexpr char kNodeXml[] = R"(<node>
   </domain>
   <domain type='test'>
     <name>td-b</name>
+    <memory>1048576</memory>
+    <os><type arch='x86_64'>hvm</type></os>
+    <devices/>
+  </domain>
+  <domain type='test'>
+    <name>other-vm</name>
     <memory>1048576</memory>
     <os><type arch='x86_64'>hvm</type></os>
     <devices/>
@@ -72,6 +79,9 @@ class LibvirtBackendTest : public ::testing::Test {
     o.uri = absl::StrCat("test://", dir_, "/node.xml");
     o.gpus = {{"gpu0", kGpu, "ua-gpu0"}, {"gpu1", kGpu1, ""}};
     o.check_sysfs = false;
+    o.require_tdx = false;  // libvirt 9.0's test driver cannot express a TD
+    // td-nope: configured, but no VM of that name exists.
+    o.domains = {"td-a", "td-b", "td-off", "td-nope"};
     o.detach_timeout = absl::Milliseconds(200);
     o.poll_interval = absl::Milliseconds(20);
     return o;
@@ -92,6 +102,7 @@ class LibvirtBackendTest : public ::testing::Test {
 TEST_F(LibvirtBackendTest, DefaultTestDriverConnectsAndReadsXml) {
   LibvirtBackendOptions o = Options();
   o.uri = "test:///default";
+  o.domains = {"test"};
   std::unique_ptr<LibvirtBackend> b = Make(o);
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(b->Name(), "libvirt");
@@ -106,6 +117,7 @@ TEST_F(LibvirtBackendTest, DefaultTestDriverConnectsAndReadsXml) {
 TEST_F(LibvirtBackendTest, DefaultTestDriverCannotAttachAndSaysSo) {
   LibvirtBackendOptions o = Options();
   o.uri = "test:///default";
+  o.domains = {"test"};
   std::unique_ptr<LibvirtBackend> b = Make(o);
   ASSERT_NE(b, nullptr);
   absl::Status s = b->Move("gpu0", "", "test");
@@ -113,6 +125,19 @@ TEST_F(LibvirtBackendTest, DefaultTestDriverCannotAttachAndSaysSo) {
   EXPECT_TRUE(Contains(s, "attaching GPU gpu0 (0000:98:00.0) to domain 'test'"));
   EXPECT_TRUE(Contains(s, "test:///default"));
   EXPECT_TRUE(Contains(s, "qemu:///system"));
+}
+
+// The running VM "test" of test:///default, not configured: the attach
+// never reaches virDomainAttachDeviceFlags.
+TEST_F(LibvirtBackendTest, DefaultTestDriverVmNotConfiguredIsNeverAttached) {
+  LibvirtBackendOptions o = Options();
+  o.uri = "test:///default";
+  o.domains = {"td-a"};
+  std::unique_ptr<LibvirtBackend> b = Make(o);
+  ASSERT_NE(b, nullptr);
+  absl::Status s = b->Move("gpu0", "", "test");
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_FALSE(Contains(s, "attaching")) << s;
 }
 
 TEST_F(LibvirtBackendTest, ListsConfiguredGpus) {
@@ -236,6 +261,7 @@ TEST_F(LibvirtBackendTest, AttachToStoppedDomainIsRefused) {
 
 TEST_F(LibvirtBackendTest, MapsMuxDomainNamesToLibvirtNames) {
   LibvirtBackendOptions o = Options();
+  o.domains = {"trust-domain-1", "trust-domain-2"};
   o.domain_names = {{"trust-domain-1", "td-a"}, {"trust-domain-2", "td-b"}};
   std::unique_ptr<LibvirtBackend> b = Make(o);
   ASSERT_NE(b, nullptr);
@@ -244,6 +270,45 @@ TEST_F(LibvirtBackendTest, MapsMuxDomainNamesToLibvirtNames) {
   EXPECT_NE(xml->find("<name>td-a</name>"), std::string::npos);
   absl::Status s = b->Move("gpu0", "", "trust-domain-2");
   EXPECT_TRUE(Contains(s, "to domain 'td-b'")) << s;
+}
+
+// P8: a running VM that is not in the configuration is never looked up,
+// attached to or detached from, and every unconfigured name gets the same
+// refusal, whether or not such a VM exists.
+TEST_F(LibvirtBackendTest, UnconfiguredDomainIsRefusedBeforeLibvirt) {
+  std::unique_ptr<LibvirtBackend> b = Make(Options());
+  ASSERT_NE(b, nullptr);
+  absl::Status exists = b->Move("gpu1", "", "other-vm");
+  absl::Status absent = b->Move("gpu1", "", "no-such-vm");
+  EXPECT_EQ(exists.code(), absl::StatusCode::kPermissionDenied) << exists;
+  EXPECT_EQ(absent.code(), absl::StatusCode::kPermissionDenied) << absent;
+  std::string e(exists.message()), a(absent.message());
+  e.replace(e.find("other-vm"), 8, "X");
+  a.replace(a.find("no-such-vm"), 10, "X");
+  EXPECT_EQ(e, a);
+  EXPECT_EQ(b->Move("gpu0", "other-vm", "td-a").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(b->LiveXml("other-vm").status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(b->DomainsHolding("gpu1")->empty());
+}
+
+// A configured domain that is not a TDX guest does not get the GPU.
+TEST_F(LibvirtBackendTest, AttachToADomainThatIsNotATdIsRefused) {
+  LibvirtBackendOptions o = Options();
+  o.require_tdx = true;
+  std::unique_ptr<LibvirtBackend> b = Make(o);
+  ASSERT_NE(b, nullptr);
+  absl::Status s = b->Move("gpu1", "", "td-b");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_TRUE(Contains(s, "not a TDX guest")) << s;
+  EXPECT_TRUE(b->DomainsHolding("gpu1")->empty());
+}
+
+TEST_F(LibvirtBackendTest, DomainNamesMustMapConfiguredDomains) {
+  LibvirtBackendOptions o = Options();
+  o.domain_names = {{"td-z", "other-vm"}};
+  absl::Status s = LibvirtBackend::Create(o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(Contains(s, "'td-z', which is not in"));
 }
 
 TEST_F(LibvirtBackendTest, ResetNeedsSysfs) {
@@ -326,9 +391,52 @@ TEST_F(LibvirtSysfsTest, AttachDisablesResetBeforeHotplug) {
 TEST_F(LibvirtSysfsTest, ResetGoesThroughSysfsAndKeepsResetDisabled) {
   std::unique_ptr<LibvirtBackend> b = MakeWithSysfs();
   ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(fake_->ForceBind(kGpu1, "vfio-pci").ok());
   ASSERT_TRUE(b->Reset("gpu1").ok());
   EXPECT_EQ(fake_->reset_count(kGpu1), 1);
   EXPECT_EQ(fake_->reset_method(kGpu1), "");
+}
+
+// A GPU on the host's driver is not the MUX's to reset: refused, and its
+// reset_method left as the host had it.
+TEST_F(LibvirtSysfsTest, ResetRefusesGpuOnTheHostsDriver) {
+  std::unique_ptr<LibvirtBackend> b = MakeWithSysfs();
+  ASSERT_NE(b, nullptr);
+  absl::Status s = b->Reset("gpu1");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_EQ(fake_->reset_count(kGpu1), 0);
+  EXPECT_EQ(fake_->reset_method(kGpu1), "flr bus");
+}
+
+// Held open by a process while libvirt lists it in no configured domain
+// (another tenant's QEMU, a stray VFIO user): refused.
+TEST_F(LibvirtSysfsTest, ResetRefusesGpuHeldOutsideTheConfiguredDomains) {
+  std::unique_ptr<LibvirtBackend> b = MakeWithSysfs();
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(fake_->ForceBind(kGpu1, "vfio-pci").ok());
+  ASSERT_TRUE(fake_->AddProcess(4242, "qemu-system-x86", {"/dev/vfio/43"}).ok());
+  absl::Status s = b->Reset("gpu1");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_TRUE(Contains(s, "reset of GPU gpu1"));
+  EXPECT_EQ(fake_->reset_count(kGpu1), 0);
+}
+
+// Held by the VM of a configured domain that libvirt lists it in: reset.
+TEST_F(LibvirtSysfsTest, ResetOfGpuInAConfiguredDomainsVm) {
+  ASSERT_TRUE(fake_->ForceBind(kGpu, "vfio-pci").ok());
+  ASSERT_TRUE(fake_->AddProcess(5151, "qemu-system-x86", {"/dev/vfio/42"}).ok());
+  std::unique_ptr<LibvirtBackend> b = MakeWithSysfs();
+  ASSERT_NE(b, nullptr);
+  absl::Status s = b->Reset("gpu0");
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(fake_->reset_count(kGpu), 1);
+  // The same VM, once it is no longer a configured domain: refused.
+  LibvirtBackendOptions o = SysfsOptions();
+  o.domains = {"td-b"};
+  absl::StatusOr<std::unique_ptr<LibvirtBackend>> other = LibvirtBackend::Create(o, fake_);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ((*other)->Reset("gpu0").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(fake_->reset_count(kGpu), 1);
 }
 
 // --- a real hypervisor, only when an operator asks for it -----------------
@@ -354,11 +462,18 @@ TEST(LibvirtRealHypervisorTest, AttachMoveDetach) {
   LibvirtBackendOptions o;
   o.uri = uri;
   o.gpus = {{"gpu0", bdf, ""}};
+  o.domains = {domain};
+  if (domain2 != nullptr) o.domains.insert(domain2);
   absl::StatusOr<std::unique_ptr<LibvirtBackend>> b =
       LibvirtBackend::Create(o);
   ASSERT_TRUE(b.ok()) << b.status();
   ASSERT_TRUE((*b)->DomainsHolding("gpu0")->empty())
       << "the GPU is already attached somewhere; detach it first";
+  // P8: a name outside the configured domains never reaches libvirt, even
+  // on a real hypervisor where a VM of that name may run.
+  absl::Status refused = (*b)->Move("gpu0", "", "gputravel-not-configured");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
+  EXPECT_TRUE((*b)->DomainsHolding("gpu0")->empty());
   ASSERT_TRUE((*b)->Move("gpu0", "", domain).ok());
   EXPECT_EQ(*(*b)->DomainsHolding("gpu0"), std::vector<std::string>{domain});
   std::string last = domain;

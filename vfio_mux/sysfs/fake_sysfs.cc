@@ -201,6 +201,19 @@ void FakeSysfs::HangUnbind(const std::string& bdf) {
   hangs_released_ = false;
 }
 
+void FakeSysfs::DenyProcessFiles(int pid) {
+  absl::MutexLock lock(&mu_);
+  denied_dirs_.insert(absl::StrCat(proc_root_, "/", pid, "/fd"));
+}
+
+void FakeSysfs::HangWrites(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  hanging_writes_.insert(path);
+  std::string canon = Canonical(path);
+  if (!canon.empty()) hanging_writes_.insert(canon);
+  hangs_released_ = false;
+}
+
 void FakeSysfs::ReleaseHangs() {
   absl::MutexLock lock(&mu_);
   hangs_released_ = true;
@@ -214,6 +227,7 @@ void FakeSysfs::IgnoreProbe(const std::string& bdf) {
 void FakeSysfs::ClearFaults() {
   absl::MutexLock lock(&mu_);
   write_faults_.clear();
+  hanging_writes_.clear();
   for (auto& [bdf, d] : devices_) {
     d.never_unbind = false;
     d.hang_unbind = false;
@@ -269,6 +283,12 @@ absl::StatusOr<std::string> FakeSysfs::ReadLink(const std::string& path) {
 
 absl::StatusOr<std::vector<std::string>> FakeSysfs::ListDir(
     const std::string& path) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (denied_dirs_.count(path) != 0) {
+      return SysfsErrnoError(EACCES, "cannot list", path);
+    }
+  }
   return real_->ListDir(path);
 }
 
@@ -282,6 +302,9 @@ absl::Status FakeSysfs::WriteFile(const std::string& path,
   for (const std::string& key : {path, canon}) {
     auto f = write_faults_.find(key);
     if (f != write_faults_.end()) return WriteError(f->second, path, data);
+  }
+  if (hanging_writes_.count(path) != 0 || hanging_writes_.count(canon) != 0) {
+    mu_.Await(absl::Condition(&hangs_released_));
   }
   if (canon.empty() || !fs::exists(canon)) {
     return WriteError(ENOENT, path, data);

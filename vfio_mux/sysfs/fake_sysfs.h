@@ -71,11 +71,17 @@ class FakeSysfs : public SysfsFs {
   // Every write to `path` (as the code writes it; compared after resolving
   // links) fails with `err` until ClearFaults.
   void FailWrites(const std::string& path, int err);
+  // Listing /proc/PID/fd fails EACCES (a process of another user, read
+  // without CAP_SYS_PTRACE).
+  void DenyProcessFiles(int pid);
   // Unbind writes for `bdf` succeed but the driver stays bound.
   void NeverUnbind(const std::string& bdf);
   // Unbind writes for `bdf` block until ReleaseHangs(), then unbind (as when
   // vfio-pci waits for userspace to close the device).
   void HangUnbind(const std::string& bdf);
+  // Every write to `path` (compared as for FailWrites) blocks until
+  // ReleaseHangs(), then acts (as when the kernel waits for a device).
+  void HangWrites(const std::string& path);
   void ReleaseHangs();
   // drivers_probe writes for `bdf` succeed but no driver binds (as when
   // vfio-pci cannot reserve a BAR a host framebuffer holds).
@@ -137,6 +143,8 @@ class FakeSysfs : public SysfsFs {
   std::map<std::string, Device> devices_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> drivers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> write_faults_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> hanging_writes_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> denied_dirs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> writes_ ABSL_GUARDED_BY(mu_);
   bool hangs_released_ ABSL_GUARDED_BY(mu_) = false;
 };

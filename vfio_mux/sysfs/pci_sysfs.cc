@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -191,13 +192,12 @@ absl::Status PciSysfs::CheckGroupViable(absl::string_view bdf) {
   return absl::OkStatus();
 }
 
-absl::Status PciSysfs::BoundedWrite(const std::string& path,
-                                    absl::string_view data,
-                                    const std::string& bdf,
-                                    absl::string_view step) {
+absl::Status PciSysfs::TimedWrite(const std::string& path,
+                                  absl::string_view data) {
   // The write runs on its own thread because the kernel may block it
-  // indefinitely (vfio-pci unbind waits for userspace); on timeout the thread
-  // is left behind, holding its own references, until the kernel returns.
+  // indefinitely (vfio-pci unbind waits for userspace, a reset waits for the
+  // device); on timeout the thread is left behind, holding its own
+  // references, until the kernel returns.
   auto pending = std::make_shared<PendingWrite>();
   std::shared_ptr<SysfsFs> fs = fs_;
   std::thread([pending, fs, path, data = std::string(data)]() {
@@ -210,15 +210,26 @@ absl::Status PciSysfs::BoundedWrite(const std::string& path,
   if (!pending->mu.AwaitWithTimeout(absl::Condition(&pending->done),
                                     options_.driver_timeout)) {
     return absl::DeadlineExceededError(absl::StrCat(
-        "GPU ", bdf, ": ", step, ": writing '", data, "' to ", path,
+        "writing '", absl::CHexEscape(data), "' to ", path,
         " did not return within ", absl::FormatDuration(options_.driver_timeout),
-        "; the kernel is waiting for the device's users to let go (find them "
-        "with `fuser -v /dev/vfio/*` or `lsof /dev/nvidia*` and stop them); "
-        "the write stays pending in the kernel and may still complete"));
+        "; the write stays pending in the kernel and may still complete"));
   }
-  if (!pending->status.ok()) {
-    return StepError(pending->status, bdf, step,
-                     "see `dmesg` for the kernel's reason");
+  return pending->status;
+}
+
+absl::Status PciSysfs::BoundedWrite(const std::string& path,
+                                    absl::string_view data,
+                                    const std::string& bdf,
+                                    absl::string_view step) {
+  absl::Status s = TimedWrite(path, data);
+  if (absl::IsDeadlineExceeded(s) && SysfsErrno(s) == 0) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "GPU ", bdf, ": ", step, ": ", s.message(),
+        "; the kernel is waiting for the device's users to let go (find them "
+        "with `fuser -v /dev/vfio/*` or `lsof /dev/nvidia*` and stop them)"));
+  }
+  if (!s.ok()) {
+    return StepError(s, bdf, step, "see `dmesg` for the kernel's reason");
   }
   return absl::OkStatus();
 }
@@ -297,7 +308,7 @@ absl::Status PciSysfs::BindToVfio(absl::string_view bdf_in) {
   // The override goes first so that, between unbind and probe, no other
   // driver (nvidia via udev) can claim the device.
   const std::string override_path = DevicePath(bdf) + "/driver_override";
-  absl::Status s = fs_->WriteFile(override_path, kVfioPci);
+  absl::Status s = TimedWrite(override_path, kVfioPci);
   if (!s.ok()) {
     return StepError(s, bdf, "setting driver_override to vfio-pci",
                      "see `dmesg`; the MUX must run as root");
@@ -327,7 +338,7 @@ absl::Status PciSysfs::ReturnToHost(absl::string_view bdf_in) {
   const std::string& bdf = info->bdf;
   const std::string override_path = DevicePath(bdf) + "/driver_override";
   // "\n" clears the override; an empty write would not reach the kernel.
-  absl::Status s = fs_->WriteFile(override_path, "\n");
+  absl::Status s = TimedWrite(override_path, "\n");
   if (!s.ok()) {
     return StepError(s, bdf, "clearing driver_override",
                      "see `dmesg`; the MUX must run as root");
@@ -390,7 +401,7 @@ absl::Status PciSysfs::WriteResetMethod(absl::string_view bdf_in,
   const std::string want = NormalizeList(methods);
   const std::string path = DevicePath(bdf) + "/reset_method";
   // The kernel treats "\n" as the empty list.
-  absl::Status s = fs_->WriteFile(path, want.empty() ? "\n" : want);
+  absl::Status s = TimedWrite(path, want.empty() ? "\n" : want);
   if (!s.ok()) {
     return StepError(
         s, bdf, absl::StrCat("writing '", want, "' to reset_method"),
@@ -415,7 +426,7 @@ absl::Status PciSysfs::FunctionReset(absl::string_view bdf_in) {
   absl::StatusOr<PciDeviceInfo> info = InspectNvidiaGpu(bdf_in);
   if (!info.ok()) return info.status();
   const std::string path = DevicePath(info->bdf) + "/reset";
-  absl::Status s = fs_->WriteFile(path, "1");
+  absl::Status s = TimedWrite(path, "1");
   if (SysfsErrno(s) == ENOTTY) {
     return absl::FailedPreconditionError(absl::StrCat(
         "GPU ", info->bdf, ": function reset via ", path,
@@ -467,9 +478,21 @@ absl::StatusOr<std::vector<VfioHolder>> PciSysfs::FindVfioHolders(
     int pid;
     if (!absl::SimpleAtoi(p, &pid)) continue;
     const std::string pdir = options_.proc_root + "/" + p;
-    // Processes exit and fds close while we scan; only hits matter.
+    // Processes exit and fds close while we scan; only hits matter. A
+    // process whose files the MUX may not read is another matter: the answer
+    // would be "no holder" for a GPU that has one.
     absl::StatusOr<std::vector<std::string>> fds = fs_->ListDir(pdir + "/fd");
-    if (!fds.ok()) continue;
+    if (!fds.ok()) {
+      const int err = SysfsErrno(fds.status());
+      if (err == EACCES || err == EPERM) {
+        return absl::PermissionDeniedError(absl::StrCat(
+            "GPU ", info->bdf, ": cannot tell which processes hold it: ",
+            fds.status().message(),
+            "; the holder scan needs CAP_SYS_PTRACE (the sysfs backend's "
+            "systemd drop-in grants it)"));
+      }
+      continue;
+    }
     for (const std::string& fd : *fds) {
       absl::StatusOr<std::string> target = fs_->ReadLink(pdir + "/fd/" + fd);
       if (!target.ok()) continue;

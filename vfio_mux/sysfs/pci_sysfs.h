@@ -90,7 +90,9 @@ class PciSysfs {
 
   // Processes with the device's VFIO group (/dev/vfio/N) or VFIO cdev
   // (/dev/vfio/devices/vfioN) open. Processes that vanish or whose fds cannot
-  // be read are skipped, so run as root with CAP_SYS_PTRACE for a full answer.
+  // be read are skipped; a process whose fds the MUX may not read (EACCES,
+  // EPERM: no CAP_SYS_PTRACE) fails the scan (PERMISSION_DENIED) rather than
+  // answering "no holder".
   absl::StatusOr<std::vector<VfioHolder>> FindVfioHolders(
       absl::string_view bdf);
 
@@ -101,6 +103,9 @@ class PciSysfs {
   absl::StatusOr<std::string> CurrentDriver(const std::string& bdf);
   absl::Status Unbind(const std::string& bdf, const std::string& driver);
   absl::Status Probe(const std::string& bdf, absl::string_view want);
+  // One SysfsFs write, given up after driver_timeout (DEADLINE_EXCEEDED);
+  // every write of this class goes through it.
+  absl::Status TimedWrite(const std::string& path, absl::string_view data);
   absl::Status BoundedWrite(const std::string& path, absl::string_view data,
                             const std::string& bdf, absl::string_view step);
   absl::Status WaitForDriver(const std::string& bdf, absl::string_view want,

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "vfio_mux/sysfs/fake_sysfs.h"
 
@@ -342,6 +343,16 @@ TEST_F(PciSysfsTest, FunctionResetIoErrorIsReported) {
 }
 
 // --- VFIO holders ---------------------------------------------------------
+
+// A process whose open files the MUX may not read could be the holder: the
+// scan fails rather than answering "nobody".
+TEST_F(PciSysfsTest, HolderScanFailsClosedWhenAProcessCannotBeRead) {
+  ASSERT_TRUE(fake_->AddProcess(900, "qemu-system-x86", {"/dev/vfio/42"}).ok());
+  fake_->DenyProcessFiles(900);
+  absl::StatusOr<std::vector<VfioHolder>> h = sysfs_->FindVfioHolders(kGpu);
+  EXPECT_EQ(h.status().code(), absl::StatusCode::kPermissionDenied) << h.status();
+  EXPECT_TRUE(absl::StrContains(h.status().message(), "CAP_SYS_PTRACE")) << h.status();
+}
 
 TEST_F(PciSysfsTest, FindsProcessesHoldingTheGroupOrCdev) {
   ASSERT_TRUE(sysfs_->BindToVfio(kGpu).ok());

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "vfio_mux/mux_policy.h"
 #include "vfio_mux/sysfs/pci_address.h"
 
 namespace gputravel {
@@ -25,19 +26,16 @@ absl::StatusOr<std::unique_ptr<SysfsBackend>> SysfsBackend::Create(
     SysfsBackendOptions options, std::shared_ptr<SysfsFs> fs) {
   std::unique_ptr<SysfsBackend> b(
       new SysfsBackend(std::move(options), std::move(fs)));
-  std::vector<SysfsGpuConfig> gpus = b->options_.gpus;
+  const std::vector<SysfsGpuConfig>& gpus = b->options_.gpus;
   if (gpus.empty()) {
-    absl::StatusOr<std::vector<PciDeviceInfo>> found =
-        b->sysfs_.DiscoverNvidiaGpus();
-    if (!found.ok()) return found.status();
-    if (found->empty()) {
-      return absl::NotFoundError(absl::StrCat(
-          "sysfs backend: no NVIDIA GPU (vendor 0x10de, class 0x03xxxx) under ",
-          b->options_.sysfs.sysfs_root,
-          "/bus/pci/devices; check `lspci -D -d 10de:` or list the GPUs in "
-          "the MUX config"));
-    }
-    for (const PciDeviceInfo& d : *found) gpus.push_back({d.bdf, d.bdf});
+    return absl::InvalidArgumentError(
+        "sysfs backend: no GPUs in the MUX config; list each GPU the MUX may route "
+        "({\"name\", \"bdf\"}, `lspci -D -d 10de:` shows the BDFs): no GPU is routable "
+        "for merely being present");
+  }
+  for (const std::string& d : b->options_.domains) {
+    absl::Status s = ValidateMuxName("domain", d);
+    if (!s.ok()) return absl::InvalidArgumentError("sysfs backend: " + std::string(s.message()));
   }
   absl::MutexLock lock(&b->mu_);
   std::set<std::string> bdfs;
@@ -49,6 +47,11 @@ absl::StatusOr<std::unique_ptr<SysfsBackend>> SysfsBackend::Create(
           "') in the MUX config: ", bdf.status().message()));
     }
     std::string name = gpus[i].name.empty() ? *bdf : gpus[i].name;
+    absl::Status valid = ValidateMuxName("GPU", name);
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sysfs backend: GPU #", i, " in the MUX config: ", valid.message()));
+    }
     if (b->gpus_.count(name) || !bdfs.insert(*bdf).second) {
       return absl::InvalidArgumentError(absl::StrCat(
           "sysfs backend: GPU '", name, "' (", *bdf,
@@ -124,6 +127,9 @@ absl::Status SysfsBackend::CheckNoHoldersLocked(const std::string& name,
 absl::Status SysfsBackend::Move(const std::string& gpu,
                                 const std::string& from_domain,
                                 const std::string& to_domain) {
+  if (!to_domain.empty() && options_.domains.count(to_domain) == 0) {
+    return DomainNotConfigured(to_domain);
+  }
   absl::MutexLock lock(&mu_);
   absl::StatusOr<Gpu*> g = FindLocked(gpu);
   if (!g.ok()) return g.status();
@@ -164,6 +170,19 @@ absl::Status SysfsBackend::Reset(const std::string& gpu) {
   absl::StatusOr<Gpu*> g = FindLocked(gpu);
   if (!g.ok()) return g.status();
   Gpu& d = **g;
+  absl::StatusOr<PciDeviceInfo> info = sysfs_.InspectNvidiaGpu(d.bdf);
+  if (!info.ok()) return info.status();
+  if (info->driver != kVfioPci) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "GPU ", gpu, " (", d.bdf, "): reset refused: it is bound to '",
+        info->driver, "', not vfio-pci, so the host or another party uses it; "
+        "the MUX resets only a GPU it holds for VFIO (prepare_host.sh --bdf ",
+        d.bdf, ")"));
+  }
+  absl::Status s = CheckNoHoldersLocked(gpu, d, d.domain);
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("reset refused: ", s.message()));
+  }
   absl::StatusOr<std::string> current = sysfs_.ReadResetMethod(d.bdf);
   if (!current.ok()) return current.status();
   if (!current->empty()) d.saved_resets = *current;

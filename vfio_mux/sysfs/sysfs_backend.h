@@ -2,6 +2,7 @@
 #define GPUTRAVEL_VFIO_MUX_SYSFS_SYSFS_BACKEND_H_
 
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,9 +25,11 @@ struct SysfsGpuConfig {
 
 struct SysfsBackendOptions {
   PciSysfsOptions sysfs;  // sysfs_root, proc_root, timeouts
-  // GPUs to route. Empty: every NVIDIA GPU found under sysfs_root, each named
-  // by its BDF.
+  // GPUs to route: at least one. Only these are ever touched; no GPU is
+  // routable for being found under sysfs_root.
   std::vector<SysfsGpuConfig> gpus;
+  // The only domains Move routes to (the MUX configuration's "domains").
+  std::set<std::string> domains;
   // Bind every GPU to vfio-pci and disable its reset at Create (what
   // deploy/host/prepare_host.sh does). Off: Create only inspects, and Move
   // fails until the host has been prepared.
@@ -47,6 +50,8 @@ struct SysfsBackendOptions {
 //   3. checks that no process holds the GPU's VFIO group or cdev open, i.e.
 //      the `from` consumer has really let go (skipped when from == to);
 //   4. records `to`.
+// A `to` domain that is not configured is refused (DomainNotConfigured)
+// before any of it.
 // It never unbinds during Move: rebinding would reset the GPU. The libvirt
 // backend is the one that actually attaches the GPU to a VM.
 class SysfsBackend : public RoutingBackend {
@@ -60,7 +65,10 @@ class SysfsBackend : public RoutingBackend {
   absl::StatusOr<std::vector<GpuDevice>> ListGpus() override;
   absl::Status Move(const std::string& gpu, const std::string& from_domain,
                     const std::string& to_domain) override;
-  // Restores reset_method, writes reset, and disables reset_method again.
+  // Only for a GPU bound to vfio-pci that no process holds open (a consumer
+  // lets go first): restores reset_method, writes reset, and disables
+  // reset_method again. A GPU with the host's driver, or one a process
+  // holds, is refused untouched.
   absl::Status Reset(const std::string& gpu) override;
 
   // Binds `gpu` to vfio-pci, checks its IOMMU group, disables its reset
