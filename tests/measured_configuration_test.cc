@@ -2,6 +2,8 @@
 // (development) RTMR3 and pin each other's; a daemon whose configuration the
 // host edited is refused by its peers, though it still starts.
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -9,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "util/files.h"
+#include "util/subprocess.h"
 
 namespace gputravel {
 namespace {
@@ -90,6 +93,58 @@ TEST(MeasuredConfigurationTest, OrchestratorRefusesAHolderWhoseConfigurationChan
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
   for (const auto& t : report->trips()) EXPECT_EQ(t.outcome(), "ok") << t.holder() << t.error();
+}
+
+// With TDX attestation a daemon extends RTMR3 before it serves; on a kernel
+// without the interface it exits 2 saying so, and serves nothing.
+TEST(MeasuredConfigurationTest, TdxDaemonsRefuseToStartWhenRtmr3CannotBeExtended) {
+  StackOptions o;
+  o.holders = 1;
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto bin_dir = FindDaemonDir("");
+  ASSERT_TRUE(bin_dir.ok()) << bin_dir.status();
+  const std::string dir = (*stack)->dir() + "/tdx";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  const std::string pin(96, 'a');
+  const nlohmann::json tdx = {
+      {"backend", "tdx"},
+      {"tdx",
+       {{"measurements_root", dir + "/no-measurements"},
+        {"peer_policy",
+         {{"mrtd", pin}, {"rtmr0", pin}, {"rtmr1", pin}, {"rtmr2", pin},
+          {"min_tee_tcb_svn", std::string(32, '0')}}}}},
+      {"peer_rtmr3", {{"binary", pin}, {"config", pin}}}};
+  int n = 0;
+  for (const char* name : {"holder-a", "orchestrator"}) {
+    auto cfg = ReadJsonFile((*stack)->dir() + "/" + name + ".json");
+    ASSERT_TRUE(cfg.ok()) << cfg.status();
+    const std::string socket = dir + "/" + name + ".sock";
+    (*cfg)["listen"] = "unix:" + socket;
+    (*cfg)["attestation"] = tdx;
+    if (cfg->contains("state_dir")) (*cfg)["state_dir"] = dir + "/state";
+    const std::string path = dir + "/" + std::to_string(++n) + ".json";
+    const std::string log_path = dir + "/" + std::to_string(n) + ".log";
+    ASSERT_TRUE(WriteFile(path, cfg->dump(), 0600).ok());
+    const std::string binary = std::string(name) == "orchestrator"
+                                   ? "orchestrator/orchestrator"
+                                   : "holder_agent/holder_agent";
+    Subprocess p;
+    ASSERT_TRUE(p.Start({*bin_dir + "/" + binary, "--config=" + path}, log_path).ok());
+    for (int i = 0; i < 2000 && p.Running(); ++i) usleep(10000);
+    if (p.Running()) p.Terminate(1000);
+    const int st = p.exit_status();
+    auto log = ReadFile(log_path);
+    ASSERT_TRUE(log.ok());
+    ASSERT_TRUE(WIFEXITED(st)) << name << ": status " << st << "\n" << *log;
+    EXPECT_EQ(WEXITSTATUS(st), 2) << *log;
+    EXPECT_NE(log->find(path + ": attestation: cannot measure this daemon into RTMR3, "
+                               "refusing to start: reading " + dir +
+                        "/no-measurements/rtmr3:sha384"),
+              std::string::npos)
+        << *log;
+    EXPECT_NE(::access(socket.c_str(), F_OK), 0) << name << " served";
+  }
 }
 
 }  // namespace
