@@ -198,6 +198,11 @@ absl::StatusOr<AttestationSetup> MakeAttestationFromConfig(
     const std::string& domain, const RuntimeMeasurement& measurement,
     std::shared_ptr<tdx::TsmFs> measurements_fs_for_test) {
   if (!section.is_object()) return absl::InvalidArgumentError(where + ": must be an object");
+  if (measurement.rtmr3.size() != kRtmrBytes ||
+      measurement.rtmr3 != ReplayRtmr(measurement.EventList())) {
+    return absl::InvalidArgumentError(where + ": no runtime measurement of this daemon "
+                                      "(MeasureDaemon) to attest with");
+  }
   auto backend = JsonString(section, where, "backend");
   if (!backend.ok()) return backend.status();
   if (*backend == "dev") return MakeDev(section, where, domain, measurement);

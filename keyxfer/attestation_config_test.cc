@@ -315,6 +315,13 @@ TEST(AttestationConfigTest, DevEvidenceCarriesTheMeasurementAndPeerRtmr3IsEnforc
       << refused.status();
 }
 
+TEST(AttestationConfigTest, RefusesAMissingMeasurement) {
+  auto st = MakeAttestationFromConfig(WithPlaceholdersFilled(Section("holder-tdx.json")), "h",
+                                      "d", RuntimeMeasurement{}, FreshTd());
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.status().message().find("no runtime measurement"), std::string::npos);
+}
+
 TEST(AttestationConfigTest, MissingOrUnknownBackendRefused) {
   EXPECT_FALSE(Make(nlohmann::json::object(), "x", "d").ok());
   auto st = Make(nlohmann::json::parse(R"({"backend": "sev"})"), "x", "d");
