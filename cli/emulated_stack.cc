@@ -17,6 +17,7 @@
 #include "holder_agent/dataset.h"
 #include "keyxfer/dev_attester.h"
 #include "keyxfer/random.h"
+#include "keyxfer/runtime_measurement.h"
 #include "nlohmann/json.hpp"
 #include "proto/orchestrator.grpc.pb.h"
 #include "trainer/synthetic_corpus.h"
@@ -281,7 +282,9 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
 
   // Holders and their datasets (llm.c shards; the third is a raw file), all
   // drawn from one synthetic language so the trainer's loss falls as the
-  // GPU visits them.
+  // GPU visits them. Their configurations are written once the orchestrator's
+  // measurement is known (below).
+  std::vector<json> holder_configs;
   for (int i = 0; i < options.holders; ++i) {
     const StackHolder& h = holders[i];
     uint64_t bytes = i < static_cast<int>(options.dataset_bytes.size())
@@ -302,26 +305,36 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
       }
       if (!s.ok()) return s;
     }
-    json hc = {{"name", h.name},
-               {"domain", h.domain},
-               {"listen", h.endpoint},
-               {"dataset", {{"name", h.dataset}, {"path", path}, {"format", format}}},
-               {"tls", TlsJson(st->tls({kRoleHolder, h.name}))},
-               {"device_endpoint", st->device_socket(h.domain)},
-               {"threads", options.threads},
-               {"bounce_dir", st->shared_dir(h.domain)},
-               {"attestation", DevAttestation(st->pki_, h.domain, {HexEncode(*orch_mrtd)})}};
-    s = WriteJson(d + "/" + h.name + ".json", hc);
-    if (!s.ok()) return s;
-    s = st->Launch(h.name, Daemon(st->bin_dir_, 2), d + "/" + h.name + ".json");
-    if (!s.ok()) return s;
-    served = st->Served(h.name, &hc);
-    if (!served.ok()) return served.status();
-    st->holders_[i].endpoint = *served;
-    st->holder_names_.push_back(h.name);
+    holder_configs.push_back(
+        {{"name", h.name},
+         {"domain", h.domain},
+         {"listen", h.endpoint},
+         {"dataset", {{"name", h.dataset}, {"path", path}, {"format", format}}},
+         {"tls", TlsJson(st->tls({kRoleHolder, h.name}))},
+         {"device_endpoint", st->device_socket(h.domain)},
+         {"threads", options.threads},
+         {"bounce_dir", st->shared_dir(h.domain)},
+         {"attestation", DevAttestation(st->pki_, h.domain, {HexEncode(*orch_mrtd)})}});
   }
 
-  // The orchestrator.
+  // Each side pins the other's RTMR3 events, as a deployment does with
+  // `gputravel measure`: the orchestrator pins each holder's binary and
+  // configuration (which do not depend on the holder's own pins), the holders
+  // pin all three of the orchestrator's events, its pins of them included.
+  json holder_pins = {{"binary", json::array()}, {"config", json::array()}};
+  for (int i = 0; i < options.holders; ++i) {
+    const std::string path = d + "/" + holders[i].name + ".json";
+    auto m = MeasureDaemon("holder_agent", Daemon(st->bin_dir_, 2), holder_configs[i], path);
+    if (!m.ok()) return m.status();
+    if (i == 0) holder_pins["binary"].push_back(HexEncode(m->events[kRtmr3BinaryEvent]));
+    holder_pins["config"].push_back(HexEncode(m->events[kRtmr3ConfigEvent]));
+  }
+  for (const auto& hex : options.extra_holder_binary_event_hex) {
+    holder_pins["binary"].push_back(hex);
+  }
+  for (const auto& hex : options.extra_holder_config_event_hex) {
+    holder_pins["config"].push_back(hex);
+  }
   json orch = {
       {"listen", st->ListenAddress("orchestrator")},
       {"domain", kOrchestratorDomain},
@@ -337,6 +350,30 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
                              {"heartbeat_period_seconds", options.heartbeat_period_seconds}}})},
       {"attestation", DevAttestation(st->pki_, kOrchestratorDomain, allowed_holders)},
       {"tls", TlsJson(st->tls({kRoleOrchestrator, "orchestrator"}))}};
+  orch["attestation"]["peer_rtmr3"] = holder_pins;
+  auto orch_m = MeasureDaemon("orchestrator", Daemon(st->bin_dir_, 3), orch,
+                              d + "/orchestrator.json");
+  if (!orch_m.ok()) return orch_m.status();
+  const json orchestrator_pins = {
+      {"binary", HexEncode(orch_m->events[kRtmr3BinaryEvent])},
+      {"config", HexEncode(orch_m->events[kRtmr3ConfigEvent])},
+      {"peer_pins", HexEncode(orch_m->events[kRtmr3PeerPinsEvent])}};
+
+  for (int i = 0; i < options.holders; ++i) {
+    const StackHolder& h = holders[i];
+    json& hc = holder_configs[i];
+    hc["attestation"]["peer_rtmr3"] = orchestrator_pins;
+    s = WriteJson(d + "/" + h.name + ".json", hc);
+    if (!s.ok()) return s;
+    s = st->Launch(h.name, Daemon(st->bin_dir_, 2), d + "/" + h.name + ".json");
+    if (!s.ok()) return s;
+    served = st->Served(h.name, &hc);
+    if (!served.ok()) return served.status();
+    st->holders_[i].endpoint = *served;
+    st->holder_names_.push_back(h.name);
+  }
+
+  // The orchestrator.
   s = WriteJson(d + "/orchestrator.json", orch);
   if (!s.ok()) return s;
   s = st->Launch("orchestrator", Daemon(st->bin_dir_, 3), d + "/orchestrator.json");

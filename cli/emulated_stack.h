@@ -45,9 +45,11 @@ struct StackOptions {
   std::string campaign = "demo";
   // Holders served by the caller (tests): added to the campaign and given a
   // device socket, an attestation key and a TLS certificate; their MRTDs
-  // (hex) are allowed.
+  // and RTMR3 binary and config events (hex) are allowed.
   std::vector<StackHolder> extra_holders;
   std::vector<std::string> extra_holder_mrtd_hex;
+  std::vector<std::string> extra_holder_binary_event_hex;
+  std::vector<std::string> extra_holder_config_event_hex;
   bool keep = false;  // keep the temporary directory (logs, configs)
   // The network links (orchestrator API, MUX, holder agents) over TCP on
   // 127.0.0.1, on ports the kernel picks, as between real TDs, instead of
@@ -68,7 +70,9 @@ struct StackOptions {
 // GPU, the MUX (emulated backend), one holder_agent per holder and the
 // orchestrator. A campaign CA (auth/pki.h) issues a certificate per identity
 // and every connection except the emulated PCIe bus is mTLS; development
-// attestation is enabled explicitly in each configuration. The destructor
+// attestation is enabled explicitly in each configuration, and the
+// orchestrator and the holders pin each other's RTMR3 events
+// (keyxfer/runtime_measurement.h). The destructor
 // stops every process and removes the directory (unless keep).
 class EmulatedStack {
  public:

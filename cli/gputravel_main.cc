@@ -6,6 +6,7 @@
 #include "auth/pki_command.h"
 #include "cli/client_commands.h"
 #include "cli/demo.h"
+#include "cli/measure_command.h"
 
 namespace {
 
@@ -20,7 +21,9 @@ std::string Usage() {
              "  demo    Run a whole campaign on the emulated stack (GPU, MUX, holders,\n"
              "          orchestrator as separate processes) and report every trip.\n"
              "  pki     Create the campaign CA and issue mTLS certificates per identity\n"
-             "          (pki init, pki issue, pki show).\n") +
+             "          (pki init, pki issue, pki show).\n"
+             "  measure Print the RTMR3 events a daemon extends for a binary and\n"
+             "          configuration, for its peers to pin.\n") +
          gputravel::ClientCommandsHelp() +
          "  help    Print this help.\n"
          "\n"
@@ -38,6 +41,7 @@ int main(int argc, char** argv) {
   std::string cmd = argv[1];
   if (cmd == "demo") return gputravel::DemoCommand(argc, argv);
   if (cmd == "pki") return gputravel::PkiCommand(argc, argv);
+  if (cmd == "measure") return gputravel::MeasureCommand(argc, argv);
   if (gputravel::IsClientCommand(cmd)) return gputravel::RunClientCommand(argc, argv);
   std::fprintf(stderr, "gputravel: unknown command '%s'\n\n%s", cmd.c_str(), Usage().c_str());
   return 2;

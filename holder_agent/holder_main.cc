@@ -7,6 +7,7 @@
 #include "auth/identity.h"
 #include "auth/tls_config.h"
 #include "keyxfer/attestation_config.h"
+#include "keyxfer/runtime_measurement.h"
 #include "util/daemon_main.h"
 #include "util/files.h"
 #include "util/json_fields.h"
@@ -90,12 +91,17 @@ int main(int argc, char** argv) {
   auto dataset = Dataset::Open(*ds_path, fmt);
   if (!dataset.ok()) Fail(std::string(dataset.status().message()));
   if (!cfg->contains("attestation")) Fail(where + ": missing object 'attestation'");
+  // What this agent trusts (its binary, this configuration, the CA files it
+  // names), measured into RTMR3 by the TDX backend before anything is served.
+  auto measurement = MeasureDaemon(kProgram, "/proc/self/exe", *cfg, where);
+  if (!measurement.ok()) Fail(std::string(measurement.status().message()));
   auto att = MakeAttestationFromConfig((*cfg)["attestation"], where + ": attestation",
-                                       opts.domain);
+                                       opts.domain, *measurement);
   if (!att.ok()) Fail(std::string(att.status().message()));
   SetLogPrefix("holder " + opts.name);
   GT_LOG(1, "dataset ", *ds_path, " (", (*dataset)->format(), ", ",
-         (*dataset)->payload_bytes(), " bytes), attestation backend ", att->backend);
+         (*dataset)->payload_bytes(), " bytes), attestation backend ", att->backend,
+         ", RTMR3 ", HexEncode(measurement->rtmr3));
 
   if (!cfg->contains("tls")) {
     Fail(where + ": missing object 'tls' ({\"ca\", \"cert\", \"key\"}): every connection is mTLS");

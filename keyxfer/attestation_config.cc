@@ -4,8 +4,10 @@
 #include <string>
 
 #include "keyxfer/dev_attester.h"
+#include "keyxfer/runtime_policy.h"
 #include "keyxfer/secret_bytes.h"
 #include "keyxfer/tdx/quote_verifier.h"
+#include "keyxfer/tdx/rtmr.h"
 #include "keyxfer/tdx/tdx_attester.h"
 #include "keyxfer/x509.h"
 #include "util/files.h"
@@ -20,13 +22,19 @@ namespace {
 // (the development backend keeps its fields there), and the "tdx" object.
 const std::set<std::string> kDevFields = {
     "backend", "allow_insecure_dev_attestation", "dev_key", "dev_cert", "dev_root_ca",
-    "peer_mrtd", "allow_debug"};
-const std::set<std::string> kTdxFields = {"backend", "tdx"};
-const std::set<std::string> kTdxSectionFields = {"configfs_root", "root_ca", "peer_policy"};
+    "peer_mrtd", "allow_debug", "peer_rtmr3"};
+const std::set<std::string> kTdxFields = {"backend", "tdx", "peer_rtmr3"};
+const std::set<std::string> kTdxSectionFields = {"configfs_root", "measurements_root",
+                                                 "root_ca", "peer_policy"};
+
+absl::StatusOr<Rtmr3Policy> PeerRtmr3(const nlohmann::json& s, const std::string& where) {
+  return Rtmr3Policy::FromJson(s.at("peer_rtmr3"), where + ".peer_rtmr3");
+}
 
 absl::StatusOr<AttestationSetup> MakeDev(const nlohmann::json& s,
                                          const std::string& where,
-                                         const std::string& domain) {
+                                         const std::string& domain,
+                                         const RuntimeMeasurement& measurement) {
   absl::Status known = RefuseUnknownFields(s, kDevFields, where + " (backend \"dev\")");
   if (!known.ok()) return known;
   if (!s.contains("allow_insecure_dev_attestation") ||
@@ -57,7 +65,7 @@ absl::StatusOr<AttestationSetup> MakeDev(const nlohmann::json& s,
   if (!root.ok()) return absl::InvalidArgumentError(*root_path + ": " + std::string(root.status().message()));
   auto mrtd = MeasureFile("/proc/self/exe");
   if (!mrtd.ok()) return mrtd.status();
-  auto attester = DevAttester::Create(domain, std::move(*key), *cert, *mrtd);
+  auto attester = DevAttester::Create(domain, std::move(*key), *cert, *mrtd, measurement.rtmr3);
   if (!attester.ok()) return attester.status();
   DevPolicy policy;
   if (s.contains("peer_mrtd")) {
@@ -81,12 +89,19 @@ absl::StatusOr<AttestationSetup> MakeDev(const nlohmann::json& s,
   }
   AttestationSetup out;
   out.backend = "dev";
-  out.attester = std::move(*attester);
+  out.attester = std::make_unique<MeasuredAttester>(std::move(*attester), measurement);
   out.verifier = std::make_unique<DevVerifier>(*root, policy);
+  if (s.contains("peer_rtmr3")) {
+    auto pins = PeerRtmr3(s, where);
+    if (!pins.ok()) return pins.status();
+    out.verifier = std::make_unique<MeasuredVerifier>(std::move(out.verifier), std::move(*pins));
+  }
   return out;
 }
 
-absl::StatusOr<AttestationSetup> MakeTdx(const nlohmann::json& s, const std::string& where) {
+absl::StatusOr<AttestationSetup> MakeTdx(const nlohmann::json& s, const std::string& where,
+                                         const RuntimeMeasurement& measurement,
+                                         std::shared_ptr<tdx::TsmFs> measurements_fs) {
   const std::string at = where + ": tdx";
   absl::Status known = RefuseUnknownFields(s, kTdxFields, where + " (backend \"tdx\")");
   if (!known.ok()) return known;
@@ -102,6 +117,13 @@ absl::StatusOr<AttestationSetup> MakeTdx(const nlohmann::json& s, const std::str
     auto r = JsonString(t, at, "configfs_root");
     if (!r.ok()) return r.status();
     tsm.root = *r;
+  }
+  tdx::RtmrOptions rtmr;
+  rtmr.fs = std::move(measurements_fs);
+  if (t.contains("measurements_root")) {
+    auto r = JsonString(t, at, "measurements_root");
+    if (!r.ok()) return r.status();
+    rtmr.root = *r;
   }
   tdx::TdxVerifierOptions vo;
   if (t.contains("root_ca")) {
@@ -143,10 +165,29 @@ absl::StatusOr<AttestationSetup> MakeTdx(const nlohmann::json& s, const std::str
     return absl::Status(verifier.status().code(),
                         at + ".peer_policy: " + std::string(verifier.status().message()));
   }
+  if (!s.contains("peer_rtmr3")) {
+    return absl::InvalidArgumentError(
+        where + ": 'peer_rtmr3' is required: the peer's RTMR3 events (its binary and "
+        "configuration, from `gputravel measure`); without it a peer whose host replaced "
+        "its binary or configuration would pass (docs/tdx-attestation.md)");
+  }
+  auto pins = PeerRtmr3(s, where);
+  if (!pins.ok()) return pins.status();
+  // Measured before anything is served: a daemon whose evidence cannot show
+  // what it trusts must not run.
+  tdx::RtmrRegisters registers(rtmr);
+  absl::Status measured =
+      tdx::MeasureIntoRtmr3(registers, measurement.EventList(), measurement.rtmr3);
+  if (!measured.ok()) {
+    return absl::Status(measured.code(),
+                        where + ": cannot measure this daemon into RTMR3, refusing to start: " +
+                            std::string(measured.message()));
+  }
   AttestationSetup out;
   out.backend = "tdx";
-  out.attester = std::make_unique<tdx::TdxAttester>(tsm);
-  out.verifier = std::move(*verifier);
+  out.attester =
+      std::make_unique<MeasuredAttester>(std::make_unique<tdx::TdxAttester>(tsm), measurement);
+  out.verifier = std::make_unique<MeasuredVerifier>(std::move(*verifier), std::move(*pins));
   return out;
 }
 
@@ -154,11 +195,20 @@ absl::StatusOr<AttestationSetup> MakeTdx(const nlohmann::json& s, const std::str
 
 absl::StatusOr<AttestationSetup> MakeAttestationFromConfig(
     const nlohmann::json& section, const std::string& where,
-    const std::string& domain) {
+    const std::string& domain, const RuntimeMeasurement& measurement,
+    std::shared_ptr<tdx::TsmFs> measurements_fs_for_test) {
+  if (!section.is_object()) return absl::InvalidArgumentError(where + ": must be an object");
+  if (measurement.rtmr3.size() != kRtmrBytes ||
+      measurement.rtmr3 != ReplayRtmr(measurement.EventList())) {
+    return absl::InvalidArgumentError(where + ": no runtime measurement of this daemon "
+                                      "(MeasureDaemon) to attest with");
+  }
   auto backend = JsonString(section, where, "backend");
   if (!backend.ok()) return backend.status();
-  if (*backend == "dev") return MakeDev(section, where, domain);
-  if (*backend == "tdx") return MakeTdx(section, where);
+  if (*backend == "dev") return MakeDev(section, where, domain, measurement);
+  if (*backend == "tdx") {
+    return MakeTdx(section, where, measurement, std::move(measurements_fs_for_test));
+  }
   return absl::InvalidArgumentError(where + ": unknown attestation backend '" +
                                     *backend + "' (use \"tdx\" or \"dev\")");
 }

@@ -6,6 +6,8 @@
 
 #include "absl/status/statusor.h"
 #include "keyxfer/attester.h"
+#include "keyxfer/runtime_measurement.h"
+#include "keyxfer/tdx/configfs_tsm.h"
 #include "nlohmann/json.hpp"
 
 namespace gputravel {
@@ -14,12 +16,23 @@ namespace gputravel {
 // "attestation" section of a daemon's configuration:
 //
 //   {"backend": "tdx", "tdx": {"configfs_root": DIR (default the kernel's),
+//    "measurements_root": DIR (default /sys/class/misc/tdx_guest/measurements),
 //    "root_ca": PEM (default the compiled-in Intel SGX Root CA),
 //    "peer_policy": {"mrtd": .., "rtmr0".., "allow_debug": false,
-//                    "min_tee_tcb_svn": ..}}}                (production)
+//                    "min_tee_tcb_svn": ..}},
+//    "peer_rtmr3": {"binary": .., "config": .., "peer_pins": ..}} (production)
 //   {"backend": "dev", "allow_insecure_dev_attestation": true,
 //    "dev_key": PEM, "dev_cert": PEM, "dev_root_ca": PEM,
-//    "peer_mrtd": [hex, ...], "allow_debug": false}         (development)
+//    "peer_mrtd": [hex, ...], "allow_debug": false,
+//    "peer_rtmr3": {...} (optional)}                          (development)
+//
+// `measurement` is this daemon's (MeasureDaemon over the whole configuration
+// file). Its events ride on every piece of evidence (MeasuredAttester). The
+// TDX backend extends them into RTMR3 before it returns (tdx::MeasureIntoRtmr3)
+// and fails if it cannot, so a daemon that serves has measured what it
+// trusts; it requires "peer_rtmr3" (keyxfer/runtime_policy.h). The
+// development attester reports measurement.rtmr3 as its RTMR3, and checks
+// peers' events when "peer_rtmr3" is given.
 //
 // The development backend is refused unless
 // "allow_insecure_dev_attestation" is literally true: it cannot be reached by
@@ -32,7 +45,8 @@ struct AttestationSetup {
 
 absl::StatusOr<AttestationSetup> MakeAttestationFromConfig(
     const nlohmann::json& section, const std::string& where,
-    const std::string& domain);
+    const std::string& domain, const RuntimeMeasurement& measurement,
+    std::shared_ptr<tdx::TsmFs> measurements_fs_for_test = nullptr);
 
 }  // namespace gputravel
 

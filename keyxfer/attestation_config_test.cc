@@ -2,12 +2,42 @@
 
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
+#include "keyxfer/ec_key.h"
+#include "keyxfer/runtime_policy.h"
+#include "keyxfer/tdx/fake_rtmr_fs.h"
 #include "keyxfer/tdx/intel_root_ca.h"
+#include "keyxfer/tdx/rtmr.h"
+#include "keyxfer/x509.h"
 #include "util/files.h"
 
 namespace gputravel {
 namespace {
+
+using tdx::testing::FakeTdxMeasurements;
+
+// A measurement as a daemon would compute it (the values do not matter here).
+RuntimeMeasurement TestMeasurement(char seed = 'm') {
+  RuntimeMeasurement m;
+  for (int i = 0; i < kRtmr3EventCount; ++i) m.events[i] = std::string(48, seed + i);
+  m.rtmr3 = ReplayRtmr(m.EventList());
+  return m;
+}
+
+const std::string kMeasurementsRoot = "/sys/class/misc/tdx_guest/measurements";
+
+// The TDX guest driver's measurement registers of a fresh TD.
+std::shared_ptr<FakeTdxMeasurements> FreshTd() {
+  return std::make_shared<FakeTdxMeasurements>(kMeasurementsRoot);
+}
+
+// MakeAttestationFromConfig for a daemon measured as TestMeasurement() in a
+// fresh TD.
+absl::StatusOr<AttestationSetup> Make(const nlohmann::json& section, const std::string& where,
+                                      const std::string& domain) {
+  return MakeAttestationFromConfig(section, where, domain, TestMeasurement(), FreshTd());
+}
 
 nlohmann::json Section(const std::string& example) {
   auto j = ReadJsonFile("deploy/examples/" + example);
@@ -15,16 +45,17 @@ nlohmann::json Section(const std::string& example) {
   return (*j)["attestation"];
 }
 
-// `section` with every "REPLACE-WITH-..." placeholder in tdx.peer_policy's
-// lists replaced by a well-formed measurement, as a deployment would.
+// `section` with every "REPLACE-WITH-..." placeholder in the lists of
+// tdx.peer_policy and peer_rtmr3 replaced by a well-formed measurement, as a
+// deployment would.
 nlohmann::json WithPlaceholdersFilled(nlohmann::json section) {
-  nlohmann::json& policy = section["tdx"]["peer_policy"];
-  for (auto it = policy.begin(); it != policy.end(); ++it) {
-    if (!it.value().is_array()) continue;
-    for (nlohmann::json& entry : it.value()) {
-      if (entry.is_string() &&
-          entry.get<std::string>().rfind("REPLACE-WITH-", 0) == 0) {
-        entry = std::string(96, 'a');
+  for (nlohmann::json* pins : {&section["tdx"]["peer_policy"], &section["peer_rtmr3"]}) {
+    for (auto it = pins->begin(); it != pins->end(); ++it) {
+      if (!it.value().is_array()) continue;
+      for (nlohmann::json& entry : it.value()) {
+        if (entry.is_string() && entry.get<std::string>().rfind("REPLACE-WITH-", 0) == 0) {
+          entry = std::string(96, 'a');
+        }
       }
     }
   }
@@ -34,21 +65,22 @@ nlohmann::json WithPlaceholdersFilled(nlohmann::json section) {
 nlohmann::json TdxSectionWithPolicy(const nlohmann::json& peer_policy) {
   nlohmann::json s = nlohmann::json::parse(R"({"backend": "tdx", "tdx": {}})");
   s["tdx"]["peer_policy"] = peer_policy;
+  s["peer_rtmr3"] = {{"binary", std::string(96, 'a')}, {"config", std::string(96, 'a')}};
   return s;
 }
 
 TEST(AttestationConfigTest, ExampleTdxConfigsBuildTdxBackend) {
   // The examples carry placeholders where a deployment puts real values: the
   // placeholders must be refused, proving the policy is really parsed.
-  auto orch = MakeAttestationFromConfig(Section("orchestrator-tdx.json"), "o", "orchestrator");
+  auto orch = Make(Section("orchestrator-tdx.json"), "o", "orchestrator");
   EXPECT_FALSE(orch.ok());
   EXPECT_NE(orch.status().message().find("mrtd"), std::string::npos) << orch.status();
   // With the placeholders filled in, both examples pin everything TdxVerifier
   // requires (mrtd, rtmr0..2, min_tee_tcb_svn).
-  auto filled_orch = MakeAttestationFromConfig(
+  auto filled_orch = Make(
       WithPlaceholdersFilled(Section("orchestrator-tdx.json")), "o", "orchestrator");
   ASSERT_TRUE(filled_orch.ok()) << filled_orch.status();
-  auto holder = MakeAttestationFromConfig(WithPlaceholdersFilled(Section("holder-tdx.json")),
+  auto holder = Make(WithPlaceholdersFilled(Section("holder-tdx.json")),
                                           "h", "td-hospital-a");
   ASSERT_TRUE(holder.ok()) << holder.status();
   EXPECT_EQ(holder->backend, "tdx");
@@ -59,7 +91,7 @@ TEST(AttestationConfigTest, ExampleTdxConfigsBuildTdxBackend) {
 TEST(AttestationConfigTest, TdxPeerPolicyMustPinMeasurementsAndTcb) {
   // A policy that parses but pins nothing (or only the firmware image) would
   // hand keys to any TD on that firmware: refused at start-up.
-  auto empty = MakeAttestationFromConfig(TdxSectionWithPolicy(nlohmann::json::object()),
+  auto empty = Make(TdxSectionWithPolicy(nlohmann::json::object()),
                                          "h.json: attestation", "d");
   EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(empty.status().message().find(
@@ -67,7 +99,7 @@ TEST(AttestationConfigTest, TdxPeerPolicyMustPinMeasurementsAndTcb) {
             std::string::npos)
       << empty.status();
   nlohmann::json mrtd_only = {{"mrtd", std::string(96, 'a')}};
-  auto only = MakeAttestationFromConfig(TdxSectionWithPolicy(mrtd_only),
+  auto only = Make(TdxSectionWithPolicy(mrtd_only),
                                         "h.json: attestation", "d");
   EXPECT_EQ(only.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(only.status().message().find("missing: rtmr0, rtmr1, rtmr2, min_tee_tcb_svn ("),
@@ -76,7 +108,7 @@ TEST(AttestationConfigTest, TdxPeerPolicyMustPinMeasurementsAndTcb) {
 }
 
 TEST(AttestationConfigTest, TdxNeedsPeerPolicy) {
-  auto st = MakeAttestationFromConfig(nlohmann::json::parse(R"({"backend": "tdx", "tdx": {}})"),
+  auto st = Make(nlohmann::json::parse(R"({"backend": "tdx", "tdx": {}})"),
                                       "h.json: attestation", "d");
   EXPECT_NE(st.status().message().find("peer_policy"), std::string::npos);
 }
@@ -86,7 +118,7 @@ TEST(AttestationConfigTest, DevRefusedUnlessExplicitlyEnabled) {
                            R"({"backend": "dev", "allow_insecure_dev_attestation": false})",
                            R"({"backend": "dev", "allow_insecure_dev_attestation": "true"})",
                            R"({"backend": "dev", "allow_insecure_dev_attestation": 1})"}) {
-    auto st = MakeAttestationFromConfig(nlohmann::json::parse(text), "x", "d");
+    auto st = Make(nlohmann::json::parse(text), "x", "d");
     EXPECT_EQ(st.status().code(), absl::StatusCode::kPermissionDenied) << text;
     EXPECT_NE(st.status().message().find("insecure"), std::string::npos);
   }
@@ -106,23 +138,23 @@ TEST(AttestationConfigTest, UnknownFieldsAreRefusedAndNamed) {
   // here the root CA the operator meant to pin.
   nlohmann::json tdx = WithPlaceholdersFilled(Section("holder-tdx.json"));
   tdx["tdx"]["root_cert"] = "/etc/gputravel/root.pem";
-  auto st = MakeAttestationFromConfig(tdx, "h.json: attestation", "d");
+  auto st = Make(tdx, "h.json: attestation", "d");
   EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(st.status().message().find(
                 "h.json: attestation: tdx: unknown field 'root_cert' (accepted: "
-                "configfs_root, peer_policy, root_ca)"),
+                "configfs_root, measurements_root, peer_policy, root_ca)"),
             std::string::npos)
       << st.status();
   // At the top level, per backend: the development fields are not the TDX
   // backend's.
   tdx = WithPlaceholdersFilled(Section("holder-tdx.json"));
   tdx["peer_mrtd"] = nlohmann::json::array();
-  st = MakeAttestationFromConfig(tdx, "h.json: attestation", "d");
+  st = Make(tdx, "h.json: attestation", "d");
   EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(st.status().message().find("unknown field 'peer_mrtd' (accepted: backend, tdx)"),
+  EXPECT_NE(st.status().message().find("unknown field 'peer_mrtd' (accepted: backend, peer_rtmr3, tdx)"),
             std::string::npos)
       << st.status();
-  auto dev = MakeAttestationFromConfig(
+  auto dev = Make(
       nlohmann::json::parse(R"({"backend": "dev", "allow_insecure_dev_attestation": true,
                                 "dev_keys": "/k.pem"})"),
       "h.json: attestation", "d");
@@ -130,7 +162,7 @@ TEST(AttestationConfigTest, UnknownFieldsAreRefusedAndNamed) {
   EXPECT_NE(dev.status().message().find(
                 "unknown field 'dev_keys' (accepted: allow_debug, "
                 "allow_insecure_dev_attestation, backend, dev_cert, dev_key, dev_root_ca, "
-                "peer_mrtd)"),
+                "peer_mrtd, peer_rtmr3)"),
             std::string::npos)
       << dev.status();
 }
@@ -139,7 +171,7 @@ TEST(AttestationConfigTest, EmptyRootCaIsRefusedNotReplacedByIntels) {
   for (const char* text : {"", "\n  \n"}) {
     nlohmann::json s = TdxSectionWithRootCa("empty-root.pem", text);
     const std::string path = s["tdx"]["root_ca"].get<std::string>();
-    auto st = MakeAttestationFromConfig(s, "h.json: attestation", "d");
+    auto st = Make(s, "h.json: attestation", "d");
     EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(st.status().message().find("h.json: attestation: tdx.root_ca (" + path +
                                          "): the file is empty"),
@@ -151,7 +183,7 @@ TEST(AttestationConfigTest, EmptyRootCaIsRefusedNotReplacedByIntels) {
 TEST(AttestationConfigTest, UnparsableRootCaNamesTheFieldAndTheFile) {
   nlohmann::json s = TdxSectionWithRootCa("bad-root.pem", "not a certificate\n");
   const std::string path = s["tdx"]["root_ca"].get<std::string>();
-  auto st = MakeAttestationFromConfig(s, "h.json: attestation", "d");
+  auto st = Make(s, "h.json: attestation", "d");
   EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(st.status().message().find("h.json: attestation: tdx.root_ca (" + path + "): "),
             std::string::npos)
@@ -159,21 +191,140 @@ TEST(AttestationConfigTest, UnparsableRootCaNamesTheFieldAndTheFile) {
   EXPECT_EQ(st.status().message().find("peer_policy"), std::string::npos) << st.status();
   // A missing file, too.
   s["tdx"]["root_ca"] = ::testing::TempDir() + "/no-such-root.pem";
-  st = MakeAttestationFromConfig(s, "h.json: attestation", "d");
+  st = Make(s, "h.json: attestation", "d");
   EXPECT_NE(st.status().message().find("tdx.root_ca (" + ::testing::TempDir() +
                                        "/no-such-root.pem): "),
             std::string::npos)
       << st.status();
   // A root that parses is taken.
-  auto good = MakeAttestationFromConfig(
+  auto good = Make(
       TdxSectionWithRootCa("good-root.pem", tdx::kIntelSgxRootCaPem), "h.json: attestation",
       "d");
   EXPECT_TRUE(good.ok()) << good.status();
 }
 
+TEST(AttestationConfigTest, TdxNeedsPeerRtmr3PinningBinaryAndConfig) {
+  nlohmann::json s = WithPlaceholdersFilled(Section("holder-tdx.json"));
+  s.erase("peer_rtmr3");
+  auto st = Make(s, "h.json: attestation", "d");
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.status().message().find("h.json: attestation: 'peer_rtmr3' is required"),
+            std::string::npos)
+      << st.status();
+  s["peer_rtmr3"] = {{"binary", std::string(96, 'a')}};
+  st = Make(s, "h.json: attestation", "d");
+  EXPECT_NE(st.status().message().find(
+                "h.json: attestation.peer_rtmr3: must pin \"binary\" and \"config\""),
+            std::string::npos)
+      << st.status();
+}
+
+// The TDX backend extends RTMR3 with the daemon's events before it returns,
+// so a daemon that serves has measured what it trusts.
+TEST(AttestationConfigTest, TdxExtendsRtmr3BeforeReturning) {
+  auto td = FreshTd();
+  const RuntimeMeasurement m = TestMeasurement();
+  auto st = MakeAttestationFromConfig(WithPlaceholdersFilled(Section("holder-tdx.json")), "h",
+                                      "d", m, td);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(td->rtmr(3), m.rtmr3);
+  EXPECT_EQ(td->extends(), 3);
+  // A restart with the same binary and configuration finds it measured.
+  st = MakeAttestationFromConfig(WithPlaceholdersFilled(Section("holder-tdx.json")), "h", "d",
+                                 m, td);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(td->extends(), 3);
+}
+
+// If RTMR3 cannot be extended (no kernel interface, a refused write) or holds
+// another measurement, the daemon refuses to start and says why.
+TEST(AttestationConfigTest, TdxRefusesToStartWhenRtmr3CannotBeExtended) {
+  const nlohmann::json s = WithPlaceholdersFilled(Section("holder-tdx.json"));
+  auto old_kernel = FreshTd();
+  old_kernel->set_missing(true);
+  auto st = MakeAttestationFromConfig(s, "h.json: attestation", "d", TestMeasurement(),
+                                      old_kernel);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(st.status().message().find(
+                "h.json: attestation: cannot measure this daemon into RTMR3, refusing to "
+                "start: reading " + kMeasurementsRoot + "/rtmr3:sha384"),
+            std::string::npos)
+      << st.status();
+  auto refusing = FreshTd();
+  refusing->set_write_errno(EACCES);
+  st = MakeAttestationFromConfig(s, "h.json: attestation", "d", TestMeasurement(), refusing);
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(st.status().message().find("refusing to start: extending"), std::string::npos)
+      << st.status();
+  // The same TD after it ran another configuration.
+  auto used = FreshTd();
+  ASSERT_TRUE(MakeAttestationFromConfig(s, "h", "d", TestMeasurement('x'), used).ok());
+  st = MakeAttestationFromConfig(s, "h.json: attestation", "d", TestMeasurement(), used);
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.status().message().find("restart the TD"), std::string::npos) << st.status();
+  // measurements_root is where the daemon looks.
+  nlohmann::json elsewhere = s;
+  elsewhere["tdx"]["measurements_root"] = "/elsewhere";
+  st = MakeAttestationFromConfig(elsewhere, "h", "d", TestMeasurement(), FreshTd());
+  EXPECT_NE(st.status().message().find("/elsewhere/rtmr3:sha384"), std::string::npos)
+      << st.status();
+}
+
+// The development attester reports the measurement as RTMR3 and attaches its
+// events; peer_rtmr3, when given, is enforced on the peer's evidence.
+TEST(AttestationConfigTest, DevEvidenceCarriesTheMeasurementAndPeerRtmr3IsEnforced) {
+  const std::string dir = ::testing::TempDir();
+  auto root_key = *EcKey::Generate(Curve::kP256);
+  auto root_der = *IssueCertificate(root_key, "dev root", root_key, "", true, 1);
+  auto key = *EcKey::Generate(Curve::kP256);
+  auto cert = *IssueCertificate(key, "d", root_key, root_der, false, 1);
+  auto key_pem = key.PrivateKeyPem();
+  ASSERT_TRUE(key_pem.ok());
+  ASSERT_TRUE(WriteFile(dir + "/dev.key",
+                        std::string(reinterpret_cast<const char*>(key_pem->data()),
+                                    key_pem->size()),
+                        0600)
+                  .ok());
+  ASSERT_TRUE(WriteFile(dir + "/dev.pem", *CertificateDerToPem(cert)).ok());
+  ASSERT_TRUE(WriteFile(dir + "/root.pem", *CertificateDerToPem(root_der)).ok());
+  nlohmann::json s = {{"backend", "dev"},          {"allow_insecure_dev_attestation", true},
+                      {"dev_key", dir + "/dev.key"}, {"dev_cert", dir + "/dev.pem"},
+                      {"dev_root_ca", dir + "/root.pem"}};
+  const RuntimeMeasurement mine = TestMeasurement('a');
+  auto me = MakeAttestationFromConfig(s, "x", "d", mine);
+  ASSERT_TRUE(me.ok()) << me.status();
+  auto evidence = me->attester->Attest(ReportData{});
+  ASSERT_TRUE(evidence.ok());
+  ASSERT_EQ(evidence->rtmr3_events_size(), 3);
+  auto id = me->verifier->Verify(*evidence, ReportData{});  // no peer_rtmr3: unchecked
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(std::string(id->rtmr[3].begin(), id->rtmr[3].end()), mine.rtmr3);
+
+  s["peer_rtmr3"] = {{"binary", absl::BytesToHexString(mine.events[0])},
+                     {"config", absl::BytesToHexString(mine.events[1])}};
+  auto peer = MakeAttestationFromConfig(s, "x", "d", TestMeasurement('z'));
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  EXPECT_TRUE(peer->verifier->Verify(*evidence, ReportData{}).ok());
+  s["peer_rtmr3"]["config"] = absl::BytesToHexString(std::string(48, 'q'));
+  peer = MakeAttestationFromConfig(s, "x", "d", TestMeasurement('z'));
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  auto refused = peer->verifier->Verify(*evidence, ReportData{});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("RTMR3 config event mismatch"), std::string::npos)
+      << refused.status();
+}
+
+TEST(AttestationConfigTest, RefusesAMissingMeasurement) {
+  auto st = MakeAttestationFromConfig(WithPlaceholdersFilled(Section("holder-tdx.json")), "h",
+                                      "d", RuntimeMeasurement{}, FreshTd());
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.status().message().find("no runtime measurement"), std::string::npos);
+}
+
 TEST(AttestationConfigTest, MissingOrUnknownBackendRefused) {
-  EXPECT_FALSE(MakeAttestationFromConfig(nlohmann::json::object(), "x", "d").ok());
-  auto st = MakeAttestationFromConfig(nlohmann::json::parse(R"({"backend": "sev"})"), "x", "d");
+  EXPECT_FALSE(Make(nlohmann::json::object(), "x", "d").ok());
+  auto st = Make(nlohmann::json::parse(R"({"backend": "sev"})"), "x", "d");
   EXPECT_NE(st.status().message().find("unknown attestation backend 'sev'"), std::string::npos);
 }
 

@@ -49,6 +49,21 @@ TEST_F(AttestedChannelTest, MutualAgreementYieldsSameKey) {
   EXPECT_FALSE(resp.Confirm(orch_ev, ov).ok());
 }
 
+// proto/holder.proto promises uncompressed P-256 points (65 bytes, 0x04
+// prefix) in OpenChannelRequest and OpenChannelResponse; a P-384 key (97
+// bytes) is refused.
+TEST_F(AttestedChannelTest, ChannelKeysAreUncompressedP256AsTheContractSays) {
+  auto init = *ChannelInitiator::Create();
+  ASSERT_EQ(init.public_key().size(), 65u);
+  EXPECT_EQ(init.public_key()[0], '\x04');
+  auto resp = *ChannelResponder::Respond(init.public_key(), init.nonce(), *holder_);
+  ASSERT_EQ(resp.public_key().size(), 65u);
+  EXPECT_EQ(resp.public_key()[0], '\x04');
+  auto p384 = *EcKey::Generate(Curve::kP384);
+  ASSERT_EQ(p384.PublicPoint().size(), 97u);
+  EXPECT_FALSE(ChannelResponder::Respond(p384.PublicPoint(), init.nonce(), *holder_).ok());
+}
+
 TEST_F(AttestedChannelTest, ReplayedHolderEvidenceWithOldNonceRefused) {
   auto init1 = *ChannelInitiator::Create();
   auto resp1 = *ChannelResponder::Respond(init1.public_key(), init1.nonce(), *holder_);

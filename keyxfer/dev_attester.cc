@@ -11,19 +11,25 @@ namespace gputravel {
 
 absl::StatusOr<std::unique_ptr<DevAttester>> DevAttester::Create(
     std::string domain, EcKey key, std::string certificate_der,
-    std::string mrtd) {
+    std::string mrtd, std::string rtmr3) {
   if (mrtd.size() != 48) {
     return absl::InvalidArgumentError("development MRTD must be 48 bytes");
   }
-  return std::unique_ptr<DevAttester>(new DevAttester(
-      std::move(domain), std::move(key), std::move(certificate_der), std::move(mrtd)));
+  if (rtmr3.empty()) rtmr3.assign(48, '\0');
+  if (rtmr3.size() != 48) {
+    return absl::InvalidArgumentError("development RTMR3 must be 48 bytes");
+  }
+  return std::unique_ptr<DevAttester>(
+      new DevAttester(std::move(domain), std::move(key), std::move(certificate_der),
+                      std::move(mrtd), std::move(rtmr3)));
 }
 
 absl::StatusOr<Evidence> DevAttester::Attest(const ReportData& report_data) {
   v1::DevReport report;
   report.set_domain(domain_);
   report.set_mrtd(mrtd_);
-  for (int i = 0; i < 4; ++i) report.add_rtmr(std::string(48, '\0'));
+  for (int i = 0; i < 3; ++i) report.add_rtmr(std::string(48, '\0'));
+  report.add_rtmr(rtmr3_);
   report.set_td_attributes(0);
   report.set_tee_tcb_svn(std::string(16, '\0'));
   report.set_report_data(std::string(report_data.begin(), report_data.end()));

@@ -16,26 +16,30 @@ namespace gputravel {
 inline constexpr char kDevEvidenceFormat[] = "dev-attester-v1";
 
 // DEVELOPMENT ONLY. Software-signed evidence with the fields of a TDX quote.
-// The "MRTD" is SHA-384 of the running executable, so a policy can still pin
-// which binary a peer runs, but the signing key is an ordinary file: anyone
-// holding it can forge evidence. Constructed only through
+// The "MRTD" is SHA-384 of the running executable and RTMR3 the daemon's
+// runtime measurement (keyxfer/runtime_measurement.h, as a TDX daemon extends
+// it), so a policy can still pin which binary and configuration a peer runs,
+// but the signing key is an ordinary file: anyone holding it can forge
+// evidence. Constructed only through
 // MakeAttesterFromConfig with "allow_insecure_dev_attestation": true.
 class DevAttester : public Attester {
  public:
   // `key` signs evidence; `certificate_der` is its certificate from the
-  // development root CA; `mrtd` is 48 bytes.
+  // development root CA; `mrtd` is 48 bytes; `rtmr3` is 48 bytes or empty
+  // (all zeros: nothing measured).
   static absl::StatusOr<std::unique_ptr<DevAttester>> Create(
       std::string domain, EcKey key, std::string certificate_der,
-      std::string mrtd);
+      std::string mrtd, std::string rtmr3 = "");
   absl::StatusOr<Evidence> Attest(const ReportData& report_data) override;
 
  private:
-  DevAttester(std::string domain, EcKey key, std::string cert, std::string mrtd)
+  DevAttester(std::string domain, EcKey key, std::string cert, std::string mrtd,
+              std::string rtmr3)
       : domain_(std::move(domain)), key_(std::move(key)),
-        cert_(std::move(cert)), mrtd_(std::move(mrtd)) {}
+        cert_(std::move(cert)), mrtd_(std::move(mrtd)), rtmr3_(std::move(rtmr3)) {}
   std::string domain_;
   EcKey key_;
-  std::string cert_, mrtd_;
+  std::string cert_, mrtd_, rtmr3_;
 };
 
 // Policy for development evidence: which measurements are acceptable.

@@ -5,6 +5,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "keyxfer/attestation_config.h"
+#include "keyxfer/runtime_measurement.h"
 #include "orchestrator/campaign_engine.h"
 #include "orchestrator/daemon_config.h"
 #include "orchestrator/orchestrator_service.h"
@@ -36,10 +37,15 @@ int main(int argc, char** argv) {
   if (::mkdir(cfg->state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     ExitStartupError(kProgram, "cannot create state_dir " + cfg->state_dir);
   }
+  // What this orchestrator trusts (its binary, this configuration, the CA
+  // files it names), measured into RTMR3 by the TDX backend before anything
+  // is served.
+  auto measurement = MeasureDaemon(kProgram, "/proc/self/exe", *json, args.config);
+  if (!measurement.ok()) ExitStartupError(kProgram, std::string(measurement.status().message()));
   auto att = MakeAttestationFromConfig(cfg->attestation, args.config + ": attestation",
-                                       cfg->domain);
+                                       cfg->domain, *measurement);
   if (!att.ok()) ExitStartupError(kProgram, std::string(att.status().message()));
-  GT_LOG(1, "attestation backend ", att->backend);
+  GT_LOG(1, "attestation backend ", att->backend, ", RTMR3 ", HexEncode(measurement->rtmr3));
   auto store = StateStore::Open(cfg->state_dir + "/orchestrator.db");
   if (!store.ok()) ExitStartupError(kProgram, std::string(store.status().message()));
   auto creds = MakeServerCredentials(cfg->tls);

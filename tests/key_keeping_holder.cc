@@ -4,6 +4,8 @@
 #include "device/h2d_writer.h"
 #include "keyxfer/dev_attester.h"
 #include "keyxfer/handoff.h"
+#include "keyxfer/runtime_measurement.h"
+#include "keyxfer/runtime_policy.h"
 #include "keyxfer/x509.h"
 #include "proto/device.grpc.pb.h"
 #include "proto/mux.grpc.pb.h"
@@ -12,12 +14,27 @@
 #include "util/grpc_status.h"
 
 namespace gputravel {
+namespace {
+
+// What this holder "trusts", measured as a daemon measures itself, so that
+// its evidence carries RTMR3 events the orchestrator can pin.
+absl::StatusOr<RuntimeMeasurement> Measurement(const std::string& name) {
+  return MeasureDaemon("key_keeping_holder", "/proc/self/exe", nlohmann::json{{"name", name}},
+                       "key_keeping_holder");
+}
+
+}  // namespace
 
 void KeyKeepingHolder::AddTo(StackOptions* o, const std::string& name, const std::string& dir) {
   auto self = MeasureFile("/proc/self/exe");
   o->extra_holders.push_back(
       StackHolder{name, "unix:" + dir + "/" + name + ".sock", "td-" + name, name + "-data"});
   if (self.ok()) o->extra_holder_mrtd_hex.push_back(HexEncode(*self));
+  auto m = Measurement(name);
+  if (m.ok()) {
+    o->extra_holder_binary_event_hex.push_back(HexEncode(m->events[kRtmr3BinaryEvent]));
+    o->extra_holder_config_event_hex.push_back(HexEncode(m->events[kRtmr3ConfigEvent]));
+  }
 }
 
 absl::StatusOr<std::unique_ptr<KeyKeepingHolder>> KeyKeepingHolder::Serve(
@@ -41,9 +58,12 @@ absl::StatusOr<std::unique_ptr<KeyKeepingHolder>> KeyKeepingHolder::Serve(
   auto cert = CertificatePemToDer(*cert_pem);
   auto root = CertificatePemToDer(*root_pem);
   if (!key.ok() || !cert.ok() || !root.ok()) return absl::InternalError("bad dev PKI");
-  auto attester = DevAttester::Create(h->domain_, std::move(*key), *cert, *self);
+  auto measurement = Measurement(name);
+  if (!measurement.ok()) return measurement.status();
+  auto attester =
+      DevAttester::Create(h->domain_, std::move(*key), *cert, *self, measurement->rtmr3);
   if (!attester.ok()) return attester.status();
-  h->attester_ = std::move(*attester);
+  h->attester_ = std::make_unique<MeasuredAttester>(std::move(*attester), *measurement);
   h->verifier_ = std::make_unique<DevVerifier>(*root, DevPolicy{});
   auto creds = MakeServerCredentials(stack->tls({kRoleHolder, name}));
   if (!creds.ok()) return creds.status();

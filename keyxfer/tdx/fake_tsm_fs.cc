@@ -19,6 +19,7 @@ namespace {
 constexpr const char* kAttributes[] = {"provider", "generation", "inblob",
                                        "outblob"};
 constexpr size_t kReportDataOffset = 0x238;
+constexpr size_t kRtmr3Offset = 0x208;
 
 bool Put(const std::string& path, const std::string& data) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -93,6 +94,7 @@ int FakeConfigfsTsm::WriteFile(const std::string& path,
   gen += 1 + racing_writes_;
   std::string quote = quote_template_;
   quote.replace(kReportDataOffset, 64, data.data(), data.size());
+  if (measurements_) quote.replace(kRtmr3Offset, 48, measurements_->rtmr(3));
   if (!Put(dir + "/generation", absl::StrCat(gen, "\n")) ||
       !Put(dir + "/outblob", quote)) {
     return EIO;

@@ -1,6 +1,7 @@
 #ifndef GPUTRAVEL_KEYXFER_TDX_FAKE_TSM_FS_H_
 #define GPUTRAVEL_KEYXFER_TDX_FAKE_TSM_FS_H_
 
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "keyxfer/tdx/configfs_tsm.h"
+#include "keyxfer/tdx/fake_rtmr_fs.h"
 
 namespace gputravel::tdx::testing {
 
@@ -46,6 +48,14 @@ class FakeConfigfsTsm : public TsmFs {
     absl::MutexLock l(&mu_);
     drop_writes_ = drop;
   }
+  // Quotes carry the RTMR3 `measurements` holds when they are made (as the
+  // TDX module reports the live registers), instead of the template's. Such
+  // a quote no longer verifies against its signature; its body shows what a
+  // real quote would report.
+  void set_measurements(std::shared_ptr<FakeTdxMeasurements> measurements) {
+    absl::MutexLock l(&mu_);
+    measurements_ = std::move(measurements);
+  }
   // Outblob reads fail with this errno (0: succeed).
   void set_outblob_errno(int err) {
     absl::MutexLock l(&mu_);
@@ -82,6 +92,7 @@ class FakeConfigfsTsm : public TsmFs {
   int outblob_errno_ ABSL_GUARDED_BY(mu_) = 0;
   int inblob_attempts_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> dirs_made_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<FakeTdxMeasurements> measurements_ ABSL_GUARDED_BY(mu_);
 };
 
 // A fresh empty directory under TEST_TMPDIR.

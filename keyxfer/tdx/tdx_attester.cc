@@ -60,7 +60,9 @@ absl::StatusOr<std::unique_ptr<TdxVerifier>> TdxVerifier::Create(
   // configuration including the host-supplied ACPI tables, RTMR1 the kernel
   // (OS loader), RTMR2 the kernel command line and initrd; and without a
   // minimum TEE_TCB_SVN a TDX module with known, since fixed, flaws passes.
-  // RTMR3 (extended at run time) and the other registers stay optional.
+  // RTMR3 (extended at run time by the daemon, with what it trusts) is
+  // pinned through its events by MeasuredVerifier; the other registers stay
+  // optional.
   const Policy& policy = options.policy;
   std::vector<std::string> missing;
   if (policy.mrtd.empty()) missing.push_back("mrtd");

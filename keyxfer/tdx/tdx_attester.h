@@ -55,8 +55,11 @@ class TdxVerifier : public Verifier {
   // and min_tee_tcb_svn (the message names each missing one): MRTD measures
   // only the initial firmware image, so without RTMR0 (firmware configuration
   // including the host's ACPI tables), RTMR1 (kernel) and RTMR2 (command line,
-  // initrd) any TD on the same firmware would pass. rtmr3, mrseam,
-  // mrconfigid, mrowner and mrownerconfig stay optional.
+  // initrd) any TD on the same firmware would pass. mrseam, mrconfigid,
+  // mrowner and mrownerconfig stay optional, and so does rtmr3 here: the
+  // daemons pin RTMR3 through its events (attestation.peer_rtmr3, checked by
+  // MeasuredVerifier, keyxfer/runtime_policy.h), since a fixed value would
+  // make two parties that pin each other circular.
   static absl::StatusOr<std::unique_ptr<TdxVerifier>> Create(
       TdxVerifierOptions options);
 
