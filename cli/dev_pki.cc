@@ -38,9 +38,11 @@ absl::StatusOr<DevPki> CreateDevPki(const std::string& dir,
   auto dev_der = IssueCertificate(*dev, device_serial, *ca, *ca_der, false, 30);
   if (!dev_der.ok()) return dev_der.status();
   out.device_ca_cert = dir + "/device-ca.pem";
+  out.device_ca_key = dir + "/device-ca-key.pem";
   out.device_key = dir + "/device-key.pem";
   out.device_cert = dir + "/device-cert.pem";
   for (const absl::Status& s : {WriteCert(*ca_der, out.device_ca_cert),
+                                WriteKey(*ca, out.device_ca_key),
                                 WriteKey(*dev, out.device_key),
                                 WriteCert(*dev_der, out.device_cert)}) {
     if (!s.ok()) return s;

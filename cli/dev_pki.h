@@ -16,6 +16,7 @@ namespace gputravel {
 // hardware: a TDX deployment attests with quotes and pins NVIDIA's device CA.
 struct DevPki {
   std::string device_ca_cert;     // PEM path
+  std::string device_ca_key;      // PEM path (0600): issues other emulated devices (tests)
   std::string device_key;         // PEM path
   std::string device_cert;        // PEM path
   std::string attestation_root;   // PEM path

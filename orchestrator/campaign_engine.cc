@@ -466,7 +466,10 @@ bool CampaignEngine::RecoverTrips(Gpu* gpu, TripRunner* runner) {
            ") was interrupted at step ", t.step, "; making it safe");
     auto token = store_->NextFencingToken();
     if (!token.ok()) return false;
-    absl::Status s = runner->MakeSafe(*token, c->buffer_id, spec->buffer_bytes);
+    // The device the holder's key and the buffer are on, as recorded when
+    // the GPU left (or with the buffer): no other device's word counts.
+    const std::string serial = !t.gpu_serial.empty() ? t.gpu_serial : c->buffer_gpu_serial;
+    absl::Status s = runner->MakeSafe(*token, c->buffer_id, spec->buffer_bytes, serial);
     if (!s.ok()) {
       EventRow e;
       e.campaign = t.campaign;
@@ -589,7 +592,8 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
   // scrubbed and released, a new one allocated.
   auto token = store_->NextFencingToken();
   if (!token.ok()) return fail(kCampaignPaused, std::string(token.status().message()));
-  absl::Status s = runner->MakeSafe(*token, row->buffer_id, spec->buffer_bytes);
+  absl::Status s = runner->MakeSafe(*token, row->buffer_id, spec->buffer_bytes,
+                                    row->buffer_id != 0 ? row->buffer_gpu_serial : "");
   if (!s.ok()) {
     return fail(kCampaignPaused, "the GPU could not be brought home and re-keyed: " +
                                      std::string(s.message()));
@@ -608,7 +612,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
                                                       std::string(buffer.status().message()));
     }
     absl::Status injected = InjectedError("record_buffer");
-    auto recorded = injected.ok() ? store_->SetCampaignBuffer(name, *buffer)
+    auto recorded = injected.ok() ? store_->SetCampaignBuffer(name, *buffer, session->serial())
                                   : absl::StatusOr<EventSeqs>(injected);
     if (!recorded.ok()) {
       (void)session->FreeBuffer(*buffer);  // nothing was written to it yet

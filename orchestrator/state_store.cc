@@ -206,8 +206,15 @@ ALTER TABLE trips ADD COLUMN duration_us INTEGER NOT NULL DEFAULT 0
     CHECK (duration_us >= 0);
 )sql";
 
-constexpr char kSetUserVersion[] = "PRAGMA user_version = 2";
-static_assert(StateStore::kSchemaVersion == 2,
+// Version 2 -> 3: the GPU (serial) a trip's window and a campaign's buffer
+// are on.
+constexpr char kMigrateV2ToV3[] = R"sql(
+ALTER TABLE trips ADD COLUMN gpu_serial TEXT NOT NULL DEFAULT '';
+ALTER TABLE campaigns ADD COLUMN buffer_gpu_serial TEXT NOT NULL DEFAULT '';
+)sql";
+
+constexpr char kSetUserVersion[] = "PRAGMA user_version = 3";
+static_assert(StateStore::kSchemaVersion == 3,
               "update kSetUserVersion and add a migration");
 
 // Name of the trip-id counter row.
@@ -404,7 +411,7 @@ class Stmt {
 #define GT_SS_CAMPAIGN_COLS                                             \
   "name, request_id, spec_json, gpu, rounds, state, error, buffer_id, " \
   "created_ms, updated_ms, trips_ok, trips_failed, trips_aborted, "     \
-  "bytes_provisioned, last_loss, last_holder"
+  "bytes_provisioned, last_loss, last_holder, buffer_gpu_serial"
 #define GT_SS_HOLDER_COLS                                                  \
   "campaign, name, position, dataset_bytes, cursor_offset, round, state, " \
   "error, trips, bytes"
@@ -412,7 +419,7 @@ class Stmt {
   "id, campaign, holder, window_offset, window_length, round, step, "      \
   "outcome, error, bytes, chunks, digest_match, scrub_verified, rekeyed, " \
   "trained, loss, provision_seconds, started_ms, ended_ms, gpu_session, "  \
-  "first_counter, counter_count, duration_us"
+  "first_counter, counter_count, duration_us, gpu_serial"
 #define GT_SS_EVENT_COLS \
   "seq, campaign, trip, kind, step, message, bytes, loss, time_ms"
 
@@ -452,7 +459,8 @@ CampaignRow ReadCampaign(Stmt& s, bool with_model) {
   c.bytes_provisioned = s.ColU64(13);
   c.last_loss = s.ColOptReal(14);
   c.last_holder = s.ColText(15);
-  if (with_model) c.model = s.ColBlob(16);
+  c.buffer_gpu_serial = s.ColText(16);
+  if (with_model) c.model = s.ColBlob(17);
   return c;
 }
 
@@ -496,6 +504,7 @@ TripRow ReadTrip(Stmt& s) {
   t.first_counter = static_cast<uint32_t>(s.ColInt(20));
   t.counter_count = static_cast<uint32_t>(s.ColInt(21));
   t.duration_us = s.ColInt(22);
+  t.gpu_serial = s.ColText(23);
   return t;
 }
 
@@ -707,6 +716,9 @@ absl::Status StateStore::EnsureSchema() {
     if (v == 0) GT_SS_RETURN_IF_ERROR(run_ddl(kSchemaV1, "creating the schema"));
     if (v <= 1) {
       GT_SS_RETURN_IF_ERROR(run_ddl(kMigrateV1ToV2, "migrating the schema from version 1 to 2"));
+    }
+    if (v <= 2) {
+      GT_SS_RETURN_IF_ERROR(run_ddl(kMigrateV2ToV3, "migrating the schema from version 2 to 3"));
     }
     return Exec(kSetUserVersion);
   });
@@ -1075,7 +1087,8 @@ absl::StatusOr<EventSeqs> StateStore::SetCampaignState(
 }
 
 absl::StatusOr<EventSeqs> StateStore::SetCampaignBuffer(const std::string& name,
-                                                        uint64_t buffer_id) {
+                                                        uint64_t buffer_id,
+                                                        const std::string& gpu_serial) {
   absl::MutexLock lock(&mu_);
   EventSeqs seqs;
   GT_SS_RETURN_IF_ERROR(InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
@@ -1085,16 +1098,19 @@ absl::StatusOr<EventSeqs> StateStore::SetCampaignBuffer(const std::string& name,
     {
       GT_SS_ASSIGN_OR_RETURN(
           Stmt s, Prepare(db_, stmts_,
-                          "UPDATE campaigns SET buffer_id = ?, updated_ms = ? "
-                          "WHERE name = ?"));
-      s.U64(buffer_id).Int(now).Text(name);
+                          "UPDATE campaigns SET buffer_id = ?, buffer_gpu_serial = ?, "
+                          "updated_ms = ? WHERE name = ?"));
+      s.U64(buffer_id).Text(buffer_id == 0 ? "" : gpu_serial).Int(now).Text(name);
       GT_SS_RETURN_IF_ERROR(s.Run());
     }
     EventRow e;
     e.campaign = name;
     e.kind = "buffer";
     e.message = buffer_id == 0 ? "device buffer released"
-                               : absl::StrCat("device buffer ", buffer_id);
+                               : gpu_serial.empty()
+                                   ? absl::StrCat("device buffer ", buffer_id)
+                                   : absl::StrCat("device buffer ", buffer_id, " on GPU ",
+                                                  gpu_serial);
     e.time_ms = now;
     GT_SS_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
     seqs.push_back(seq);
@@ -1244,8 +1260,12 @@ absl::StatusOr<int64_t> StateStore::MoveStepLocked(
     GT_SS_ASSIGN_OR_RETURN(
         Stmt s, Prepare(db_, stmts_,
                         "UPDATE trips SET gpu_session = ?, first_counter = ?, "
-                        "counter_count = ? WHERE id = ?"));
-    s.U64(window->gpu_session).Int(window->first).Int(window->count).U64(t.id);
+                        "counter_count = ?, gpu_serial = ? WHERE id = ?"));
+    s.U64(window->gpu_session)
+        .Int(window->first)
+        .Int(window->count)
+        .Text(window->gpu_serial)
+        .U64(t.id);
     GT_SS_RETURN_IF_ERROR(s.Run());
   }
   EventRow e;

@@ -92,6 +92,10 @@ struct CampaignRow {
   std::string state = kCampaignCreated;
   std::string error;
   uint64_t buffer_id = 0;  // device dataset buffer, 0 = none
+  // The serial of the GPU that holds buffer_id ("" with no buffer, or for
+  // a buffer recorded before serials were): recovery and the next run
+  // scrub it, or take it as gone, only on that device (P5).
+  std::string buffer_gpu_serial;
   std::string model;       // latest checkpoint (bytes); empty = none
   int64_t created_ms = 0;
   int64_t updated_ms = 0;
@@ -141,6 +145,9 @@ struct TripRow {
   uint64_t gpu_session = 0;
   uint32_t first_counter = 0;
   uint32_t counter_count = 0;
+  // The serial of the GPU the holder was handed a key of, recorded with the
+  // window: recovery re-keys and scrubs that device, no other (P5).
+  std::string gpu_serial;
   // Whole trip on the orchestrator's monotonic clock, planning to verified
   // scrub (FinishTrip); 0 while unfinished or unknown (recovered trips).
   int64_t duration_us = 0;
@@ -152,6 +159,7 @@ struct TripCounterWindow {
   uint64_t gpu_session = 0;
   uint32_t first = 0;
   uint32_t count = 0;
+  std::string gpu_serial;  // the GPU whose session that is
 };
 
 struct EventRow {
@@ -196,7 +204,9 @@ class StateStore {
   // Schema version kept in PRAGMA user_version.
   // Version 2 added the trips' counter window and duration (migrated in place
   // from version 1).
-  static constexpr int kSchemaVersion = 2;
+  // Version 3 added the GPU serial of a trip's window and of a campaign's
+  // buffer.
+  static constexpr int kSchemaVersion = 3;
 
   // Opens (creating with mode 0600 if missing) the database at `path`, turns
   // on WAL, synchronous=FULL, foreign keys and a busy timeout, and creates the
@@ -250,9 +260,11 @@ class StateStore {
                                              const std::string& state,
                                              const std::string& error,
                                              const std::string& message);
-  // Records the device dataset buffer (0 = released).
+  // Records the device dataset buffer (0 = released) and the serial of the
+  // GPU it is on ("" with buffer 0).
   absl::StatusOr<EventSeqs> SetCampaignBuffer(const std::string& name,
-                                              uint64_t buffer_id);
+                                              uint64_t buffer_id,
+                                              const std::string& gpu_serial = "");
 
   // Inserts trip `t` at step "planned" (t.id from NextTripId; step, outcome,
   // results and timestamps of `t` are ignored) and makes t.holder the

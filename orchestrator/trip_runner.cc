@@ -73,8 +73,8 @@ absl::Duration TripRunner::MaxTimeAway() const {
   return 2 * heartbeat_period_ - kHeartbeatMargin;
 }
 
-absl::Status TripRunner::MakeSafe(uint64_t token, uint64_t buffer_id,
-                                  uint64_t buffer_bytes) {
+absl::Status TripRunner::MakeSafe(uint64_t token, uint64_t buffer_id, uint64_t buffer_bytes,
+                                  const std::string& gpu_serial) {
   absl::Status s = RouteHome(token);
   if (!s.ok()) return s;
   s = gpu_->Establish();
@@ -94,6 +94,13 @@ absl::Status TripRunner::MakeSafe(uint64_t token, uint64_t buffer_id,
     s = gpu_->Establish();
   }
   if (!s.ok()) return s;
+  if (!gpu_serial.empty() && gpu_->serial() != gpu_serial) {
+    return absl::FailedPreconditionError(
+        "GPU " + gpu_name_ + " answers as serial " + gpu_->serial() +
+        ", but the trip's key and buffer are on serial " + gpu_serial +
+        ": that device must be brought home, re-keyed and scrubbed first (check "
+        "gpus[].device_endpoint and gpus[].serial, and where the host routes it)");
+  }
   if (buffer_id == 0) return absl::OkStatus();
   return ScrubOrGone(buffer_id, buffer_bytes, nullptr);
 }
@@ -326,7 +333,7 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   // Route out: committed first, and from here on every exit goes through the
   // safe path.
   absl::Status s = hooks->RouteOut(
-      TripCounterWindow{handed_session, window.first, window.count},
+      TripCounterWindow{handed_session, window.first, window.count, gpu_->serial()},
       "routing " + gpu_name_ + " to " + plan.holder_domain);
   if (s.ok() && control->cancelled()) s = absl::CancelledError("the campaign was cancelled");
   if (!s.ok()) {

@@ -166,7 +166,12 @@ class TripRunner {
   // counts as clean; a transport error never does.
   // A device that missed its heartbeat (DATA_LOSS: it needs a reset) is
   // reset through the MUX first. Used at start-up and by crash recovery.
-  absl::Status MakeSafe(uint64_t token, uint64_t buffer_id, uint64_t buffer_bytes);
+  // `gpu_serial` (if not empty) is the GPU the buffer, or a holder's key,
+  // is on: a device answering with another serial is refused
+  // (FAILED_PRECONDITION naming both) before anything is scrubbed or taken
+  // as gone, so the right device is found first (P5).
+  absl::Status MakeSafe(uint64_t token, uint64_t buffer_id, uint64_t buffer_bytes,
+                        const std::string& gpu_serial);
   // FAILED_PRECONDITION, naming both, when the device (home, with a session)
   // enforces another heartbeat period than this runner keeps: no campaign
   // can run so. Asked before every campaign run, not by recovery, which must

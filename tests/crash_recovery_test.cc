@@ -15,6 +15,12 @@
 #include <thread>
 
 #include "cli/emulated_stack.h"
+#include "device/device_service.h"
+#include "device/emulated_gpu.h"
+#include "keyxfer/ec_key.h"
+#include "keyxfer/x509.h"
+#include "nlohmann/json.hpp"
+#include "util/files.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/device.grpc.pb.h"
 #include "util/grpc_status.h"
@@ -402,6 +408,82 @@ TEST(CrashRecoveryTest, RepeatedExternalSigkillStillCompletesExactlyOnce) {
   for (const auto& t : c->trips()) aborted += t.outcome() == "aborted";
   EXPECT_LE(aborted, 3);
   CheckInvariants(&f, *c, aborted);
+  StopFixture(&f);
+}
+
+// P5 across a crash: the host kills the orchestrator while the keeper
+// provisions on GPU A, then has the restarted orchestrator reach another
+// genuine GPU B of the same device CA (here: a configuration edited to name
+// B's endpoint and serial). B's word that the buffer is "gone" (authentic,
+// but from the wrong device) must not make the trip safe: recovery refuses
+// B, naming both serials, and keeps retrying; with the configuration
+// restored, recovery re-keys and scrubs A and the campaign completes.
+TEST(CrashRecoveryTest, RecoveryOnlyAcceptsTheGpuTheTripRanOn) {
+  Fixture f;
+  absl::Status s = StartFixture(&f, "after_commit:provision#3");
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_TRUE(CreateAndStart(f.stack.get()).ok());
+  Subprocess* orch = f.stack->process("orchestrator");
+  ASSERT_TRUE(WaitForExit(orch, 60)) << "the failpoint never fired";
+
+  // GPU B: another genuine device of the same CA, in this process.
+  auto ca_key_pem = ReadFile(f.stack->pki().device_ca_key);
+  ASSERT_TRUE(ca_key_pem.ok()) << ca_key_pem.status();
+  auto ca_key = EcKey::FromPrivatePem(*ca_key_pem);
+  ASSERT_TRUE(ca_key.ok()) << ca_key.status();
+  auto ca_der = CertificatePemToDer(*ReadFile(f.stack->pki().device_ca_cert));
+  ASSERT_TRUE(ca_der.ok()) << ca_der.status();
+  auto b_key = *EcKey::Generate(Curve::kP384);
+  auto b_cert = IssueCertificate(b_key, "EMU-H100-0002", *ca_key, *ca_der, false, 1);
+  ASSERT_TRUE(b_cert.ok()) << b_cert.status();
+  EmulatedGpuOptions bo;
+  bo.serial = "EMU-H100-0002";
+  EmulatedGpu gpu_b(bo, std::move(b_key), *b_cert);
+  gpu_b.SetOwner(EmulatedStack::kOrchestratorDomain);
+  DeviceServiceImpl b_service(&gpu_b, EmulatedStack::kOrchestratorDomain);
+  grpc::ServerBuilder b;
+  b.AddListeningPort("unix:" + f.dir + "/gpu-b.sock", grpc::InsecureServerCredentials());
+  b.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  b.SetMaxSendMessageSize(kMaxMessageBytes);
+  b.RegisterService(&b_service);
+  auto server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+
+  const std::string config_path = f.stack->dir() + "/orchestrator.json";
+  auto original = ReadFile(config_path);
+  ASSERT_TRUE(original.ok()) << original.status();
+  nlohmann::json edited = nlohmann::json::parse(*original);
+  edited["gpus"][0]["serial"] = "EMU-H100-0002";
+  edited["gpus"][0]["device_endpoint"] = "unix:" + f.dir + "/gpu-b.sock";
+  ASSERT_TRUE(WriteFile(config_path, edited.dump(), 0600).ok());
+  ASSERT_TRUE(f.stack->Restart("orchestrator").ok());
+
+  // Recovery names the mismatch and retries; nothing else runs.
+  bool refused = false;
+  for (int i = 0; i < 150 && !refused; ++i) {
+    for (const auto& e : AllEvents(f.stack.get())) {
+      if (e.kind() == v1::ERROR &&
+          e.message().find("answers as serial EMU-H100-0002, but the trip's key and buffer "
+                           "are on serial EMU-H100-0001") != std::string::npos) {
+        refused = true;
+      }
+    }
+    if (!refused) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_TRUE(refused) << "recovery refused GPU B, naming both serials";
+  for (const auto& e : AllEvents(f.stack.get())) {
+    EXPECT_NE(e.kind(), v1::RECOVERY) << "no trip was made safe on GPU B: " << e.message();
+  }
+
+  // The configuration restored: recovery finds GPU A, and all is well.
+  f.stack->process("orchestrator")->Kill();
+  ASSERT_TRUE(WaitForExit(f.stack->process("orchestrator"), 30));
+  ASSERT_TRUE(WriteFile(config_path, *original, 0600).ok());
+  ASSERT_TRUE(f.stack->Restart("orchestrator").ok());
+  auto c = f.stack->WaitForFinal("demo", 120);
+  ASSERT_TRUE(c.ok()) << c.status();
+  CheckInvariants(&f, *c, 1);
+  server->Shutdown();
   StopFixture(&f);
 }
 
