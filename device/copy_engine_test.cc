@@ -371,3 +371,34 @@ TEST_F(WholePageTest, ResetWipesTheSparePage) {
 
 }  // namespace
 }  // namespace gputravel
+
+namespace gputravel {
+namespace {
+
+// ATTACK (a holder, or the host, exchanging keys while a chunk is in the
+// copy engine; the defence holds): an exchange nobody authorised, which then
+// fails (its key is not on the curve), lands between the decryption and the
+// commit. Memory is wiped and no session is left: the chunk is discarded,
+// not committed into the wiped device, and neither it nor an earlier
+// committed chunk is left in the copy engine's scratch.
+TEST_F(CopyEngineTest, FailedUnauthorisedExchangeDuringDecryptionDiscardsTheChunk) {
+  StartWithHook([&] {
+    v1::KeyExchangeRequest bad;
+    std::string point = (*EcKey::Generate(Curve::kP384)).PublicPoint();
+    point.back() ^= 1;
+    bad.set_requester_public_key(point);
+    bad.set_requester_nonce(RandomString(32));
+    EXPECT_FALSE(gpu_->KeyExchange(kOwner, bad).ok());
+  });
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'p'))).ok());
+  hook_armed_ = true;
+  auto st = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, 64, std::string(64, 'q')));
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition) << st.status();
+  EXPECT_EQ(gpu_->Status().session_id(), 0u);
+  EXPECT_EQ(gpu_->Status().buffers(), 0u);
+  EXPECT_TRUE(gpu_->MemoryIsZeroForTest());
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+}
+
+}  // namespace
+}  // namespace gputravel

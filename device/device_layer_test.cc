@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <atomic>
+
 
 #include "device/device_relay.h"
 #include "device/device_service.h"
@@ -506,6 +508,69 @@ TEST_F(DeviceLayerTest, WindowThatDoesNotFitRefusedBeforeAnyWrite) {
   auto st = writer.Write(key, 1, 1, 0, 10 << 20, CounterWindow{1, 2},
                          [](uint64_t, uint8_t*, size_t) { return absl::OkStatus(); });
   EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gputravel
+
+namespace gputravel {
+namespace {
+
+// The host's relay of the orchestrator's device socket, which passes each
+// exchange on to the device and then spoils the answer: flips a bit of the
+// device's signature, or answers with a transport UNAUTHENTICATED.
+class SpoilingRelay : public DeviceRelay {
+ public:
+  using DeviceRelay::DeviceRelay;
+  std::atomic<int> flip_signature{0}, transport_unauthenticated{0};
+  grpc::Status KeyExchange(grpc::ServerContext* ctx, const v1::KeyExchangeRequest* req,
+                           v1::KeyExchangeResponse* resp) override {
+    grpc::Status st = DeviceRelay::KeyExchange(ctx, req, resp);
+    if (!st.ok()) return st;
+    if (flip_signature.fetch_sub(1) > 0) {
+      resp->mutable_signature_der()->back() ^= 1;
+    } else if (transport_unauthenticated.fetch_sub(1) > 0) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "relay says no");
+    }
+    return st;
+  }
+};
+
+// ATTACK (host spoils the driver's authorised re-key after the device ran
+// it; the defence holds): the device kept memory for an exchange whose
+// answer the driver cannot verify (or never sees). The driver's second
+// exchange carries no authorisation, so it starts from wiped memory, says so
+// (memory_kept false, retried), and the session the first exchange made on
+// the device (which kept memory, for a key the driver has dropped) is ended
+// by the second. The riding command's answer is still the device's own when
+// the relay passed it on, and an error when it did not.
+TEST_F(DeviceLayerTest, SpoiledRekeyIsRetriedFromWipedMemory) {
+  SpoilingRelay relay("unix:" + dir_ + "/orch.sock");
+  auto server = Serve(dir_ + "/relay.sock", &relay);
+  GpuSession session(MakeChannel("unix:" + dir_ + "/relay.sock"), ca_der_, "");
+  ASSERT_TRUE(session.Establish().ok());
+  for (bool flip : {true, false}) {
+    SCOPED_TRACE(flip ? "signature flipped" : "transport UNAUTHENTICATED");
+    auto buffer = session.AllocBuffer(4096);
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    const uint64_t before = gpu_->Status().session_id();
+    (flip ? relay.flip_signature : relay.transport_unauthenticated) = 1;
+    v1::DeviceCommand query;
+    query.mutable_query();
+    GpuSession::PriorOutcome outcome;
+    ASSERT_TRUE(session.EstablishAfter(query, &outcome).ok());
+    EXPECT_TRUE(outcome.retried);
+    EXPECT_EQ(outcome.session.ok(), flip) << outcome.session;
+    EXPECT_FALSE(session.memory_kept());
+    EXPECT_EQ(gpu_->Status().session_id(), before + 2);
+    EXPECT_EQ(session.session_id(), before + 2);
+    EXPECT_EQ(gpu_->Status().buffers(), 0u);
+    auto gone = session.ScrubUnlessGone(*buffer, 4096);
+    ASSERT_TRUE(gone.ok()) << gone.status();
+    EXPECT_EQ(*gone, GpuSession::ScrubResult::kGone);
+  }
+  server->Shutdown();
+  unlink((dir_ + "/relay.sock").c_str());
 }
 
 }  // namespace

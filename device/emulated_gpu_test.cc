@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
+#include <thread>
 #include <limits>
 #include <random>
 #include <vector>
@@ -1855,6 +1857,144 @@ TEST_F(EmulatedGpuTest, SignedTranscriptBindsWhatRodeOnTheExchange) {
   ASSERT_TRUE(resp.ok()) << resp.status();
   EXPECT_FALSE(resp->memory_kept());
   EXPECT_FALSE(verifies(req, *resp));
+}
+
+}  // namespace
+}  // namespace gputravel
+
+namespace gputravel {
+namespace {
+
+// ATTACK (host, racing the owner's re-key): the host relays the owner's
+// authorised re-key (keep_memory) and, while the device is between the two
+// halves of that exchange (the old session ended, memory kept, the new
+// session not installed yet), sends an exchange of its own with a requester
+// key that is not on the curve. That exchange wipes device memory and then
+// fails, leaving nothing behind; the owner's exchange then completes and the
+// device signs memory_kept = true in its transcript, while the owner's
+// buffers are gone under the very session that transcript established.
+// Secure behaviour: a device-signed memory_kept = true means the memory is
+// there (or the owner's exchange fails and has to be made again).
+TEST_F(EmulatedGpuTest, SignedMemoryKeptIsTrueOnlyIfMemoryWasKept) {
+  const std::string data(64, 'K');
+  int raced = 0;
+  for (int attempt = 0; attempt < 100 && raced == 0; ++attempt) {
+    Establish(/*keep=*/false);  // a fresh session of our own, memory wiped
+    buffer_ = Alloc(4096);
+    Attach();
+    ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, data)).ok());
+    const uint64_t wipes = gpu_->Status().memory_wipes();
+
+    // The owner's authorised re-key, on its own thread.
+    auto eph = *EcKey::Generate(Curve::kP384);
+    v1::KeyExchangeRequest req;
+    req.set_requester_public_key(eph.PublicPoint());
+    req.set_requester_nonce(RandomString(32));
+    RideOn(&req, v1::DeviceCommand(), /*keep=*/true);
+    absl::StatusOr<v1::KeyExchangeResponse> resp = absl::UnknownError("not run");
+    std::atomic<bool> done{false};
+    std::thread owner([&] {
+      resp = gpu_->KeyExchange(kOwner, req);
+      done = true;
+    });
+    // The host waits for the gap (no session, nothing wiped yet) ...
+    bool in_gap = false;
+    while (!done && !in_gap) {
+      v1::DeviceStatus st = gpu_->Status();
+      in_gap = st.session_id() == 0 && st.memory_wipes() == wipes;
+    }
+    // ... and slips in its own exchange, which fails after its first half.
+    if (in_gap) {
+      v1::KeyExchangeRequest bad;
+      std::string point = (*EcKey::Generate(Curve::kP384)).PublicPoint();
+      point.back() ^= 1;  // not on the curve: the ECDH fails after the wipe
+      bad.set_requester_public_key(point);
+      bad.set_requester_nonce(RandomString(32));
+      EXPECT_FALSE(gpu_->KeyExchange(kOwner, bad).ok());
+    }
+    owner.join();
+    if (!in_gap) continue;
+    if (!resp.ok()) {
+      raced++;  // the owner's exchange failed: it makes a new one, nothing is claimed
+      break;
+    }
+    if (gpu_->Status().session_id() != resp->session_id()) continue;  // host came after
+    raced++;
+    // The owner's session is in force, signed by the device; adopt it.
+    std::string t = ExchangeTranscript("EMU-1", req, *resp);
+    secret_ = *DeviceSessionSecret(*eph.DeriveSharedSecret(resp->device_public_key()), t);
+    keys_ = *ExpandDeviceSessionKeys(secret_);
+    control_ = *SealedChannel::Create(keys_.gsp_h2d, keys_.gsp_d2h);
+    d2h_ = *D2hReceiver::Create(keys_.lce_d2h.Clone());
+    session_ = resp->session_id();
+    if (resp->memory_kept()) {
+      v1::DeviceCommand c;
+      c.mutable_read()->set_buffer_id(buffer_);
+      c.mutable_read()->set_length(64);
+      auto r = Command(c);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->code(), 0)
+          << "the device signed memory_kept = true for session " << session_
+          << " but under that session the buffer is gone: " << r->message()
+          << " (memory_wipes " << wipes << " -> " << gpu_->Status().memory_wipes() << ")";
+      EXPECT_EQ(r->data(), data);
+    }
+  }
+  EXPECT_GT(raced, 0) << "the host's exchange never landed between the halves of the owner's";
+}
+
+}  // namespace
+}  // namespace gputravel
+
+namespace gputravel {
+namespace {
+
+// ATTACK (host replays an old authorisation; the defence holds): the host
+// recorded the owner's authorised re-key request (keep_memory for its key
+// and nonce) and replays the whole request after that re-key went through.
+// The authorisation was sealed under a session that has ended: the replayed
+// exchange keeps nothing, and memory is wiped.
+TEST_F(EmulatedGpuTest, ReplayedAuthorisedRekeyKeepsNothing) {
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'R'))).ok());
+  auto eph = *EcKey::Generate(Curve::kP384);
+  v1::KeyExchangeRequest req;
+  req.set_requester_public_key(eph.PublicPoint());
+  req.set_requester_nonce(RandomString(32));
+  RideOn(&req, v1::DeviceCommand(), /*keep=*/true);
+  auto first = gpu_->KeyExchange(kOwner, req);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->memory_kept());
+  EXPECT_EQ(gpu_->Status().buffers(), 1u);
+  // The same request again, byte for byte.
+  auto replayed = gpu_->KeyExchange(kOwner, req);
+  ASSERT_TRUE(replayed.ok()) << replayed.status();
+  EXPECT_NE(replayed->prior_error_code(), 0);
+  EXPECT_FALSE(replayed->memory_kept());
+  EXPECT_EQ(gpu_->Status().buffers(), 0u);
+  EXPECT_TRUE(gpu_->MemoryIsZeroForTest());
+}
+
+// ATTACK (host launders the riding command through Control; the defence
+// holds): the host takes the authorisation out of the owner's re-key and
+// sends it to Control (refused, sealed, but its counter is used), then
+// passes the re-key on: the authorisation no longer opens, memory is wiped
+// and the device says so (memory_kept false, the error signed with it).
+TEST_F(EmulatedGpuTest, AuthorisationSpentOnControlKeepsNothing) {
+  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'L'))).ok());
+  auto eph = *EcKey::Generate(Curve::kP384);
+  v1::KeyExchangeRequest req;
+  req.set_requester_public_key(eph.PublicPoint());
+  req.set_requester_nonce(RandomString(32));
+  RideOn(&req, v1::DeviceCommand(), /*keep=*/true);
+  auto laundered = gpu_->Control(kOwner, req.prior_command());
+  ASSERT_TRUE(laundered.ok()) << laundered.status();
+  EXPECT_EQ(gpu_->Status().buffers(), 1u) << "Control keeps or wipes nothing";
+  auto resp = gpu_->KeyExchange(kOwner, req);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_NE(resp->prior_error_code(), 0);
+  EXPECT_FALSE(resp->memory_kept());
+  EXPECT_EQ(gpu_->Status().buffers(), 0u);
+  EXPECT_TRUE(gpu_->MemoryIsZeroForTest());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -680,6 +681,80 @@ TEST(EndToEndTest, GpuResetWhileAwayIsCaughtWhenItComesBack) {
     EXPECT_TRUE(t.scrub_verified());
   }
   EXPECT_TRUE(seen) << "the keeper's trip ran";
+  keeper->reset();
+  (*stack)->Stop();
+  (void)system(("rm -rf " + mydir).c_str());
+}
+
+// ATTACK (host frames a holder with a reset): the host resets the GPU (a
+// function-level reset through DeviceAdmin) just as the holder starts to
+// write its window. The holder's chunks are then refused (its session is
+// gone) and its Provision fails; the GPU comes home without the session the
+// orchestrator handed out, and without a session-number jump (a reset uses
+// none). GpuResetWhileAwayIsCaughtWhenItComesBack shows that such a GPU is
+// caught as "GPU substitution detected" and pauses the campaign; here the
+// trip runner checks the holder's failure first and charges the lost session
+// to the holder: under on_holder_failure: skip, the holder is removed from
+// the campaign and the campaign goes on. Secure behaviour: a GPU that lost
+// the orchestrator's session (without a foreign exchange) is never the
+// holder's fault, whatever became of the holder's Provision.
+TEST(EndToEndTest, GpuResetDuringProvisioningIsNotChargedToTheHolder) {
+  char tmpl[] = "/tmp/gputravel-reset2-XXXXXX";
+  std::string mydir = mkdtemp(tmpl);
+  StackOptions o;
+  o.holders = 1;
+  o.on_holder_failure = "skip";
+  KeyKeepingHolder::AddTo(&o, "keeper", mydir);
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto keeper = KeyKeepingHolder::Serve(stack->get(), "keeper", mydir);
+  ASSERT_TRUE(keeper.ok()) << keeper.status();
+  const std::string admin = (*stack)->device_admin_endpoint();
+  std::atomic<int> resets{0};
+  (*keeper)->set_before_write([admin, &resets](const v1::HandoffBinding&) {
+    if (resets.fetch_add(1) != 0) return;  // the first keeper trip only
+    auto stub = v1::DeviceAdmin::NewStub(MakeChannel(admin));
+    grpc::ClientContext ctx;
+    v1::ResetRequest req;
+    v1::ResetResponse resp;
+    grpc::Status st = stub->Reset(&ctx, req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+  });
+
+  auto stub = (*stack)->OperatorClient();
+  v1::CreateCampaignResponse created;
+  ASSERT_TRUE(Create(stub.get(), (*stack)->CampaignSpec(), "r1", &created).ok());
+  v1::Campaign c;
+  ASSERT_TRUE(Control(stub.get(), "start", "demo", &c).ok());
+  ASSERT_TRUE(WatchUntil(stub.get(), "demo", [](const v1::Event& e) {
+    return e.kind() == v1::CAMPAIGN_STATE &&
+           (e.campaign_state() == v1::PAUSED || e.campaign_state() == v1::COMPLETED);
+  }));
+  v1::GetCampaignRequest g;
+  g.set_name("demo");
+  g.set_include_trips(true);
+  v1::Campaign report;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->GetCampaign(&ctx, g, &report).ok());
+  }
+  EXPECT_GT(resets.load(), 0) << "the keeper's trip ran";
+  EXPECT_EQ(report.state(), v1::PAUSED) << report.error();
+  bool seen = false;
+  for (const auto& t : report.trips()) {
+    if (t.holder() != "keeper" || seen) continue;
+    seen = true;
+    EXPECT_EQ(t.outcome(), "failed");
+    EXPECT_NE(t.error().find("GPU substitution detected"), std::string::npos) << t.error();
+    EXPECT_TRUE(t.scrub_verified());
+  }
+  EXPECT_TRUE(seen) << "the keeper's trip ran";
+  for (const auto& h : report.holders()) {
+    if (h.name() == "keeper") {
+      EXPECT_NE(h.state(), "failed")
+          << "the host's reset was charged to the keeper and it was skipped";
+    }
+  }
   keeper->reset();
   (*stack)->Stop();
   (void)system(("rm -rf " + mydir).c_str());

@@ -113,6 +113,7 @@ grpc::Status KeyKeepingHolder::Provision(grpc::ServerContext*, const v1::Provisi
   auto key = UnwrapHandoff(ch->handoff_key, req->binding(), req->wrapped_handoff());
   if (!key.ok()) return ToGrpc(key.status());
   kept_.push_back(Kept{key->Clone(), req->binding()});
+  if (before_write_) before_write_(req->binding());
   H2dWriterOptions wo;
   wo.chunk_size = req->binding().chunk_size();
   wo.bounce_dir = shared_dir_;

@@ -53,6 +53,14 @@ class KeyKeepingHolder final : public v1::HolderAgent::Service {
     after_write_ = std::move(f);
   }
 
+  // Called once the hand-off is unwrapped, before the holder writes anything
+  // (the GPU is routed to this holder): what a host could do just as the
+  // holder starts to write.
+  void set_before_write(std::function<void(const v1::HandoffBinding&)> f) {
+    absl::MutexLock l(&mu_);
+    before_write_ = std::move(f);
+  }
+
   // Tries every kept key against the device (the GPU routed to this holder's
   // TD with the orchestrator's MUX credentials, as a malicious host could):
   // each key at its own session and claiming the device's current session,
@@ -77,6 +85,7 @@ class KeyKeepingHolder final : public v1::HolderAgent::Service {
   std::unique_ptr<ChannelResponder> responder_ ABSL_GUARDED_BY(mu_);
   std::vector<Kept> kept_ ABSL_GUARDED_BY(mu_);
   std::function<void(const v1::HandoffBinding&)> after_write_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const v1::HandoffBinding&)> before_write_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gputravel
