@@ -178,7 +178,7 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
   if (request.requester_nonce().size() != 32) {
     return absl::InvalidArgumentError("requester nonce must be 32 bytes");
   }
-  uint64_t id = 0, resets_before = 0;
+  uint64_t id = 0, resets_before = 0, wipes_before = 0;
   v1::KeyExchangeResponse resp;
   {
     absl::MutexLock l(&mu_);
@@ -217,6 +217,7 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
     resp.set_memory_kept(keep_memory);
     id = ++last_session_id_;  // never reused, even if this exchange fails
     resets_before = resets_;
+    wipes_before = memory_wipes_;
   }
   // The responder's ephemeral key does not depend on the request: it was made
   // ahead, after the previous exchange, as a device can, or is made now.
@@ -261,9 +262,12 @@ absl::StatusOr<v1::KeyExchangeResponse> EmulatedGpu::KeyExchange(
       return absl::AbortedError("GPU " + options_.serial +
                                 " was reset during the key exchange; exchange again");
     }
-    if (session_ != nullptr && session_->id > id) {
-      return absl::AbortedError("a newer key exchange on GPU " + options_.serial +
-                                " finished first; exchange again");
+    // Another exchange started meanwhile (it ended this one's view of the
+    // session and may have wiped memory): what this exchange would sign,
+    // memory_kept included, may no longer be true.
+    if (last_session_id_ != id || memory_wipes_ != wipes_before) {
+      return absl::AbortedError("another key exchange on GPU " + options_.serial +
+                                " started meanwhile; exchange again");
     }
     // The old session, and with it every key a holder was handed, dies here;
     // the bounce rings staged for it are of no further use.

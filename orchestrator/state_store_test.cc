@@ -230,11 +230,11 @@ TEST_F(StateStoreTest, UsesWalModeAndPrivateFile) {
 }
 
 TEST_F(StateStoreTest, RefusesNewerSchemaVersion) {
-  EXPECT_EQ(RawPragma("PRAGMA user_version = 3"), "");
+  EXPECT_EQ(RawPragma("PRAGMA user_version = 4"), "");
   auto store = StateStore::Open(path_);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(store.status().message(), HasSubstr("schema version 3"));
+  EXPECT_THAT(store.status().message(), HasSubstr("schema version 4"));
   EXPECT_THAT(store.status().message(), HasSubstr(path_));
 }
 
@@ -254,7 +254,7 @@ TEST_F(StateStoreTest, RecordsCounterWindowAndDuration) {
   EXPECT_EQ(store->SetTripStep(id, kStepRouteOut, "").status().code(),
             absl::StatusCode::kInvalidArgument);
   ASSERT_OK(store->SetTripStep(id, kStepRouteOut, "",
-                               TripCounterWindow{42, 7, 3}));
+                               TripCounterWindow{42, 7, 3, "EMU-7"}));
   EXPECT_EQ(store->SetTripStep(id, kStepProvision, "", TripCounterWindow{42, 10, 1})
                 .status()
                 .code(),
@@ -270,7 +270,28 @@ TEST_F(StateStoreTest, RecordsCounterWindowAndDuration) {
   EXPECT_EQ(got.gpu_session, 42u);
   EXPECT_EQ(got.first_counter, 7u);
   EXPECT_EQ(got.counter_count, 3u);
+  EXPECT_EQ(got.gpu_serial, "EMU-7");
   EXPECT_EQ(got.duration_us, 4321);
+}
+
+// The GPU a campaign's buffer is on is recorded with it, and forgotten with
+// it (P5: recovery scrubs, or takes as gone, only on that device).
+TEST_F(StateStoreTest, RecordsTheGpuOfTheBuffer) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+  ASSERT_OK(store->SetCampaignBuffer("c1", 7, "EMU-7"));
+  ASSERT_OK_AND_ASSIGN(CampaignRow c, store->GetCampaign("c1"));
+  EXPECT_EQ(c.buffer_id, 7u);
+  EXPECT_EQ(c.buffer_gpu_serial, "EMU-7");
+  store.reset();
+  store = OpenOrDie();
+  ASSERT_OK_AND_ASSIGN(c, store->GetCampaign("c1"));
+  EXPECT_EQ(c.buffer_gpu_serial, "EMU-7") << "durable";
+  ASSERT_OK(store->SetCampaignBuffer("c1", 0, "EMU-7"));
+  ASSERT_OK_AND_ASSIGN(c, store->GetCampaign("c1"));
+  EXPECT_EQ(c.buffer_id, 0u);
+  EXPECT_EQ(c.buffer_gpu_serial, "");
 }
 
 // A version-1 database (before the counter window and duration columns) is
@@ -284,9 +305,11 @@ TEST_F(StateStoreTest, MigratesVersionOneInPlace) {
     ASSERT_OK_AND_ASSIGN(id, RunTrip(*store, "c1", "h1", 0, 40, 0));
   }
   // Take the database back to what version 1 wrote.
-  for (const char* col : {"gpu_session", "first_counter", "counter_count", "duration_us"}) {
+  for (const char* col :
+       {"gpu_session", "first_counter", "counter_count", "duration_us", "gpu_serial"}) {
     RawPragma(absl::StrCat("ALTER TABLE trips DROP COLUMN ", col));
   }
+  RawPragma("ALTER TABLE campaigns DROP COLUMN buffer_gpu_serial");
   RawPragma("PRAGMA user_version = 1");
   ASSERT_EQ(RawPragma("PRAGMA user_version"), "1");
   auto store = OpenOrDie();

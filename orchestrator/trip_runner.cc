@@ -433,11 +433,15 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
                 "holder was handed (device session " + std::to_string(handed_session) +
                 " -> " + std::to_string(gpu_->session_id()) + ") and wiped device memory";
     out.holder_fault = true;
+  } else if (!same.ok()) {
+    // The session was lost without an exchange the device counted (a reset,
+    // or another device): the host's doing, whatever the holder saw.
+    out.error = "GPU substitution detected: " + std::string(same.message()) +
+                (s.ok() ? "" : " (holder " + plan.holder + " reported: " +
+                                   std::string(s.message()) + ")");
   } else if (!s.ok()) {
     out.error = std::string(s.message());
     out.holder_fault = holder_fault;
-  } else if (!same.ok()) {
-    out.error = "GPU substitution detected: " + std::string(same.message());
   }
   bool trained = false;
   bool at_scrub = false;  // step "scrub" is committed
