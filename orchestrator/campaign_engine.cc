@@ -695,9 +695,21 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
       for (const auto& h : *holders) any_ok = any_ok || h.state == kHolderDone;
       (void)session->FreeBuffer(buffer_id);
       Notify(store_->SetCampaignBuffer(name, 0));
-      if (any_ok) {
+      // A campaign that went without some holders says so where operators
+      // look first (its error, its final event): under the skip policy it
+      // completes, but those holders' data never trained the model.
+      std::string without;
+      for (const auto& h : *holders) {
+        if (h.state != kHolderFailed) continue;
+        without += (without.empty() ? "" : "; ") + h.name + " (" + h.error + ")";
+      }
+      if (any_ok && without.empty()) {
         Notify(store_->SetCampaignState(name, kCampaignCompleted, "",
                                         "every active holder did every round"));
+      } else if (any_ok) {
+        const std::string msg = "completed WITHOUT holders that failed and were skipped "
+                                "(their data did not train the model): " + without;
+        Notify(store_->SetCampaignState(name, kCampaignCompleted, msg, msg));
       } else {
         fail(kCampaignFailed, "every holder failed; nothing was trained");
       }

@@ -826,6 +826,10 @@ TEST(EndToEndTest, KeyExchangeDuringATripReadsNothingAndIsTheHoldersFault) {
     if (h.name() == "keeper") keeper_failed = h.state() == "failed";
   }
   EXPECT_TRUE(keeper_failed) << "the holder-failure policy was applied to the keeper";
+  EXPECT_NE(report->error().find("completed WITHOUT holders that failed and were skipped"),
+            std::string::npos)
+      << report->error();
+  EXPECT_NE(report->error().find("keeper ("), std::string::npos) << report->error();
   keeper->reset();
   (*stack)->Stop();
   (void)system(("rm -rf " + mydir).c_str());
