@@ -55,6 +55,23 @@ absl::Status HashFileInto(const std::string& path, Sha384Stream* h) {
   return absl::OkStatus();
 }
 
+// A trusted file (a CA certificate: small), whole.
+constexpr size_t kMaxTrustedFileBytes = 1 << 20;
+absl::StatusOr<std::string> ReadTrustedFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError("cannot read " + path + " to measure it");
+  std::string out(kMaxTrustedFileBytes + 1, '\0');
+  in.read(&out[0], static_cast<std::streamsize>(out.size()));
+  if (in.bad()) return absl::DataLossError("error reading " + path + " to measure it");
+  out.resize(static_cast<size_t>(in.gcount()));
+  if (out.size() > kMaxTrustedFileBytes) {
+    return absl::InvalidArgumentError(path + " is larger than " +
+                                      std::to_string(kMaxTrustedFileBytes) +
+                                      " bytes: not a CA certificate file");
+  }
+  return out;
+}
+
 absl::StatusOr<std::string> EventOf(int event, absl::string_view content) {
   Sha384Stream h;
   StartEvent(&h, event);
@@ -118,7 +135,8 @@ absl::StatusOr<std::string> Sha384File(const std::string& path) {
 
 absl::StatusOr<nlohmann::json> CanonicalConfig(const std::string& daemon,
                                                const nlohmann::json& config,
-                                               const std::string& where) {
+                                               const std::string& where,
+                                               std::map<std::string, std::string>* contents) {
   if (!config.is_object()) {
     return absl::InvalidArgumentError(where + ": must be a JSON object");
   }
@@ -128,13 +146,20 @@ absl::StatusOr<nlohmann::json> CanonicalConfig(const std::string& daemon,
     if (!v.is_string()) {
       return absl::InvalidArgumentError(where + ": " + p.to_string() + ": must be a file path");
     }
-    auto digest = Sha384File(v.get<std::string>());
-    if (!digest.ok()) {
-      return absl::Status(digest.status().code(),
+    // Read once, hashed from memory, and those very bytes handed back: no
+    // second read can see another file.
+    auto bytes = ReadTrustedFile(v.get<std::string>());
+    if (!bytes.ok()) {
+      return absl::Status(bytes.status().code(),
                           where + ": " + p.to_string() + ": " +
-                              std::string(digest.status().message()));
+                              std::string(bytes.status().message()));
     }
+    Sha384Stream h;
+    h.Update(*bytes);
+    auto digest = h.Final();
+    if (!digest.ok()) return digest.status();
     files[p.to_string()] = absl::BytesToHexString(*digest);
+    if (contents != nullptr) (*contents)[p.to_string()] = std::move(*bytes);
   }
   nlohmann::json measured = config;
   measured.erase("listen");
@@ -156,7 +181,7 @@ absl::StatusOr<RuntimeMeasurement> MeasureDaemon(const std::string& daemon,
   if (!b.ok()) return b.status();
   m.events[kRtmr3BinaryEvent] = *b;
 
-  auto doc = CanonicalConfig(daemon, config, where);
+  auto doc = CanonicalConfig(daemon, config, where, &m.trusted_files);
   if (!doc.ok()) return doc.status();
   auto c = EventOf(kRtmr3ConfigEvent, doc->dump());
   if (!c.ok()) return c.status();

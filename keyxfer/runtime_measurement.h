@@ -2,6 +2,7 @@
 #define GPUTRAVEL_KEYXFER_RUNTIME_MEASUREMENT_H_
 
 #include <array>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,11 @@ std::string ReplayRtmr(const std::vector<std::string>& digests);
 struct RuntimeMeasurement {
   std::array<std::string, kRtmr3EventCount> events;  // 48 bytes each
   std::string rtmr3;  // ReplayRtmr(events)
+  // The exact bytes of each trusted file the config event covers, by JSON
+  // pointer ("/gpus/0/device_ca"): a daemon uses these, never the file
+  // again, so what it trusts is what it measured (the host can replace a
+  // file on the disk it supplies at any time).
+  std::map<std::string, std::string> trusted_files;
 
   std::vector<std::string> EventList() const {
     return std::vector<std::string>(events.begin(), events.end());
@@ -73,10 +79,11 @@ absl::StatusOr<RuntimeMeasurement> MeasureDaemon(const std::string& daemon,
                                                  const std::string& where);
 
 // The document the config event hashes (for operators to see what is
-// covered, and for tests).
-absl::StatusOr<nlohmann::json> CanonicalConfig(const std::string& daemon,
-                                               const nlohmann::json& config,
-                                               const std::string& where);
+// covered, and for tests). `contents` (may be null) gets the bytes of each
+// trusted file that was hashed, by JSON pointer.
+absl::StatusOr<nlohmann::json> CanonicalConfig(
+    const std::string& daemon, const nlohmann::json& config, const std::string& where,
+    std::map<std::string, std::string>* contents = nullptr);
 
 // SHA-384 of a file's contents, read in pieces.
 absl::StatusOr<std::string> Sha384File(const std::string& path);

@@ -169,5 +169,22 @@ TEST_F(RuntimeMeasurementTest, UnreadableTrustedFileOrBinaryIsNamed) {
   EXPECT_THAT(std::string(m.status().message()), HasSubstr("/tls/ca: must be a file path"));
 }
 
+// The bytes a daemon goes on trusting are the bytes it measured: the
+// measurement hands them back, so a file the host replaces afterwards is
+// never read (the orchestrator's GPU workers use these for the device CA).
+TEST_F(RuntimeMeasurementTest, TrustedFilesAreHandedBackAsMeasured) {
+  const RuntimeMeasurement m = Measure(Config());
+  ASSERT_EQ(m.trusted_files.count("/gpus/0/device_ca"), 1u);
+  EXPECT_EQ(m.trusted_files.at("/gpus/0/device_ca"), "device CA");
+  EXPECT_EQ(m.trusted_files.at("/tls/ca"), "campaign CA");
+  EXPECT_EQ(m.trusted_files.count("/tls/key"), 0u) << "private keys are never read";
+  Put("device-ca.pem", "the host's CA");
+  EXPECT_EQ(m.trusted_files.at("/gpus/0/device_ca"), "device CA");
+  auto doc = CanonicalConfig("orchestrator", Config(), "orch.json");
+  ASSERT_TRUE(doc.ok()) << doc.status();
+  EXPECT_NE(Measure(Config()).events[kRtmr3ConfigEvent], m.events[kRtmr3ConfigEvent])
+      << "the replaced file is another measurement";
+}
+
 }  // namespace
 }  // namespace gputravel

@@ -521,7 +521,9 @@ bool CampaignEngine::RecoverTrips(Gpu* gpu, TripRunner* runner) {
 
 void CampaignEngine::Worker(Gpu* gpu) {
   SetLogPrefix("orchestrator");
-  auto ca_pem = ReadFile(gpu->config.device_ca);
+  auto ca_pem = !gpu->config.device_ca_pem.empty()
+                    ? absl::StatusOr<std::string>(gpu->config.device_ca_pem)
+                    : ReadFile(gpu->config.device_ca);
   absl::StatusOr<std::string> ca_der =
       ca_pem.ok() ? CertificatePemToDer(*ca_pem) : absl::StatusOr<std::string>(ca_pem.status());
   if (!ca_der.ok()) {

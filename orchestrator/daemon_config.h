@@ -15,6 +15,9 @@ struct GpuConfig {
   std::string name;             // MUX name ("gpu0"); campaigns name it
   std::string device_endpoint;  // the GPU as seen from the orchestrator TD
   std::string device_ca;        // PEM file of the pinned device CA
+  // That file's bytes as measured into RTMR3 at start-up (P6): the engine
+  // trusts these and never reads the file again. Empty: read device_ca.
+  std::string device_ca_pem;
   // The device's serial, pinned (P5): required unless the configuration is
   // a development one (attestation.allow_insecure_dev_attestation).
   std::string serial;

@@ -42,6 +42,15 @@ int main(int argc, char** argv) {
   // is served.
   auto measurement = MeasureDaemon(kProgram, "/proc/self/exe", *json, args.config);
   if (!measurement.ok()) ExitStartupError(kProgram, std::string(measurement.status().message()));
+  // The device CAs trusted from now on are the bytes just measured.
+  for (size_t i = 0; i < cfg->gpus.size(); ++i) {
+    auto it = measurement->trusted_files.find("/gpus/" + std::to_string(i) + "/device_ca");
+    if (it == measurement->trusted_files.end()) {
+      ExitStartupError(kProgram, args.config + ": gpus[" + std::to_string(i) +
+                                     "].device_ca was not measured");
+    }
+    cfg->gpus[i].device_ca_pem = it->second;
+  }
   auto att = MakeAttestationFromConfig(cfg->attestation, args.config + ": attestation",
                                        cfg->domain, *measurement);
   if (!att.ok()) ExitStartupError(kProgram, std::string(att.status().message()));
