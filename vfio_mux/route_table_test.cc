@@ -408,6 +408,36 @@ TEST_F(RouteTableTest, LongBackendErrorsMakeBoundedJournalLines) {
   EXPECT_TRUE(t.ok()) << t.status();
 }
 
+// ATTACK (P8, disk): the pinned orchestrator (the tenant's) can grow the
+// root-owned journal on the provider's disk without bound: a route to where
+// the GPU already is, a route from "" to "" (the libvirt backend answers it
+// without a libvirt call) or a move the backend refuses before touching
+// anything (domain not running, GPU attached elsewhere) each appends and
+// fdatasyncs a line, with no rate limit and no compaction while the MUX
+// runs (the journal may only be rotated while it is stopped). Thousands of
+// lines a second fill /var/log; then appends fail, and with StateDirectory
+// on the same file system Open cannot write its snapshot, so the MUX cannot
+// even restart. Secure: the MUX bounds its own journal (compacts it into a
+// snapshot, or does not journal decisions that changed nothing).
+TEST_F(RouteTableTest, RepeatedNoOpDecisionsDoNotGrowTheJournalWithoutBound) {
+  RouteTableOptions o;
+  o.sync = [](int) { return 0; };
+  o.domains = {"holder-a"};
+  auto t = RouteTable::Open(&backend_, State(), Audit(), o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE((*t)->RouteTo("gpu0", "holder-a", 1).ok());
+  for (int i = 0; i < 5000; ++i) {
+    ASSERT_TRUE((*t)->RouteTo("gpu0", "holder-a", 1).ok());  // already there
+    ASSERT_TRUE((*t)->RouteTo("gpu1", "", 1).ok());          // unrouted to unrouted
+  }
+  backend_.fail = true;  // refused by the backend before anything moved
+  for (int i = 0; i < 5000; ++i) (void)(*t)->RouteTo("gpu1", "holder-a", 1);
+  const size_t journal = ReadFile(Audit())->size();
+  EXPECT_LT(journal, size_t{512} << 10)
+      << "15000 decisions that changed nothing left a " << journal
+      << "-byte journal; a caller can fill the host's disk at this rate";
+}
+
 // A slow move holds no lock readers or other GPUs wait on; a second
 // decision about the same GPU is refused (to be retried), not queued.
 TEST_F(RouteTableTest, SlowMoveBlocksNeitherReadsNorOtherGpus) {
