@@ -304,6 +304,26 @@ int ThreadCount() {
   return n;
 }
 
+// ATTACK (P8, reset a GPU held by someone else): the holder scan compares
+// /proc/PID/fd link texts with "/dev/vfio/<group>" byte for byte. The kernel
+// writes that text relative to the reader's root and marks unlinked nodes:
+// a VMM chrooted by its jailer (firecracker's jailer, or any sandbox with
+// its own /dev under a chroot) shows "/srv/jailer/.../root/dev/vfio/42", and
+// a node removed while open (a namespace's /dev torn down) shows
+// "/dev/vfio/42 (deleted)". Either holder is missed and Reset goes ahead
+// under it. Secure: the scan identifies the device file itself (stat's
+// st_rdev through /proc/PID/fd/N), not its name, and refuses.
+TEST_F(SysfsBackendTest, ResetRefusesGpuHeldThroughAnyPathToItsGroup) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend();
+  ASSERT_TRUE(fake_->AddProcess(4243, "firecracker",
+                                {"/srv/jailer/firecracker/vm1/root/dev/vfio/42"})
+                  .ok());
+  ASSERT_TRUE(fake_->AddProcess(4244, "qemu-system-x86", {"/dev/vfio/42 (deleted)"}).ok());
+  absl::Status s = b->Reset("gpu0");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_EQ(fake_->reset_count(kGpu), 0) << "the GPU was reset under its holder";
+}
+
 // ATTACK (P8, threads): a reset whose sysfs write the kernel does not finish
 // in driver_timeout (a device that stays "not ready" after FLR makes the
 // kernel wait 60 s, and every later reset of that device queues behind it on
