@@ -242,6 +242,20 @@ TEST_F(LibvirtBackendTest, DetachReachesLibvirtAndReportsUnsupportedDriver) {
   EXPECT_EQ(*b->DomainsHolding("gpu0"), std::vector<std::string>{"td-a"});
 }
 
+// ATTACK (route table vs reality): the table calls Move even when from ==
+// to because it may be behind the GPU, and the backend must then confirm or
+// say where the GPU is (routing_backend.h). For "" -> "" the libvirt backend
+// answers OK without asking libvirt anything, so "the GPU is unrouted" is
+// confirmed (and journaled "ok") while a running VM holds it, here td-a, and
+// equally a VM outside the configuration. Secure: refused, as an unroute
+// from a named domain is (UnroutingWhileLibvirtDisagreesIsRefused).
+TEST_F(LibvirtBackendTest, ConfirmingUnroutedChecksLibvirt) {
+  std::unique_ptr<LibvirtBackend> b = Make(Options());
+  ASSERT_NE(b, nullptr);
+  absl::Status s = b->Move("gpu0", "", "");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+}
+
 TEST_F(LibvirtBackendTest, UnroutingWhileLibvirtDisagreesIsRefused) {
   std::unique_ptr<LibvirtBackend> b = Make(Options());
   ASSERT_NE(b, nullptr);

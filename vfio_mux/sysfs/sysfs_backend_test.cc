@@ -304,6 +304,17 @@ int ThreadCount() {
   return n;
 }
 
+// ATTACK (route table vs reality): the same for the sysfs backend: "" -> ""
+// skips the holder scan (it runs only when from != to), so a GPU that a
+// process holds is confirmed unrouted. Secure: refused, naming no holder to
+// the caller.
+TEST_F(SysfsBackendTest, ConfirmingUnroutedScansForHolders) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend();
+  ASSERT_TRUE(fake_->AddProcess(4245, "qemu-system-x86", {"/dev/vfio/42"}).ok());
+  absl::Status s = b->Move("gpu0", "", "");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+}
+
 // ATTACK (P8, reset a GPU held by someone else): the holder scan compares
 // /proc/PID/fd link texts with "/dev/vfio/<group>" byte for byte. The kernel
 // writes that text relative to the reader's root and marks unlinked nodes:
