@@ -597,9 +597,11 @@ absl::Status LibvirtBackend::Move(const std::string& gpu,
   auto it = gpus_.find(gpu);
   if (it == gpus_.end()) return FindLocked(gpu).status();
   Gpu& g = it->second;
-  if (from_domain == to_domain) {
-    if (to_domain.empty()) return absl::OkStatus();
-    return AttachLocked(gpu, g, to_domain);  // confirms, or repairs
+  // Confirming a domain attaches (a no-op when the GPU is there, a repair
+  // when it is not); confirming "unrouted" runs an unroute's check below, so
+  // the table never records a GPU a VM holds as free.
+  if (from_domain == to_domain && !to_domain.empty()) {
+    return AttachLocked(gpu, g, to_domain);
   }
   if (!from_domain.empty()) {
     s = DetachLocked(gpu, g, from_domain);

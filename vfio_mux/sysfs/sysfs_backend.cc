@@ -156,7 +156,9 @@ absl::Status SysfsBackend::Move(const std::string& gpu,
   // Before anything can release the device: vfio-pci resets on release.
   s = DisableResetLocked(gpu, d);
   if (!s.ok()) return s;
-  if (from_domain != to_domain) {
+  // A consumer keeps the GPU open while it stays in its domain; when the GPU
+  // leaves one, or is confirmed unrouted, nothing may hold it.
+  if (from_domain != to_domain || to_domain.empty()) {
     s = CheckNoHoldersLocked(gpu, d, from_domain);
     if (!s.ok()) return s;
   }

@@ -48,7 +48,8 @@ struct SysfsBackendOptions {
 //      re-enabled it, so the next release by a consumer does not reset the
 //      GPU and end its CC session;
 //   3. checks that no process holds the GPU's VFIO group or cdev open, i.e.
-//      the `from` consumer has really let go (skipped when from == to);
+//      the `from` consumer has really let go (skipped only when from == to
+//      names a domain: confirming "unrouted" scans as well);
 //   4. records `to`.
 // A `to` domain that is not configured is refused (DomainNotConfigured)
 // before any of it.
