@@ -1,6 +1,7 @@
 #include "vfio_mux/sysfs/pci_sysfs.h"
 
 #include <errno.h>
+#include <sys/sysmacros.h>
 
 #include <algorithm>
 #include <thread>
@@ -455,15 +456,48 @@ absl::StatusOr<std::vector<VfioHolder>> PciSysfs::FindVfioHolders(
     absl::string_view bdf_in) {
   absl::StatusOr<PciDeviceInfo> info = Inspect(bdf_in);
   if (!info.ok()) return info.status();
-  std::vector<std::string> targets;
+  // Each VFIO node of the device: its usual name, and its device number as
+  // the kernel gives it in sysfs (ROOT/class/vfio/GROUP/dev, ROOT/bus/pci/
+  // devices/BDF/vfio-dev/vfioN/dev). A holder is recognised by the number:
+  // the name a process's fd link shows depends on its root (a chrooted VMM
+  // shows ".../root/dev/vfio/42") and on the node still existing ("/dev/vfio/42
+  // (deleted)"), and the MUX's own /dev (PrivateDevices) has no VFIO nodes.
+  struct Target {
+    std::string path;
+    uint64_t rdev = 0;  // 0: the kernel has no such node (yet)
+  };
+  std::vector<Target> targets;
+  auto add = [&](std::string path, const std::string& dev_attr) -> absl::Status {
+    Target t{std::move(path), 0};
+    absl::StatusOr<std::string> dev = fs_->ReadFile(dev_attr);
+    if (dev.ok()) {
+      std::pair<std::string, std::string> mm = absl::StrSplit(Trim(*dev), ':');
+      unsigned int major = 0, minor = 0;
+      if (!absl::SimpleAtoi(mm.first, &major) || !absl::SimpleAtoi(mm.second, &minor)) {
+        return absl::InternalError(absl::StrCat(
+            "GPU ", info->bdf, ": ", dev_attr, " reads '", absl::CHexEscape(*dev),
+            "', not MAJOR:MINOR; cannot tell which processes hold the device"));
+      }
+      t.rdev = makedev(major, minor);
+    } else if (!absl::IsNotFound(dev.status())) {
+      return StepError(dev.status(), info->bdf, "reading a VFIO node's device number",
+                       "check that the MUX runs as root with sysfs mounted");
+    }
+    targets.push_back(std::move(t));
+    return absl::OkStatus();
+  };
   if (!info->iommu_group.empty()) {
-    targets.push_back("/dev/vfio/" + info->iommu_group);
+    absl::Status s = add("/dev/vfio/" + info->iommu_group,
+                         absl::StrCat(options_.sysfs_root, "/class/vfio/",
+                                      info->iommu_group, "/dev"));
+    if (!s.ok()) return s;
   }
-  absl::StatusOr<std::vector<std::string>> cdevs =
-      fs_->ListDir(DevicePath(info->bdf) + "/vfio-dev");
+  const std::string cdev_dir = DevicePath(info->bdf) + "/vfio-dev";
+  absl::StatusOr<std::vector<std::string>> cdevs = fs_->ListDir(cdev_dir);
   if (cdevs.ok()) {
     for (const std::string& c : *cdevs) {
-      targets.push_back("/dev/vfio/devices/" + c);
+      absl::Status s = add("/dev/vfio/devices/" + c, absl::StrCat(cdev_dir, "/", c, "/dev"));
+      if (!s.ok()) return s;
     }
   }
   absl::StatusOr<std::vector<std::string>> pids =
@@ -494,14 +528,17 @@ absl::StatusOr<std::vector<VfioHolder>> PciSysfs::FindVfioHolders(
       continue;
     }
     for (const std::string& fd : *fds) {
-      absl::StatusOr<std::string> target = fs_->ReadLink(pdir + "/fd/" + fd);
-      if (!target.ok()) continue;
-      if (std::find(targets.begin(), targets.end(), *target) == targets.end()) {
-        continue;
-      }
+      const std::string fd_path = pdir + "/fd/" + fd;
+      absl::StatusOr<uint64_t> rdev = fs_->CharDeviceNumber(fd_path);
+      absl::StatusOr<std::string> text = fs_->ReadLink(fd_path);
+      const bool hit = std::any_of(targets.begin(), targets.end(), [&](const Target& t) {
+        return (rdev.ok() && *rdev != 0 && *rdev == t.rdev) ||
+               (text.ok() && *text == t.path);
+      });
+      if (!hit) continue;
       VfioHolder h;
       h.pid = pid;
-      h.path = *target;
+      h.path = text.ok() ? *text : fd_path;
       absl::StatusOr<std::string> comm = fs_->ReadFile(pdir + "/comm");
       h.comm = comm.ok() ? Trim(*comm) : "?";
       holders.push_back(std::move(h));

@@ -39,7 +39,7 @@ struct PciDeviceInfo {
 struct VfioHolder {
   int pid = 0;
   std::string comm;  // process name, e.g. "qemu-system-x86"
-  std::string path;  // "/dev/vfio/42" or "/dev/vfio/devices/vfio0"
+  std::string path;  // the fd's link text, e.g. "/dev/vfio/42" (for logs)
 };
 
 // The PCI sysfs operations the routing backends need, each verified by
@@ -89,7 +89,10 @@ class PciSysfs {
                                          absl::string_view methods);
 
   // Processes with the device's VFIO group (/dev/vfio/N) or VFIO cdev
-  // (/dev/vfio/devices/vfioN) open. Processes that vanish or whose fds cannot
+  // (/dev/vfio/devices/vfioN) open, recognised by the open file's device
+  // number (stat through /proc/PID/fd/N against the node's `dev` attribute in
+  // sysfs), so a holder that opened the node under another root or whose node
+  // was since removed is found too. Processes that vanish or whose fds cannot
   // be read are skipped; a process whose fds the MUX may not read (EACCES,
   // EPERM: no CAP_SYS_PTRACE) fails the scan (PERMISSION_DENIED) rather than
   // answering "no holder".
