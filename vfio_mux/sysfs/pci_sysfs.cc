@@ -4,6 +4,8 @@
 #include <sys/sysmacros.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -56,13 +58,34 @@ absl::Status StepError(const absl::Status& cause, absl::string_view bdf,
 struct PendingWrite {
   absl::Mutex mu;
   bool done ABSL_GUARDED_BY(mu) = false;
+  // Given up on by its caller: the thread clears its PendingWrites entry.
+  bool abandoned ABSL_GUARDED_BY(mu) = false;
   absl::Status status ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace
 
+// Writes given up on but still blocked in the kernel: BDF -> paths.
+struct PciSysfs::PendingWrites {
+  absl::Mutex mu;
+  std::map<std::string, std::set<std::string>> by_bdf ABSL_GUARDED_BY(mu);
+};
+
 PciSysfs::PciSysfs(PciSysfsOptions options, std::shared_ptr<SysfsFs> fs)
-    : options_(std::move(options)), fs_(std::move(fs)) {}
+    : options_(std::move(options)),
+      fs_(std::move(fs)),
+      pending_(std::make_shared<PendingWrites>()) {}
+
+absl::Status PciSysfs::CheckNoWritePending(absl::string_view bdf) {
+  absl::MutexLock lock(&pending_->mu);
+  auto it = pending_->by_bdf.find(std::string(bdf));
+  if (it == pending_->by_bdf.end() || it->second.empty()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "GPU ", bdf, ": an earlier write to ", *it->second.begin(),
+      " outlived its timeout and is still pending in the kernel; nothing more "
+      "is done to the device until it returns (see `dmesg`; a device that does "
+      "not come back needs a secondary bus reset or a host reboot), retry later"));
+}
 
 std::string PciSysfs::DevicePath(absl::string_view bdf) const {
   return absl::StrCat(options_.sysfs_root, "/bus/pci/devices/", bdf);
@@ -193,36 +216,66 @@ absl::Status PciSysfs::CheckGroupViable(absl::string_view bdf) {
   return absl::OkStatus();
 }
 
-absl::Status PciSysfs::TimedWrite(const std::string& path,
+absl::Status PciSysfs::TimedWrite(const std::string& bdf,
+                                  const std::string& path,
                                   absl::string_view data) {
+  {
+    absl::MutexLock lock(&pending_->mu);
+    auto it = pending_->by_bdf.find(bdf);
+    if (it != pending_->by_bdf.end() && it->second.count(path) != 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "writing '", absl::CHexEscape(data), "' to ", path,
+          " refused: an earlier write to it is still pending in the kernel"));
+    }
+  }
   // The write runs on its own thread because the kernel may block it
   // indefinitely (vfio-pci unbind waits for userspace, a reset waits for the
-  // device); on timeout the thread is left behind, holding its own
-  // references, until the kernel returns.
-  auto pending = std::make_shared<PendingWrite>();
-  std::shared_ptr<SysfsFs> fs = fs_;
-  std::thread([pending, fs, path, data = std::string(data)]() {
+  // device). On timeout the thread is left to the kernel, holding its own
+  // references, and recorded in pending_ until the write returns; otherwise
+  // it is joined, so no thread outlives a write that finished.
+  auto w = std::make_shared<PendingWrite>();
+  std::thread writer([w, fs = fs_, registry = pending_, bdf, path,
+                      data = std::string(data)]() {
     absl::Status s = fs->WriteFile(path, data);
-    absl::MutexLock lock(&pending->mu);
-    pending->status = s;
-    pending->done = true;
-  }).detach();
-  absl::MutexLock lock(&pending->mu);
-  if (!pending->mu.AwaitWithTimeout(absl::Condition(&pending->done),
-                                    options_.driver_timeout)) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "writing '", absl::CHexEscape(data), "' to ", path,
-        " did not return within ", absl::FormatDuration(options_.driver_timeout),
-        "; the write stays pending in the kernel and may still complete"));
+    bool abandoned;
+    {
+      absl::MutexLock lock(&w->mu);
+      w->status = s;
+      w->done = true;
+      abandoned = w->abandoned;
+    }
+    if (!abandoned) return;
+    absl::MutexLock lock(&registry->mu);
+    auto it = registry->by_bdf.find(bdf);
+    if (it == registry->by_bdf.end()) return;
+    it->second.erase(path);
+    if (it->second.empty()) registry->by_bdf.erase(it);
+  });
+  {
+    absl::MutexLock lock(&w->mu);
+    if (!w->mu.AwaitWithTimeout(absl::Condition(&w->done), options_.driver_timeout)) {
+      w->abandoned = true;
+      {
+        absl::MutexLock registry_lock(&pending_->mu);
+        pending_->by_bdf[bdf].insert(path);
+      }
+      writer.detach();
+      return absl::DeadlineExceededError(absl::StrCat(
+          "writing '", absl::CHexEscape(data), "' to ", path,
+          " did not return within ", absl::FormatDuration(options_.driver_timeout),
+          "; the write stays pending in the kernel and may still complete"));
+    }
   }
-  return pending->status;
+  writer.join();
+  absl::MutexLock lock(&w->mu);
+  return w->status;
 }
 
 absl::Status PciSysfs::BoundedWrite(const std::string& path,
                                     absl::string_view data,
                                     const std::string& bdf,
                                     absl::string_view step) {
-  absl::Status s = TimedWrite(path, data);
+  absl::Status s = TimedWrite(bdf, path, data);
   if (absl::IsDeadlineExceeded(s) && SysfsErrno(s) == 0) {
     return absl::DeadlineExceededError(absl::StrCat(
         "GPU ", bdf, ": ", step, ": ", s.message(),
@@ -309,7 +362,7 @@ absl::Status PciSysfs::BindToVfio(absl::string_view bdf_in) {
   // The override goes first so that, between unbind and probe, no other
   // driver (nvidia via udev) can claim the device.
   const std::string override_path = DevicePath(bdf) + "/driver_override";
-  absl::Status s = TimedWrite(override_path, kVfioPci);
+  absl::Status s = TimedWrite(bdf, override_path, kVfioPci);
   if (!s.ok()) {
     return StepError(s, bdf, "setting driver_override to vfio-pci",
                      "see `dmesg`; the MUX must run as root");
@@ -339,7 +392,7 @@ absl::Status PciSysfs::ReturnToHost(absl::string_view bdf_in) {
   const std::string& bdf = info->bdf;
   const std::string override_path = DevicePath(bdf) + "/driver_override";
   // "\n" clears the override; an empty write would not reach the kernel.
-  absl::Status s = TimedWrite(override_path, "\n");
+  absl::Status s = TimedWrite(bdf, override_path, "\n");
   if (!s.ok()) {
     return StepError(s, bdf, "clearing driver_override",
                      "see `dmesg`; the MUX must run as root");
@@ -402,7 +455,7 @@ absl::Status PciSysfs::WriteResetMethod(absl::string_view bdf_in,
   const std::string want = NormalizeList(methods);
   const std::string path = DevicePath(bdf) + "/reset_method";
   // The kernel treats "\n" as the empty list.
-  absl::Status s = TimedWrite(path, want.empty() ? "\n" : want);
+  absl::Status s = TimedWrite(bdf, path, want.empty() ? "\n" : want);
   if (!s.ok()) {
     return StepError(
         s, bdf, absl::StrCat("writing '", want, "' to reset_method"),
@@ -427,7 +480,7 @@ absl::Status PciSysfs::FunctionReset(absl::string_view bdf_in) {
   absl::StatusOr<PciDeviceInfo> info = InspectNvidiaGpu(bdf_in);
   if (!info.ok()) return info.status();
   const std::string path = DevicePath(info->bdf) + "/reset";
-  absl::Status s = TimedWrite(path, "1");
+  absl::Status s = TimedWrite(info->bdf, path, "1");
   if (SysfsErrno(s) == ENOTTY) {
     return absl::FailedPreconditionError(absl::StrCat(
         "GPU ", info->bdf, ": function reset via ", path,

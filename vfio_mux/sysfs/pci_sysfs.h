@@ -45,7 +45,8 @@ struct VfioHolder {
 // The PCI sysfs operations the routing backends need, each verified by
 // reading sysfs back (a write that the kernel accepted is not proof that the
 // device changed state: drivers_probe succeeds even when nothing binds).
-// Thread-compatible; stateless apart from the options.
+// Thread-safe; its only state is the set of writes still pending in the
+// kernel.
 class PciSysfs {
  public:
   explicit PciSysfs(PciSysfsOptions options,
@@ -99,16 +100,29 @@ class PciSysfs {
   absl::StatusOr<std::vector<VfioHolder>> FindVfioHolders(
       absl::string_view bdf);
 
+  // UNAVAILABLE while an earlier write for the device (to its attributes, or
+  // to a bus file naming it) outlived driver_timeout and is still blocked in
+  // the kernel. Backends refuse a reset or move of such a GPU: the kernel is
+  // still busy with it, and every retry would leave one more thread behind.
+  // The refusal ends when the write returns.
+  absl::Status CheckNoWritePending(absl::string_view bdf);
+
   // Paths, for messages and scripts.
   std::string DevicePath(absl::string_view bdf) const;
 
  private:
+  struct PendingWrites;
+
   absl::StatusOr<std::string> CurrentDriver(const std::string& bdf);
   absl::Status Unbind(const std::string& bdf, const std::string& driver);
   absl::Status Probe(const std::string& bdf, absl::string_view want);
-  // One SysfsFs write, given up after driver_timeout (DEADLINE_EXCEEDED);
-  // every write of this class goes through it.
-  absl::Status TimedWrite(const std::string& path, absl::string_view data);
+  // One SysfsFs write for device `bdf`, given up after driver_timeout
+  // (DEADLINE_EXCEEDED; the writer thread is then left to the kernel and
+  // recorded as pending until it returns); every write of this class goes
+  // through it. A second write to a path whose earlier write is still pending
+  // is refused (UNAVAILABLE) without starting a thread.
+  absl::Status TimedWrite(const std::string& bdf, const std::string& path,
+                          absl::string_view data);
   absl::Status BoundedWrite(const std::string& path, absl::string_view data,
                             const std::string& bdf, absl::string_view step);
   absl::Status WaitForDriver(const std::string& bdf, absl::string_view want,
@@ -116,6 +130,8 @@ class PciSysfs {
 
   PciSysfsOptions options_;
   std::shared_ptr<SysfsFs> fs_;
+  // Shared with the writer threads, which may outlive this object.
+  std::shared_ptr<PendingWrites> pending_;
 };
 
 }  // namespace gputravel
