@@ -443,6 +443,18 @@ absl::Status RouteTable::WriteSnapshotLocked(bool complete) {
   return SyncDirOf(state_path_, options_.sync, "MUX state");
 }
 
+namespace {
+
+// What identifies a failed decision for deduplication: all of its journal
+// line but the time.
+std::string FailureKey(const std::string& action, const std::string& from,
+                       const std::string& to, uint64_t token, const absl::Status& result) {
+  return Dump(json{{"action", action}, {"from", from}, {"to", to}, {"token", token},
+                   {"result", ResultText(result)}});
+}
+
+}  // namespace
+
 absl::Status RouteTable::JournalLocked(const std::string& action, const std::string& gpu,
                                        const std::string& from, const std::string& to,
                                        uint64_t token, const absl::Status& result) {
@@ -475,7 +487,19 @@ absl::Status RouteTable::JournalLocked(const std::string& action, const std::str
                                   Errno(e));
   }
   journal_bytes_ += line.size();
+  if (result.ok()) {
+    last_failure_.erase(gpu);
+  } else {
+    last_failure_[gpu] = FailureKey(action, from, to, token, result);
+  }
   return absl::OkStatus();
+}
+
+bool RouteTable::RepeatsLastFailureLocked(const std::string& action, const std::string& gpu,
+                                          const std::string& from, const std::string& to,
+                                          uint64_t token, const absl::Status& result) {
+  auto it = last_failure_.find(gpu);
+  return it != last_failure_.end() && it->second == FailureKey(action, from, to, token, result);
 }
 
 absl::Status RouteTable::CheckWritableLocked() {
@@ -560,12 +584,19 @@ absl::StatusOr<Route> RouteTable::RouteTo(const std::string& gpu,
   EndLocked(gpu);
   if (!moved.ok()) {
     // An attempted move is journaled with its (bounded) result: the GPU may
-    // have changed state on the way.
+    // have changed state on the way. The same failure again, with nothing
+    // journaled for the GPU in between, adds nothing to the record.
+    if (RepeatsLastFailureLocked("route", gpu, from, domain, fencing_token, moved)) {
+      return moved;
+    }
     return NotJournaled(moved, JournalLocked("route", gpu, from, domain, fencing_token, moved));
   }
   // The GPU is where it was asked to be; the table follows it even if the
   // journal fails below (the caller then gets an error, not an acceptance).
   Route& cur = routes_[gpu];
+  // Nothing to make durable: the owner and the token (fencing) are as
+  // journaled before.
+  if (cur.domain == domain && fencing_token <= cur.fencing_token) return cur;
   cur.domain = domain;
   cur.fencing_token = std::max(cur.fencing_token, fencing_token);
   absl::Status j = JournalLocked("route", gpu, from, domain, fencing_token, moved);
@@ -611,6 +642,7 @@ absl::Status RouteTable::Reset(const std::string& gpu, uint64_t fencing_token) {
   absl::MutexLock l(&mu_);
   EndLocked(gpu);
   if (!r.ok()) {
+    if (RepeatsLastFailureLocked("reset", gpu, domain, domain, fencing_token, r)) return r;
     return NotJournaled(r, JournalLocked("reset", gpu, domain, domain, fencing_token, r));
   }
   Route& cur = routes_[gpu];

@@ -48,12 +48,19 @@ struct RouteTableOptions {
 // one GPU stay serialized (a second route or reset of a busy GPU is refused
 // UNAVAILABLE, to be retried), while reads and other GPUs go on.
 //
-// Durability: the audit log is the journal. Every attempted move or reset
-// (accepted, or failed in the backend) is appended to it as one JSON line
+// Durability: the audit log is the journal. Every decision that changed
+// something is appended to it as one JSON line
 // {"action","from","gpu","result","time","to","token"} through a descriptor
 // kept open (O_APPEND) and flushed with one fdatasync before the call
-// returns, so a decision is durable before it is answered. For a route the
-// line is written after the backend's move, with the move's result. The state
+// returns, so a decision is durable before it is answered: a route that
+// changed the GPU's owner or raised its token, every reset, and every move
+// or reset that failed in the backend (it may have changed the GPU on the
+// way). What changed nothing leaves no line, so a caller cannot grow the
+// journal by repeating itself: a route the backend confirms to where the
+// table already has the GPU, with no higher token, and a failure that
+// repeats, exactly, the GPU's last journaled line (the MUX's log still says
+// why). For a route the line is written after the backend's move, with the
+// move's result. The state
 // file is a snapshot of the table plus the journal length it covers; it is
 // rewritten atomically only by Open (after replaying the journal past it) and
 // Close, never per decision. Open restores every GPU's owner and last
@@ -94,6 +101,11 @@ class RouteTable {
                              const std::string& from, const std::string& to,
                              uint64_t token, const absl::Status& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a failed decision repeats exactly the GPU's last journal line.
+  bool RepeatsLastFailureLocked(const std::string& action, const std::string& gpu,
+                                const std::string& from, const std::string& to,
+                                uint64_t token, const absl::Status& result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Refuses decisions once the journal can no longer record them.
   absl::Status CheckWritableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckKnownLocked(const std::string& gpu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -114,6 +126,9 @@ class RouteTable {
   // Set when the journal could not be written or flushed (or after Close):
   // why decisions are refused until the MUX restarts.
   std::string unwritable_ ABSL_GUARDED_BY(mu_);
+  // Per GPU, the failed decision its last journal line recorded (action,
+  // names, token and result): an exact repeat is not journaled again.
+  std::map<std::string, std::string> last_failure_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gputravel
