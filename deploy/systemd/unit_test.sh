@@ -45,6 +45,9 @@ has "ProtectKernelTunables=yes"
 # directories (and the bus files the sysfs backend needs) are writable,
 # e.g. from a drop-in generated from mux.json's BDFs.
 lacks "^ReadWritePaths=.*/sys/devices( |$)"
+# What ships opens nothing under /sys at all: the writable sysfs files come
+# from the drop-in sysfs_dropin.sh generates per host (sysfs_dropin_test).
+lacks "^ReadWritePaths=.*/sys"
 # Bounded threads and memory.
 grep -qE '^TasksMax=[0-9]+$' "$UNIT" || fail "TasksMax=N missing"
 grep -qE '^MemoryMax=[0-9]+[KMG]?$' "$UNIT" || fail "MemoryMax=N missing"
