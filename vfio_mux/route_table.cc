@@ -410,10 +410,10 @@ absl::Status RouteTable::LoadLocked() {
   return WriteSnapshotLocked(/*complete=*/false);
 }
 
-absl::Status RouteTable::WriteSnapshotLocked(bool complete) {
+absl::Status RouteTable::WriteSnapshotLocked(bool complete, uint64_t covered) {
   std::string tail;
-  size_t n = static_cast<size_t>(std::min<uint64_t>(journal_bytes_, kTailBytes));
-  absl::Status s = ReadAt(journal_fd_, audit_path_, journal_bytes_ - n, n, &tail);
+  size_t n = static_cast<size_t>(std::min<uint64_t>(covered, kTailBytes));
+  absl::Status s = ReadAt(journal_fd_, audit_path_, covered - n, n, &tail);
   if (!s.ok()) return s;
   json j;
   j["gpus"] = json::object();
@@ -421,7 +421,7 @@ absl::Status RouteTable::WriteSnapshotLocked(bool complete) {
     j["gpus"][r.first] = {{"domain", r.second.domain}, {"token", r.second.fencing_token}};
   }
   j["journal"] = {{"path", audit_path_},
-                  {"bytes", journal_bytes_},
+                  {"bytes", covered},
                   {"tail_hex", HexEncode(tail)},
                   {"complete", complete}};
   const std::string text = Dump(j, 2) + "\n";
@@ -492,7 +492,47 @@ absl::Status RouteTable::JournalLocked(const std::string& action, const std::str
   } else {
     last_failure_[gpu] = FailureKey(action, from, to, token, result);
   }
+  CompactJournalLocked();
   return absl::OkStatus();
+}
+
+void RouteTable::CompactJournalLocked() {
+  if (options_.journal_max_bytes == 0 || journal_bytes_ < options_.journal_max_bytes) return;
+  // 1. A snapshot of the table as it is, covering none of the journal: a
+  // crash before step 3 replays the old journal whole on top of it, which
+  // ends where the snapshot is.
+  absl::Status s = WriteSnapshotLocked(/*complete=*/false, /*covered=*/0);
+  if (!s.ok()) {
+    GT_LOG(0, "MUX audit log ", audit_path_, " not compacted (", journal_bytes_,
+           " bytes; retried at the next decision): ", s.message());
+    return;
+  }
+  // 2. The journal steps aside; a crash now leaves no journal and a snapshot
+  // that covers none, which Open accepts.
+  const std::string previous = audit_path_ + ".1";
+  if (::rename(audit_path_.c_str(), previous.c_str()) != 0) {
+    GT_LOG(0, "MUX audit log ", audit_path_, " not compacted: cannot rename it to ", previous,
+           ": ", Errno(errno), "; appends continue (replay from the start is equivalent)");
+    return;
+  }
+  // 3. A new journal.
+  int fd = ::open(audit_path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (fd < 0) {
+    unwritable_ = "could not start a new MUX audit log " + audit_path_ + " after moving the " +
+                  "old one to " + previous + " (" + Errno(errno) + ")";
+    return;
+  }
+  ::close(journal_fd_);
+  journal_fd_ = fd;
+  journal_bytes_ = 0;
+  s = SyncDirOf(audit_path_, options_.sync, "MUX audit log");
+  if (!s.ok()) {
+    unwritable_ = "could not flush the directory of the new MUX audit log " + audit_path_ +
+                  ": " + std::string(s.message());
+    return;
+  }
+  GT_LOG(1, "MUX audit log compacted: the table is in ", state_path_, ", earlier decisions in ",
+         previous);
 }
 
 bool RouteTable::RepeatsLastFailureLocked(const std::string& action, const std::string& gpu,

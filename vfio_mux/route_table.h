@@ -29,6 +29,11 @@ struct RouteTableOptions {
   // The only domains RouteTo routes a GPU to (besides "", unrouted): the MUX
   // configuration's "domains". Empty: every route to a domain is refused.
   std::set<std::string> domains;
+  // The journal is compacted once it reaches this size: a snapshot of the
+  // table takes its place, it is renamed AUDIT.1 (replacing the one before)
+  // and a new one starts, so the journal and its one predecessor hold at most
+  // about twice this. 0: never while the MUX runs.
+  uint64_t journal_max_bytes = uint64_t{64} << 20;
 };
 
 // Ordering and fencing of GPU moves, durable across restarts: one owner per
@@ -69,7 +74,12 @@ struct RouteTableOptions {
 // off. Any other unreadable line, or a journal that does not continue the
 // one the snapshot was taken with, is refused (DATA_LOSS) rather than
 // forgetting a fencing token, unless the snapshot was written by Close: then
-// the journal may have been rotated while the MUX was stopped.
+// the journal may have been rotated while the MUX was stopped. While it runs,
+// the MUX compacts the journal itself (RouteTableOptions::journal_max_bytes):
+// a snapshot of the table that covers none of the journal (replaying all of
+// it on that snapshot changes nothing: the last route and the highest token
+// win), then the rename to AUDIT.1, then a new, empty journal; a crash
+// between any two steps leaves a pair that Open accepts.
 class RouteTable {
  public:
   static absl::StatusOr<std::unique_ptr<RouteTable>> Open(
@@ -95,7 +105,15 @@ class RouteTable {
   RouteTable(RoutingBackend* backend, std::string state_path, std::string audit_path,
              RouteTableOptions options);
   absl::Status LoadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status WriteSnapshotLocked(bool complete) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A snapshot of the table that covers the journal's first `covered`
+  // bytes (all of them by default).
+  absl::Status WriteSnapshotLocked(bool complete) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return WriteSnapshotLocked(complete, journal_bytes_);
+  }
+  absl::Status WriteSnapshotLocked(bool complete, uint64_t covered)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Compacts the journal once it reaches journal_max_bytes (see there).
+  void CompactJournalLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends one decision to the journal and flushes it.
   absl::Status JournalLocked(const std::string& action, const std::string& gpu,
                              const std::string& from, const std::string& to,
