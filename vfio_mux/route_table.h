@@ -67,8 +67,8 @@ struct RouteTableOptions {
 // why). For a route the line is written after the backend's move, with the
 // move's result. The state
 // file is a snapshot of the table plus the journal length it covers; it is
-// rewritten atomically only by Open (after replaying the journal past it) and
-// Close, never per decision. Open restores every GPU's owner and last
+// rewritten atomically only by Open (after replaying the journal past it),
+// Close and a compaction, never per decision. Open restores every GPU's owner and last
 // accepted token from the snapshot and the journal's "ok" lines after it; a
 // torn last line (a crash during its write: it was never answered) is cut
 // off. Any other unreadable line, or a journal that does not continue the
