@@ -410,10 +410,10 @@ absl::Status RouteTable::LoadLocked() {
   return WriteSnapshotLocked(/*complete=*/false);
 }
 
-absl::Status RouteTable::WriteSnapshotLocked(bool complete) {
+absl::Status RouteTable::WriteSnapshotLocked(bool complete, uint64_t covered) {
   std::string tail;
-  size_t n = static_cast<size_t>(std::min<uint64_t>(journal_bytes_, kTailBytes));
-  absl::Status s = ReadAt(journal_fd_, audit_path_, journal_bytes_ - n, n, &tail);
+  size_t n = static_cast<size_t>(std::min<uint64_t>(covered, kTailBytes));
+  absl::Status s = ReadAt(journal_fd_, audit_path_, covered - n, n, &tail);
   if (!s.ok()) return s;
   json j;
   j["gpus"] = json::object();
@@ -421,7 +421,7 @@ absl::Status RouteTable::WriteSnapshotLocked(bool complete) {
     j["gpus"][r.first] = {{"domain", r.second.domain}, {"token", r.second.fencing_token}};
   }
   j["journal"] = {{"path", audit_path_},
-                  {"bytes", journal_bytes_},
+                  {"bytes", covered},
                   {"tail_hex", HexEncode(tail)},
                   {"complete", complete}};
   const std::string text = Dump(j, 2) + "\n";
@@ -442,6 +442,18 @@ absl::Status RouteTable::WriteSnapshotLocked(bool complete) {
   }
   return SyncDirOf(state_path_, options_.sync, "MUX state");
 }
+
+namespace {
+
+// What identifies a failed decision for deduplication: all of its journal
+// line but the time.
+std::string FailureKey(const std::string& action, const std::string& from,
+                       const std::string& to, uint64_t token, const absl::Status& result) {
+  return Dump(json{{"action", action}, {"from", from}, {"to", to}, {"token", token},
+                   {"result", ResultText(result)}});
+}
+
+}  // namespace
 
 absl::Status RouteTable::JournalLocked(const std::string& action, const std::string& gpu,
                                        const std::string& from, const std::string& to,
@@ -475,7 +487,59 @@ absl::Status RouteTable::JournalLocked(const std::string& action, const std::str
                                   Errno(e));
   }
   journal_bytes_ += line.size();
+  if (result.ok()) {
+    last_failure_.erase(gpu);
+  } else {
+    last_failure_[gpu] = FailureKey(action, from, to, token, result);
+  }
+  CompactJournalLocked();
   return absl::OkStatus();
+}
+
+void RouteTable::CompactJournalLocked() {
+  if (options_.journal_max_bytes == 0 || journal_bytes_ < options_.journal_max_bytes) return;
+  // 1. A snapshot of the table as it is, covering none of the journal: a
+  // crash before step 3 replays the old journal whole on top of it, which
+  // ends where the snapshot is.
+  absl::Status s = WriteSnapshotLocked(/*complete=*/false, /*covered=*/0);
+  if (!s.ok()) {
+    GT_LOG(0, "MUX audit log ", audit_path_, " not compacted (", journal_bytes_,
+           " bytes; retried at the next decision): ", s.message());
+    return;
+  }
+  // 2. The journal steps aside; a crash now leaves no journal and a snapshot
+  // that covers none, which Open accepts.
+  const std::string previous = audit_path_ + ".1";
+  if (::rename(audit_path_.c_str(), previous.c_str()) != 0) {
+    GT_LOG(0, "MUX audit log ", audit_path_, " not compacted: cannot rename it to ", previous,
+           ": ", Errno(errno), "; appends continue (replay from the start is equivalent)");
+    return;
+  }
+  // 3. A new journal.
+  int fd = ::open(audit_path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (fd < 0) {
+    unwritable_ = "could not start a new MUX audit log " + audit_path_ + " after moving the " +
+                  "old one to " + previous + " (" + Errno(errno) + ")";
+    return;
+  }
+  ::close(journal_fd_);
+  journal_fd_ = fd;
+  journal_bytes_ = 0;
+  s = SyncDirOf(audit_path_, options_.sync, "MUX audit log");
+  if (!s.ok()) {
+    unwritable_ = "could not flush the directory of the new MUX audit log " + audit_path_ +
+                  ": " + std::string(s.message());
+    return;
+  }
+  GT_LOG(1, "MUX audit log compacted: the table is in ", state_path_, ", earlier decisions in ",
+         previous);
+}
+
+bool RouteTable::RepeatsLastFailureLocked(const std::string& action, const std::string& gpu,
+                                          const std::string& from, const std::string& to,
+                                          uint64_t token, const absl::Status& result) {
+  auto it = last_failure_.find(gpu);
+  return it != last_failure_.end() && it->second == FailureKey(action, from, to, token, result);
 }
 
 absl::Status RouteTable::CheckWritableLocked() {
@@ -560,12 +624,19 @@ absl::StatusOr<Route> RouteTable::RouteTo(const std::string& gpu,
   EndLocked(gpu);
   if (!moved.ok()) {
     // An attempted move is journaled with its (bounded) result: the GPU may
-    // have changed state on the way.
+    // have changed state on the way. The same failure again, with nothing
+    // journaled for the GPU in between, adds nothing to the record.
+    if (RepeatsLastFailureLocked("route", gpu, from, domain, fencing_token, moved)) {
+      return moved;
+    }
     return NotJournaled(moved, JournalLocked("route", gpu, from, domain, fencing_token, moved));
   }
   // The GPU is where it was asked to be; the table follows it even if the
   // journal fails below (the caller then gets an error, not an acceptance).
   Route& cur = routes_[gpu];
+  // Nothing to make durable: the owner and the token (fencing) are as
+  // journaled before.
+  if (cur.domain == domain && fencing_token <= cur.fencing_token) return cur;
   cur.domain = domain;
   cur.fencing_token = std::max(cur.fencing_token, fencing_token);
   absl::Status j = JournalLocked("route", gpu, from, domain, fencing_token, moved);
@@ -611,6 +682,7 @@ absl::Status RouteTable::Reset(const std::string& gpu, uint64_t fencing_token) {
   absl::MutexLock l(&mu_);
   EndLocked(gpu);
   if (!r.ok()) {
+    if (RepeatsLastFailureLocked("reset", gpu, domain, domain, fencing_token, r)) return r;
     return NotJournaled(r, JournalLocked("reset", gpu, domain, domain, fencing_token, r));
   }
   Route& cur = routes_[gpu];

@@ -29,6 +29,11 @@ struct RouteTableOptions {
   // The only domains RouteTo routes a GPU to (besides "", unrouted): the MUX
   // configuration's "domains". Empty: every route to a domain is refused.
   std::set<std::string> domains;
+  // The journal is compacted once it reaches this size: a snapshot of the
+  // table takes its place, it is renamed AUDIT.1 (replacing the one before)
+  // and a new one starts, so the journal and its one predecessor hold at most
+  // about twice this. 0: never while the MUX runs.
+  uint64_t journal_max_bytes = uint64_t{64} << 20;
 };
 
 // Ordering and fencing of GPU moves, durable across restarts: one owner per
@@ -48,21 +53,33 @@ struct RouteTableOptions {
 // one GPU stay serialized (a second route or reset of a busy GPU is refused
 // UNAVAILABLE, to be retried), while reads and other GPUs go on.
 //
-// Durability: the audit log is the journal. Every attempted move or reset
-// (accepted, or failed in the backend) is appended to it as one JSON line
+// Durability: the audit log is the journal. Every decision that changed
+// something is appended to it as one JSON line
 // {"action","from","gpu","result","time","to","token"} through a descriptor
 // kept open (O_APPEND) and flushed with one fdatasync before the call
-// returns, so a decision is durable before it is answered. For a route the
-// line is written after the backend's move, with the move's result. The state
+// returns, so a decision is durable before it is answered: a route that
+// changed the GPU's owner or raised its token, every reset, and every move
+// or reset that failed in the backend (it may have changed the GPU on the
+// way). What changed nothing leaves no line, so a caller cannot grow the
+// journal by repeating itself: a route the backend confirms to where the
+// table already has the GPU, with no higher token, and a failure that
+// repeats, exactly, the GPU's last journaled line (the MUX's log still says
+// why). For a route the line is written after the backend's move, with the
+// move's result. The state
 // file is a snapshot of the table plus the journal length it covers; it is
-// rewritten atomically only by Open (after replaying the journal past it) and
-// Close, never per decision. Open restores every GPU's owner and last
+// rewritten atomically only by Open (after replaying the journal past it),
+// Close and a compaction, never per decision. Open restores every GPU's owner and last
 // accepted token from the snapshot and the journal's "ok" lines after it; a
 // torn last line (a crash during its write: it was never answered) is cut
 // off. Any other unreadable line, or a journal that does not continue the
 // one the snapshot was taken with, is refused (DATA_LOSS) rather than
 // forgetting a fencing token, unless the snapshot was written by Close: then
-// the journal may have been rotated while the MUX was stopped.
+// the journal may have been rotated while the MUX was stopped. While it runs,
+// the MUX compacts the journal itself (RouteTableOptions::journal_max_bytes):
+// a snapshot of the table that covers none of the journal (replaying all of
+// it on that snapshot changes nothing: the last route and the highest token
+// win), then the rename to AUDIT.1, then a new, empty journal; a crash
+// between any two steps leaves a pair that Open accepts.
 class RouteTable {
  public:
   static absl::StatusOr<std::unique_ptr<RouteTable>> Open(
@@ -88,11 +105,24 @@ class RouteTable {
   RouteTable(RoutingBackend* backend, std::string state_path, std::string audit_path,
              RouteTableOptions options);
   absl::Status LoadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status WriteSnapshotLocked(bool complete) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A snapshot of the table that covers the journal's first `covered`
+  // bytes (all of them by default).
+  absl::Status WriteSnapshotLocked(bool complete) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return WriteSnapshotLocked(complete, journal_bytes_);
+  }
+  absl::Status WriteSnapshotLocked(bool complete, uint64_t covered)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Compacts the journal once it reaches journal_max_bytes (see there).
+  void CompactJournalLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends one decision to the journal and flushes it.
   absl::Status JournalLocked(const std::string& action, const std::string& gpu,
                              const std::string& from, const std::string& to,
                              uint64_t token, const absl::Status& result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a failed decision repeats exactly the GPU's last journal line.
+  bool RepeatsLastFailureLocked(const std::string& action, const std::string& gpu,
+                                const std::string& from, const std::string& to,
+                                uint64_t token, const absl::Status& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Refuses decisions once the journal can no longer record them.
   absl::Status CheckWritableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -114,6 +144,9 @@ class RouteTable {
   // Set when the journal could not be written or flushed (or after Close):
   // why decisions are refused until the MUX restarts.
   std::string unwritable_ ABSL_GUARDED_BY(mu_);
+  // Per GPU, the failed decision its last journal line recorded (action,
+  // names, token and result): an exact repeat is not journaled again.
+  std::map<std::string, std::string> last_failure_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gputravel

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <future>
 #include <map>
 #include <thread>
@@ -406,6 +407,97 @@ TEST_F(RouteTableTest, LongBackendErrorsMakeBoundedJournalLines) {
   }
   auto t = RouteTable::Open(&verbose, State(), Audit(), o);
   EXPECT_TRUE(t.ok()) << t.status();
+}
+
+// ATTACK (P8, disk): the pinned orchestrator (the tenant's) can grow the
+// root-owned journal on the provider's disk without bound: a route to where
+// the GPU already is, a route from "" to "" (the libvirt backend answers it
+// without a libvirt call) or a move the backend refuses before touching
+// anything (domain not running, GPU attached elsewhere) each appends and
+// fdatasyncs a line, with no rate limit and no compaction while the MUX
+// runs (the journal may only be rotated while it is stopped). Thousands of
+// lines a second fill /var/log; then appends fail, and with StateDirectory
+// on the same file system Open cannot write its snapshot, so the MUX cannot
+// even restart. Secure: the MUX bounds its own journal (compacts it into a
+// snapshot, or does not journal decisions that changed nothing).
+TEST_F(RouteTableTest, RepeatedNoOpDecisionsDoNotGrowTheJournalWithoutBound) {
+  RouteTableOptions o;
+  o.sync = [](int) { return 0; };
+  o.domains = {"holder-a"};
+  auto t = RouteTable::Open(&backend_, State(), Audit(), o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE((*t)->RouteTo("gpu0", "holder-a", 1).ok());
+  for (int i = 0; i < 5000; ++i) {
+    ASSERT_TRUE((*t)->RouteTo("gpu0", "holder-a", 1).ok());  // already there
+    ASSERT_TRUE((*t)->RouteTo("gpu1", "", 1).ok());          // unrouted to unrouted
+  }
+  backend_.fail = true;  // refused by the backend before anything moved
+  for (int i = 0; i < 5000; ++i) (void)(*t)->RouteTo("gpu1", "holder-a", 1);
+  const size_t journal = ReadFile(Audit())->size();
+  EXPECT_LT(journal, size_t{512} << 10)
+      << "15000 decisions that changed nothing left a " << journal
+      << "-byte journal; a caller can fill the host's disk at this rate";
+}
+
+// Decisions that each raise the token must all be durable; the journal is
+// compacted instead (a snapshot, the old journal as AUDIT.1, a new one), and
+// a crash afterwards replays to the same table.
+TEST_F(RouteTableTest, JournalIsCompactedWhileRunningAndStillReplays) {
+  auto open = [&](uint64_t max_bytes) {
+    RouteTableOptions o;
+    o.sync = [](int) { return 0; };
+    o.domains = {"holder-a", "holder-b"};
+    o.journal_max_bytes = max_bytes;
+    return RouteTable::Open(&backend_, State(), Audit(), o);
+  };
+  {
+    auto t = open(4096);
+    ASSERT_TRUE(t.ok()) << t.status();
+    for (uint64_t token = 1; token <= 2000; ++token) {
+      ASSERT_TRUE((*t)->RouteTo("gpu0", token % 2 ? "holder-a" : "holder-b", token).ok());
+    }
+    ASSERT_TRUE((*t)->RouteTo("gpu1", "holder-a", 7).ok());
+    EXPECT_LT(ReadFile(Audit())->size(), size_t{4096} + 1024);
+    EXPECT_LT(ReadFile(Audit() + ".1")->size(), size_t{4096} + 1024);
+  }  // no Close: a crash
+  auto t = open(4096);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->Get("gpu0")->domain, "holder-b");
+  EXPECT_EQ((*t)->Get("gpu0")->fencing_token, 2000u);
+  EXPECT_EQ((*t)->Get("gpu1")->domain, "holder-a");
+  EXPECT_EQ((*t)->RouteTo("gpu0", "holder-a", 1999).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+// A crash right after the compaction's snapshot (before the rename): the old
+// journal is replayed whole on top of it, and ends where it is.
+TEST_F(RouteTableTest, CrashBetweenCompactionStepsReplays) {
+  RouteTableOptions o;
+  o.sync = [](int) { return 0; };
+  o.domains = {"holder-a", "holder-b"};
+  {
+    auto t = RouteTable::Open(&backend_, State(), Audit(), o);
+    ASSERT_TRUE(t.ok()) << t.status();
+    ASSERT_TRUE((*t)->RouteTo("gpu0", "holder-a", 3).ok());
+    ASSERT_TRUE((*t)->RouteTo("gpu0", "holder-b", 4).ok());
+  }
+  const std::string journal = *ReadFile(Audit());
+  {
+    o.journal_max_bytes = 1;  // compacts at the next line
+    auto t = RouteTable::Open(&backend_, State(), Audit(), o);
+    ASSERT_TRUE(t.ok()) << t.status();
+    ASSERT_TRUE((*t)->RouteTo("gpu0", "holder-a", 5).ok());
+  }
+  // Put the state back to "snapshot written, journal not yet renamed": the
+  // old journal (with the last line) where the new one is.
+  const std::string old_journal = *ReadFile(Audit() + ".1");
+  ASSERT_EQ(::rename((Audit() + ".1").c_str(), Audit().c_str()), 0);
+  o.journal_max_bytes = 0;
+  auto t = RouteTable::Open(&backend_, State(), Audit(), o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->Get("gpu0")->domain, "holder-a");
+  EXPECT_EQ((*t)->Get("gpu0")->fencing_token, 5u);
+  EXPECT_GT(old_journal.size(), journal.size());
 }
 
 // A slow move holds no lock readers or other GPUs wait on; a second

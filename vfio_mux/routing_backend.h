@@ -34,7 +34,8 @@ class RoutingBackend {
   // move is confirmed (read back from the kernel/libvirt/device). The route
   // table calls it even when `from_domain == to_domain` (it may be behind the
   // device after a failed or unjournaled move): then it confirms that the GPU
-  // is with `to_domain` and puts it there if it can, or says where it is.
+  // is with `to_domain` and puts it there if it can, or says where it is; for
+  // an empty `to_domain` that nothing holds the GPU (an unroute's checks).
   virtual absl::Status Move(const std::string& gpu, const std::string& from_domain,
                             const std::string& to_domain) = 0;
   // Function-level reset (wipes the CC session and device memory).

@@ -33,9 +33,21 @@ has "ProtectSystem=strict"
 # The audit log is the route journal: without a writable log directory the
 # MUX refuses to start.
 has "LogsDirectory=gputravel"
-# /proc/sys read-only; the PCI attributes the backends write opened again.
+# /proc/sys read-only; the PCI attributes the backends write opened again
+# (only those: see the check below).
 has "ProtectKernelTunables=yes"
-has "ReadWritePaths=/sys/bus/pci /sys/devices"
+# ATTACK (P8 in depth): ProtectKernelTunables makes /sys read-only, and
+# "ReadWritePaths=/sys/bus/pci /sys/devices" opens nearly all of it again:
+# every device's attributes (other GPUs', NICs', disks' remove/reset/
+# driver_override/power), /sys/devices/system/{cpu,memory}/*/online,
+# /sys/bus/pci/rescan and drivers/*/new_id. A MUX subverted through its API
+# could take the host down. Secure: only the configured GPUs' device
+# directories (and the bus files the sysfs backend needs) are writable,
+# e.g. from a drop-in generated from mux.json's BDFs.
+lacks "^ReadWritePaths=.*/sys/devices( |$)"
+# What ships opens nothing under /sys at all: the writable sysfs files come
+# from the drop-in sysfs_dropin.sh generates per host (sysfs_dropin_test).
+lacks "^ReadWritePaths=.*/sys"
 # Bounded threads and memory.
 grep -qE '^TasksMax=[0-9]+$' "$UNIT" || fail "TasksMax=N missing"
 grep -qE '^MemoryMax=[0-9]+[KMG]?$' "$UNIT" || fail "MemoryMax=N missing"

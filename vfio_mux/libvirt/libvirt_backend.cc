@@ -198,8 +198,12 @@ LibvirtBackend::LibvirtBackend(LibvirtBackendOptions options,
     : options_(std::move(options)), sysfs_(options_.sysfs, std::move(fs)) {}
 
 LibvirtBackend::~LibvirtBackend() {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&conn_mu_);
   if (conn_ != nullptr) virConnectClose(conn_);
+}
+
+void LibvirtBackend::ConnUnref::operator()(_virConnect* c) const {
+  if (c != nullptr) virConnectClose(c);
 }
 
 absl::StatusOr<std::unique_ptr<LibvirtBackend>> LibvirtBackend::Create(
@@ -230,7 +234,6 @@ absl::StatusOr<std::unique_ptr<LibvirtBackend>> LibvirtBackend::Create(
   }
   std::unique_ptr<LibvirtBackend> b(
       new LibvirtBackend(std::move(options), std::move(fs)));
-  absl::MutexLock lock(&b->mu_);
   std::set<std::string> bdfs, aliases;
   for (size_t i = 0; i < b->options_.gpus.size(); ++i) {
     const LibvirtGpuConfig& c = b->options_.gpus[i];
@@ -265,21 +268,33 @@ absl::StatusOr<std::unique_ptr<LibvirtBackend>> LibvirtBackend::Create(
   }
   absl::Status s = EnsureLibvirtEventLoop();
   if (!s.ok()) return s;
-  s = b->ConnectLocked();
-  if (!s.ok()) return s;
-  if (b->options_.check_sysfs) {
-    for (const auto& [name, g] : b->gpus_) {
+  absl::StatusOr<ConnRef> conn = b->Connection();
+  if (!conn.ok()) return conn.status();
+  for (auto& [name, g] : b->gpus_) {
+    // GPUs of one IOMMU group share a lock (their sysfs steps must not
+    // interleave); without sysfs each GPU locks alone.
+    std::string group = "bdf " + g.bdf;
+    if (b->options_.check_sysfs) {
       absl::StatusOr<PciDeviceInfo> info = b->sysfs_.InspectNvidiaGpu(g.bdf);
       if (!info.ok()) return info.status();
+      if (!info->iommu_group.empty()) group = info->iommu_group;
     }
+    std::unique_ptr<absl::Mutex>& lock = b->group_locks_[group];
+    if (lock == nullptr) lock = std::make_unique<absl::Mutex>();
+    g.mu = lock.get();
   }
   return b;
 }
 
-absl::Status LibvirtBackend::ConnectLocked() {
+absl::StatusOr<LibvirtBackend::ConnRef> LibvirtBackend::Connection() {
+  absl::MutexLock lock(&conn_mu_);
   if (conn_ != nullptr) {
-    if (virConnectIsAlive(conn_) == 1) return absl::OkStatus();
-    // libvirtd restarted or the keepalive lapsed: a fresh connection.
+    if (virConnectIsAlive(conn_) == 1) {
+      virConnectRef(conn_);
+      return ConnRef(conn_);
+    }
+    // libvirtd restarted or the keepalive lapsed: a fresh connection (calls
+    // still running on the old one keep it until they finish).
     virConnectClose(conn_);
     conn_ = nullptr;
   }
@@ -297,11 +312,11 @@ absl::Status LibvirtBackend::ConnectLocked() {
   // which is fine.
   virConnectSetKeepAlive(conn_, 5, 3);
   virResetLastError();
-  return absl::OkStatus();
+  virConnectRef(conn_);
+  return ConnRef(conn_);
 }
 
-absl::StatusOr<const LibvirtBackend::Gpu*> LibvirtBackend::FindLocked(
-    const std::string& gpu) {
+absl::StatusOr<LibvirtBackend::Gpu*> LibvirtBackend::Find(const std::string& gpu) {
   auto it = gpus_.find(gpu);
   if (it == gpus_.end()) {
     std::vector<std::string> names;
@@ -321,7 +336,6 @@ absl::StatusOr<std::string> LibvirtBackend::LibvirtName(
 }
 
 absl::StatusOr<std::vector<GpuDevice>> LibvirtBackend::ListGpus() {
-  absl::MutexLock lock(&mu_);
   std::vector<GpuDevice> out;
   for (const auto& [name, g] : gpus_) {
     GpuDevice d{name, g.bdf, "", ""};
@@ -337,13 +351,12 @@ absl::StatusOr<std::vector<GpuDevice>> LibvirtBackend::ListGpus() {
 }
 
 absl::StatusOr<std::string> LibvirtBackend::LiveXml(const std::string& domain) {
-  absl::MutexLock lock(&mu_);
-  absl::Status s = ConnectLocked();
-  if (!s.ok()) return s;
   absl::StatusOr<std::string> mapped = LibvirtName(domain);
   if (!mapped.ok()) return mapped.status();
+  absl::StatusOr<ConnRef> conn = Connection();
+  if (!conn.ok()) return conn.status();
   const std::string& name = *mapped;
-  DomainPtr dom(virDomainLookupByName(conn_, name.c_str()));
+  DomainPtr dom(virDomainLookupByName(conn->get(), name.c_str()));
   if (dom == nullptr) {
     return LibvirtError(absl::StrCat("looking up domain '", name, "'"),
                         options_.uri);
@@ -353,18 +366,17 @@ absl::StatusOr<std::string> LibvirtBackend::LiveXml(const std::string& domain) {
 
 absl::StatusOr<std::vector<std::string>> LibvirtBackend::DomainsHolding(
     const std::string& gpu) {
-  absl::MutexLock lock(&mu_);
-  absl::Status s = ConnectLocked();
-  if (!s.ok()) return s;
-  absl::StatusOr<const Gpu*> g = FindLocked(gpu);
+  absl::StatusOr<Gpu*> g = Find(gpu);
   if (!g.ok()) return g.status();
-  return DomainsHoldingLocked((*g)->bdf);
+  absl::StatusOr<ConnRef> conn = Connection();
+  if (!conn.ok()) return conn.status();
+  return DomainsHoldingBdf(conn->get(), (*g)->bdf);
 }
 
-absl::StatusOr<std::vector<std::string>> LibvirtBackend::DomainsHoldingLocked(
-    const std::string& bdf) {
+absl::StatusOr<std::vector<std::string>> LibvirtBackend::DomainsHoldingBdf(
+    _virConnect* conn, const std::string& bdf) {
   virDomainPtr* doms = nullptr;
-  int n = virConnectListAllDomains(conn_, &doms,
+  int n = virConnectListAllDomains(conn, &doms,
                                    VIR_CONNECT_LIST_DOMAINS_ACTIVE);
   if (n < 0) {
     return LibvirtError("listing running domains", options_.uri);
@@ -396,7 +408,8 @@ absl::StatusOr<std::vector<std::string>> LibvirtBackend::DomainsHoldingLocked(
   return holders;
 }
 
-absl::Status LibvirtBackend::DetachLocked(const std::string& gpu_name,
+absl::Status LibvirtBackend::DetachLocked(_virConnect* conn,
+                                          const std::string& gpu_name,
                                           const Gpu& g,
                                           const std::string& domain) {
   absl::StatusOr<std::string> mapped = LibvirtName(domain);
@@ -404,7 +417,7 @@ absl::Status LibvirtBackend::DetachLocked(const std::string& gpu_name,
   const std::string& name = *mapped;
   const std::string what = absl::StrCat("detaching GPU ", gpu_name, " (", g.bdf,
                                         ") from domain '", name, "'");
-  DomainPtr dom(virDomainLookupByName(conn_, name.c_str()));
+  DomainPtr dom(virDomainLookupByName(conn, name.c_str()));
   if (dom == nullptr && virGetLastErrorCode() == VIR_ERR_NO_DOMAIN) {
     // A domain that no longer exists (a transient TD that was shut down or
     // crashed) holds no device; refusing would fail every later move of
@@ -433,7 +446,7 @@ absl::Status LibvirtBackend::DetachLocked(const std::string& gpu_name,
 
   // Subscribed before the request, so a fast removal cannot be missed.
   auto waiter = std::make_shared<RemovalWaiter>(live_alias);
-  EventSubscription events(conn_, dom.get(), waiter);
+  EventSubscription events(conn, dom.get(), waiter);
   int rc;
   if (!live_alias.empty()) {
     rc = virDomainDetachDeviceAlias(dom.get(), live_alias.c_str(),
@@ -506,15 +519,15 @@ absl::Status LibvirtBackend::CheckSysfsLocked(const std::string& gpu_name,
   return absl::OkStatus();
 }
 
-absl::Status LibvirtBackend::AttachLocked(const std::string& gpu_name, Gpu& g,
+absl::Status LibvirtBackend::AttachLocked(_virConnect* conn,
+                                          const std::string& gpu_name, Gpu& g,
                                           const std::string& domain) {
   absl::StatusOr<std::string> mapped = LibvirtName(domain);
   if (!mapped.ok()) return mapped.status();
   const std::string& name = *mapped;
   const std::string what = absl::StrCat("attaching GPU ", gpu_name, " (", g.bdf,
                                         ") to domain '", name, "'");
-  absl::StatusOr<std::vector<std::string>> holders =
-      DomainsHoldingLocked(g.bdf);
+  absl::StatusOr<std::vector<std::string>> holders = DomainsHoldingBdf(conn, g.bdf);
   if (!holders.ok()) return holders.status();
   std::vector<std::string> others;
   for (const std::string& h : *holders) {
@@ -533,7 +546,7 @@ absl::Status LibvirtBackend::AttachLocked(const std::string& gpu_name, Gpu& g,
     absl::Status s = CheckSysfsLocked(gpu_name, g);
     if (!s.ok()) return s;
   }
-  DomainPtr dom(virDomainLookupByName(conn_, name.c_str()));
+  DomainPtr dom(virDomainLookupByName(conn, name.c_str()));
   if (dom == nullptr) {
     absl::Status e = LibvirtError(what, options_.uri);
     return absl::Status(
@@ -591,23 +604,29 @@ absl::Status LibvirtBackend::Move(const std::string& gpu,
       if (!mapped.ok()) return mapped.status();
     }
   }
-  absl::MutexLock lock(&mu_);
-  absl::Status s = ConnectLocked();
-  if (!s.ok()) return s;
-  auto it = gpus_.find(gpu);
-  if (it == gpus_.end()) return FindLocked(gpu).status();
-  Gpu& g = it->second;
-  if (from_domain == to_domain) {
-    if (to_domain.empty()) return absl::OkStatus();
-    return AttachLocked(gpu, g, to_domain);  // confirms, or repairs
+  absl::StatusOr<Gpu*> found = Find(gpu);
+  if (!found.ok()) return found.status();
+  Gpu& g = **found;
+  absl::MutexLock lock(g.mu);
+  if (options_.check_sysfs) {
+    absl::Status pending = sysfs_.CheckNoWritePending(g.bdf);
+    if (!pending.ok()) return pending;
+  }
+  absl::StatusOr<ConnRef> conn = Connection();
+  if (!conn.ok()) return conn.status();
+  absl::Status s;
+  // Confirming a domain attaches (a no-op when the GPU is there, a repair
+  // when it is not); confirming "unrouted" runs an unroute's check below, so
+  // the table never records a GPU a VM holds as free.
+  if (from_domain == to_domain && !to_domain.empty()) {
+    return AttachLocked(conn->get(), gpu, g, to_domain);
   }
   if (!from_domain.empty()) {
-    s = DetachLocked(gpu, g, from_domain);
+    s = DetachLocked(conn->get(), gpu, g, from_domain);
     if (!s.ok()) return s;
   }
-  if (!to_domain.empty()) return AttachLocked(gpu, g, to_domain);
-  absl::StatusOr<std::vector<std::string>> holders =
-      DomainsHoldingLocked(g.bdf);
+  if (!to_domain.empty()) return AttachLocked(conn->get(), gpu, g, to_domain);
+  absl::StatusOr<std::vector<std::string>> holders = DomainsHoldingBdf(conn->get(), g.bdf);
   if (!holders.ok()) return holders.status();
   if (!holders->empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -620,15 +639,19 @@ absl::Status LibvirtBackend::Move(const std::string& gpu,
 }
 
 absl::Status LibvirtBackend::Reset(const std::string& gpu) {
-  absl::MutexLock lock(&mu_);
-  auto it = gpus_.find(gpu);
-  if (it == gpus_.end()) return FindLocked(gpu).status();
-  Gpu& g = it->second;
+  absl::StatusOr<Gpu*> found = Find(gpu);
+  if (!found.ok()) return found.status();
+  Gpu& g = **found;
+  absl::MutexLock lock(g.mu);
   if (!options_.check_sysfs) {
     return absl::UnimplementedError(absl::StrCat(
         "libvirt backend: Reset of GPU ", gpu, " (", g.bdf,
         ") needs sysfs access; enable check_sysfs in the MUX config"));
   }
+  // A reset still blocked in the kernel: the GPU is not back yet, and a
+  // second writer would only queue behind the first (one more thread each).
+  absl::Status pending = sysfs_.CheckNoWritePending(g.bdf);
+  if (!pending.ok()) return pending;
   absl::StatusOr<PciDeviceInfo> info = sysfs_.InspectNvidiaGpu(g.bdf);
   if (!info.ok()) return info.status();
   if (info->driver != kVfioPci) {
@@ -642,9 +665,9 @@ absl::Status LibvirtBackend::Reset(const std::string& gpu) {
   // once), and resetting it is the orchestrator's to ask. Attached to any
   // other VM: refused. Attached nowhere: only if no process holds it (the
   // scan refuses when it cannot see every process's files).
-  absl::Status c = ConnectLocked();
-  if (!c.ok()) return c;
-  absl::StatusOr<std::vector<std::string>> vms = DomainsHoldingLocked(g.bdf);
+  absl::StatusOr<ConnRef> conn = Connection();
+  if (!conn.ok()) return conn.status();
+  absl::StatusOr<std::vector<std::string>> vms = DomainsHoldingBdf(conn->get(), g.bdf);
   if (!vms.ok()) return vms.status();
   if (!vms->empty()) {
     std::set<std::string> configured;

@@ -104,36 +104,49 @@ class LibvirtBackend : public RoutingBackend {
   absl::StatusOr<std::string> LiveXml(const std::string& domain);
 
  private:
+  // The configured GPUs are fixed at Create; what the backend learns about
+  // each is guarded by that GPU's lock, which GPUs of one IOMMU group share.
+  // Moves and resets of one GPU are serialized (two must never both see it
+  // free); no lock covers two groups, so one GPU's slow detach or reset never
+  // delays another's.
   struct Gpu {
     std::string bdf;
     std::string alias;
-    std::string saved_resets;
+    absl::Mutex* mu = nullptr;  // owned by group_locks_
+    std::string saved_resets ABSL_GUARDED_BY(mu);
   };
+  // A counted reference to the shared connection (libvirt connections may
+  // be used from several threads at once); the deleter drops it.
+  struct ConnUnref {
+    void operator()(_virConnect* c) const;
+  };
+  using ConnRef = std::unique_ptr<_virConnect, ConnUnref>;
 
   explicit LibvirtBackend(LibvirtBackendOptions options,
                           std::shared_ptr<SysfsFs> fs);
-  absl::Status ConnectLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<const Gpu*> FindLocked(const std::string& gpu)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The connection, reopened first when libvirtd went away.
+  absl::StatusOr<ConnRef> Connection();
+  absl::StatusOr<Gpu*> Find(const std::string& gpu);
   // The libvirt name of a configured domain; DomainNotConfigured otherwise.
   absl::StatusOr<std::string> LibvirtName(const std::string& domain) const;
-  absl::StatusOr<std::vector<std::string>> DomainsHoldingLocked(
-      const std::string& bdf) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status DetachLocked(const std::string& name, const Gpu& g,
+  absl::StatusOr<std::vector<std::string>> DomainsHoldingBdf(
+      _virConnect* conn, const std::string& bdf);
+  absl::Status DetachLocked(_virConnect* conn, const std::string& name,
+                            const Gpu& g, const std::string& domain)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
+  absl::Status AttachLocked(_virConnect* conn, const std::string& name, Gpu& g,
                             const std::string& domain)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status AttachLocked(const std::string& name, Gpu& g,
-                            const std::string& domain)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
   absl::Status CheckSysfsLocked(const std::string& name, Gpu& g)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
 
   const LibvirtBackendOptions options_;
   PciSysfs sysfs_;
-  // Moves are serialized: two moves must never both see a GPU as free.
-  absl::Mutex mu_;
-  _virConnect* conn_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::map<std::string, Gpu> gpus_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex conn_mu_;
+  _virConnect* conn_ ABSL_GUARDED_BY(conn_mu_) = nullptr;
+  // Written only by Create; read without a lock afterwards.
+  std::map<std::string, std::unique_ptr<absl::Mutex>> group_locks_;  // by IOMMU group
+  std::map<std::string, Gpu> gpus_;
 };
 
 }  // namespace gputravel

@@ -5,9 +5,11 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "vfio_mux/sysfs/fake_sysfs.h"
 
@@ -240,6 +242,20 @@ TEST_F(LibvirtBackendTest, DetachReachesLibvirtAndReportsUnsupportedDriver) {
   EXPECT_EQ(*b->DomainsHolding("gpu0"), std::vector<std::string>{"td-a"});
 }
 
+// ATTACK (route table vs reality): the table calls Move even when from ==
+// to because it may be behind the GPU, and the backend must then confirm or
+// say where the GPU is (routing_backend.h). For "" -> "" the libvirt backend
+// answers OK without asking libvirt anything, so "the GPU is unrouted" is
+// confirmed (and journaled "ok") while a running VM holds it, here td-a, and
+// equally a VM outside the configuration. Secure: refused, as an unroute
+// from a named domain is (UnroutingWhileLibvirtDisagreesIsRefused).
+TEST_F(LibvirtBackendTest, ConfirmingUnroutedChecksLibvirt) {
+  std::unique_ptr<LibvirtBackend> b = Make(Options());
+  ASSERT_NE(b, nullptr);
+  absl::Status s = b->Move("gpu0", "", "");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+}
+
 TEST_F(LibvirtBackendTest, UnroutingWhileLibvirtDisagreesIsRefused) {
   std::unique_ptr<LibvirtBackend> b = Make(Options());
   ASSERT_NE(b, nullptr);
@@ -437,6 +453,32 @@ TEST_F(LibvirtSysfsTest, ResetOfGpuInAConfiguredDomainsVm) {
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_EQ((*other)->Reset("gpu0").code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(fake_->reset_count(kGpu), 1);
+}
+
+// ATTACK (issue 32 item 4, not fully fixed): the backend's own mutex is held
+// across a reset's sysfs writes (bounded only by driver_timeout, 10 s) and
+// across a detach's wait for the guest (detach_timeout, 30 s), so one GPU's
+// slow reset or detach stalls every other GPU's move, and the server's 16
+// threads pile up behind it, exactly what moving the work out of the route
+// table's mutex was meant to end. Secure: per-GPU serialization only.
+TEST_F(LibvirtSysfsTest, SlowResetOfOneGpuDoesNotBlockAnotherGpusMove) {
+  ASSERT_TRUE(fake_->ForceBind(kGpu, "vfio-pci").ok());
+  ASSERT_TRUE(fake_->ForceBind(kGpu1, "vfio-pci").ok());
+  LibvirtBackendOptions o = SysfsOptions();
+  o.sysfs.driver_timeout = absl::Seconds(3);
+  absl::StatusOr<std::unique_ptr<LibvirtBackend>> b = LibvirtBackend::Create(o, fake_);
+  ASSERT_TRUE(b.ok()) << b.status();
+  fake_->HangWrites(fake_->DevicePath(kGpu) + "/reset");
+  std::thread resetter([&] { (void)(*b)->Reset("gpu0"); });  // gpu0 is in td-a: allowed
+  absl::SleepFor(absl::Milliseconds(300));
+  const absl::Time start = absl::Now();
+  absl::Status moved = (*b)->Move("gpu1", "", "td-b");  // the test driver cannot hot-plug
+  const absl::Duration took = absl::Now() - start;
+  fake_->ReleaseHangs();
+  resetter.join();
+  EXPECT_EQ(moved.code(), absl::StatusCode::kUnimplemented) << moved;
+  EXPECT_LT(took, absl::Seconds(1)) << "gpu1's move waited " << took
+                                    << " for gpu0's pending reset";
 }
 
 // --- a real hypervisor, only when an operator asks for it -----------------

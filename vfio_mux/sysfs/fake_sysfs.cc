@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/sysmacros.h>
 
 #include <algorithm>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -65,6 +67,11 @@ absl::Status MakeDirs(const std::string& dir) {
   }
   return absl::OkStatus();
 }
+
+// Device numbers of the fake VFIO nodes: /dev/vfio/N is (group major, N),
+// /dev/vfio/devices/vfioN is (cdev major, N).
+constexpr unsigned int kVfioGroupMajor = 240;
+constexpr unsigned int kVfioCdevMajor = 239;
 
 std::string Trim(absl::string_view s) {
   return std::string(absl::StripAsciiWhitespace(s));
@@ -134,6 +141,7 @@ absl::Status FakeSysfs::AddDevice(const FakePciDevice& dev) {
   d.supported_resets = dev.reset_method;
   d.reset_method = dev.reset_method;
   d.index = static_cast<int>(devices_.size());
+  d.iommu_group = dev.iommu_group;
   absl::Status s = MakeDirs(d.dir);
   if (!s.ok()) return s;
   const std::pair<const char*, std::string> files[] = {
@@ -294,6 +302,23 @@ absl::StatusOr<std::vector<std::string>> FakeSysfs::ListDir(
 
 bool FakeSysfs::Exists(const std::string& path) { return real_->Exists(path); }
 
+absl::StatusOr<uint64_t> FakeSysfs::CharDeviceNumber(const std::string& path) {
+  if (!absl::StartsWith(path, proc_root_ + "/")) return real_->CharDeviceNumber(path);
+  absl::StatusOr<std::string> text = real_->ReadLink(path);
+  if (!text.ok()) return text.status();
+  absl::string_view t = *text;
+  absl::ConsumeSuffix(&t, " (deleted)");
+  const size_t at = t.rfind("/dev/vfio/");
+  if (at == absl::string_view::npos) return uint64_t{0};
+  absl::string_view node = t.substr(at + strlen("/dev/vfio/"));
+  unsigned int n = 0;
+  if (absl::ConsumePrefix(&node, "devices/vfio") && absl::SimpleAtoi(node, &n)) {
+    return static_cast<uint64_t>(makedev(kVfioCdevMajor, n));
+  }
+  if (absl::SimpleAtoi(node, &n)) return static_cast<uint64_t>(makedev(kVfioGroupMajor, n));
+  return uint64_t{0};
+}
+
 absl::Status FakeSysfs::WriteFile(const std::string& path,
                                   absl::string_view data) {
   absl::MutexLock lock(&mu_);
@@ -409,8 +434,17 @@ absl::Status FakeSysfs::BindLocked(const std::string& bdf, Device& d,
               root_ + "/bus/pci/drivers/" + driver + "/" + bdf);
   if (!s.ok()) return s;
   if (driver == "vfio-pci") {
-    s = MakeDirs(absl::StrCat(d.dir, "/vfio-dev/vfio", d.index));
+    const std::string cdev = absl::StrCat(d.dir, "/vfio-dev/vfio", d.index);
+    s = MakeDirs(cdev);
+    if (s.ok()) s = WriteText(cdev + "/dev", absl::StrCat(kVfioCdevMajor, ":", d.index, "\n"));
     if (!s.ok()) return s;
+    unsigned int group = 0;
+    if (absl::SimpleAtoi(d.iommu_group, &group)) {
+      const std::string node = root_ + "/class/vfio/" + d.iommu_group;
+      s = MakeDirs(node);
+      if (s.ok()) s = WriteText(node + "/dev", absl::StrCat(kVfioGroupMajor, ":", group, "\n"));
+      if (!s.ok()) return s;
+    }
   }
   d.driver = driver;
   return absl::OkStatus();

@@ -34,11 +34,12 @@ struct FakePciDevice {
 //
 // Layout under root():
 //   devices/pci0000:00/BDF/{vendor,device,class,driver_override,reset_method,
-//                           reset,driver->,iommu_group->,vfio-dev/vfioN}
+//                           reset,driver->,iommu_group->,vfio-dev/vfioN/dev}
 //   bus/pci/devices/BDF -> ../../../devices/pci0000:00/BDF
 //   bus/pci/drivers/NAME/{bind,unbind,BDF->}
 //   bus/pci/drivers_probe
 //   kernel/iommu_groups/N/devices/BDF -> ...
+//   class/vfio/N/dev  (once a device of group N binds to vfio-pci)
 // and under proc_root(): PID/comm, PID/fd/N -> target.
 //
 // Kernel behaviour modelled: unbind removes the driver link (ENODEV if that
@@ -106,6 +107,10 @@ class FakeSysfs : public SysfsFs {
   absl::StatusOr<std::vector<std::string>> ListDir(
       const std::string& path) override;
   bool Exists(const std::string& path) override;
+  // For ROOT's proc fds: the VFIO node the link text names, wherever the
+  // process saw it (".../root/dev/vfio/42", "/dev/vfio/42 (deleted)"), as
+  // the kernel knows the open file; for other paths the real stat.
+  absl::StatusOr<uint64_t> CharDeviceNumber(const std::string& path) override;
 
  private:
   struct Device {
@@ -117,6 +122,7 @@ class FakeSysfs : public SysfsFs {
     std::string reset_method;
     int reset_count = 0;
     int index = 0;
+    std::string iommu_group;
     bool never_unbind = false;
     bool hang_unbind = false;
     bool ignore_probe = false;

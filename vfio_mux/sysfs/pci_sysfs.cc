@@ -1,8 +1,11 @@
 #include "vfio_mux/sysfs/pci_sysfs.h"
 
 #include <errno.h>
+#include <sys/sysmacros.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -55,13 +58,34 @@ absl::Status StepError(const absl::Status& cause, absl::string_view bdf,
 struct PendingWrite {
   absl::Mutex mu;
   bool done ABSL_GUARDED_BY(mu) = false;
+  // Given up on by its caller: the thread clears its PendingWrites entry.
+  bool abandoned ABSL_GUARDED_BY(mu) = false;
   absl::Status status ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace
 
+// Writes given up on but still blocked in the kernel: BDF -> paths.
+struct PciSysfs::PendingWrites {
+  absl::Mutex mu;
+  std::map<std::string, std::set<std::string>> by_bdf ABSL_GUARDED_BY(mu);
+};
+
 PciSysfs::PciSysfs(PciSysfsOptions options, std::shared_ptr<SysfsFs> fs)
-    : options_(std::move(options)), fs_(std::move(fs)) {}
+    : options_(std::move(options)),
+      fs_(std::move(fs)),
+      pending_(std::make_shared<PendingWrites>()) {}
+
+absl::Status PciSysfs::CheckNoWritePending(absl::string_view bdf) {
+  absl::MutexLock lock(&pending_->mu);
+  auto it = pending_->by_bdf.find(std::string(bdf));
+  if (it == pending_->by_bdf.end() || it->second.empty()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "GPU ", bdf, ": an earlier write to ", *it->second.begin(),
+      " outlived its timeout and is still pending in the kernel; nothing more "
+      "is done to the device until it returns (see `dmesg`; a device that does "
+      "not come back needs a secondary bus reset or a host reboot), retry later"));
+}
 
 std::string PciSysfs::DevicePath(absl::string_view bdf) const {
   return absl::StrCat(options_.sysfs_root, "/bus/pci/devices/", bdf);
@@ -192,36 +216,66 @@ absl::Status PciSysfs::CheckGroupViable(absl::string_view bdf) {
   return absl::OkStatus();
 }
 
-absl::Status PciSysfs::TimedWrite(const std::string& path,
+absl::Status PciSysfs::TimedWrite(const std::string& bdf,
+                                  const std::string& path,
                                   absl::string_view data) {
+  {
+    absl::MutexLock lock(&pending_->mu);
+    auto it = pending_->by_bdf.find(bdf);
+    if (it != pending_->by_bdf.end() && it->second.count(path) != 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "writing '", absl::CHexEscape(data), "' to ", path,
+          " refused: an earlier write to it is still pending in the kernel"));
+    }
+  }
   // The write runs on its own thread because the kernel may block it
   // indefinitely (vfio-pci unbind waits for userspace, a reset waits for the
-  // device); on timeout the thread is left behind, holding its own
-  // references, until the kernel returns.
-  auto pending = std::make_shared<PendingWrite>();
-  std::shared_ptr<SysfsFs> fs = fs_;
-  std::thread([pending, fs, path, data = std::string(data)]() {
+  // device). On timeout the thread is left to the kernel, holding its own
+  // references, and recorded in pending_ until the write returns; otherwise
+  // it is joined, so no thread outlives a write that finished.
+  auto w = std::make_shared<PendingWrite>();
+  std::thread writer([w, fs = fs_, registry = pending_, bdf, path,
+                      data = std::string(data)]() {
     absl::Status s = fs->WriteFile(path, data);
-    absl::MutexLock lock(&pending->mu);
-    pending->status = s;
-    pending->done = true;
-  }).detach();
-  absl::MutexLock lock(&pending->mu);
-  if (!pending->mu.AwaitWithTimeout(absl::Condition(&pending->done),
-                                    options_.driver_timeout)) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "writing '", absl::CHexEscape(data), "' to ", path,
-        " did not return within ", absl::FormatDuration(options_.driver_timeout),
-        "; the write stays pending in the kernel and may still complete"));
+    bool abandoned;
+    {
+      absl::MutexLock lock(&w->mu);
+      w->status = s;
+      w->done = true;
+      abandoned = w->abandoned;
+    }
+    if (!abandoned) return;
+    absl::MutexLock lock(&registry->mu);
+    auto it = registry->by_bdf.find(bdf);
+    if (it == registry->by_bdf.end()) return;
+    it->second.erase(path);
+    if (it->second.empty()) registry->by_bdf.erase(it);
+  });
+  {
+    absl::MutexLock lock(&w->mu);
+    if (!w->mu.AwaitWithTimeout(absl::Condition(&w->done), options_.driver_timeout)) {
+      w->abandoned = true;
+      {
+        absl::MutexLock registry_lock(&pending_->mu);
+        pending_->by_bdf[bdf].insert(path);
+      }
+      writer.detach();
+      return absl::DeadlineExceededError(absl::StrCat(
+          "writing '", absl::CHexEscape(data), "' to ", path,
+          " did not return within ", absl::FormatDuration(options_.driver_timeout),
+          "; the write stays pending in the kernel and may still complete"));
+    }
   }
-  return pending->status;
+  writer.join();
+  absl::MutexLock lock(&w->mu);
+  return w->status;
 }
 
 absl::Status PciSysfs::BoundedWrite(const std::string& path,
                                     absl::string_view data,
                                     const std::string& bdf,
                                     absl::string_view step) {
-  absl::Status s = TimedWrite(path, data);
+  absl::Status s = TimedWrite(bdf, path, data);
   if (absl::IsDeadlineExceeded(s) && SysfsErrno(s) == 0) {
     return absl::DeadlineExceededError(absl::StrCat(
         "GPU ", bdf, ": ", step, ": ", s.message(),
@@ -308,7 +362,7 @@ absl::Status PciSysfs::BindToVfio(absl::string_view bdf_in) {
   // The override goes first so that, between unbind and probe, no other
   // driver (nvidia via udev) can claim the device.
   const std::string override_path = DevicePath(bdf) + "/driver_override";
-  absl::Status s = TimedWrite(override_path, kVfioPci);
+  absl::Status s = TimedWrite(bdf, override_path, kVfioPci);
   if (!s.ok()) {
     return StepError(s, bdf, "setting driver_override to vfio-pci",
                      "see `dmesg`; the MUX must run as root");
@@ -338,7 +392,7 @@ absl::Status PciSysfs::ReturnToHost(absl::string_view bdf_in) {
   const std::string& bdf = info->bdf;
   const std::string override_path = DevicePath(bdf) + "/driver_override";
   // "\n" clears the override; an empty write would not reach the kernel.
-  absl::Status s = TimedWrite(override_path, "\n");
+  absl::Status s = TimedWrite(bdf, override_path, "\n");
   if (!s.ok()) {
     return StepError(s, bdf, "clearing driver_override",
                      "see `dmesg`; the MUX must run as root");
@@ -401,7 +455,7 @@ absl::Status PciSysfs::WriteResetMethod(absl::string_view bdf_in,
   const std::string want = NormalizeList(methods);
   const std::string path = DevicePath(bdf) + "/reset_method";
   // The kernel treats "\n" as the empty list.
-  absl::Status s = TimedWrite(path, want.empty() ? "\n" : want);
+  absl::Status s = TimedWrite(bdf, path, want.empty() ? "\n" : want);
   if (!s.ok()) {
     return StepError(
         s, bdf, absl::StrCat("writing '", want, "' to reset_method"),
@@ -426,7 +480,7 @@ absl::Status PciSysfs::FunctionReset(absl::string_view bdf_in) {
   absl::StatusOr<PciDeviceInfo> info = InspectNvidiaGpu(bdf_in);
   if (!info.ok()) return info.status();
   const std::string path = DevicePath(info->bdf) + "/reset";
-  absl::Status s = TimedWrite(path, "1");
+  absl::Status s = TimedWrite(info->bdf, path, "1");
   if (SysfsErrno(s) == ENOTTY) {
     return absl::FailedPreconditionError(absl::StrCat(
         "GPU ", info->bdf, ": function reset via ", path,
@@ -455,15 +509,48 @@ absl::StatusOr<std::vector<VfioHolder>> PciSysfs::FindVfioHolders(
     absl::string_view bdf_in) {
   absl::StatusOr<PciDeviceInfo> info = Inspect(bdf_in);
   if (!info.ok()) return info.status();
-  std::vector<std::string> targets;
+  // Each VFIO node of the device: its usual name, and its device number as
+  // the kernel gives it in sysfs (ROOT/class/vfio/GROUP/dev, ROOT/bus/pci/
+  // devices/BDF/vfio-dev/vfioN/dev). A holder is recognised by the number:
+  // the name a process's fd link shows depends on its root (a chrooted VMM
+  // shows ".../root/dev/vfio/42") and on the node still existing ("/dev/vfio/42
+  // (deleted)"), and the MUX's own /dev (PrivateDevices) has no VFIO nodes.
+  struct Target {
+    std::string path;
+    uint64_t rdev = 0;  // 0: the kernel has no such node (yet)
+  };
+  std::vector<Target> targets;
+  auto add = [&](std::string path, const std::string& dev_attr) -> absl::Status {
+    Target t{std::move(path), 0};
+    absl::StatusOr<std::string> dev = fs_->ReadFile(dev_attr);
+    if (dev.ok()) {
+      std::pair<std::string, std::string> mm = absl::StrSplit(Trim(*dev), ':');
+      unsigned int major = 0, minor = 0;
+      if (!absl::SimpleAtoi(mm.first, &major) || !absl::SimpleAtoi(mm.second, &minor)) {
+        return absl::InternalError(absl::StrCat(
+            "GPU ", info->bdf, ": ", dev_attr, " reads '", absl::CHexEscape(*dev),
+            "', not MAJOR:MINOR; cannot tell which processes hold the device"));
+      }
+      t.rdev = makedev(major, minor);
+    } else if (!absl::IsNotFound(dev.status())) {
+      return StepError(dev.status(), info->bdf, "reading a VFIO node's device number",
+                       "check that the MUX runs as root with sysfs mounted");
+    }
+    targets.push_back(std::move(t));
+    return absl::OkStatus();
+  };
   if (!info->iommu_group.empty()) {
-    targets.push_back("/dev/vfio/" + info->iommu_group);
+    absl::Status s = add("/dev/vfio/" + info->iommu_group,
+                         absl::StrCat(options_.sysfs_root, "/class/vfio/",
+                                      info->iommu_group, "/dev"));
+    if (!s.ok()) return s;
   }
-  absl::StatusOr<std::vector<std::string>> cdevs =
-      fs_->ListDir(DevicePath(info->bdf) + "/vfio-dev");
+  const std::string cdev_dir = DevicePath(info->bdf) + "/vfio-dev";
+  absl::StatusOr<std::vector<std::string>> cdevs = fs_->ListDir(cdev_dir);
   if (cdevs.ok()) {
     for (const std::string& c : *cdevs) {
-      targets.push_back("/dev/vfio/devices/" + c);
+      absl::Status s = add("/dev/vfio/devices/" + c, absl::StrCat(cdev_dir, "/", c, "/dev"));
+      if (!s.ok()) return s;
     }
   }
   absl::StatusOr<std::vector<std::string>> pids =
@@ -494,14 +581,17 @@ absl::StatusOr<std::vector<VfioHolder>> PciSysfs::FindVfioHolders(
       continue;
     }
     for (const std::string& fd : *fds) {
-      absl::StatusOr<std::string> target = fs_->ReadLink(pdir + "/fd/" + fd);
-      if (!target.ok()) continue;
-      if (std::find(targets.begin(), targets.end(), *target) == targets.end()) {
-        continue;
-      }
+      const std::string fd_path = pdir + "/fd/" + fd;
+      absl::StatusOr<uint64_t> rdev = fs_->CharDeviceNumber(fd_path);
+      absl::StatusOr<std::string> text = fs_->ReadLink(fd_path);
+      const bool hit = std::any_of(targets.begin(), targets.end(), [&](const Target& t) {
+        return (rdev.ok() && *rdev != 0 && *rdev == t.rdev) ||
+               (text.ok() && *text == t.path);
+      });
+      if (!hit) continue;
       VfioHolder h;
       h.pid = pid;
-      h.path = *target;
+      h.path = text.ok() ? *text : fd_path;
       absl::StatusOr<std::string> comm = fs_->ReadFile(pdir + "/comm");
       h.comm = comm.ok() ? Trim(*comm) : "?";
       holders.push_back(std::move(h));

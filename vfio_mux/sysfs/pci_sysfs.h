@@ -39,13 +39,14 @@ struct PciDeviceInfo {
 struct VfioHolder {
   int pid = 0;
   std::string comm;  // process name, e.g. "qemu-system-x86"
-  std::string path;  // "/dev/vfio/42" or "/dev/vfio/devices/vfio0"
+  std::string path;  // the fd's link text, e.g. "/dev/vfio/42" (for logs)
 };
 
 // The PCI sysfs operations the routing backends need, each verified by
 // reading sysfs back (a write that the kernel accepted is not proof that the
 // device changed state: drivers_probe succeeds even when nothing binds).
-// Thread-compatible; stateless apart from the options.
+// Thread-safe; its only state is the set of writes still pending in the
+// kernel.
 class PciSysfs {
  public:
   explicit PciSysfs(PciSysfsOptions options,
@@ -89,23 +90,39 @@ class PciSysfs {
                                          absl::string_view methods);
 
   // Processes with the device's VFIO group (/dev/vfio/N) or VFIO cdev
-  // (/dev/vfio/devices/vfioN) open. Processes that vanish or whose fds cannot
+  // (/dev/vfio/devices/vfioN) open, recognised by the open file's device
+  // number (stat through /proc/PID/fd/N against the node's `dev` attribute in
+  // sysfs), so a holder that opened the node under another root or whose node
+  // was since removed is found too. Processes that vanish or whose fds cannot
   // be read are skipped; a process whose fds the MUX may not read (EACCES,
   // EPERM: no CAP_SYS_PTRACE) fails the scan (PERMISSION_DENIED) rather than
   // answering "no holder".
   absl::StatusOr<std::vector<VfioHolder>> FindVfioHolders(
       absl::string_view bdf);
 
+  // UNAVAILABLE while an earlier write for the device (to its attributes, or
+  // to a bus file naming it) outlived driver_timeout and is still blocked in
+  // the kernel. Backends refuse a reset or move of such a GPU: the kernel is
+  // still busy with it, and every retry would leave one more thread behind.
+  // The refusal ends when the write returns.
+  absl::Status CheckNoWritePending(absl::string_view bdf);
+
   // Paths, for messages and scripts.
   std::string DevicePath(absl::string_view bdf) const;
 
  private:
+  struct PendingWrites;
+
   absl::StatusOr<std::string> CurrentDriver(const std::string& bdf);
   absl::Status Unbind(const std::string& bdf, const std::string& driver);
   absl::Status Probe(const std::string& bdf, absl::string_view want);
-  // One SysfsFs write, given up after driver_timeout (DEADLINE_EXCEEDED);
-  // every write of this class goes through it.
-  absl::Status TimedWrite(const std::string& path, absl::string_view data);
+  // One SysfsFs write for device `bdf`, given up after driver_timeout
+  // (DEADLINE_EXCEEDED; the writer thread is then left to the kernel and
+  // recorded as pending until it returns); every write of this class goes
+  // through it. A second write to a path whose earlier write is still pending
+  // is refused (UNAVAILABLE) without starting a thread.
+  absl::Status TimedWrite(const std::string& bdf, const std::string& path,
+                          absl::string_view data);
   absl::Status BoundedWrite(const std::string& path, absl::string_view data,
                             const std::string& bdf, absl::string_view step);
   absl::Status WaitForDriver(const std::string& bdf, absl::string_view want,
@@ -113,6 +130,8 @@ class PciSysfs {
 
   PciSysfsOptions options_;
   std::shared_ptr<SysfsFs> fs_;
+  // Shared with the writer threads, which may outlive this object.
+  std::shared_ptr<PendingWrites> pending_;
 };
 
 }  // namespace gputravel

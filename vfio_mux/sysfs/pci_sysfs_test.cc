@@ -321,6 +321,25 @@ TEST_F(PciSysfsTest, MissingResetMethodNeedsNewerKernel) {
   EXPECT_TRUE(Contains(m.status(), "Linux 5.15"));
 }
 
+// A write given up on stays recorded as pending until the kernel returns it:
+// meanwhile the device takes no second write to that attribute (no second
+// thread), and CheckNoWritePending tells backends to refuse the GPU.
+TEST_F(PciSysfsTest, PendingWriteRefusesTheDeviceUntilItReturns) {
+  fake_->HangWrites(fake_->DevicePath(kGpu) + "/reset");
+  ASSERT_EQ(sysfs_->FunctionReset(kGpu).code(), absl::StatusCode::kDeadlineExceeded);
+  absl::Status pending = sysfs_->CheckNoWritePending(kGpu);
+  EXPECT_EQ(pending.code(), absl::StatusCode::kUnavailable) << pending;
+  EXPECT_TRUE(Contains(pending, "/reset")) << pending;
+  absl::Status again = sysfs_->FunctionReset(kGpu);
+  EXPECT_EQ(again.code(), absl::StatusCode::kUnavailable) << again;
+  fake_->ReleaseHangs();
+  for (int i = 0; i < 200 && !sysfs_->CheckNoWritePending(kGpu).ok(); ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(sysfs_->CheckNoWritePending(kGpu).ok());
+  EXPECT_EQ(fake_->reset_count(kGpu), 1);  // the pending write acted; the refused one did not
+}
+
 TEST_F(PciSysfsTest, FunctionResetWritesOne) {
   ASSERT_TRUE(sysfs_->FunctionReset(kGpu).ok());
   EXPECT_EQ(fake_->reset_count(kGpu), 1);

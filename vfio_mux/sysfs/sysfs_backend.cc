@@ -37,7 +37,6 @@ absl::StatusOr<std::unique_ptr<SysfsBackend>> SysfsBackend::Create(
     absl::Status s = ValidateMuxName("domain", d);
     if (!s.ok()) return absl::InvalidArgumentError("sysfs backend: " + std::string(s.message()));
   }
-  absl::MutexLock lock(&b->mu_);
   std::set<std::string> bdfs;
   for (size_t i = 0; i < gpus.size(); ++i) {
     absl::StatusOr<std::string> bdf = CanonicalBdf(gpus[i].bdf);
@@ -60,10 +59,17 @@ absl::StatusOr<std::unique_ptr<SysfsBackend>> SysfsBackend::Create(
     }
     absl::StatusOr<PciDeviceInfo> info = b->sysfs_.InspectNvidiaGpu(*bdf);
     if (!info.ok()) return info.status();
-    b->gpus_[name].bdf = *bdf;
+    // Without an IOMMU group (IOMMU off: Move refuses it) a GPU locks alone.
+    std::unique_ptr<absl::Mutex>& lock =
+        b->group_locks_[info->iommu_group.empty() ? "bdf " + *bdf : info->iommu_group];
+    if (lock == nullptr) lock = std::make_unique<absl::Mutex>();
+    Gpu& g = b->gpus_[name];
+    g.bdf = *bdf;
+    g.mu = lock.get();
   }
   if (b->options_.prepare_on_start) {
     for (auto& [name, g] : b->gpus_) {
+      absl::MutexLock lock(g.mu);
       absl::Status s = b->sysfs_.BindToVfio(g.bdf);
       if (s.ok()) s = b->sysfs_.CheckGroupViable(g.bdf);
       if (s.ok()) s = b->DisableResetLocked(name, g);
@@ -73,8 +79,7 @@ absl::StatusOr<std::unique_ptr<SysfsBackend>> SysfsBackend::Create(
   return b;
 }
 
-absl::StatusOr<SysfsBackend::Gpu*> SysfsBackend::FindLocked(
-    const std::string& gpu) {
+absl::StatusOr<SysfsBackend::Gpu*> SysfsBackend::Find(const std::string& gpu) {
   auto it = gpus_.find(gpu);
   if (it == gpus_.end()) {
     std::vector<std::string> names;
@@ -87,9 +92,9 @@ absl::StatusOr<SysfsBackend::Gpu*> SysfsBackend::FindLocked(
 }
 
 absl::StatusOr<std::vector<GpuDevice>> SysfsBackend::ListGpus() {
-  absl::MutexLock lock(&mu_);
   std::vector<GpuDevice> out;
   for (const auto& [name, g] : gpus_) {
+    absl::MutexLock lock(g.mu);
     absl::StatusOr<PciDeviceInfo> info = sysfs_.Inspect(g.bdf);
     if (!info.ok()) return info.status();
     out.push_back(GpuDevice{name, info->bdf, info->iommu_group, info->driver});
@@ -130,10 +135,12 @@ absl::Status SysfsBackend::Move(const std::string& gpu,
   if (!to_domain.empty() && options_.domains.count(to_domain) == 0) {
     return DomainNotConfigured(to_domain);
   }
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<Gpu*> g = FindLocked(gpu);
+  absl::StatusOr<Gpu*> g = Find(gpu);
   if (!g.ok()) return g.status();
   Gpu& d = **g;
+  absl::MutexLock lock(d.mu);
+  absl::Status pending = sysfs_.CheckNoWritePending(d.bdf);
+  if (!pending.ok()) return pending;
   if (d.domain_known && d.domain != from_domain) {
     return absl::FailedPreconditionError(absl::StrCat(
         "GPU ", gpu, " (", d.bdf, "): move from ", Quoted(from_domain), " to ",
@@ -156,7 +163,9 @@ absl::Status SysfsBackend::Move(const std::string& gpu,
   // Before anything can release the device: vfio-pci resets on release.
   s = DisableResetLocked(gpu, d);
   if (!s.ok()) return s;
-  if (from_domain != to_domain) {
+  // A consumer keeps the GPU open while it stays in its domain; when the GPU
+  // leaves one, or is confirmed unrouted, nothing may hold it.
+  if (from_domain != to_domain || to_domain.empty()) {
     s = CheckNoHoldersLocked(gpu, d, from_domain);
     if (!s.ok()) return s;
   }
@@ -166,10 +175,14 @@ absl::Status SysfsBackend::Move(const std::string& gpu,
 }
 
 absl::Status SysfsBackend::Reset(const std::string& gpu) {
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<Gpu*> g = FindLocked(gpu);
+  absl::StatusOr<Gpu*> g = Find(gpu);
   if (!g.ok()) return g.status();
   Gpu& d = **g;
+  absl::MutexLock lock(d.mu);
+  // A reset still blocked in the kernel: the GPU is not back yet, and a
+  // second writer would only queue behind the first (one more thread each).
+  absl::Status pending = sysfs_.CheckNoWritePending(d.bdf);
+  if (!pending.ok()) return pending;
   absl::StatusOr<PciDeviceInfo> info = sysfs_.InspectNvidiaGpu(d.bdf);
   if (!info.ok()) return info.status();
   if (info->driver != kVfioPci) {
@@ -190,21 +203,25 @@ absl::Status SysfsBackend::Reset(const std::string& gpu) {
 }
 
 absl::Status SysfsBackend::Prepare(const std::string& gpu) {
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<Gpu*> g = FindLocked(gpu);
+  absl::StatusOr<Gpu*> g = Find(gpu);
   if (!g.ok()) return g.status();
-  absl::Status s = sysfs_.BindToVfio((*g)->bdf);
+  absl::MutexLock lock((*g)->mu);
+  absl::Status s = sysfs_.CheckNoWritePending((*g)->bdf);
+  if (!s.ok()) return s;
+  s = sysfs_.BindToVfio((*g)->bdf);
   if (s.ok()) s = sysfs_.CheckGroupViable((*g)->bdf);
   if (s.ok()) s = DisableResetLocked(gpu, **g);
   return s;
 }
 
 absl::Status SysfsBackend::Release(const std::string& gpu) {
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<Gpu*> g = FindLocked(gpu);
+  absl::StatusOr<Gpu*> g = Find(gpu);
   if (!g.ok()) return g.status();
   Gpu& d = **g;
-  absl::Status s = CheckNoHoldersLocked(gpu, d, d.domain);
+  absl::MutexLock lock(d.mu);
+  absl::Status s = sysfs_.CheckNoWritePending(d.bdf);
+  if (!s.ok()) return s;
+  s = CheckNoHoldersLocked(gpu, d, d.domain);
   if (!s.ok()) return s;
   s = sysfs_.WriteResetMethod(
       d.bdf, d.saved_resets.empty() ? "default" : d.saved_resets);
@@ -217,9 +234,10 @@ absl::Status SysfsBackend::Release(const std::string& gpu) {
 }
 
 std::string SysfsBackend::RecordedDomain(const std::string& gpu) {
-  absl::MutexLock lock(&mu_);
   auto it = gpus_.find(gpu);
-  return it == gpus_.end() ? "" : it->second.domain;
+  if (it == gpus_.end()) return "";
+  absl::MutexLock lock(it->second.mu);
+  return it->second.domain;
 }
 
 }  // namespace gputravel

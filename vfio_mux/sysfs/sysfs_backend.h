@@ -48,7 +48,8 @@ struct SysfsBackendOptions {
 //      re-enabled it, so the next release by a consumer does not reset the
 //      GPU and end its CC session;
 //   3. checks that no process holds the GPU's VFIO group or cdev open, i.e.
-//      the `from` consumer has really let go (skipped when from == to);
+//      the `from` consumer has really let go (skipped only when from == to
+//      names a domain: confirming "unrouted" scans as well);
 //   4. records `to`.
 // A `to` domain that is not configured is refused (DomainNotConfigured)
 // before any of it.
@@ -83,28 +84,31 @@ class SysfsBackend : public RoutingBackend {
   PciSysfs& sysfs() { return sysfs_; }
 
  private:
+  // The configured GPUs are fixed at Create; what the backend learns about
+  // each is guarded by that GPU's lock, which GPUs of one IOMMU group share
+  // (their sysfs steps must not interleave). No lock covers two groups, so a
+  // slow write or holder scan for one GPU never delays another's.
   struct Gpu {
     std::string bdf;
-    std::string domain;          // recorded by Move
-    bool domain_known = false;   // false until the first Move
-    std::string saved_resets;    // reset_method before we disabled it
+    absl::Mutex* mu = nullptr;  // owned by group_locks_
+    std::string domain ABSL_GUARDED_BY(mu);          // recorded by Move
+    bool domain_known ABSL_GUARDED_BY(mu) = false;   // false until the first Move
+    std::string saved_resets ABSL_GUARDED_BY(mu);    // reset_method before we disabled it
   };
 
   SysfsBackend(SysfsBackendOptions options, std::shared_ptr<SysfsFs> fs);
-  absl::StatusOr<Gpu*> FindLocked(const std::string& gpu)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Gpu*> Find(const std::string& gpu);
   absl::Status DisableResetLocked(const std::string& name, Gpu& g)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
   absl::Status CheckNoHoldersLocked(const std::string& name, const Gpu& g,
                                     const std::string& from_domain)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
 
   const SysfsBackendOptions options_;
   PciSysfs sysfs_;
-  // One lock for all GPUs: moves are rare and slow, and the sysfs steps of
-  // two GPUs in one IOMMU group must not interleave.
-  absl::Mutex mu_;
-  std::map<std::string, Gpu> gpus_ ABSL_GUARDED_BY(mu_);
+  // Written only by Create; read without a lock afterwards.
+  std::map<std::string, std::unique_ptr<absl::Mutex>> group_locks_;  // by IOMMU group
+  std::map<std::string, Gpu> gpus_;
 };
 
 }  // namespace gputravel

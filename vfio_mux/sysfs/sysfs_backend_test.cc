@@ -1,10 +1,13 @@
 #include "vfio_mux/sysfs/sysfs_backend.h"
 
+#include <dirent.h>
 #include <errno.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "vfio_mux/sysfs/fake_sysfs.h"
 
@@ -287,6 +290,98 @@ TEST_F(SysfsBackendTest, ResetWriteThatNeverReturnsTimesOut) {
   absl::Status s = b->Reset("gpu0");
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+// Threads of this process (/proc/self/task entries).
+int ThreadCount() {
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return -1;
+  int n = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  closedir(d);
+  return n;
+}
+
+// ATTACK (route table vs reality): the same for the sysfs backend: "" -> ""
+// skips the holder scan (it runs only when from != to), so a GPU that a
+// process holds is confirmed unrouted. Secure: refused, naming no holder to
+// the caller.
+TEST_F(SysfsBackendTest, ConfirmingUnroutedScansForHolders) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend();
+  ASSERT_TRUE(fake_->AddProcess(4245, "qemu-system-x86", {"/dev/vfio/42"}).ok());
+  absl::Status s = b->Move("gpu0", "", "");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+}
+
+// ATTACK (P8, reset a GPU held by someone else): the holder scan compares
+// /proc/PID/fd link texts with "/dev/vfio/<group>" byte for byte. The kernel
+// writes that text relative to the reader's root and marks unlinked nodes:
+// a VMM chrooted by its jailer (firecracker's jailer, or any sandbox with
+// its own /dev under a chroot) shows "/srv/jailer/.../root/dev/vfio/42", and
+// a node removed while open (a namespace's /dev torn down) shows
+// "/dev/vfio/42 (deleted)". Either holder is missed and Reset goes ahead
+// under it. Secure: the scan identifies the device file itself (stat's
+// st_rdev through /proc/PID/fd/N), not its name, and refuses.
+TEST_F(SysfsBackendTest, ResetRefusesGpuHeldThroughAnyPathToItsGroup) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend();
+  ASSERT_TRUE(fake_->AddProcess(4243, "firecracker",
+                                {"/srv/jailer/firecracker/vm1/root/dev/vfio/42"})
+                  .ok());
+  ASSERT_TRUE(fake_->AddProcess(4244, "qemu-system-x86", {"/dev/vfio/42 (deleted)"}).ok());
+  absl::Status s = b->Reset("gpu0");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_EQ(fake_->reset_count(kGpu), 0) << "the GPU was reset under its holder";
+}
+
+// ATTACK (P8, threads): a reset whose sysfs write the kernel does not finish
+// in driver_timeout (a device that stays "not ready" after FLR makes the
+// kernel wait 60 s, and every later reset of that device queues behind it on
+// the device lock) leaves its writer thread behind; the GPU is no longer
+// busy, so the caller simply asks again. Each Reset RPC then leaks one
+// thread, past the server's 16-thread cap and up to the unit's TasksMax, at
+// which std::thread throws and the root MUX aborts. Secure: while an
+// earlier write to the device is still pending in the kernel, a new reset is
+// refused without starting another writer.
+TEST_F(SysfsBackendTest, HungResetWritesDoNotPileUpThreads) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend();
+  fake_->HangWrites(fake_->DevicePath(kGpu) + "/reset");
+  ASSERT_EQ(b->Reset("gpu0").code(), absl::StatusCode::kDeadlineExceeded);
+  const int before = ThreadCount();
+  ASSERT_GT(before, 0);
+  for (int i = 0; i < 8; ++i) {
+    absl::Status s = b->Reset("gpu0");
+    EXPECT_FALSE(s.ok());
+  }
+  const int after = ThreadCount();
+  fake_->ReleaseHangs();
+  EXPECT_LE(after - before, 1) << "each Reset of a GPU whose reset write is still pending "
+                                  "left one more thread blocked in the kernel ("
+                               << before << " -> " << after << " threads)";
+}
+
+// ATTACK (issue 32 item 4, not fully fixed): the route table no longer holds
+// its mutex across a backend's work, but the backend holds its own, one for
+// every GPU, across each bounded-but-slow sysfs write; a reset of one GPU
+// that the kernel keeps waiting stalls moves of every other GPU for up to
+// driver_timeout (10 s), as the libvirt backend does for a 30 s detach.
+TEST_F(SysfsBackendTest, SlowResetOfOneGpuDoesNotBlockAnotherGpusMove) {
+  SysfsBackendOptions o = Options({{"gpu0", kGpu}, {"gpu1", kGpu2}});
+  o.sysfs.driver_timeout = absl::Seconds(3);
+  absl::StatusOr<std::unique_ptr<SysfsBackend>> b = SysfsBackend::Create(o, fake_);
+  ASSERT_TRUE(b.ok()) << b.status();
+  fake_->HangWrites(fake_->DevicePath(kGpu) + "/reset");
+  std::thread resetter([&] { (void)(*b)->Reset("gpu0"); });
+  absl::SleepFor(absl::Milliseconds(300));  // gpu0's reset now waits in the kernel
+  const absl::Time start = absl::Now();
+  absl::Status moved = (*b)->Move("gpu1", "", "td-a");
+  const absl::Duration took = absl::Now() - start;
+  fake_->ReleaseHangs();
+  resetter.join();
+  EXPECT_TRUE(moved.ok()) << moved;
+  EXPECT_LT(took, absl::Seconds(1)) << "gpu1's move waited " << took
+                                    << " for gpu0's pending reset";
 }
 
 TEST_F(SysfsBackendTest, ReleaseReturnsGpuToHost) {

@@ -99,6 +99,13 @@ class RealFs : public SysfsFs {
     struct stat st;
     return stat(path.c_str(), &st) == 0;
   }
+
+  absl::StatusOr<uint64_t> CharDeviceNumber(const std::string& path) override {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return ErrnoError(errno, "cannot stat", path);
+    if (!S_ISCHR(st.st_mode)) return uint64_t{0};
+    return static_cast<uint64_t>(st.st_rdev);
+  }
 };
 
 constexpr absl::string_view kErrnoPayload = "type.gputravel/errno";

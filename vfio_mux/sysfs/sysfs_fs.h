@@ -1,6 +1,7 @@
 #ifndef GPUTRAVEL_VFIO_MUX_SYSFS_SYSFS_FS_H_
 #define GPUTRAVEL_VFIO_MUX_SYSFS_SYSFS_FS_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,7 +12,7 @@
 
 namespace gputravel {
 
-// The five file operations the sysfs backend needs. Injectable so tests can
+// The six file operations the sysfs backend needs. Injectable so tests can
 // put a fake kernel behind them (vfio_mux/sysfs/fake_sysfs.h); everything the
 // backend learns about the machine goes through here.
 //
@@ -35,6 +36,10 @@ class SysfsFs {
       const std::string& path) = 0;
   // Whether the path exists (following symbolic links).
   virtual bool Exists(const std::string& path) = 0;
+  // The device number (st_rdev) of the character device that `path` leads
+  // to, following links (for /proc/PID/fd/N: the open file itself, whatever
+  // name it was opened by); 0 when it is not a character device.
+  virtual absl::StatusOr<uint64_t> CharDeviceNumber(const std::string& path) = 0;
 };
 
 // The error every SysfsFs returns for a failed system call: "<what> <path>:

@@ -64,5 +64,19 @@ TEST_F(RealSysfsFsTest, ErrorsNamePathAndErrno) {
             absl::StatusCode::kNotFound);
 }
 
+// The holder scan identifies a device file by its number, through links
+// (as /proc/PID/fd/N is one), never by the name it was opened under.
+TEST_F(RealSysfsFsTest, CharDeviceNumberFollowsLinksToTheDevice) {
+  std::shared_ptr<SysfsFs> fs = RealSysfsFs();
+  std::filesystem::create_symlink("/dev/null", dir_ + "/null-link");
+  absl::StatusOr<uint64_t> direct = fs->CharDeviceNumber("/dev/null");
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  EXPECT_NE(*direct, 0u);
+  EXPECT_EQ(*fs->CharDeviceNumber(dir_ + "/null-link"), *direct);
+  EXPECT_EQ(*fs->CharDeviceNumber(dir_), 0u);  // not a character device
+  EXPECT_EQ(fs->CharDeviceNumber(dir_ + "/missing").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace gputravel
