@@ -1,6 +1,11 @@
 #include "auth/tls_config.h"
 
 #include <openssl/x509v3.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include <functional>
 #include <utility>
@@ -17,14 +22,40 @@ namespace {
 // Names a field in errors: "orch.json: tls.cert" or "TLS cert".
 using Labeler = std::function<std::string(const char* field)>;
 
-struct Loaded {
+}  // namespace
+
+struct TlsMaterial {
+  std::string ca_file;  // the CA file's bytes as read
   std::string ca_pem;
   std::string cert_pem;
   SecretBytes key_pem;
   Identity identity;
 };
 
-absl::StatusOr<Loaded> Load(const TlsFiles& f, const Labeler& label) {
+namespace {
+
+using Loaded = TlsMaterial;
+
+// A private key file must be its owner's alone.
+absl::Status CheckKeyMode(const std::string& path, const std::string& label) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return absl::InvalidArgumentError(label + ": cannot stat " + path + ": " +
+                                      std::strerror(errno));
+  }
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return absl::InvalidArgumentError(
+        label + ": " + path + " may be read or written by group or others (mode " + mode +
+        "); a private key must be its owner's alone: chmod 600 " + path);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const TlsMaterial>> Load(const TlsFiles& f,
+                                                        const Labeler& label) {
+  if (f.material != nullptr) return f.material;
   Loaded out;
   const std::pair<const char*, const std::string*> paths[] = {
       {"ca", &f.ca}, {"cert", &f.cert}, {"key", &f.key}};
@@ -37,6 +68,8 @@ absl::StatusOr<Loaded> Load(const TlsFiles& f, const Labeler& label) {
   if (!ca.ok()) return absl::InvalidArgumentError(label("ca") + ": " + std::string(ca.status().message()));
   absl::StatusOr<std::string> cert = ReadFile(f.cert);
   if (!cert.ok()) return absl::InvalidArgumentError(label("cert") + ": " + std::string(cert.status().message()));
+  absl::Status mode = CheckKeyMode(f.key, label("key"));
+  if (!mode.ok()) return mode;
   absl::StatusOr<std::string> key = ReadFile(f.key);
   if (!key.ok()) return absl::InvalidArgumentError(label("key") + ": " + std::string(key.status().message()));
   out.key_pem = SecretBytes::FromString(*key);
@@ -94,8 +127,9 @@ absl::StatusOr<Loaded> Load(const TlsFiles& f, const Labeler& label) {
     return absl::InternalError(label("ca") + ": OpenSSL: cannot encode " + f.ca + " as PEM");
   }
   out.cert_pem = std::move(*cert);
+  out.ca_file = std::move(*ca);
   out.identity = *id;
-  return out;
+  return std::shared_ptr<const TlsMaterial>(std::make_shared<TlsMaterial>(std::move(out)));
 }
 
 Labeler FileLabeler() {
@@ -146,10 +180,24 @@ absl::StatusOr<TlsFiles> ParseTlsConfig(const nlohmann::json& j, const std::stri
     *f.second = v.get<std::string>();
     if (f.second->empty()) return absl::InvalidArgumentError(label + ": empty path");
   }
-  absl::StatusOr<Loaded> loaded =
+  absl::StatusOr<std::shared_ptr<const TlsMaterial>> loaded =
       Load(out, [&](const char* field) { return where + "." + field; });
   if (!loaded.ok()) return loaded.status();
+  out.material = std::move(*loaded);
   return out;
+}
+
+absl::Status RequireTlsCaBytes(const TlsFiles& files, absl::string_view ca_file_bytes) {
+  if (files.material == nullptr) {
+    return absl::FailedPreconditionError("TLS ca " + files.ca + ": not read yet");
+  }
+  if (files.material->ca_file != ca_file_bytes) {
+    return absl::FailedPreconditionError(
+        "TLS ca " + files.ca +
+        " changed between its check and its measurement: refusing to start with a CA "
+        "that is not the one measured");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckTlsFiles(const TlsFiles& files) {
@@ -157,20 +205,20 @@ absl::Status CheckTlsFiles(const TlsFiles& files) {
 }
 
 absl::StatusOr<Identity> LocalIdentity(const TlsFiles& files) {
-  absl::StatusOr<Loaded> loaded = Load(files, FileLabeler());
+  absl::StatusOr<std::shared_ptr<const TlsMaterial>> loaded = Load(files, FileLabeler());
   if (!loaded.ok()) return loaded.status();
-  return loaded->identity;
+  return (*loaded)->identity;
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const TlsFiles& files) {
-  absl::StatusOr<Loaded> loaded = Load(files, FileLabeler());
+  absl::StatusOr<std::shared_ptr<const TlsMaterial>> loaded = Load(files, FileLabeler());
   if (!loaded.ok()) return loaded.status();
-  KeyString key(loaded->key_pem);
+  KeyString key((*loaded)->key_pem);
   grpc::SslServerCredentialsOptions options(
       GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  options.pem_root_certs = loaded->ca_pem;
-  options.pem_key_cert_pairs.push_back({key.get(), loaded->cert_pem});
+  options.pem_root_certs = (*loaded)->ca_pem;
+  options.pem_key_cert_pairs.push_back({key.get(), (*loaded)->cert_pem});
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::SslServerCredentials(options);
   std::string& copy = options.pem_key_cert_pairs[0].private_key;
   if (!copy.empty()) Zeroize(&copy[0], copy.size());
@@ -189,13 +237,13 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeSecureChannel(
     return absl::InvalidArgumentError(
         absl::StrCat("expected server identity: ", valid.message()));
   }
-  absl::StatusOr<Loaded> loaded = Load(files, FileLabeler());
+  absl::StatusOr<std::shared_ptr<const TlsMaterial>> loaded = Load(files, FileLabeler());
   if (!loaded.ok()) return loaded.status();
-  KeyString key(loaded->key_pem);
+  KeyString key((*loaded)->key_pem);
   grpc::SslCredentialsOptions options;
-  options.pem_root_certs = loaded->ca_pem;
+  options.pem_root_certs = (*loaded)->ca_pem;
   options.pem_private_key = key.get();
-  options.pem_cert_chain = loaded->cert_pem;
+  options.pem_cert_chain = (*loaded)->cert_pem;
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::SslCredentials(options);
   Zeroize(&options.pem_private_key[0], options.pem_private_key.size());
   if (!creds) return absl::InternalError("gRPC: cannot create TLS channel credentials");

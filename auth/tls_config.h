@@ -11,12 +11,21 @@
 
 namespace gputravel {
 
+// The checked contents of a party's TLS files (tls_config.cc).
+struct TlsMaterial;
+
 // Paths of one party's mTLS material: the campaign CA certificate, its own
 // certificate and its own private key (PEM, from `gputravel pki`).
 struct TlsFiles {
   std::string ca;
   std::string cert;
   std::string key;
+  // Set by ParseTlsConfig: the three files as read and checked then (the key
+  // in memory that is wiped when the last copy goes). Server credentials and
+  // channels use these and never read the files again, so a file the host
+  // replaces after start-up is never picked up (rotate by restarting). Null:
+  // the files are read at each use.
+  std::shared_ptr<const TlsMaterial> material;
 };
 
 // Parses {"ca": PATH, "cert": PATH, "key": PATH}. `where` names the object for
@@ -24,9 +33,16 @@ struct TlsFiles {
 // that the three files are readable, that `ca` holds exactly one certificate
 // (a CA; gRPC is given that certificate), that the key is the certificate's key,
 // that the certificate chains to the CA and is valid now, and that it encodes
-// a GPU Travelling identity. Relative paths are used as given (relative to
-// the working directory).
+// a GPU Travelling identity, and that the key file may be read by its owner
+// only (no group or other permission bits). Relative paths are used as given
+// (relative to the working directory). The result carries the contents read
+// (TlsFiles::material).
 absl::StatusOr<TlsFiles> ParseTlsConfig(const nlohmann::json& j, const std::string& where);
+
+// FAILED_PRECONDITION unless the CA `files` trusts (TlsFiles::material) was
+// read from exactly `ca_file_bytes`: a daemon that measured its tls.ca into
+// RTMR3 checks that the CA it uses is the one it measured.
+absl::Status RequireTlsCaBytes(const TlsFiles& files, absl::string_view ca_file_bytes);
 
 // The same checks for files given otherwise (flags); errors name the files.
 absl::Status CheckTlsFiles(const TlsFiles& files);

@@ -1,5 +1,7 @@
 #include "auth/tls_config.h"
 
+#include <sys/stat.h>
+
 #include <chrono>
 
 #include "auth/pki.h"
@@ -124,7 +126,10 @@ TEST_F(TlsConfigTest, KeyMustMatchCertificate) {
                     0),
             0u)
       << e;
-  j["key"] = TestFiles(Pki(), kOrch).cert;  // Not a key at all.
+  // Not a key at all (a certificate, private to its owner).
+  const std::string not_key = tmp_.path() + "/not-a-key.pem";
+  ASSERT_TRUE(WriteFile(not_key, *ReadFile(TestFiles(Pki(), kOrch).cert), 0600).ok());
+  j["key"] = not_key;
   EXPECT_NE(ParseError(j).find("is not a PEM private key"), std::string::npos);
 }
 
@@ -284,6 +289,52 @@ TEST_F(TlsConfigTest, KeepaliveChannelCalls) {
   grpc::Status s = GetInfo(*ch, &info);
   ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
   EXPECT_EQ(info.domain(), "orchestrator");
+}
+
+// A private key others may read is refused, naming the file and the fix.
+TEST_F(TlsConfigTest, KeyReadableByOthersRefused) {
+  TlsFiles f = TestFiles(Pki(), kOrch);
+  ASSERT_EQ(::chmod(f.key.c_str(), 0644), 0);
+  const std::string err = ParseError(Json(f));
+  EXPECT_NE(err.find("orch.json: tls.key: " + f.key + " may be read or written by group or "
+                     "others (mode 0644)"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("chmod 600"), std::string::npos) << err;
+  EXPECT_FALSE(CheckTlsFiles(f).ok());
+  ASSERT_EQ(::chmod(f.key.c_str(), 0640), 0);
+  EXPECT_FALSE(CheckTlsFiles(f).ok());
+  ASSERT_EQ(::chmod(f.key.c_str(), 0600), 0);
+  EXPECT_TRUE(CheckTlsFiles(f).ok());
+}
+
+// What ParseTlsConfig read is what every later channel and server uses: the
+// files are not read again (a host that replaces them after start-up
+// changes nothing), and the CA can be checked against what was measured.
+TEST_F(TlsConfigTest, FilesAreReadOnceAtParse) {
+  TlsFiles server_files = TestFiles(Pki(), kHolderA);
+  absl::StatusOr<TlsFiles> server = ParseTlsConfig(Json(server_files), "holder.json: tls");
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<TlsFiles> client = ParseTlsConfig(Json(TestFiles(Pki(), kOrch)), "orch.json: tls");
+  ASSERT_TRUE(client.ok()) << client.status();
+  const std::string ca_bytes = *ReadFile(client->ca);
+  EXPECT_TRUE(RequireTlsCaBytes(*client, ca_bytes).ok());
+  EXPECT_EQ(RequireTlsCaBytes(*client, ca_bytes + "\n").code(),
+            absl::StatusCode::kFailedPrecondition);
+  // The host replaces every file with another campaign's.
+  for (const auto& [mine, other] :
+       {std::pair<std::string, std::string>{client->ca, CaCertPath(OtherPki())},
+        {client->cert, TestFiles(OtherPki(), kOrch).cert},
+        {client->key, TestFiles(OtherPki(), kOrch).key},
+        {server->ca, CaCertPath(OtherPki())}}) {
+    ASSERT_TRUE(WriteFile(mine, *ReadFile(other), 0600).ok());
+  }
+  auto running = Serve(Sock("s.sock"), *server);
+  ASSERT_NE(running, nullptr);
+  v1::HolderInfo info;
+  grpc::Status st = GetInfoAs(Sock("s.sock"), *client, kHolderA, &info);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  EXPECT_TRUE(RequireTlsCaBytes(*client, ca_bytes).ok());
 }
 
 }  // namespace

@@ -108,6 +108,14 @@ int main(int argc, char** argv) {
   }
   auto tls = ParseTlsConfig((*cfg)["tls"], where + ": tls");
   if (!tls.ok()) Fail(std::string(tls.status().message()));
+  // The campaign CA this agent trusts is the one it measured.
+  {
+    auto measured = measurement->trusted_files.find("/tls/ca");
+    absl::Status same = measured == measurement->trusted_files.end()
+                            ? absl::FailedPreconditionError(where + ": tls.ca was not measured")
+                            : RequireTlsCaBytes(*tls, measured->second);
+    if (!same.ok()) Fail(std::string(same.message()));
+  }
   // The certificate must name this holder: the orchestrator checks it, so a
   // mismatch would only fail later and less clearly.
   auto cert_pem = ReadFile(tls->cert);

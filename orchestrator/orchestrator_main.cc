@@ -51,6 +51,14 @@ int main(int argc, char** argv) {
     }
     cfg->gpus[i].device_ca_pem = it->second;
   }
+  // So is the campaign CA it trusts for every connection.
+  {
+    auto measured = measurement->trusted_files.find("/tls/ca");
+    absl::Status same = measured == measurement->trusted_files.end()
+                            ? absl::FailedPreconditionError(args.config + ": tls.ca was not measured")
+                            : RequireTlsCaBytes(cfg->tls, measured->second);
+    if (!same.ok()) ExitStartupError(kProgram, std::string(same.message()));
+  }
   auto att = MakeAttestationFromConfig(cfg->attestation, args.config + ": attestation",
                                        cfg->domain, *measurement);
   if (!att.ok()) ExitStartupError(kProgram, std::string(att.status().message()));
