@@ -328,5 +328,54 @@ TEST(AttestationConfigTest, MissingOrUnknownBackendRefused) {
   EXPECT_NE(st.status().message().find("unknown attestation backend 'sev'"), std::string::npos);
 }
 
+// RED TEAM (P6, TOCTOU on the quote root): MeasureDaemon hashes the file
+// tdx.root_ca names, then MakeAttestationFromConfig reads the file again and
+// trusts whatever it holds then. A host that serves Intel's root to the first
+// read and its own CA to the second (a host-served file system: virtiofs,
+// 9p, or a block device whose pages were evicted) gets a daemon whose RTMR3
+// says "Intel root" while it verifies peers' quotes against the host's CA, so
+// the host can forge any peer's quote (any MRTD, any RTMR3 events), and the
+// orchestrator hands the copy-engine key to a non-TD. Unlike the documented
+// residual (device_ca at worker start, tls.ca per holder connection), this
+// is the root of attestation itself, in both daemons, at start-up.
+// Secure behaviour: the daemon trusts exactly the bytes it measured (refuses,
+// or verifies with the measured root).
+constexpr char kImpostorRootPem[] = R"PEM(-----BEGIN CERTIFICATE-----
+MIICOjCCAeCgAwIBAgIURFFcm6p6bNVg1fAfXWkFjb3SQYkwCgYIKoZIzj0EAwIw
+aDEaMBgGA1UEAwwRSW50ZWwgU0dYIFJvb3QgQ0ExGjAYBgNVBAoMEUludGVsIENv
+cnBvcmF0aW9uMRQwEgYDVQQHDAtTYW50YSBDbGFyYTELMAkGA1UECAwCQ0ExCzAJ
+BgNVBAYTAlVTMCAXDTI2MTEyMTA1NDAwNFoYDzIxMjYxMDI4MDU0MDA0WjBoMRow
+GAYDVQQDDBFJbnRlbCBTR1ggUm9vdCBDQTEaMBgGA1UECgwRSW50ZWwgQ29ycG9y
+YXRpb24xFDASBgNVBAcMC1NhbnRhIENsYXJhMQswCQYDVQQIDAJDQTELMAkGA1UE
+BhMCVVMwWTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAATEraFKM5bR81Jacgc0FqdC
+YOjlj2m1yyLfFix1fh97FvgkI7rtxFTcsg8oBSof7sZDtQclXM1WUUir1wFFyq1i
+o2YwZDAdBgNVHQ4EFgQUd0Fs5qiMGleMmuMnwYwEQg3wBr4wHwYDVR0jBBgwFoAU
+d0Fs5qiMGleMmuMnwYwEQg3wBr4wEgYDVR0TAQH/BAgwBgEB/wIBATAOBgNVHQ8B
+Af8EBAMCAQYwCgYIKoZIzj0EAwIDSAAwRQIhAINvlfa3BuetdVkO8KMkKJ5HDhAe
+W5NnKHTHQCwrqfX0AiBbdnYnTYSxq7KXisfMonCIpe8gW+tKSU2MsyW2hGSP8Q==
+-----END CERTIFICATE-----
+)PEM";
+
+TEST(AttestationConfigTest, RootCaSwappedAfterMeasurementIsNotTrusted) {
+  nlohmann::json section =
+      TdxSectionWithRootCa("swapped-root.pem", tdx::kIntelSgxRootCaPem);
+  const std::string root_path = section["tdx"]["root_ca"].get<std::string>();
+  const nlohmann::json config = {{"domain", "d"}, {"attestation", section}};
+  // The daemon measures itself with Intel's root in the file ...
+  auto m = MeasureDaemon("holder_agent", root_path, config, "h.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto measured_with_intel = CanonicalConfig("holder_agent", config, "h.json");
+  ASSERT_TRUE(measured_with_intel.ok());
+  // ... then the host swaps the file before the backend reads it.
+  ASSERT_TRUE(WriteFile(root_path, kImpostorRootPem).ok());
+  auto now = CanonicalConfig("holder_agent", config, "h.json");
+  ASSERT_TRUE(now.ok());
+  ASSERT_NE(now->dump(), measured_with_intel->dump()) << "the swap changes what is trusted";
+  auto st = MakeAttestationFromConfig(section, "h.json: attestation", "d", *m, FreshTd());
+  EXPECT_FALSE(st.ok())
+      << "the daemon started with a quote root whose digest is not the one in its RTMR3 "
+         "config event: peers pinning that event accept a daemon that trusts the host's CA";
+}
+
 }  // namespace
 }  // namespace gputravel
