@@ -1,5 +1,6 @@
 #include "keyxfer/runtime_measurement.h"
 
+#include <link.h>
 #include <openssl/sha.h>
 
 #include <cstdlib>
@@ -167,6 +168,39 @@ TEST_F(RuntimeMeasurementTest, UnreadableTrustedFileOrBinaryIsNamed) {
   m = MeasureDaemon("orchestrator", dir_ + "/binary", c, "orch.json");
   ASSERT_FALSE(m.ok());
   EXPECT_THAT(std::string(m.status().message()), HasSubstr("/tls/ca: must be a file path"));
+}
+
+int CountSharedObjects(struct dl_phdr_info* info, size_t, void* data) {
+  const std::string name = info->dlpi_name ? info->dlpi_name : "";
+  if (!name.empty() && name.find("linux-vdso") == std::string::npos) ++*static_cast<int*>(data);
+  return 0;
+}
+
+// RED TEAM (P6, code the binary event does not cover): the daemons are
+// dynamically linked (readelf -d holder_agent: libssl.so.3, libcrypto.so.3,
+// libgrpc.so.29, libgrpc++.so.1.51, libprotobuf.so.32, ~50 libabsl_*.so,
+// libstdc++, libc), and /proc/self/exe is only the main executable. A host
+// that controls the disk replaces libcrypto.so.3 (the SHA-384 of this very
+// measurement, the channel's ECDH and AES-GCM, the key wrapping) or
+// libgrpc.so (TLS peer checks), or drops a provider into openssl.cnf, which
+// OpenSSL 3 loads at initialisation: the binary event, and so RTMR3, is
+// unchanged, and peers pinning it hand keys to host code.
+// Secure behaviour: the binary event covers every object mapped into the
+// process (or the daemon refuses to start dynamically linked); it is not the
+// digest of the executable file alone. This test's executable is linked like
+// the daemons, so it stands in for one.
+TEST_F(RuntimeMeasurementTest, BinaryEventCoversTheSharedLibrariesThatRun) {
+  int shared_objects = 0;
+  dl_iterate_phdr(CountSharedObjects, &shared_objects);
+  ASSERT_GT(shared_objects, 0) << "this test needs a dynamically linked executable";
+  auto exe = ReadFile("/proc/self/exe");
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  auto m = MeasureDaemon("holder_agent", "/proc/self/exe", Config(), "h.json");
+  if (!m.ok()) return;  // refusing a dynamically linked daemon is secure too
+  EXPECT_NE(m->events[kRtmr3BinaryEvent],
+            Sha384Of(std::string("gputravel-rtmr3-v1 binary") + '\0' + *exe))
+      << "the binary event is the executable file alone; the " << shared_objects
+      << " shared objects this process runs (libcrypto, libssl, ...) are not measured";
 }
 
 }  // namespace
