@@ -318,23 +318,11 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
   }
 
   // Each side pins the other's RTMR3 events, as a deployment does with
-  // `gputravel measure`: the orchestrator pins each holder's binary and
-  // configuration (which do not depend on the holder's own pins), the holders
-  // pin all three of the orchestrator's events, its pins of them included.
-  json holder_pins = {{"binary", json::array()}, {"config", json::array()}};
-  for (int i = 0; i < options.holders; ++i) {
-    const std::string path = d + "/" + holders[i].name + ".json";
-    auto m = MeasureDaemon("holder_agent", Daemon(st->bin_dir_, 2), holder_configs[i], path);
-    if (!m.ok()) return m.status();
-    if (i == 0) holder_pins["binary"].push_back(HexEncode(m->events[kRtmr3BinaryEvent]));
-    holder_pins["config"].push_back(HexEncode(m->events[kRtmr3ConfigEvent]));
-  }
-  for (const auto& hex : options.extra_holder_binary_event_hex) {
-    holder_pins["binary"].push_back(hex);
-  }
-  for (const auto& hex : options.extra_holder_config_event_hex) {
-    holder_pins["config"].push_back(hex);
-  }
+  // `gputravel measure`. The orchestrator's binary and config events do not
+  // depend on any pins: measured first, they go into each holder's pins,
+  // which are part of the holder's config event. The orchestrator then pins
+  // each holder's binary and config events (its peer_pins event), and the
+  // holders pin that event too.
   json orch = {
       {"listen", st->ListenAddress("orchestrator")},
       {"domain", kOrchestratorDomain},
@@ -350,6 +338,27 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
                              {"heartbeat_period_seconds", options.heartbeat_period_seconds}}})},
       {"attestation", DevAttestation(st->pki_, kOrchestratorDomain, allowed_holders)},
       {"tls", TlsJson(st->tls({kRoleOrchestrator, "orchestrator"}))}};
+  auto orch_first = MeasureDaemon("orchestrator", Daemon(st->bin_dir_, 3), orch,
+                                  d + "/orchestrator.json");
+  if (!orch_first.ok()) return orch_first.status();
+  const json orchestrator_binary_config = {
+      {"binary", HexEncode(orch_first->events[kRtmr3BinaryEvent])},
+      {"config", HexEncode(orch_first->events[kRtmr3ConfigEvent])}};
+  json holder_pins = {{"binary", json::array()}, {"config", json::array()}};
+  for (int i = 0; i < options.holders; ++i) {
+    const std::string path = d + "/" + holders[i].name + ".json";
+    holder_configs[i]["attestation"]["peer_rtmr3"] = orchestrator_binary_config;
+    auto m = MeasureDaemon("holder_agent", Daemon(st->bin_dir_, 2), holder_configs[i], path);
+    if (!m.ok()) return m.status();
+    if (i == 0) holder_pins["binary"].push_back(HexEncode(m->events[kRtmr3BinaryEvent]));
+    holder_pins["config"].push_back(HexEncode(m->events[kRtmr3ConfigEvent]));
+  }
+  for (const auto& hex : options.extra_holder_binary_event_hex) {
+    holder_pins["binary"].push_back(hex);
+  }
+  for (const auto& hex : options.extra_holder_config_event_hex) {
+    holder_pins["config"].push_back(hex);
+  }
   orch["attestation"]["peer_rtmr3"] = holder_pins;
   auto orch_m = MeasureDaemon("orchestrator", Daemon(st->bin_dir_, 3), orch,
                               d + "/orchestrator.json");

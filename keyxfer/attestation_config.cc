@@ -1,5 +1,7 @@
 #include "keyxfer/attestation_config.h"
 
+#include <cstdlib>
+
 #include <set>
 #include <string>
 
@@ -15,6 +17,19 @@
 
 namespace gputravel {
 namespace {
+
+// A trusted file as the runtime measurement read it (by JSON pointer into
+// the daemon's configuration): its users trust exactly what RTMR3 covers.
+absl::StatusOr<std::string> MeasuredFile(const RuntimeMeasurement& m, const std::string& pointer,
+                                         const std::string& field) {
+  auto it = m.trusted_files.find(pointer);
+  if (it == m.trusted_files.end()) {
+    return absl::FailedPreconditionError(
+        field + ": not among the files measured at start-up (the attestation section must "
+        "be the configuration's \"attestation\" object)");
+  }
+  return it->second;
+}
 
 // The fields each backend reads; any other is refused, so a misspelt
 // optional field ("root_cert", "allow_debg") is an error at start rather
@@ -59,7 +74,8 @@ absl::StatusOr<AttestationSetup> MakeDev(const nlohmann::json& s,
   if (!cert_pem.ok()) return cert_pem.status();
   auto cert = CertificatePemToDer(*cert_pem);
   if (!cert.ok()) return absl::InvalidArgumentError(*cert_path + ": " + std::string(cert.status().message()));
-  auto root_pem = ReadFile(*root_path);
+  auto root_pem = MeasuredFile(measurement, "/attestation/dev_root_ca",
+                               where + ".dev_root_ca (" + *root_path + ")");
   if (!root_pem.ok()) return root_pem.status();
   auto root = CertificatePemToDer(*root_pem);
   if (!root.ok()) return absl::InvalidArgumentError(*root_path + ": " + std::string(root.status().message()));
@@ -99,11 +115,32 @@ absl::StatusOr<AttestationSetup> MakeDev(const nlohmann::json& s,
   return out;
 }
 
+// Environment that would make the dynamic loader or OpenSSL run code the
+// binary event does not cover (keyxfer/runtime_measurement.h), or make the
+// daemon fail on purpose: a TDX daemon refuses to start with any of it.
+constexpr const char* kUnmeasuredEnvironment[] = {
+    "LD_PRELOAD",   "LD_LIBRARY_PATH", "LD_AUDIT",        "OPENSSL_CONF",
+    "OPENSSL_MODULES", "OPENSSL_ENGINES", "GPUTRAVEL_FAILPOINT"};
+
+absl::Status CheckMeasurableEnvironment(const std::string& where) {
+  for (const char* name : kUnmeasuredEnvironment) {
+    if (std::getenv(name) != nullptr) {
+      return absl::FailedPreconditionError(
+          where + ": environment variable " + name +
+          " is set: it would run code or configuration the runtime measurement does not "
+          "cover; unset it (a TDX daemon starts only with what RTMR3 covers)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<AttestationSetup> MakeTdx(const nlohmann::json& s, const std::string& where,
                                          const RuntimeMeasurement& measurement,
                                          std::shared_ptr<tdx::TsmFs> measurements_fs) {
   const std::string at = where + ": tdx";
   absl::Status known = RefuseUnknownFields(s, kTdxFields, where + " (backend \"tdx\")");
+  if (!known.ok()) return known;
+  known = CheckMeasurableEnvironment(where);
   if (!known.ok()) return known;
   if (!s.contains("tdx") || !s["tdx"].is_object()) {
     return absl::InvalidArgumentError(where + ": backend 'tdx' needs an object 'tdx' "
@@ -132,10 +169,10 @@ absl::StatusOr<AttestationSetup> MakeTdx(const nlohmann::json& s, const std::str
     // Errors name the field and the file; the root is checked here, so a
     // later refusal from TdxVerifier::Create is about the policy alone.
     const std::string field = at + ".root_ca (" + *path + ")";
-    auto pem = ReadFile(*path);
-    if (!pem.ok()) {
-      return absl::Status(pem.status().code(), field + ": " + std::string(pem.status().message()));
-    }
+    // The bytes that were measured into RTMR3, not the file again: the host
+    // supplies the disk and could serve another root to a second read.
+    auto pem = MeasuredFile(measurement, "/attestation/tdx/root_ca", field);
+    if (!pem.ok()) return pem.status();
     // An empty root must not mean the default one (TdxVerifierOptions treats
     // an empty PEM as "the compiled-in Intel root"): the operator named a
     // file, so trusting something other than its contents would be a surprise.

@@ -1,5 +1,7 @@
 #include "keyxfer/attestation_config.h"
 
+#include <unistd.h>
+
 #include <string>
 
 #include "absl/strings/escaping.h"
@@ -32,11 +34,28 @@ std::shared_ptr<FakeTdxMeasurements> FreshTd() {
   return std::make_shared<FakeTdxMeasurements>(kMeasurementsRoot);
 }
 
+// The trusted files of the attestation `section`, as MeasureDaemon hands them
+// back (read now; a file that cannot be read is left out, as a measurement
+// would have failed on it).
+RuntimeMeasurement WithTrustedFiles(RuntimeMeasurement m, const nlohmann::json& section) {
+  const std::pair<const char*, const char*> files[] = {
+      {"/tdx/root_ca", "/attestation/tdx/root_ca"},
+      {"/dev_root_ca", "/attestation/dev_root_ca"}};
+  for (const auto& [in_section, in_config] : files) {
+    const nlohmann::json::json_pointer p(in_section);
+    if (!section.contains(p) || !section.at(p).is_string()) continue;
+    auto bytes = ReadFile(section.at(p).get<std::string>());
+    if (bytes.ok()) m.trusted_files[in_config] = *bytes;
+  }
+  return m;
+}
+
 // MakeAttestationFromConfig for a daemon measured as TestMeasurement() in a
 // fresh TD.
 absl::StatusOr<AttestationSetup> Make(const nlohmann::json& section, const std::string& where,
                                       const std::string& domain) {
-  return MakeAttestationFromConfig(section, where, domain, TestMeasurement(), FreshTd());
+  return MakeAttestationFromConfig(section, where, domain,
+                                   WithTrustedFiles(TestMeasurement(), section), FreshTd());
 }
 
 nlohmann::json Section(const std::string& example) {
@@ -291,7 +310,7 @@ TEST(AttestationConfigTest, DevEvidenceCarriesTheMeasurementAndPeerRtmr3IsEnforc
   nlohmann::json s = {{"backend", "dev"},          {"allow_insecure_dev_attestation", true},
                       {"dev_key", dir + "/dev.key"}, {"dev_cert", dir + "/dev.pem"},
                       {"dev_root_ca", dir + "/root.pem"}};
-  const RuntimeMeasurement mine = TestMeasurement('a');
+  const RuntimeMeasurement mine = WithTrustedFiles(TestMeasurement('a'), s);
   auto me = MakeAttestationFromConfig(s, "x", "d", mine);
   ASSERT_TRUE(me.ok()) << me.status();
   auto evidence = me->attester->Attest(ReportData{});
@@ -303,11 +322,11 @@ TEST(AttestationConfigTest, DevEvidenceCarriesTheMeasurementAndPeerRtmr3IsEnforc
 
   s["peer_rtmr3"] = {{"binary", absl::BytesToHexString(mine.events[0])},
                      {"config", absl::BytesToHexString(mine.events[1])}};
-  auto peer = MakeAttestationFromConfig(s, "x", "d", TestMeasurement('z'));
+  auto peer = MakeAttestationFromConfig(s, "x", "d", WithTrustedFiles(TestMeasurement('z'), s));
   ASSERT_TRUE(peer.ok()) << peer.status();
   EXPECT_TRUE(peer->verifier->Verify(*evidence, ReportData{}).ok());
   s["peer_rtmr3"]["config"] = absl::BytesToHexString(std::string(48, 'q'));
-  peer = MakeAttestationFromConfig(s, "x", "d", TestMeasurement('z'));
+  peer = MakeAttestationFromConfig(s, "x", "d", WithTrustedFiles(TestMeasurement('z'), s));
   ASSERT_TRUE(peer.ok()) << peer.status();
   auto refused = peer->verifier->Verify(*evidence, ReportData{});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
@@ -326,6 +345,84 @@ TEST(AttestationConfigTest, MissingOrUnknownBackendRefused) {
   EXPECT_FALSE(Make(nlohmann::json::object(), "x", "d").ok());
   auto st = Make(nlohmann::json::parse(R"({"backend": "sev"})"), "x", "d");
   EXPECT_NE(st.status().message().find("unknown attestation backend 'sev'"), std::string::npos);
+}
+
+// RED TEAM (P6, TOCTOU on the quote root): MeasureDaemon hashes the file
+// tdx.root_ca names, then MakeAttestationFromConfig reads the file again and
+// trusts whatever it holds then. A host that serves Intel's root to the first
+// read and its own CA to the second (a host-served file system: virtiofs,
+// 9p, or a block device whose pages were evicted) gets a daemon whose RTMR3
+// says "Intel root" while it verifies peers' quotes against the host's CA, so
+// the host can forge any peer's quote (any MRTD, any RTMR3 events), and the
+// orchestrator hands the copy-engine key to a non-TD. Unlike the documented
+// residual (device_ca at worker start, tls.ca per holder connection), this
+// is the root of attestation itself, in both daemons, at start-up.
+// Secure behaviour: the daemon trusts exactly the bytes it measured (refuses,
+// or verifies with the measured root).
+constexpr char kImpostorRootPem[] = R"PEM(-----BEGIN CERTIFICATE-----
+MIICOjCCAeCgAwIBAgIURFFcm6p6bNVg1fAfXWkFjb3SQYkwCgYIKoZIzj0EAwIw
+aDEaMBgGA1UEAwwRSW50ZWwgU0dYIFJvb3QgQ0ExGjAYBgNVBAoMEUludGVsIENv
+cnBvcmF0aW9uMRQwEgYDVQQHDAtTYW50YSBDbGFyYTELMAkGA1UECAwCQ0ExCzAJ
+BgNVBAYTAlVTMCAXDTI2MTEyMTA1NDAwNFoYDzIxMjYxMDI4MDU0MDA0WjBoMRow
+GAYDVQQDDBFJbnRlbCBTR1ggUm9vdCBDQTEaMBgGA1UECgwRSW50ZWwgQ29ycG9y
+YXRpb24xFDASBgNVBAcMC1NhbnRhIENsYXJhMQswCQYDVQQIDAJDQTELMAkGA1UE
+BhMCVVMwWTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAATEraFKM5bR81Jacgc0FqdC
+YOjlj2m1yyLfFix1fh97FvgkI7rtxFTcsg8oBSof7sZDtQclXM1WUUir1wFFyq1i
+o2YwZDAdBgNVHQ4EFgQUd0Fs5qiMGleMmuMnwYwEQg3wBr4wHwYDVR0jBBgwFoAU
+d0Fs5qiMGleMmuMnwYwEQg3wBr4wEgYDVR0TAQH/BAgwBgEB/wIBATAOBgNVHQ8B
+Af8EBAMCAQYwCgYIKoZIzj0EAwIDSAAwRQIhAINvlfa3BuetdVkO8KMkKJ5HDhAe
+W5NnKHTHQCwrqfX0AiBbdnYnTYSxq7KXisfMonCIpe8gW+tKSU2MsyW2hGSP8Q==
+-----END CERTIFICATE-----
+)PEM";
+
+TEST(AttestationConfigTest, RootCaSwappedAfterMeasurementIsNotTrusted) {
+  nlohmann::json section =
+      TdxSectionWithRootCa("swapped-root.pem", tdx::kIntelSgxRootCaPem);
+  const std::string root_path = section["tdx"]["root_ca"].get<std::string>();
+  const nlohmann::json config = {{"domain", "d"}, {"attestation", section}};
+  // The daemon measures itself with Intel's root in the file ...
+  auto m = MeasureDaemon("holder_agent", root_path, config, "h.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto measured_with_intel = CanonicalConfig("holder_agent", config, "h.json");
+  ASSERT_TRUE(measured_with_intel.ok());
+  // ... then the host swaps the file before the backend reads it.
+  ASSERT_TRUE(WriteFile(root_path, kImpostorRootPem).ok());
+  auto now = CanonicalConfig("holder_agent", config, "h.json");
+  ASSERT_TRUE(now.ok());
+  ASSERT_NE(now->dump(), measured_with_intel->dump()) << "the swap changes what is trusted";
+  // The backend takes the root from the measurement's bytes (Intel's), never
+  // from the file again: with the file swapped, or gone, it sets up the
+  // same, so nothing the host puts there afterwards is trusted.
+  auto st = MakeAttestationFromConfig(section, "h.json: attestation", "d", *m, FreshTd());
+  EXPECT_TRUE(st.ok()) << st.status();
+  ASSERT_EQ(::unlink(root_path.c_str()), 0);
+  st = MakeAttestationFromConfig(section, "h.json: attestation", "d", *m, FreshTd());
+  EXPECT_TRUE(st.ok()) << "the root file was read again: " << st.status();
+  // A measurement that does not cover the root is refused, not filled in
+  // from the disk.
+  RuntimeMeasurement without = *m;
+  without.trusted_files.clear();
+  st = MakeAttestationFromConfig(section, "h.json: attestation", "d", without, FreshTd());
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition) << st.status();
+}
+
+// The binary event covers the executable file; environment that would have
+// the loader or OpenSSL run other code (or inject failures) is refused by a
+// TDX daemon, naming the variable. (Shared libraries and openssl.cnf on the
+// disk are the residual: docs/tdx-attestation.md, "What it does not cover".)
+TEST(AttestationConfigTest, TdxRefusesEnvironmentTheMeasurementDoesNotCover) {
+  const nlohmann::json s = WithPlaceholdersFilled(Section("holder-tdx.json"));
+  ASSERT_TRUE(Make(s, "h.json: attestation", "d").ok());
+  for (const char* name : {"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "OPENSSL_CONF",
+                           "OPENSSL_MODULES", "GPUTRAVEL_FAILPOINT"}) {
+    ASSERT_EQ(::setenv(name, "/host/lib", 1), 0);
+    auto st = Make(s, "h.json: attestation", "d");
+    ::unsetenv(name);
+    EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition) << name;
+    EXPECT_NE(st.status().message().find(std::string("environment variable ") + name),
+              std::string::npos)
+        << st.status();
+  }
 }
 
 }  // namespace

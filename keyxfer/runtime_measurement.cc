@@ -163,8 +163,20 @@ absl::StatusOr<nlohmann::json> CanonicalConfig(const std::string& daemon,
   }
   nlohmann::json measured = config;
   measured.erase("listen");
+  // The orchestrator's pins of its holders are its peer_pins event alone
+  // (they name the holders' config events, which name the orchestrator's
+  // config: in the config event they would be circular). Any other daemon's
+  // pins of its peer's binary and config stay in its config event, so a
+  // peer that pins that event sees them edited; only its pin of the peer's
+  // peer_pins event is left out (circular the same way).
   const nlohmann::json::json_pointer pins(kPeerRtmr3Pointer);
-  if (measured.contains(pins)) measured.at(pins.parent_pointer()).erase(pins.back());
+  if (measured.contains(pins)) {
+    if (daemon == "orchestrator" || !measured.at(pins).is_object()) {
+      measured.at(pins.parent_pointer()).erase(pins.back());
+    } else {
+      measured.at(pins).erase("peer_pins");
+    }
+  }
   return nlohmann::json{{"daemon", daemon}, {"config", measured}, {"trusted_files", files}};
 }
 

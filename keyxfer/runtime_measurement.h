@@ -21,8 +21,9 @@ namespace gputravel {
 //   0 "binary"    SHA-384("gputravel-rtmr3-v1 binary\0" || executable bytes)
 //   1 "config"    SHA-384("gputravel-rtmr3-v1 config\0" || canonical JSON of
 //                 {"daemon", "config", "trusted_files"}), where "config" is the
-//                 parsed configuration without "listen" and without
-//                 attestation.peer_rtmr3, and "trusted_files" maps the JSON
+//                 parsed configuration without "listen" and without the
+//                 orchestrator's attestation.peer_rtmr3 (another daemon's
+//                 stays, less its "peer_pins" entry), and "trusted_files" maps the JSON
 //                 pointer of each file the daemon trusts (CA certificates:
 //                 tls.ca, gpus[i].device_ca, attestation.tdx.root_ca,
 //                 attestation.dev_root_ca) to the SHA-384 of its contents.

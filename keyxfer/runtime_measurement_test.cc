@@ -1,5 +1,6 @@
 #include "keyxfer/runtime_measurement.h"
 
+#include <link.h>
 #include <openssl/sha.h>
 
 #include <cstdlib>

@@ -165,5 +165,49 @@ TEST_F(RuntimePolicyTest, PolicyMustPinBinaryAndConfig) {
   EXPECT_FALSE(Rtmr3Policy::FromJson("text", "w").ok());
 }
 
+// RED TEAM (P6, the holder's pins are bound by nobody): a holder's
+// attestation.peer_rtmr3 (whom it takes for the orchestrator, and so which
+// GPU its data is encrypted to) is left out of its config event, and the
+// orchestrator pins only a holder's binary and config events. A host that
+// edits the holder's peer_rtmr3 on its disk to a list [real orchestrator,
+// host-run orchestrator whose device_ca/device_endpoint are the host's]
+// keeps the holder working with the real orchestrator (nobody notices), while
+// the holder also accepts the host-run one and provisions its dataset to the
+// host's stand-in GPU. threat-model.md P6 says an edited holder is "refused by
+// the real orchestrator"; that holds for tdx.peer_policy (in the config
+// event) but not for peer_rtmr3.
+// Secure behaviour: the real orchestrator refuses a holder whose pins of the
+// orchestrator's binary/config were edited (e.g. a separate event for the
+// holder's pins of the orchestrator's binary and config, which the
+// orchestrator pins without circularity, since those do not depend on the
+// orchestrator's own pins).
+TEST_F(RuntimePolicyTest, HolderWhosePeerRtmr3TheHostEditedIsRefusedByTheRealOrchestrator) {
+  const std::string real_binary(96, 'a'), real_config(96, 'b'), real_pins(96, 'c');
+  const std::string host_run_config(96, 'e');  // the host's device_ca and endpoint
+  nlohmann::json holder = {{"name", "h1"}, {"domain", "td-h1"},
+                           {"attestation",
+                            {{"backend", "tdx"},
+                             {"peer_rtmr3", {{"binary", real_binary},
+                                             {"config", real_config},
+                                             {"peer_pins", real_pins}}}}}};
+  auto reviewed = MeasureDaemon("holder_agent", dir_ + "/binary", holder, "holder.json");
+  ASSERT_TRUE(reviewed.ok()) << reviewed.status();
+  // The real orchestrator pins the holder's binary and config events, as
+  // docs/tdx-attestation.md "Pinning, step by step" says.
+  auto real_orchestrator = VerifierPinnedTo(PinsFor(*reviewed, false));
+
+  // The host adds its own orchestrator to the holder's pins.
+  holder["attestation"]["peer_rtmr3"]["config"] = {real_config, host_run_config};
+  auto edited = MeasureDaemon("holder_agent", dir_ + "/binary", holder, "holder.json");
+  ASSERT_TRUE(edited.ok()) << edited.status();
+  ASSERT_NE(edited->rtmr3, reviewed->rtmr3);
+  auto evidence = AttesterFor(*edited)->Attest(report_data_);
+  ASSERT_TRUE(evidence.ok()) << evidence.status();
+  auto id = real_orchestrator->Verify(*evidence, report_data_);
+  EXPECT_FALSE(id.ok())
+      << "the real orchestrator accepts (and hands the copy-engine key to) a holder that "
+         "also accepts a host-run orchestrator with the host's device CA";
+}
+
 }  // namespace
 }  // namespace gputravel
