@@ -295,6 +295,29 @@ class AuthorizationTest : public ::testing::Test {
 EmulatedStack* AuthorizationTest::stack_ = nullptr;
 TempDir* AuthorizationTest::other_ = nullptr;
 
+// CreateCampaign asks each holder who it is; when a holder cannot be
+// reached, the operator learns that and no more. gRPC's connect error
+// (no such socket, connection refused, a TLS failure) would tell which
+// paths exist in the orchestrator's TD and which hosts and ports answer
+// from it; the orchestrator's log keeps it.
+TEST_F(AuthorizationTest, UnreachableHolderIsNamedWithoutTheConnectError) {
+  auto ch = As(kOperator, stack_->orchestrator_endpoint(), kOrch);
+  const std::string existing_file = "unix:" + stack_->dir() + "/orchestrator.json";
+  for (const std::string& endpoint :
+       {std::string("unix:/nonexistent/holder.sock"), existing_file,
+        std::string("127.0.0.1:1"), stack_->mux_endpoint()}) {
+    nlohmann::json spec = stack_->CampaignSpec();
+    spec["holders"][0]["endpoint"] = endpoint;
+    grpc::Status s = CreateCampaign(ch, "probe", nullptr, spec);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << endpoint << ": "
+                                                             << s.error_message();
+    EXPECT_EQ(s.error_message(),
+              "holders[0]: holder 'holder-a' unreachable (the orchestrator's log says why)")
+        << endpoint;
+  }
+  EXPECT_EQ(GetCampaign(ch, "probe").error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
 TEST_F(AuthorizationTest, ClientsWithoutCertificateAreRefusedByEveryServer) {
   const std::string orch = stack_->orchestrator_endpoint();
   const std::string mux = stack_->mux_endpoint();

@@ -64,8 +64,7 @@ void ServeUntilSignal(const std::string& program,
     // stream, such as a watch with no new event, are welcome: without this
     // gRPC answers the third with GOAWAY.
     b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
-    b.SetMaxReceiveMessageSize(kMaxMessageBytes);
-    b.SetMaxSendMessageSize(kMaxMessageBytes);
+    ApplyServerLimits(e.limits, program + " " + e.address, &b);
     for (grpc::Service* service : e.services) b.RegisterService(service);
     auto server = b.BuildAndStart();
     if (!server) ExitStartupError(program, "cannot listen on " + e.address);

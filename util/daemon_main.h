@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "grpcpp/grpcpp.h"
+#include "util/server_limits.h"
 
 namespace gputravel {
 
@@ -35,6 +36,9 @@ struct ServedEndpoint {
   // emulated device's sockets use: they stand for the PCIe bus, and every
   // byte that crosses them is sealed by the CC channel.
   std::shared_ptr<grpc::ServerCredentials> credentials;
+  // What its callers may cost it (util/server_limits.h); the defaults are
+  // the emulated device bus's.
+  ServerLimits limits;
 };
 
 // Serves each endpoint on its own server (stale sockets removed) until

@@ -1,9 +1,11 @@
 // vfio_mux: the host daemon that routes GPUs between trust domains.
 #include "auth/identity.h"
+#include "auth/role_gate.h"
 #include "auth/tls_config.h"
 #include "util/daemon_main.h"
 #include "util/files.h"
 #include "util/log.h"
+#include "vfio_mux/api_limits.h"
 #include "vfio_mux/backend_factory.h"
 #include "vfio_mux/mux_service.h"
 #include "vfio_mux/route_table.h"
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
   }
   auto creds = MakeServerCredentials(*tls);
   if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));
+  InstallRoleGate(creds->get(), MuxApiRoles());  // roles before bodies (api_limits.h)
   auto backend = MakeRoutingBackend(*cfg, args.config);
   if (!backend.ok()) ExitStartupError(kProgram, std::string(backend.status().message()));
   auto table = RouteTable::Open(backend->get(), *state, *audit);
@@ -51,7 +54,8 @@ int main(int argc, char** argv) {
   MuxService service(table->get(), (*backend)->Name());
   GT_LOG(1, "backend ", (*backend)->Name());
   RouteTable* routes = table->get();
-  ServeUntilSignal(kProgram, {{*listen, {&service}, *creds}}, args.ready_file, [routes] {
+  ServeUntilSignal(kProgram, {{*listen, {&service}, *creds, MuxApiLimits()}}, args.ready_file,
+                   [routes] {
     // A snapshot covering the whole journal; without it (a crash) the next
     // start replays the journal instead.
     absl::Status s = routes->Close();
