@@ -3,6 +3,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "auth/identity.h"
@@ -19,6 +20,13 @@ namespace gputravel {
 // on a call without one (an insecure port, or TLS without client auth), or if
 // the certificate does not encode a GPU Travelling identity.
 absl::StatusOr<Identity> PeerIdentity(const grpc::ServerContextBase& ctx);
+// The same from a connection's auth context (auth/role_gate.h, which runs
+// before a call reaches a service).
+absl::StatusOr<Identity> PeerIdentity(const grpc::AuthContext& auth);
+
+// OK if `id.role` is one of `allowed_roles`, else PERMISSION_DENIED in the
+// words of Authorize below.
+grpc::Status CheckRole(const Identity& id, const std::vector<std::string>& allowed_roles);
 
 // OK if the caller's role is one of `allowed_roles` (role names, e.g.
 // kRoleOrchestrator); stores the caller's identity in `out` if given.

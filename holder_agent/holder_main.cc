@@ -2,9 +2,11 @@
 #include <set>
 #include <string>
 
+#include "holder_agent/api_limits.h"
 #include "holder_agent/dataset.h"
 #include "holder_agent/holder_service.h"
 #include "auth/identity.h"
+#include "auth/role_gate.h"
 #include "auth/tls_config.h"
 #include "keyxfer/attestation_config.h"
 #include "keyxfer/runtime_measurement.h"
@@ -128,9 +130,11 @@ int main(int argc, char** argv) {
   }
   auto creds = MakeServerCredentials(*tls);
   if (!creds.ok()) Fail(std::string(creds.status().message()));
+  // Only the orchestrator gets as far as a request body (api_limits.h).
+  InstallRoleGate(creds->get(), HolderApiRoles());
 
   HolderService service(opts, std::move(*dataset), att->attester.get(),
                         att->verifier.get());
-  ServeUntilSignal(kProgram, {{*listen, {&service}, *creds}}, args.ready_file,
+  ServeUntilSignal(kProgram, {{*listen, {&service}, *creds, HolderApiLimits()}}, args.ready_file,
                    [&service] { service.RemoveBounceRing(); });
 }

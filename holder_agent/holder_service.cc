@@ -5,8 +5,8 @@
 #include <chrono>
 #include <string>
 
-#include "absl/strings/str_replace.h"
 #include "auth/authorize.h"
+#include "holder_agent/error_filter.h"
 #include "holder_agent/dataset_source.h"
 #include "keyxfer/handoff.h"
 #include "keyxfer/random.h"
@@ -19,19 +19,6 @@ namespace {
 
 double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// The status as the orchestrator gets it: the dataset's local path (a fact
-// about the holder's machine, which its errors name for the holder's own
-// log) replaced by the dataset's name, which the orchestrator knows.
-// Dataset errors name it as "dataset PATH" (holder_agent/dataset.cc); only
-// that is replaced, so a short relative path elsewhere in a word survives.
-absl::Status ForCaller(const absl::Status& s, const std::string& path,
-                       const std::string& dataset_name) {
-  const std::string named = "dataset " + path;
-  if (path.empty() || s.message().find(named) == absl::string_view::npos) return s;
-  return absl::Status(s.code(), absl::StrReplaceAll(s.message(),
-                                                    {{named, "dataset '" + dataset_name + "'"}}));
 }
 
 }  // namespace
@@ -86,7 +73,10 @@ grpc::Status HolderService::OpenChannel(grpc::ServerContext* ctx,
   if (!auth.ok()) return auth;
   auto responder = ChannelResponder::Respond(req->orchestrator_public_key(),
                                              req->orchestrator_nonce(), *attester_);
-  if (!responder.ok()) return ToGrpc(responder.status());
+  if (!responder.ok()) {
+    GT_LOG(0, "channel refused: ", responder.status().message());
+    return ToGrpc(ForOrchestrator(responder.status(), dataset_->path(), options_.dataset_name));
+  }
   std::string id = HexEncode(RandomString(16));
   out->set_channel_id(id);
   out->set_holder_public_key(responder->public_key());
@@ -148,7 +138,9 @@ grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
   auto r = DoProvision(*req, progress, [ctx] { return ctx->IsCancelled(); });
   if (!r.ok()) {
     GT_LOG(0, "provisioning refused or failed: ", r.status().message());
-    return ToGrpc(ForCaller(r.status(), dataset_->path(), options_.dataset_name));
+    // The orchestrator passes trip errors on to operators: no local path
+    // (dataset file, bounce ring, shared memory) leaves in them.
+    return ToGrpc(ForOrchestrator(r.status(), dataset_->path(), options_.dataset_name));
   }
   v1::ProvisionUpdate u;
   *u.mutable_report() = std::move(*r);

@@ -6,6 +6,7 @@
 // buffer, no counter of the channel used, the channel consumed.
 #include "holder_agent/holder_service.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -79,7 +80,7 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     o.dataset_name = "pattern";
     o.domain = "holder-a-td";
     o.device_endpoint = "unix:" + dir_ + "/holder.sock";
-    o.writer.bounce_dir = dir_;  // the fixture's shared memory, where the device maps rings
+    o.writer.bounce_dir = dir_ + bounce_subdir_;  // where the device maps rings
     o.pending_channel_lifetime = pending_channel_lifetime_;
     auto service = std::make_unique<HolderService>(o, std::move(*ds), holder_attester_.get(),
                                                    holder_verifier_.get());
@@ -196,6 +197,7 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
   EmulatedGpuOptions device_options_;  // a test may set them in its constructor
   // How long the agent keeps a channel no Provision has claimed (likewise).
   std::chrono::steady_clock::duration pending_channel_lifetime_ = kPendingChannelLifetime;
+  std::string bounce_subdir_;  // appended to the fixture's shared memory directory
 };
 
 void ExpectRefused(const grpc::Status& s, grpc::StatusCode code, const std::string& says) {
@@ -312,6 +314,44 @@ TEST_F(HolderServiceTest, ChannelBeyondTheCapDropsTheOldestUnusedOne) {
 
 // A channel no Provision claimed within its lifetime is dropped (its secret
 // zeroized) when the next one is opened; the new one is served.
+// The agent's bounce_dir is not its domain's shared memory: a directory that
+// does not exist, or one the device does not map from.
+class MisplacedBounceRingTest : public HolderServiceTest {
+ protected:
+  MisplacedBounceRingTest() { bounce_subdir_ = "/not-there"; }
+};
+class ForeignBounceDirTest : public HolderServiceTest {
+ protected:
+  void SetUp() override {
+    bounce_subdir_ = "/elsewhere";
+    HolderServiceTest::SetUp();
+    ASSERT_EQ(mkdir((dir_ + bounce_subdir_).c_str(), 0700), 0);
+  }
+  void TearDown() override {
+    HolderServiceTest::TearDown();
+    rmdir((dir_ + bounce_subdir_).c_str());
+  }
+};
+
+// Bounce-ring errors (the agent's own, and the GPU's about the ring) name
+// local paths for the holder's log; the orchestrator, which passes trip
+// errors on to operators, gets them without any path.
+TEST_F(MisplacedBounceRingTest, RingErrorsReachTheOrchestratorWithoutLocalPaths) {
+  grpc::Status s = Provision(Open(), Binding("c1", 1, 0));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.error_message().find("bounce buffer <holder path>"), std::string::npos)
+      << s.error_message();
+  EXPECT_EQ(s.error_message().find(dir_), std::string::npos) << s.error_message();
+  EXPECT_EQ(s.error_message().find("/not-there"), std::string::npos) << s.error_message();
+}
+
+TEST_F(ForeignBounceDirTest, TheGpusRingErrorsReachTheOrchestratorWithoutLocalPaths) {
+  grpc::Status s = Provision(Open(), Binding("c1", 1, 0));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.error_message().find("<holder path>"), std::string::npos) << s.error_message();
+  EXPECT_EQ(s.error_message().find(dir_), std::string::npos) << s.error_message();
+}
+
 class ShortChannelLifetimeTest : public HolderServiceTest {
  protected:
   ShortChannelLifetimeTest() { pending_channel_lifetime_ = std::chrono::seconds(1); }

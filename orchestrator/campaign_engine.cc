@@ -134,6 +134,10 @@ class CampaignEngine::Hooks final : public TripHooks {
 CampaignEngine::CampaignEngine(const OrchestratorConfig* config, StateStore* store,
                                Attester* attester, Verifier* verifier)
     : config_(config), store_(store), attester_(attester), verifier_(verifier) {
+  // After each commit, the watchers of that event's campaign wake (only them).
+  store_->SetEventObserver([this](const std::string& campaign, int64_t seq) {
+    changes_.EventCommitted(campaign, seq);
+  });
   for (const auto& g : config_->gpus) {
     auto gpu = std::make_unique<Gpu>();
     gpu->config = g;
@@ -141,7 +145,10 @@ CampaignEngine::CampaignEngine(const OrchestratorConfig* config, StateStore* sto
   }
 }
 
-CampaignEngine::~CampaignEngine() { Shutdown(); }
+CampaignEngine::~CampaignEngine() {
+  Shutdown();
+  store_->SetEventObserver(nullptr);
+}
 
 absl::Status CampaignEngine::Start() {
   auto channel = MakeSecureChannel(config_->mux_endpoint, config_->tls,
@@ -165,6 +172,7 @@ void CampaignEngine::Shutdown() {
   {
     absl::MutexLock l(&mu_);
     stopping_ = true;
+    changes_.Stop();
     for (auto& g : gpus_) {
       if (g->control != nullptr) g->control->Cancel();
       if (g->loader != nullptr) g->loader->AbandonCurrent();
@@ -195,6 +203,7 @@ void CampaignEngine::SetProgress(const std::string& campaign, uint64_t trip,
   p.bytes = bytes;
   p.total = total;
   p.version = ++progress_version_;
+  changes_.ProgressMoved(campaign, p.version);
 }
 
 void CampaignEngine::ClearProgress(const std::string& campaign) {
@@ -205,20 +214,6 @@ void CampaignEngine::ClearProgress(const std::string& campaign) {
 void CampaignEngine::Wake() {
   absl::MutexLock l(&mu_);
   ++wake_;
-}
-
-bool CampaignEngine::WaitForChange(int64_t seen_seq, uint64_t seen_progress,
-                                   absl::Duration timeout) {
-  absl::MutexLock l(&mu_);
-  auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopping_ || last_seq_ > seen_seq || progress_version_ > seen_progress;
-  };
-  return mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
-}
-
-int64_t CampaignEngine::LastCommittedSeq() {
-  absl::MutexLock l(&mu_);
-  return last_seq_;
 }
 
 bool CampaignEngine::stopping() {
@@ -289,10 +284,17 @@ absl::StatusOr<CreateResult> CampaignEngine::Create(const std::string& request_i
     v1::HolderInfo info;
     grpc::ClientContext ctx;
     ctx.set_deadline(Deadline(std::min(spec->holder_timeout_seconds, 30.0)));
-    absl::Status s = FromGrpc((*stub)->GetInfo(&ctx, {}, &info),
-                              "holders[" + std::to_string(i) + "] '" + h.name + "' at " +
-                                  h.endpoint + " GetInfo");
-    if (!s.ok()) return s;
+    grpc::Status got = (*stub)->GetInfo(&ctx, {}, &info);
+    if (!got.ok()) {
+      // gRPC's own text says what the endpoint is (no such socket, refused,
+      // no route, a TLS failure): answered to the caller, it would let an
+      // operator map the paths and network of the orchestrator's TD. The
+      // detail stays in this log.
+      GT_LOG(0, "holders[", i, "] '", h.name, "' at ", h.endpoint, " GetInfo: ",
+             got.error_message());
+      return absl::UnavailableError("holders[" + std::to_string(i) + "]: holder '" + h.name +
+                                    "' unreachable (the orchestrator's log says why)");
+    }
     if (info.name() != h.name) {
       return absl::FailedPreconditionError("holders[" + std::to_string(i) + "]: the agent at " +
                                            h.endpoint + " calls itself '" + info.name() + "'");

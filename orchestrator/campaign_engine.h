@@ -12,6 +12,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "keyxfer/attester.h"
+#include "orchestrator/api_limits.h"
+#include "orchestrator/campaign_changes.h"
 #include "orchestrator/campaign_spec.h"
 #include "orchestrator/daemon_config.h"
 #include "orchestrator/state_store.h"
@@ -42,8 +44,8 @@ struct LiveProgress {
 // every trip is counted exactly once.
 //
 // The API methods are thread-safe and return quickly; the work happens on
-// the workers. Events are committed to the store; WaitForChange lets
-// watchers block until something new is committed or live progress moves.
+// the workers. Events are committed to the store; changes() lets a watcher
+// block until its campaign commits something new or its live progress moves.
 class CampaignEngine {
  public:
   CampaignEngine(const OrchestratorConfig* config, StateStore* store, Attester* attester,
@@ -68,13 +70,6 @@ class CampaignEngine {
   absl::StatusOr<CampaignRow> Resume(const std::string& name);
   absl::StatusOr<CampaignRow> Cancel(const std::string& name);
 
-  // Blocks until an event after `seen_seq` is committed, the live progress
-  // version passes `seen_progress`, Shutdown, or `timeout`. False if it
-  // returned for the timeout alone.
-  bool WaitForChange(int64_t seen_seq, uint64_t seen_progress, absl::Duration timeout);
-  // The newest event sequence number this engine committed (0 before any):
-  // read it before reading events, then wait on it.
-  int64_t LastCommittedSeq();
   // True once Shutdown began (watch streams end).
   bool stopping();
   // The campaign's live progress (version 0 when there is none).
@@ -83,6 +78,8 @@ class CampaignEngine {
   std::map<std::string, std::string> GpuAssignments();
 
   StateStore* store() { return store_; }
+  // Per-campaign changes that watch streams wait on (and their bound).
+  CampaignChanges* changes() { return &changes_; }
   const OrchestratorConfig& config() const { return *config_; }
 
  private:
@@ -120,6 +117,7 @@ class CampaignEngine {
   uint64_t progress_version_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t wake_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, LiveProgress> progress_ ABSL_GUARDED_BY(mu_);
+  CampaignChanges changes_{kMaxWatchesPerCaller};
 };
 
 }  // namespace gputravel

@@ -1,11 +1,13 @@
 // orchestrator: the daemon inside the orchestrator TD.
 #include <sys/stat.h>
 
+#include "auth/role_gate.h"
 #include "auth/tls_config.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "keyxfer/attestation_config.h"
 #include "keyxfer/runtime_measurement.h"
+#include "orchestrator/api_limits.h"
 #include "orchestrator/campaign_engine.h"
 #include "orchestrator/daemon_config.h"
 #include "orchestrator/orchestrator_service.h"
@@ -67,6 +69,9 @@ int main(int argc, char** argv) {
   if (!store.ok()) ExitStartupError(kProgram, std::string(store.status().message()));
   auto creds = MakeServerCredentials(cfg->tls);
   if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));
+  // A caller whose role may not call a method is refused before its request
+  // is read; requests, streams, memory and threads are bounded (api_limits.h).
+  InstallRoleGate(creds->get(), OrchestratorApiRoles());
 
   CampaignEngine engine(&*cfg, store->get(), att->attester.get(), att->verifier.get());
   // The GPU workers make interrupted trips safe before they run anything
@@ -78,6 +83,7 @@ int main(int argc, char** argv) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   // On SIGTERM the engine stops first: a trip in flight is cancelled and made
   // safe, and open watch streams end.
-  ServeUntilSignal(kProgram, {{cfg->listen, {&service}, *creds}}, args.ready_file, nullptr,
+  ServeUntilSignal(kProgram, {{cfg->listen, {&service}, *creds, OrchestratorApiLimits()}},
+                   args.ready_file, nullptr,
                    [&engine] { engine.Shutdown(); });
 }

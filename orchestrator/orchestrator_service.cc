@@ -1,5 +1,6 @@
 #include "orchestrator/orchestrator_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -198,11 +199,16 @@ GT_CONTROL_RPC(CancelCampaign, Cancel, "cancelled")
 grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
                                                 const v1::WatchCampaignRequest* req,
                                                 grpc::ServerWriter<v1::Event>* out) {
-  grpc::Status auth = AuthorizeControl(ctx);
+  Identity who;
+  grpc::Status auth = Authorize(*ctx, {kRoleOperator, kRoleScheduler}, &who);
   if (!auth.ok()) return auth;
   StateStore* store = engine_->store();
   auto exists = store->GetCampaignState(req->name());
   if (!exists.ok()) return ToGrpc(exists.status());
+  CampaignChanges* changes = engine_->changes();
+  // Each stream holds a server thread: a caller gets kMaxWatchesPerCaller.
+  auto watch = changes->StartWatch(DescribeIdentity(who));
+  if (!watch.ok()) return ToGrpc(watch.status());
   int64_t seq = req->after_seq();
   uint64_t progress_seen = 0;
   std::map<uint64_t, std::string> trip_holder;
@@ -217,10 +223,10 @@ grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
       if (ctx->IsCancelled()) break;
       asked = std::chrono::steady_clock::now();
     }
-    // Read the global position and the campaign's state BEFORE its events:
-    // the event that makes a campaign final is committed with the state, so
-    // a final state seen here means its event is in the batch read next.
-    const int64_t latest = engine_->LastCommittedSeq();
+    // Read the campaign's position and state BEFORE its events: the event
+    // that makes a campaign final is committed with the state, so a final
+    // state seen here means its event is in the batch read next.
+    const CampaignChanges::Version latest = changes->Current(req->name());
     auto now = store->GetCampaignState(req->name());
     if (!now.ok()) return ToGrpc(now.status());
     auto events = store->EventsAfter(req->name(), seq, 256);
@@ -279,8 +285,10 @@ grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
     // a trip commits about ten events, and waking, reading and writing for
     // each one took CPU from the trip itself on a small machine.
     if (sent) absl::SleepFor(kWatchBatchInterval);
-    // Wake on any newer event (of any campaign) or on progress.
-    ask_cancelled = !engine_->WaitForChange(latest, progress_seen, absl::Milliseconds(250));
+    // Wake on a newer event or progress of this campaign only.
+    CampaignChanges::Version seen = latest;
+    seen.progress = std::max<uint64_t>(seen.progress, progress_seen);
+    ask_cancelled = !changes->WaitForChange(req->name(), seen, absl::Milliseconds(250));
   }
   return grpc::Status::OK;
 }

@@ -607,11 +607,19 @@ absl::Status StateStore::InTransaction(Body body, bool write, Durability durabil
   // fails half-way because another connection wrote first; readers take a
   // consistent snapshot without blocking writers (WAL).
   GT_SS_RETURN_IF_ERROR(Exec(write ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED"));
+  uncommitted_events_.clear();
   absl::Status st = body();
   if (st.ok()) {
     st = Exec("COMMIT");
-    if (st.ok()) return st;
+    if (st.ok()) {
+      if (observer_) {
+        for (const auto& e : uncommitted_events_) observer_(e.first, e.second);
+      }
+      uncommitted_events_.clear();
+      return st;
+    }
   }
+  uncommitted_events_.clear();
   if (sqlite3_get_autocommit(db_) == 0) {
     absl::Status rb = Exec("ROLLBACK");
     if (!rb.ok()) {
@@ -739,7 +747,14 @@ absl::StatusOr<int64_t> StateStore::InsertEvent(const EventRow& e) {
       .OptReal(e.loss)
       .Int(e.time_ms != 0 ? e.time_ms : NowMs());
   GT_SS_RETURN_IF_ERROR(s.Run());
-  return sqlite3_last_insert_rowid(db_);
+  const int64_t seq = sqlite3_last_insert_rowid(db_);
+  uncommitted_events_.emplace_back(e.campaign, seq);
+  return seq;
+}
+
+void StateStore::SetEventObserver(EventObserver observer) {
+  absl::MutexLock lock(&mu_);
+  observer_ = std::move(observer);
 }
 
 // ---------------------------------------------------------------------------

@@ -31,6 +31,7 @@
 // tests use to simulate crashes.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -332,6 +333,13 @@ class StateStore {
   // The newest event's seq, 0 when there is none.
   absl::StatusOr<int64_t> LastEventSeq();
 
+  // Called once for every event, with its campaign and seq, right after the
+  // transaction that inserted it commits (never for one rolled back), with
+  // the store's lock held: it must return quickly and must not call the
+  // store. WatchCampaign streams wake on it (orchestrator/campaign_changes.h).
+  using EventObserver = std::function<void(const std::string& campaign, int64_t seq)>;
+  void SetEventObserver(EventObserver observer);
+
  private:
   StateStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
 
@@ -381,6 +389,9 @@ class StateStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
+  EventObserver observer_ ABSL_GUARDED_BY(mu_);
+  // Events inserted by the open transaction, told to observer_ at its commit.
+  std::vector<std::pair<std::string, int64_t>> uncommitted_events_ ABSL_GUARDED_BY(mu_);
   // The PRAGMA synchronous in force on the connection.
   Durability synchronous_ ABSL_GUARDED_BY(mu_) = Durability::kFlush;
   sqlite3* const db_;  // guarded by mu_ (the pointer itself never changes)

@@ -65,14 +65,7 @@ void ServeUntilSignal(const std::string& program,
     // stream, such as a watch with no new event, are welcome: without this
     // gRPC answers the third with GOAWAY.
     b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
-    b.SetMaxReceiveMessageSize(e.max_receive_bytes > 0 ? e.max_receive_bytes
-                                                         : kMaxMessageBytes);
-    b.SetMaxSendMessageSize(kMaxMessageBytes);
-    if (e.max_threads > 0) {
-      grpc::ResourceQuota quota(program + "-" + e.address);
-      quota.SetMaxThreads(e.max_threads);
-      b.SetResourceQuota(quota);
-    }
+    ApplyServerLimits(e.limits, program + " " + e.address, &b);
     for (grpc::Service* service : e.services) b.RegisterService(service);
     auto server = b.BuildAndStart();
     if (!server) ExitStartupError(program, "cannot listen on " + e.address);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "grpcpp/grpcpp.h"
+#include "util/server_limits.h"
 
 namespace gputravel {
 
@@ -35,13 +36,9 @@ struct ServedEndpoint {
   // emulated device's sockets use: they stand for the PCIe bus, and every
   // byte that crosses them is sealed by the CC channel.
   std::shared_ptr<grpc::ServerCredentials> credentials;
-  // Largest request accepted; 0: kMaxMessageBytes. A daemon whose API carries
-  // only names and numbers (the MUX) sets a few KiB.
-  int max_receive_bytes = 0;
-  // Most threads the server may run (grpc::ResourceQuota::SetMaxThreads);
-  // 0: gRPC's default (unbounded). Calls beyond it wait or fail
-  // RESOURCE_EXHAUSTED rather than piling up threads.
-  int max_threads = 0;
+  // What its callers may cost it (util/server_limits.h); the defaults are
+  // the emulated device bus's.
+  ServerLimits limits;
 };
 
 // Serves each endpoint on its own server (stale sockets removed) until

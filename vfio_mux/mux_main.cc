@@ -1,9 +1,11 @@
 // vfio_mux: the host daemon that routes GPUs between trust domains.
 #include "auth/identity.h"
+#include "auth/role_gate.h"
 #include "auth/tls_config.h"
 #include "util/daemon_main.h"
 #include "util/files.h"
 #include "util/log.h"
+#include "vfio_mux/api_limits.h"
 #include "vfio_mux/backend_factory.h"
 #include "vfio_mux/mux_callers.h"
 #include "vfio_mux/mux_policy.h"
@@ -53,6 +55,7 @@ int main(int argc, char** argv) {
   if (!callers.ok()) ExitStartupError(kProgram, std::string(callers.status().message()));
   auto creds = MakeServerCredentials(*tls);
   if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));
+  InstallRoleGate(creds->get(), MuxApiRoles());  // roles before bodies (api_limits.h)
   auto backend = MakeRoutingBackend(*cfg, args.config);
   if (!backend.ok()) ExitStartupError(kProgram, std::string(backend.status().message()));
   RouteTableOptions table_options;
@@ -62,10 +65,8 @@ int main(int argc, char** argv) {
   MuxService service(table->get(), (*backend)->Name(), *std::move(callers));
   GT_LOG(1, "backend ", (*backend)->Name());
   RouteTable* routes = table->get();
-  ServedEndpoint endpoint{*listen, {&service}, *creds};
-  endpoint.max_receive_bytes = kMaxMuxRequestBytes;
-  endpoint.max_threads = kMaxMuxServerThreads;
-  ServeUntilSignal(kProgram, {endpoint}, args.ready_file, [routes] {
+  ServeUntilSignal(kProgram, {{*listen, {&service}, *creds, MuxApiLimits()}}, args.ready_file,
+                   [routes] {
     // A snapshot covering the whole journal; without it (a crash) the next
     // start replays the journal instead.
     absl::Status s = routes->Close();

@@ -1,0 +1,76 @@
+#include "auth/role_gate.h"
+
+#include <chrono>
+
+#include "auth/test_server.h"
+#include "auth/tls_config.h"
+#include "gtest/gtest.h"
+#include "proto/holder.grpc.pb.h"
+
+namespace gputravel {
+namespace {
+
+const Identity kOrch{"orchestrator", "orch"};
+const Identity kOperator{"operator", "alice"};
+const Identity kHolderA{"holder", "a"};
+
+// A real mTLS server whose service lets every role call GetInfo, behind a
+// gate that lets only orchestrators call it and lists no other method: what
+// the gate refuses never reaches the service.
+class RoleGateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(MakeTestPki(Pki(), {kOrch, kOperator, kHolderA}).ok());
+    auto creds = MakeServerCredentials(TestFiles(Pki(), kHolderA));
+    ASSERT_TRUE(creds.ok()) << creds.status();
+    InstallRoleGate(creds->get(), {{"/gputravel.v1.HolderAgent/GetInfo", {"orchestrator"}},
+                                   {"/grpc.health.v1.Health/*", {"operator"}}});
+    auto s = StartServer("unix:" + tmp_.path() + "/gate.sock", *creds,
+                         std::make_unique<AuthProbeService>(std::vector<std::string>{
+                             "orchestrator", "operator"}));
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+  }
+  std::string Pki() const { return tmp_.path() + "/pki"; }
+  std::unique_ptr<v1::HolderAgent::Stub> StubAs(const Identity& caller) {
+    auto ch = MakeSecureChannel(server_->endpoint, TestFiles(Pki(), caller), kHolderA);
+    EXPECT_TRUE(ch.ok()) << ch.status();
+    return v1::HolderAgent::NewStub(*ch);
+  }
+
+  TempDir tmp_;
+  std::unique_ptr<RunningServer> server_;
+};
+
+TEST_F(RoleGateTest, RoleThatMayNotCallTheMethodIsRefusedBeforeTheService) {
+  v1::HolderInfo info;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Status s = StubAs(kOperator)->GetInfo(&ctx, {}, &info);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_EQ(s.error_message(), "operator 'alice' may not call this; allowed roles: orchestrator");
+  EXPECT_TRUE(info.name().empty()) << "the service answered";
+}
+
+TEST_F(RoleGateTest, AllowedRoleReachesTheService) {
+  v1::HolderInfo info;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Status s = StubAs(kOrch)->GetInfo(&ctx, {}, &info);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(info.name(), "orch");
+}
+
+TEST_F(RoleGateTest, MethodNotListedIsRefused) {
+  v1::OpenChannelResponse out;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Status s = StubAs(kOrch)->OpenChannel(&ctx, {}, &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("/gputravel.v1.HolderAgent/OpenChannel is not served here"),
+            std::string::npos)
+      << s.error_message();
+}
+
+}  // namespace
+}  // namespace gputravel
