@@ -87,6 +87,35 @@ bool WatchUntil(v1::Orchestrator::Stub* stub, const std::string& name,
   return false;
 }
 
+// The host's DeviceAdmin: a function-level reset of the emulated GPU.
+void ResetGpu(const std::string& admin_endpoint) {
+  auto stub = v1::DeviceAdmin::NewStub(MakeChannel(admin_endpoint));
+  grpc::ClientContext ctx;
+  v1::ResetRequest req;
+  v1::ResetResponse resp;
+  grpc::Status st = stub->Reset(&ctx, req, &resp);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+}
+
+// Creates and starts the stack's campaign "demo", waits until it is PAUSED
+// or COMPLETED, and reads it with its trips into `*report`.
+void RunUntilPausedOrCompleted(EmulatedStack* stack, v1::Campaign* report) {
+  auto stub = stack->OperatorClient();
+  v1::CreateCampaignResponse created;
+  ASSERT_TRUE(Create(stub.get(), stack->CampaignSpec(), "r1", &created).ok());
+  v1::Campaign c;
+  ASSERT_TRUE(Control(stub.get(), "start", "demo", &c).ok());
+  ASSERT_TRUE(WatchUntil(stub.get(), "demo", [](const v1::Event& e) {
+    return e.kind() == v1::CAMPAIGN_STATE &&
+           (e.campaign_state() == v1::PAUSED || e.campaign_state() == v1::COMPLETED);
+  }));
+  v1::GetCampaignRequest g;
+  g.set_name("demo");
+  g.set_include_trips(true);
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub->GetCampaign(&ctx, g, report).ok());
+}
+
 TEST(EndToEndTest, ThreeHoldersEveryTripVerifiedAndTheLossFalls) {
   StackOptions o;
   o.holders = 3;
@@ -637,32 +666,10 @@ TEST(EndToEndTest, GpuResetWhileAwayIsCaughtWhenItComesBack) {
   auto keeper = KeyKeepingHolder::Serve(stack->get(), "keeper", mydir);
   ASSERT_TRUE(keeper.ok()) << keeper.status();
   const std::string admin = (*stack)->device_admin_endpoint();
-  (*keeper)->set_after_write([admin](const v1::HandoffBinding&) {
-    auto stub = v1::DeviceAdmin::NewStub(MakeChannel(admin));
-    grpc::ClientContext ctx;
-    v1::ResetRequest req;
-    v1::ResetResponse resp;
-    grpc::Status st = stub->Reset(&ctx, req, &resp);
-    EXPECT_TRUE(st.ok()) << st.error_message();
-  });
+  (*keeper)->set_after_write([admin](const v1::HandoffBinding&) { ResetGpu(admin); });
 
-  auto stub = (*stack)->OperatorClient();
-  v1::CreateCampaignResponse created;
-  ASSERT_TRUE(Create(stub.get(), (*stack)->CampaignSpec(), "r1", &created).ok());
-  v1::Campaign c;
-  ASSERT_TRUE(Control(stub.get(), "start", "demo", &c).ok());
-  ASSERT_TRUE(WatchUntil(stub.get(), "demo", [](const v1::Event& e) {
-    return e.kind() == v1::CAMPAIGN_STATE &&
-           (e.campaign_state() == v1::PAUSED || e.campaign_state() == v1::COMPLETED);
-  }));
-  v1::GetCampaignRequest g;
-  g.set_name("demo");
-  g.set_include_trips(true);
   v1::Campaign report;
-  {
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(stub->GetCampaign(&ctx, g, &report).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(RunUntilPausedOrCompleted(stack->get(), &report));
   EXPECT_EQ(report.state(), v1::PAUSED) << report.error();
   EXPECT_NE(report.error().find("GPU substitution detected"), std::string::npos)
       << report.error();
@@ -713,31 +720,11 @@ TEST(EndToEndTest, GpuResetDuringProvisioningIsNotChargedToTheHolder) {
   std::atomic<int> resets{0};
   (*keeper)->set_before_write([admin, &resets](const v1::HandoffBinding&) {
     if (resets.fetch_add(1) != 0) return;  // the first keeper trip only
-    auto stub = v1::DeviceAdmin::NewStub(MakeChannel(admin));
-    grpc::ClientContext ctx;
-    v1::ResetRequest req;
-    v1::ResetResponse resp;
-    grpc::Status st = stub->Reset(&ctx, req, &resp);
-    EXPECT_TRUE(st.ok()) << st.error_message();
+    ResetGpu(admin);
   });
 
-  auto stub = (*stack)->OperatorClient();
-  v1::CreateCampaignResponse created;
-  ASSERT_TRUE(Create(stub.get(), (*stack)->CampaignSpec(), "r1", &created).ok());
-  v1::Campaign c;
-  ASSERT_TRUE(Control(stub.get(), "start", "demo", &c).ok());
-  ASSERT_TRUE(WatchUntil(stub.get(), "demo", [](const v1::Event& e) {
-    return e.kind() == v1::CAMPAIGN_STATE &&
-           (e.campaign_state() == v1::PAUSED || e.campaign_state() == v1::COMPLETED);
-  }));
-  v1::GetCampaignRequest g;
-  g.set_name("demo");
-  g.set_include_trips(true);
   v1::Campaign report;
-  {
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(stub->GetCampaign(&ctx, g, &report).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(RunUntilPausedOrCompleted(stack->get(), &report));
   EXPECT_GT(resets.load(), 0) << "the keeper's trip ran";
   EXPECT_EQ(report.state(), v1::PAUSED) << report.error();
   bool seen = false;
