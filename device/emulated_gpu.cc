@@ -406,6 +406,7 @@ void EmulatedGpu::RotateIvLocked(uint32_t engine, bool h2d, v1::DeviceReply* r) 
   ++slot->channel;
   slot->next = kFirstMessageCounter;
   slot->exhausted = false;
+  slot->last = kLastMessageCounter;  // a new IV space, bounded by its own hand-off
   if (h2d) {
     r->set_h2d_channel_counter(slot->channel);
     r->set_h2d_next_counter(slot->next);
@@ -579,6 +580,26 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd,
       RotateIvLocked(cmd.rotate_iv().copy_engine(), cmd.rotate_iv().h2d(), &r);
       return r;
     }
+    case v1::DeviceCommand::kLimitH2D: {
+      const uint32_t engine = cmd.limit_h2d().copy_engine();
+      auto slot_or = SlotLocked(session_.get(), engine, true);
+      if (!slot_or.ok()) {
+        return fail(slot_or.status().code(), std::string(slot_or.status().message()));
+      }
+      KeySlot* slot = *slot_or;
+      const uint32_t last = cmd.limit_h2d().last_counter();
+      if (last < slot->next - 1) {
+        return fail(absl::StatusCode::kInvalidArgument,
+                    "LCE" + std::to_string(engine) + "'s H2D slot is at counter " +
+                        std::to_string(slot->next) + "; a bound of " + std::to_string(last) +
+                        " would shorten a window behind its chunks");
+      }
+      slot->last = last;
+      r.set_copy_engine(engine);
+      r.set_h2d_next_counter(slot->next);
+      r.set_h2d_last_counter(slot->last);
+      return r;
+    }
     case v1::DeviceCommand::kQuery: {
       const uint32_t engine = cmd.query().copy_engine();
       if (engine >= kCopyEngines) {
@@ -597,6 +618,7 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd,
       r.set_d2h_bytes(d2h.bytes);
       r.set_h2d_channel_counter(h2d.channel);
       r.set_d2h_channel_counter(d2h.channel);
+      r.set_h2d_last_counter(h2d.last);
       r.set_heartbeat_period_seconds(
           static_cast<uint32_t>(absl::ToInt64Seconds(options_.heartbeat_period)));
       return r;
@@ -752,6 +774,12 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
       return reject(absl::ResourceExhaustedError(
           lce + "'s H2D IV space is exhausted: rotate its IV (rotate_iv) or make a fresh key "
                 "exchange"));
+    }
+    if (slot->next > slot->last) {
+      return reject(absl::OutOfRangeError(
+          lce + "'s H2D counter " + std::to_string(slot->next) +
+          " is past the counter window its session's owner handed out (last counter " +
+          std::to_string(slot->last) + ")"));
     }
     absl::Status rotation = PairRotationDueLocked(session_.get(), req.copy_engine());
     if (!rotation.ok()) return reject(rotation);

@@ -159,6 +159,9 @@ class EmulatedGpu {
     std::shared_ptr<ChannelCipher> cipher;
     uint64_t channel = 0;  // the channel counter `cipher` was made with
     uint32_t next = kFirstMessageCounter;
+    // H2D only: the last counter a chunk may use (LimitH2dCommand), for the
+    // IV space in force; a rotation lifts it.
+    uint32_t last = kLastMessageCounter;
     bool exhausted = false;
     uint64_t ops = 0, bytes = 0;  // chunks decrypted or copies encrypted
   };

@@ -75,6 +75,7 @@ absl::Status CheckCopyEngine(const v1::DeviceCommand& cmd) {
   if (cmd.has_scrub()) engine = cmd.scrub().copy_engine();
   if (cmd.has_query()) engine = cmd.query().copy_engine();
   if (cmd.has_rotate_iv()) engine = cmd.rotate_iv().copy_engine();
+  if (cmd.has_limit_h2d()) engine = cmd.limit_h2d().copy_engine();
   if (engine != 0) {
     return absl::InvalidArgumentError("the driver reads back, queries and rotates IVs on "
                                       "copy engine 0 only; the command names LCE" +
@@ -482,6 +483,20 @@ absl::StatusOr<ChannelMaterial> GpuSession::LceH2dForHandoff() {
   }
   lce_handed_ = true;
   return lce_h2d_.Clone();
+}
+
+absl::Status GpuSession::LimitH2d(uint32_t last_counter) {
+  v1::DeviceCommand cmd;
+  cmd.mutable_limit_h2d()->set_copy_engine(0);
+  cmd.mutable_limit_h2d()->set_last_counter(last_counter);
+  auto r = Command(cmd);
+  if (!r.ok()) return r.status();
+  if (r->h2d_last_counter() != last_counter) {
+    return absl::DataLossError("the GPU bounded LCE0's H2D window at counter " +
+                               std::to_string(r->h2d_last_counter()) + ", not " +
+                               std::to_string(last_counter));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::DeviceReply> GpuSession::QueryChannel() {

@@ -143,6 +143,10 @@ class GpuSession {
   // (TripRunner re-keys on the way home whatever happened); a second fetch in
   // one session is for a hand-off whose first never left.
   absl::StatusOr<ChannelMaterial> LceH2dForHandoff();
+  // Bounds LCE0's H2D slot, for the IV space in force, to message counters
+  // up to `last_counter` (LimitH2dCommand): the window about to be handed
+  // out is all the key can write, while it lives.
+  absl::Status LimitH2d(uint32_t last_counter);
 
  private:
   // A device whose identity was checked: certificate against the pinned CA,

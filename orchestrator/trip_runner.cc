@@ -300,6 +300,15 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   auto lce_or = gpu_->LceH2dForHandoff();
   if (!lce_or.ok()) return lce_or.status();
   ChannelMaterial lce = std::move(*lce_or);
+  // The device accepts nothing past the window under this key: a holder that
+  // keeps it can write no more than it was handed, even before the re-key.
+  absl::Status bounded = gpu_->LimitH2d(window.first + window.count - 1);
+  if (!bounded.ok()) {
+    lce.key.Clear();
+    return fail_early("bounding the copy engine to the trip's counter window: " +
+                          std::string(bounded.message()),
+                      false);
+  }
 
   v1::HandoffBinding* b = preq.mutable_binding();
   b->set_campaign(plan.campaign);

@@ -890,5 +890,34 @@ TEST(EndToEndTest, HostAnsweringTheScrubWithNotFoundNeverCountsAsScrubbed) {
   (void)system(("rm -rf " + mydir).c_str());
 }
 
+// P3 while the key lives: the device takes no chunk past the counter window
+// the orchestrator handed out (it bounded the copy engine before the GPU
+// left), so a holder that keeps its key cannot overwrite its window, or
+// write anywhere else, between its report and the re-key; its trip verifies.
+TEST(EndToEndTest, HolderCannotWritePastItsWindowWhileItsKeyLives) {
+  char tmpl[] = "/tmp/gputravel-past-XXXXXX";
+  std::string mydir = mkdtemp(tmpl);
+  StackOptions o;
+  o.holders = 1;
+  KeyKeepingHolder::AddTo(&o, "keeper", mydir);
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto keeper = KeyKeepingHolder::Serve(stack->get(), "keeper", mydir);
+  ASSERT_TRUE(keeper.ok()) << keeper.status();
+  (*keeper)->TryPastTheWindow();
+  auto report = (*stack)->RunCampaign();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
+  absl::Status past = (*keeper)->past_window();
+  EXPECT_EQ(past.code(), absl::StatusCode::kOutOfRange) << past;
+  for (const auto& t : report->trips()) {
+    EXPECT_EQ(t.outcome(), "ok") << t.holder() << ": " << t.error();
+    EXPECT_TRUE(t.digest_match()) << t.holder();
+  }
+  keeper->reset();
+  (*stack)->Stop();
+  (void)system(("rm -rf " + mydir).c_str());
+}
+
 }  // namespace
 }  // namespace gputravel

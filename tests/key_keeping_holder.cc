@@ -1,5 +1,8 @@
 #include "tests/key_keeping_holder.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "auth/tls_config.h"
 #include "device/h2d_writer.h"
 #include "keyxfer/dev_attester.h"
@@ -132,6 +135,18 @@ grpc::Status KeyKeepingHolder::Provision(grpc::ServerContext*, const v1::Provisi
                          return absl::OkStatus();
                        });
   if (!stats.ok()) return ToGrpc(stats.status());
+  if (try_past_window_) {
+    // One more chunk, at the first counter past the window, over the start
+    // of the window: what a holder that kept its key would try.
+    const uint32_t past = req->binding().first_counter() + req->binding().counter_count();
+    auto more = w.Write(*key, req->binding().gpu_session(), req->binding().buffer_id(), 0,
+                        std::min<uint64_t>(data.size(), wo.chunk_size), CounterWindow{past, 1},
+                        [](uint64_t, uint8_t* dst, size_t n) {
+                          std::memset(dst, 'X', n);
+                          return absl::OkStatus();
+                        });
+    past_window_ = more.status();
+  }
   if (after_write_) after_write_(req->binding());
   v1::ProvisionUpdate u;
   u.mutable_report()->set_bytes(stats->bytes);

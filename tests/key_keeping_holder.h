@@ -45,6 +45,18 @@ class KeyKeepingHolder final : public v1::HolderAgent::Service {
   // Every key handed to this holder so far (copies).
   std::vector<Kept> kept();
 
+  // From now on, right after writing its window (the GPU still routed to
+  // it, its key alive), the holder also tries one chunk at the counter just
+  // past its window; past_window() is what the device answered.
+  void TryPastTheWindow() {
+    absl::MutexLock l(&mu_);
+    try_past_window_ = true;
+  }
+  absl::Status past_window() {
+    absl::MutexLock l(&mu_);
+    return past_window_;
+  }
+
   // Called once the holder's window is on the device, before its report is
   // sent (the GPU is still routed to this holder), with the hand-off's
   // binding: what a host, or this holder, could do then.
@@ -84,6 +96,8 @@ class KeyKeepingHolder final : public v1::HolderAgent::Service {
   absl::Mutex mu_;
   std::unique_ptr<ChannelResponder> responder_ ABSL_GUARDED_BY(mu_);
   std::vector<Kept> kept_ ABSL_GUARDED_BY(mu_);
+  bool try_past_window_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status past_window_ ABSL_GUARDED_BY(mu_) = absl::UnknownError("not tried");
   std::function<void(const v1::HandoffBinding&)> after_write_ ABSL_GUARDED_BY(mu_);
   std::function<void(const v1::HandoffBinding&)> before_write_ ABSL_GUARDED_BY(mu_);
 };
