@@ -13,6 +13,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   libsqlite3-dev
   libabsl-dev
+  systemd
 )
 
 missing=()
