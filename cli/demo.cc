@@ -41,8 +41,10 @@ void PrintTable(const v1::Campaign& c) {
                 t.rekeyed() ? "yes" : "NO", loss);
     if (!t.error().empty()) std::printf("      error: %s\n", TerminalSafe(t.error()).c_str());
   }
-  std::printf("\nThe loss column is the built-in next-token trainer's mean loss on each\n"
-              "window (nats; an untrained model scores ln(512) = 6.24).\n");
+  std::printf("\nThe loss column is the built-in next-token trainer's training loss on each\n"
+              "window: the mean over its batches of each batch's loss just before the model\n"
+              "learns from it, in nats. An untrained model scores ln(512) = 6.24; on the\n"
+              "demo's synthetic corpus (entropy about 1.5) the model settles near 1.6.\n");
 }
 
 }  // namespace

@@ -33,7 +33,7 @@
 //     kind                  ("next-token") "next-token" | "none"
 //     vocab                 (512) 2..65536
 //     dim                   (32) 1..1024
-//     learning_rate         (0.5) number, > 0 and <= 100
+//     learning_rate         (0.05) number, > 0 and <= 100
 //     batch_tokens          (65536) 2..16777216
 //     seed                  (1) any uint64
 // Integer fields must be JSON integers: 1.5, 8.0, "8" and negative numbers
@@ -64,7 +64,9 @@ struct TrainerSpec {
   std::string kind = "next-token";  // "next-token" (built-in) | "none"
   uint32_t vocab = 512;
   uint32_t dim = 32;
-  double learning_rate = 0.5;
+  // The built-in model's own default (NextTokenModelConfig): at 0.5 its Adam
+  // steps stall the loss at 1.87 nats and then blow it up to 41.6 (issue 33).
+  double learning_rate = 0.05;
   uint64_t batch_tokens = 65536;
   uint64_t seed = 1;
 };

@@ -94,7 +94,7 @@ TEST(CampaignSpecTest, MinimalSpecGetsDefaults) {
   EXPECT_EQ(s->trainer.kind, "next-token");
   EXPECT_EQ(s->trainer.vocab, 512u);
   EXPECT_EQ(s->trainer.dim, 32u);
-  EXPECT_EQ(s->trainer.learning_rate, 0.5);
+  EXPECT_EQ(s->trainer.learning_rate, 0.05);
   EXPECT_EQ(s->trainer.batch_tokens, 65536u);
   EXPECT_EQ(s->trainer.seed, 1u);
 }
