@@ -60,6 +60,18 @@ absl::StatusOr<std::shared_ptr<DatasetMapping>> DatasetSource::Region(uint64_t i
 }
 
 absl::StatusOr<PlaintextView> DatasetSource::View(uint64_t offset, size_t n) {
+  auto v = ViewUnrecorded(offset, n);
+  if (!v.ok()) failed_ = true;
+  return v;
+}
+
+absl::Status DatasetSource::Read(uint64_t offset, uint8_t* dst, size_t n) {
+  absl::Status s = ReadUnrecorded(offset, dst, n);
+  if (!s.ok()) failed_ = true;
+  return s;
+}
+
+absl::StatusOr<PlaintextView> DatasetSource::ViewUnrecorded(uint64_t offset, size_t n) {
   absl::Status s = CheckRange(offset, n);
   if (!s.ok()) return s;
   if (n > 0 && n <= kRegionChunkMax && offset / kRegionBytes == (offset + n - 1) / kRegionBytes) {
@@ -81,7 +93,7 @@ absl::StatusOr<PlaintextView> DatasetSource::View(uint64_t offset, size_t n) {
   return PlaintextView(data, n, [held]() mutable { held.reset(); });
 }
 
-absl::Status DatasetSource::Read(uint64_t offset, uint8_t* dst, size_t n) {
+absl::Status DatasetSource::ReadUnrecorded(uint64_t offset, uint8_t* dst, size_t n) {
   absl::Status s = CheckRange(offset, n);
   if (!s.ok()) return s;
   s = dataset_.Read(base_ + offset, dst, n);

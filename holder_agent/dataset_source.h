@@ -39,11 +39,19 @@ class DatasetSource final : public H2dSource {
   absl::StatusOr<PlaintextView> View(uint64_t offset, size_t n) override;
   absl::Status Read(uint64_t offset, uint8_t* dst, size_t n) override;
 
+  // Whether a View or Read failed (the dataset, or the caller's cancel):
+  // a write that failed while this is false failed on the device path (the
+  // GPU's answers, or the way to it), not on the holder's own side.
+  bool failed() const { return failed_.load(); }
+
   // Mappings made so far (regions and single chunks): tests and diagnostics.
   uint64_t mappings() const { return mappings_.load(); }
 
  private:
   absl::Status CheckRange(uint64_t offset, size_t n) const;
+  absl::StatusOr<PlaintextView> ViewUnrecorded(uint64_t offset, size_t n);
+  absl::Status ReadUnrecorded(uint64_t offset, uint8_t* dst, size_t n);
+  std::atomic<bool> failed_{false};
 
   static constexpr uint64_t kRegionBytes = 8u << 20;
   static constexpr size_t kRegionChunkMax = 256u << 10;

@@ -8,6 +8,7 @@
 #include "auth/authorize.h"
 #include "holder_agent/error_filter.h"
 #include "holder_agent/dataset_source.h"
+#include "holder_agent/provision_fault.h"
 #include "keyxfer/handoff.h"
 #include "keyxfer/random.h"
 #include "util/files.h"
@@ -135,9 +136,11 @@ grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
     u.mutable_progress()->set_window_length(total);
     return out->Write(u);
   };
-  auto r = DoProvision(*req, progress, [ctx] { return ctx->IsCancelled(); });
+  bool device_fault = false;
+  auto r = DoProvision(*req, progress, [ctx] { return ctx->IsCancelled(); }, &device_fault);
   if (!r.ok()) {
     GT_LOG(0, "provisioning refused or failed: ", r.status().message());
+    if (device_fault) ctx->AddTrailingMetadata(kProvisionFaultKey, kProvisionFaultDevice);
     // The orchestrator passes trip errors on to operators: no local path
     // (dataset file, bounce ring, shared memory) leaves in them.
     return ToGrpc(ForOrchestrator(r.status(), dataset_->path(), options_.dataset_name));
@@ -170,7 +173,7 @@ absl::Status HolderService::CheckFresh(const v1::HandoffBinding& b) {
 
 absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
     const v1::ProvisionRequest& req, const std::function<bool(uint64_t)>& progress,
-    const std::function<bool()>& cancelled) {
+    const std::function<bool()>& cancelled, bool* device_fault) {
   // The channel is claimed as the call arrives, before waiting behind
   // another trip: from here it is this call's alone, out of reach of the
   // pending channels' lifetime and cap (OpenChannel), which so bound only
@@ -267,7 +270,12 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
   }
   // The key dies here, whatever the outcome (SecretBytes zeroizes).
   key->key.Clear();
-  if (!stats.ok()) return stats.status();
+  if (!stats.ok()) {
+    // Nothing on this side failed: the GPU refused, or could not be reached
+    // from this TD (the host's route), or stopped answering.
+    *device_fault = !source.failed() && !cancelled();
+    return stats.status();
+  }
   v1::ProvisionReport rep;
   rep.set_bytes(stats->bytes);
   rep.set_chunks(stats->chunks);

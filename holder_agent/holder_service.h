@@ -74,9 +74,11 @@ class HolderService final : public v1::HolderAgent::Service {
   // `progress(bytes)` is called from the encryption threads as chunks are
   // mapped or read; it returns false once the caller has gone (cancel), and
   // so does `cancelled()`, which the watcher below also polls.
+  // `*device_fault` is set when the write failed on the device path while
+  // the dataset did not (provision_fault.h).
   absl::StatusOr<v1::ProvisionReport> DoProvision(
       const v1::ProvisionRequest& req, const std::function<bool(uint64_t)>& progress,
-      const std::function<bool()>& cancelled);
+      const std::function<bool()>& cancelled, bool* device_fault);
 
   // Cancels the write in progress once its caller has gone. A write waiting
   // on a stalled device reads no chunk, so the source's check would not see

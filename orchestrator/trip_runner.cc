@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "device/h2d_writer.h"
+#include "holder_agent/provision_fault.h"
 #include "keyxfer/attested_channel.h"
 #include "keyxfer/counter_window.h"
 #include "keyxfer/handoff.h"
@@ -149,7 +150,8 @@ absl::Status TripRunner::SafeReturn(const TripPlan& plan, TripOutcome* out) {
 
 absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* holder,
                                    const v1::ProvisionRequest& req, TripHooks* hooks,
-                                   TripControl* control, v1::ProvisionReport* report) {
+                                   TripControl* control, v1::ProvisionReport* report,
+                                   bool* device_fault) {
   grpc::ClientContext ctx;
   // With the heartbeat on, the GPU must be home and re-keyed before it misses
   // two periods: the hand-off ends by then, whatever the holder's progress.
@@ -193,6 +195,13 @@ absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* 
   {
     absl::MutexLock l(&mu);
     done = true;
+  }
+  if (!st.ok()) {
+    const auto& trailers = ctx.GetServerTrailingMetadata();
+    auto fault = trailers.find(kProvisionFaultKey);
+    *device_fault = fault != trailers.end() &&
+                    std::string(fault->second.data(), fault->second.size()) ==
+                        kProvisionFaultDevice;
   }
   watchdog.wait();
   control->SetCall(nullptr);
@@ -355,10 +364,19 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   if (s.ok()) s = hooks->Step(kStepProvision, "hand-off and provisioning");
   if (s.ok() && control->cancelled()) s = absl::CancelledError("the campaign was cancelled");
   if (s.ok()) {
-    s = Provision(plan, holder, preq, hooks, control, &prep);
-    // Everything that goes wrong inside Provision is the holder's side
-    // (refused, timed out, unreachable), unless we cancelled it.
-    holder_fault = !s.ok() && !control->cancelled();
+    bool device_fault = false;
+    s = Provision(plan, holder, preq, hooks, control, &prep, &device_fault);
+    // What goes wrong inside Provision is the holder's side (refused, timed
+    // out, unreachable, a bad dataset), unless we cancelled it or the agent
+    // (attested) says its write failed on the device path: the GPU, or the
+    // way the host gives the holder's TD to it.
+    holder_fault = !s.ok() && !control->cancelled() && !device_fault;
+    if (device_fault) {
+      s = absl::Status(s.code(), "the GPU failed holder " + plan.holder +
+                                     "'s write, or could not be reached from its TD (the "
+                                     "host's route or the device): " +
+                                     std::string(s.message()));
+    }
   }
   preq.clear_wrapped_handoff();
 

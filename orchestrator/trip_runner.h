@@ -190,9 +190,12 @@ class TripRunner {
   // Route back, re-key, scrub + verify.
   absl::Status SafeReturn(const TripPlan& plan, TripOutcome* out);
   // Streams the holder's Provision, with the no-progress watchdog.
+  // `*device_fault`: the (attested) agent said its write failed on the
+  // device path, not on its own side (holder_agent/provision_fault.h).
   absl::Status Provision(const TripPlan& plan, v1::HolderAgent::Stub* holder,
                          const v1::ProvisionRequest& req, TripHooks* hooks,
-                         TripControl* control, v1::ProvisionReport* report);
+                         TripControl* control, v1::ProvisionReport* report,
+                         bool* device_fault);
 
   const std::string domain_, gpu_name_;
   v1::Mux::Stub* const mux_;

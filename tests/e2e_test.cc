@@ -919,5 +919,47 @@ TEST(EndToEndTest, HolderCannotWritePastItsWindowWhileItsKeyLives) {
   (void)system(("rm -rf " + mydir).c_str());
 }
 
+// Faults the host causes are not charged to a holder: with the GPU
+// unreachable from holder-a's TD (the host withholds the device from it, as
+// a route it reports but never made would), the agent's write fails while
+// its dataset did not; the attested agent says so, the trip fails as the
+// host side's, holder-a is not marked failed and the campaign pauses
+// instead of completing without it. Once the device is back, resume
+// completes with every holder.
+TEST(EndToEndTest, GpuUnreachableFromAHoldersTdIsNotTheHoldersFault) {
+  StackOptions o;
+  o.holders = 2;
+  o.on_holder_failure = "skip";
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  const nlohmann::json spec = (*stack)->CampaignSpec();
+  const std::string domain = spec["holders"][0]["domain"].get<std::string>();
+  const std::string holder = spec["holders"][0]["name"].get<std::string>();
+  const std::string socket = (*stack)->device_socket(domain).substr(std::string("unix:").size());
+  ASSERT_EQ(::rename(socket.c_str(), (socket + ".withheld").c_str()), 0) << socket;
+
+  v1::Campaign report;
+  ASSERT_NO_FATAL_FAILURE(RunUntilPausedOrCompleted(stack->get(), &report));
+  EXPECT_EQ(report.state(), v1::PAUSED) << report.error();
+  ASSERT_GE(report.trips_size(), 1);
+  EXPECT_EQ(report.trips(0).holder(), holder);
+  EXPECT_EQ(report.trips(0).outcome(), "failed");
+  EXPECT_NE(report.trips(0).error().find("could not be reached from its TD"), std::string::npos)
+      << report.trips(0).error();
+  for (const auto& h : report.holders()) {
+    EXPECT_NE(h.state(), "failed") << h.name() << " was charged for the host's fault";
+  }
+
+  ASSERT_EQ(::rename((socket + ".withheld").c_str(), socket.c_str()), 0);
+  auto stub = (*stack)->OperatorClient();
+  v1::Campaign c;
+  ASSERT_TRUE(Control(stub.get(), "resume", "demo", &c).ok());
+  auto final_state = (*stack)->WaitForFinal("demo", 120);
+  ASSERT_TRUE(final_state.ok()) << final_state.status();
+  EXPECT_EQ(final_state->state(), v1::COMPLETED) << final_state->error();
+  for (const auto& h : final_state->holders()) EXPECT_EQ(h.state(), "done") << h.name();
+  (*stack)->Stop();
+}
+
 }  // namespace
 }  // namespace gputravel
