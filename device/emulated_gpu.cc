@@ -852,6 +852,12 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
         "the copy engine decrypted it (re-key, IV rotation, reset, scrub or free); nothing "
         "was written"));
   }
+  if (counter > slot->last) {
+    // The session's owner bounded the window while this chunk was decrypted.
+    return DiscardChunkLocked(target, n, absl::OutOfRangeError(
+        "chunk discarded: its counter " + std::to_string(counter) +
+        " is past the counter window bound set while the copy engine decrypted it"));
+  }
   // Authenticated; only now is the destination looked at (the AAD bound it).
   auto mit = buffers_.find(req.buffer_id());
   if (mit == buffers_.end() || req.offset() > mit->second.size() ||
