@@ -111,6 +111,29 @@ TEST_F(CopyEngineTest, ScrubDuringDecryptionDiscardsTheChunk) {
   EXPECT_EQ(Read(0, 4096), std::string(4096, 'a'));
 }
 
+// Attack (race the bound against a chunk in the copy engine): the session's
+// owner bounds LCE0's H2D slot (LimitH2d) while a chunk at the next counter
+// is being decrypted outside the device lock. The device accepts the bound
+// (it is not below next - 1) and says so, so from then on no chunk past it
+// may land; the commit must re-check the bound, or a chunk one past the
+// window lands after the owner was told the window is closed.
+TEST_F(CopyEngineTest, BoundDuringDecryptionRefusesTheChunkPastIt) {
+  StartWithHook([&] {
+    v1::DeviceCommand limit;
+    limit.mutable_limit_h2d()->set_last_counter(0);  // nothing more under this IV space
+    auto r = Command(limit);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->code(), 0) << r->message();
+    EXPECT_EQ(r->h2d_last_counter(), 0u);
+  });
+  hook_armed_ = true;
+  auto st = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'k')));
+  EXPECT_FALSE(st.ok()) << "a chunk past the bound in force at its commit landed";
+  EXPECT_EQ(Read(0, 64), std::string(64, '\0')) << "the chunk past the bound changed memory";
+  EXPECT_EQ(NextCounter(), 1u) << "the chunk past the bound took a counter";
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+}
+
 TEST_F(CopyEngineTest, FreeDuringDecryptionDiscardsTheChunk) {
   StartWithHook([&] { ASSERT_TRUE(Free().ok()); });
   hook_armed_ = true;
