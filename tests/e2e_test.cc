@@ -892,8 +892,9 @@ TEST(EndToEndTest, HostAnsweringTheScrubWithNotFoundNeverCountsAsScrubbed) {
 
 // P3 while the key lives: the device takes no chunk past the counter window
 // the orchestrator handed out (it bounded the copy engine before the GPU
-// left), so a holder that keeps its key cannot overwrite its window, or
-// write anywhere else, between its report and the re-key; its trip verifies.
+// left), so a holder that keeps its key has no counter left to write with
+// between its report and the re-key; its trip verifies. (The bound counts
+// chunks, not bytes: see the threat model's known gaps.)
 TEST(EndToEndTest, HolderCannotWritePastItsWindowWhileItsKeyLives) {
   char tmpl[] = "/tmp/gputravel-past-XXXXXX";
   std::string mydir = mkdtemp(tmpl);
