@@ -1,10 +1,9 @@
 #include "keyxfer/dev_attester.h"
 
-#include <openssl/evp.h>
 
-#include <fstream>
 
 #include "absl/strings/escaping.h"
+#include "keyxfer/runtime_measurement.h"
 #include "keyxfer/x509.h"
 
 namespace gputravel {
@@ -102,20 +101,7 @@ absl::StatusOr<AttestedIdentity> DevVerifier::Verify(
 }
 
 absl::StatusOr<std::string> MeasureFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError("cannot read " + path + " to measure it");
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha384(), nullptr);
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), buf.size());
-    EVP_DigestUpdate(ctx, buf.data(), static_cast<size_t>(in.gcount()));
-  }
-  unsigned char out[48];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx, out, &len);
-  EVP_MD_CTX_free(ctx);
-  return std::string(reinterpret_cast<char*>(out), len);
+  return Sha384File(path);  // every OpenSSL call checked there
 }
 
 }  // namespace gputravel
