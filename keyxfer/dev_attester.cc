@@ -1,7 +1,5 @@
 #include "keyxfer/dev_attester.h"
 
-
-
 #include "absl/strings/escaping.h"
 #include "keyxfer/runtime_measurement.h"
 #include "keyxfer/x509.h"
