@@ -139,6 +139,18 @@ void OpenPrior(SealedChannel* sent_in, D2hReceiver* d2h, uint64_t session_id,
 
 }  // namespace
 
+namespace {
+
+// A key exchange request for the ephemeral key `eph`, with a fresh nonce.
+v1::KeyExchangeRequest RequestFor(const EcKey& eph) {
+  v1::KeyExchangeRequest req;
+  req.set_requester_public_key(eph.PublicPoint());
+  req.set_requester_nonce(RandomString(32));
+  return req;
+}
+
+}  // namespace
+
 absl::Status GpuSession::EstablishWith(const v1::DeviceCommand* prior,
                                        PriorOutcome* outcome) {
   // The session in force ends here whatever happens; what rides on the
@@ -167,9 +179,7 @@ absl::Status GpuSession::EstablishWith(const v1::DeviceCommand* prior,
   // only); the next one starts once this exchange is done.
   auto eph = TakeEphemeral();
   if (!eph.ok()) return eph.status();
-  v1::KeyExchangeRequest req;
-  req.set_requester_public_key(eph->PublicPoint());
-  req.set_requester_nonce(RandomString(32));
+  v1::KeyExchangeRequest req = RequestFor(*eph);
   // Under the session in force: the authorisation for this exchange, and
   // only this one, to keep device memory (any other exchange wipes it), and
   // the command riding on it.
@@ -213,9 +223,7 @@ absl::Status GpuSession::EstablishWith(const v1::DeviceCommand* prior,
   // exchange: this one starts from wiped memory.
   auto eph2 = TakeEphemeral();
   if (!eph2.ok()) return eph2.status();
-  v1::KeyExchangeRequest again;
-  again.set_requester_public_key(eph2->PublicPoint());
-  again.set_requester_nonce(RandomString(32));
+  const v1::KeyExchangeRequest again = RequestFor(*eph2);
   v1::KeyExchangeResponse answer2;
   return Exchange(*known_, std::move(*eph2), again, &answer2);
 }

@@ -112,10 +112,8 @@ int main(int argc, char** argv) {
   if (!tls.ok()) Fail(std::string(tls.status().message()));
   // The campaign CA this agent trusts is the one it measured.
   {
-    auto measured = measurement->trusted_files.find("/tls/ca");
-    absl::Status same = measured == measurement->trusted_files.end()
-                            ? absl::FailedPreconditionError(where + ": tls.ca was not measured")
-                            : RequireTlsCaBytes(*tls, measured->second);
+    auto ca = measurement->File("/tls/ca", where + ": tls.ca");
+    absl::Status same = ca.ok() ? RequireTlsCaBytes(*tls, *ca) : ca.status();
     if (!same.ok()) Fail(std::string(same.message()));
   }
   // The certificate must name this holder: the orchestrator checks it, so a

@@ -18,19 +18,6 @@
 namespace gputravel {
 namespace {
 
-// A trusted file as the runtime measurement read it (by JSON pointer into
-// the daemon's configuration): its users trust exactly what RTMR3 covers.
-absl::StatusOr<std::string> MeasuredFile(const RuntimeMeasurement& m, const std::string& pointer,
-                                         const std::string& field) {
-  auto it = m.trusted_files.find(pointer);
-  if (it == m.trusted_files.end()) {
-    return absl::FailedPreconditionError(
-        field + ": not among the files measured at start-up (the attestation section must "
-        "be the configuration's \"attestation\" object)");
-  }
-  return it->second;
-}
-
 // The fields each backend reads; any other is refused, so a misspelt
 // optional field ("root_cert", "allow_debg") is an error at start rather
 // than a default silently taken. The section's top level for each backend
@@ -74,7 +61,7 @@ absl::StatusOr<AttestationSetup> MakeDev(const nlohmann::json& s,
   if (!cert_pem.ok()) return cert_pem.status();
   auto cert = CertificatePemToDer(*cert_pem);
   if (!cert.ok()) return absl::InvalidArgumentError(*cert_path + ": " + std::string(cert.status().message()));
-  auto root_pem = MeasuredFile(measurement, "/attestation/dev_root_ca",
+  auto root_pem = measurement.File("/attestation/dev_root_ca",
                                where + ".dev_root_ca (" + *root_path + ")");
   if (!root_pem.ok()) return root_pem.status();
   auto root = CertificatePemToDer(*root_pem);
@@ -171,7 +158,7 @@ absl::StatusOr<AttestationSetup> MakeTdx(const nlohmann::json& s, const std::str
     const std::string field = at + ".root_ca (" + *path + ")";
     // The bytes that were measured into RTMR3, not the file again: the host
     // supplies the disk and could serve another root to a second read.
-    auto pem = MeasuredFile(measurement, "/attestation/tdx/root_ca", field);
+    auto pem = measurement.File("/attestation/tdx/root_ca", field);
     if (!pem.ok()) return pem.status();
     // An empty root must not mean the default one (TdxVerifierOptions treats
     // an empty PEM as "the compiled-in Intel root"): the operator named a

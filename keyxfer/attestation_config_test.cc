@@ -347,18 +347,12 @@ TEST(AttestationConfigTest, MissingOrUnknownBackendRefused) {
   EXPECT_NE(st.status().message().find("unknown attestation backend 'sev'"), std::string::npos);
 }
 
-// RED TEAM (P6, TOCTOU on the quote root): MeasureDaemon hashes the file
-// tdx.root_ca names, then MakeAttestationFromConfig reads the file again and
-// trusts whatever it holds then. A host that serves Intel's root to the first
-// read and its own CA to the second (a host-served file system: virtiofs,
-// 9p, or a block device whose pages were evicted) gets a daemon whose RTMR3
-// says "Intel root" while it verifies peers' quotes against the host's CA, so
-// the host can forge any peer's quote (any MRTD, any RTMR3 events), and the
-// orchestrator hands the copy-engine key to a non-TD. Unlike the documented
-// residual (device_ca at worker start, tls.ca per holder connection), this
-// is the root of attestation itself, in both daemons, at start-up.
-// Secure behaviour: the daemon trusts exactly the bytes it measured (refuses,
-// or verifies with the measured root).
+// RED TEAM (P6, TOCTOU on the quote root): a host that serves Intel's root
+// to the measurement's read of tdx.root_ca and its own CA to a later read (a
+// host-served file system: virtiofs, 9p, or evicted pages) would get a
+// daemon whose RTMR3 says "Intel root" while it verifies peers' quotes
+// against the host's CA. The backend takes the root from the bytes the
+// measurement read, never from the file again.
 constexpr char kImpostorRootPem[] = R"PEM(-----BEGIN CERTIFICATE-----
 MIICOjCCAeCgAwIBAgIURFFcm6p6bNVg1fAfXWkFjb3SQYkwCgYIKoZIzj0EAwIw
 aDEaMBgGA1UEAwwRSW50ZWwgU0dYIFJvb3QgQ0ExGjAYBgNVBAoMEUludGVsIENv

@@ -110,6 +110,15 @@ const char* Rtmr3EventName(int event) {
   return "unknown";
 }
 
+absl::StatusOr<std::string> RuntimeMeasurement::File(const std::string& pointer,
+                                                     const std::string& field) const {
+  auto it = trusted_files.find(pointer);
+  if (it == trusted_files.end()) {
+    return absl::FailedPreconditionError(field + ": not among the files measured at start-up");
+  }
+  return it->second;
+}
+
 std::string ExtendRtmr(absl::string_view rtmr, absl::string_view digest) {
   Sha384Stream h;
   h.Update(rtmr);

@@ -66,6 +66,10 @@ struct RuntimeMeasurement {
   // file on the disk it supplies at any time).
   std::map<std::string, std::string> trusted_files;
 
+  // trusted_files[pointer]; FAILED_PRECONDITION naming `field` when that
+  // file was not measured.
+  absl::StatusOr<std::string> File(const std::string& pointer, const std::string& field) const;
+
   std::vector<std::string> EventList() const {
     return std::vector<std::string>(events.begin(), events.end());
   }

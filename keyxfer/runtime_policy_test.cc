@@ -165,22 +165,12 @@ TEST_F(RuntimePolicyTest, PolicyMustPinBinaryAndConfig) {
   EXPECT_FALSE(Rtmr3Policy::FromJson("text", "w").ok());
 }
 
-// RED TEAM (P6, the holder's pins are bound by nobody): a holder's
-// attestation.peer_rtmr3 (whom it takes for the orchestrator, and so which
-// GPU its data is encrypted to) is left out of its config event, and the
-// orchestrator pins only a holder's binary and config events. A host that
-// edits the holder's peer_rtmr3 on its disk to a list [real orchestrator,
-// host-run orchestrator whose device_ca/device_endpoint are the host's]
-// keeps the holder working with the real orchestrator (nobody notices), while
-// the holder also accepts the host-run one and provisions its dataset to the
-// host's stand-in GPU. threat-model.md P6 says an edited holder is "refused by
-// the real orchestrator"; that holds for tdx.peer_policy (in the config
-// event) but not for peer_rtmr3.
-// Secure behaviour: the real orchestrator refuses a holder whose pins of the
-// orchestrator's binary/config were edited (e.g. a separate event for the
-// holder's pins of the orchestrator's binary and config, which the
-// orchestrator pins without circularity, since those do not depend on the
-// orchestrator's own pins).
+// RED TEAM (P6, the holder's pins): a host edits a holder's
+// attestation.peer_rtmr3 on its disk to a list [real orchestrator, host-run
+// orchestrator whose device_ca/device_endpoint are the host's], so that the
+// holder would also provision to the host's stand-in GPU. The holder's pins
+// of the orchestrator's binary and config are part of its config event,
+// which the real orchestrator pins: the edited holder is refused.
 TEST_F(RuntimePolicyTest, HolderWhosePeerRtmr3TheHostEditedIsRefusedByTheRealOrchestrator) {
   const std::string real_binary(96, 'a'), real_config(96, 'b'), real_pins(96, 'c');
   const std::string host_run_config(96, 'e');  // the host's device_ca and endpoint

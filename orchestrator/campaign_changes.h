@@ -15,9 +15,8 @@ namespace gputravel {
 
 // What WatchCampaign streams wait on: per campaign, the newest committed
 // event and the live progress version. A stream waits for ITS campaign only,
-// so an event of one campaign wakes that campaign's watchers and no other
-// (the watchers of every campaign used to wake, and query the store twice,
-// on every event of any campaign). Each caller identity may hold at most
+// so an event of one campaign wakes that campaign's watchers and no other.
+// Each caller identity may hold at most
 // `max_watchers_per_caller` streams: each holds a server thread while it
 // waits (orchestrator/api_limits.h).
 //

@@ -46,19 +46,16 @@ int main(int argc, char** argv) {
   if (!measurement.ok()) ExitStartupError(kProgram, std::string(measurement.status().message()));
   // The device CAs trusted from now on are the bytes just measured.
   for (size_t i = 0; i < cfg->gpus.size(); ++i) {
-    auto it = measurement->trusted_files.find("/gpus/" + std::to_string(i) + "/device_ca");
-    if (it == measurement->trusted_files.end()) {
-      ExitStartupError(kProgram, args.config + ": gpus[" + std::to_string(i) +
-                                     "].device_ca was not measured");
-    }
-    cfg->gpus[i].device_ca_pem = it->second;
+    const std::string n = std::to_string(i);
+    auto ca = measurement->File("/gpus/" + n + "/device_ca",
+                                args.config + ": gpus[" + n + "].device_ca");
+    if (!ca.ok()) ExitStartupError(kProgram, std::string(ca.status().message()));
+    cfg->gpus[i].device_ca_pem = *std::move(ca);
   }
   // So is the campaign CA it trusts for every connection.
   {
-    auto measured = measurement->trusted_files.find("/tls/ca");
-    absl::Status same = measured == measurement->trusted_files.end()
-                            ? absl::FailedPreconditionError(args.config + ": tls.ca was not measured")
-                            : RequireTlsCaBytes(cfg->tls, measured->second);
+    auto ca = measurement->File("/tls/ca", args.config + ": tls.ca");
+    absl::Status same = ca.ok() ? RequireTlsCaBytes(cfg->tls, *ca) : ca.status();
     if (!same.ok()) ExitStartupError(kProgram, std::string(same.message()));
   }
   auto att = MakeAttestationFromConfig(cfg->attestation, args.config + ": attestation",

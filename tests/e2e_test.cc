@@ -87,6 +87,33 @@ bool WatchUntil(v1::Orchestrator::Stub* stub, const std::string& name,
   return false;
 }
 
+// A stack with the key-keeping holder "keeper" served from this process;
+// the destructor stops everything and removes the keeper's directory.
+struct KeeperStack {
+  std::string dir;
+  std::unique_ptr<EmulatedStack> stack;
+  std::unique_ptr<KeyKeepingHolder> keeper;
+  ~KeeperStack() {
+    keeper.reset();
+    if (stack) stack->Stop();
+    stack.reset();
+    if (!dir.empty()) (void)system(("rm -rf " + dir).c_str());
+  }
+};
+
+// Starts the stack `o` describes, with the keeper added to it.
+void StartKeeperStack(StackOptions o, KeeperStack* ks) {
+  char tmpl[] = "/tmp/gputravel-keeper-XXXXXX";
+  ks->dir = mkdtemp(tmpl);
+  KeyKeepingHolder::AddTo(&o, "keeper", ks->dir);
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  ks->stack = std::move(*stack);
+  auto keeper = KeyKeepingHolder::Serve(ks->stack.get(), "keeper", ks->dir);
+  ASSERT_TRUE(keeper.ok()) << keeper.status();
+  ks->keeper = std::move(*keeper);
+}
+
 // The host's DeviceAdmin: a function-level reset of the emulated GPU.
 void ResetGpu(const std::string& admin_endpoint) {
   auto stub = v1::DeviceAdmin::NewStub(MakeChannel(admin_endpoint));
@@ -608,27 +635,22 @@ TEST(EndToEndTest, MalformedDatasetStopsStartNamingTheProblem) {
 }
 
 TEST(EndToEndTest, HolderRetryingWithItsOldKeyAfterRekeyIsRefused) {
-  char tmpl[] = "/tmp/gputravel-keeper-XXXXXX";
-  std::string mydir = mkdtemp(tmpl);
   StackOptions o;
   o.holders = 2;
   o.log_level = 3;  // most verbose: the logs must still hold no key bytes
-  KeyKeepingHolder::AddTo(&o, "keeper", mydir);
-  auto stack = EmulatedStack::Start(o);
-  ASSERT_TRUE(stack.ok()) << stack.status();
-  auto keeper = KeyKeepingHolder::Serve(stack->get(), "keeper", mydir);
-  ASSERT_TRUE(keeper.ok()) << keeper.status();
+  KeeperStack ks;
+  ASSERT_NO_FATAL_FAILURE(StartKeeperStack(o, &ks));
 
-  auto report = (*stack)->RunCampaign();
+  auto report = ks.stack->RunCampaign();
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
   ASSERT_EQ(report->trips_size(), 3);
-  auto kept = (*keeper)->kept();
+  auto kept = ks.keeper->kept();
   ASSERT_EQ(kept.size(), 1u) << "the keeper took part in the campaign";
 
   // A malicious host routes the GPU back to the keeper after its trip; the
   // kept key is dead at its own session and useless at the current one.
-  auto tries = (*keeper)->TryKeptKeys(stack->get());
+  auto tries = ks.keeper->TryKeptKeys(ks.stack.get());
   ASSERT_TRUE(tries.ok()) << tries.status();
   EXPECT_EQ(tries->accepted, 0);
   EXPECT_EQ(tries->old_session_refused, 3);
@@ -637,16 +659,13 @@ TEST(EndToEndTest, HolderRetryingWithItsOldKeyAfterRekeyIsRefused) {
   // Key material never reaches a log, even at the most verbose level.
   std::string raw(reinterpret_cast<const char*>(kept[0].key.key.data()), 32);
   std::string hex = HexEncode(raw);
-  for (const auto& log : (*stack)->logs()) {
+  for (const auto& log : ks.stack->logs()) {
     std::string text = ReadAll(log.second);
     EXPECT_FALSE(text.empty()) << log.first;
     EXPECT_EQ(text.find(raw), std::string::npos) << log.first;
     EXPECT_EQ(text.find(hex), std::string::npos) << log.first;
     EXPECT_EQ(text.find(hex.substr(0, 16)), std::string::npos) << log.first;
   }
-  keeper->reset();
-  (*stack)->Stop();
-  (void)system(("rm -rf " + mydir).c_str());
 }
 
 // The GPU that comes back from a holder no longer holds the session the
@@ -656,20 +675,15 @@ TEST(EndToEndTest, HolderRetryingWithItsOldKeyAfterRekeyIsRefused) {
 // substitution, nothing is trained on it, the GPU is re-keyed and the gone
 // buffer counts as clean, and the campaign pauses (not the holder's fault).
 TEST(EndToEndTest, GpuResetWhileAwayIsCaughtWhenItComesBack) {
-  char tmpl[] = "/tmp/gputravel-reset-XXXXXX";
-  std::string mydir = mkdtemp(tmpl);
   StackOptions o;
   o.holders = 1;
-  KeyKeepingHolder::AddTo(&o, "keeper", mydir);
-  auto stack = EmulatedStack::Start(o);
-  ASSERT_TRUE(stack.ok()) << stack.status();
-  auto keeper = KeyKeepingHolder::Serve(stack->get(), "keeper", mydir);
-  ASSERT_TRUE(keeper.ok()) << keeper.status();
-  const std::string admin = (*stack)->device_admin_endpoint();
-  (*keeper)->set_after_write([admin](const v1::HandoffBinding&) { ResetGpu(admin); });
+  KeeperStack ks;
+  ASSERT_NO_FATAL_FAILURE(StartKeeperStack(o, &ks));
+  const std::string admin = ks.stack->device_admin_endpoint();
+  ks.keeper->set_after_write([admin](const v1::HandoffBinding&) { ResetGpu(admin); });
 
   v1::Campaign report;
-  ASSERT_NO_FATAL_FAILURE(RunUntilPausedOrCompleted(stack->get(), &report));
+  ASSERT_NO_FATAL_FAILURE(RunUntilPausedOrCompleted(ks.stack.get(), &report));
   EXPECT_EQ(report.state(), v1::PAUSED) << report.error();
   EXPECT_NE(report.error().find("GPU substitution detected"), std::string::npos)
       << report.error();
@@ -688,9 +702,6 @@ TEST(EndToEndTest, GpuResetWhileAwayIsCaughtWhenItComesBack) {
     EXPECT_TRUE(t.scrub_verified());
   }
   EXPECT_TRUE(seen) << "the keeper's trip ran";
-  keeper->reset();
-  (*stack)->Stop();
-  (void)system(("rm -rf " + mydir).c_str());
 }
 
 // ATTACK (host frames a holder with a reset): the host resets the GPU (a
@@ -706,25 +717,20 @@ TEST(EndToEndTest, GpuResetWhileAwayIsCaughtWhenItComesBack) {
 // the orchestrator's session (without a foreign exchange) is never the
 // holder's fault, whatever became of the holder's Provision.
 TEST(EndToEndTest, GpuResetDuringProvisioningIsNotChargedToTheHolder) {
-  char tmpl[] = "/tmp/gputravel-reset2-XXXXXX";
-  std::string mydir = mkdtemp(tmpl);
   StackOptions o;
   o.holders = 1;
   o.on_holder_failure = "skip";
-  KeyKeepingHolder::AddTo(&o, "keeper", mydir);
-  auto stack = EmulatedStack::Start(o);
-  ASSERT_TRUE(stack.ok()) << stack.status();
-  auto keeper = KeyKeepingHolder::Serve(stack->get(), "keeper", mydir);
-  ASSERT_TRUE(keeper.ok()) << keeper.status();
-  const std::string admin = (*stack)->device_admin_endpoint();
+  KeeperStack ks;
+  ASSERT_NO_FATAL_FAILURE(StartKeeperStack(o, &ks));
+  const std::string admin = ks.stack->device_admin_endpoint();
   std::atomic<int> resets{0};
-  (*keeper)->set_before_write([admin, &resets](const v1::HandoffBinding&) {
+  ks.keeper->set_before_write([admin, &resets](const v1::HandoffBinding&) {
     if (resets.fetch_add(1) != 0) return;  // the first keeper trip only
     ResetGpu(admin);
   });
 
   v1::Campaign report;
-  ASSERT_NO_FATAL_FAILURE(RunUntilPausedOrCompleted(stack->get(), &report));
+  ASSERT_NO_FATAL_FAILURE(RunUntilPausedOrCompleted(ks.stack.get(), &report));
   EXPECT_GT(resets.load(), 0) << "the keeper's trip ran";
   EXPECT_EQ(report.state(), v1::PAUSED) << report.error();
   bool seen = false;
@@ -742,9 +748,6 @@ TEST(EndToEndTest, GpuResetDuringProvisioningIsNotChargedToTheHolder) {
           << "the host's reset was charged to the keeper and it was skipped";
     }
   }
-  keeper->reset();
-  (*stack)->Stop();
-  (void)system(("rm -rf " + mydir).c_str());
 }
 
 // P1: while a holder's window is in device memory and the GPU is routed to
@@ -756,24 +759,19 @@ TEST(EndToEndTest, GpuResetDuringProvisioningIsNotChargedToTheHolder) {
 // that holder, every trip scrubbed, and the other holders' trips write into
 // a new buffer.
 TEST(EndToEndTest, KeyExchangeDuringATripReadsNothingAndIsTheHoldersFault) {
-  char tmpl[] = "/tmp/gputravel-steal-XXXXXX";
-  std::string mydir = mkdtemp(tmpl);
   StackOptions o;
   o.holders = 2;
   o.on_holder_failure = "skip";
-  KeyKeepingHolder::AddTo(&o, "keeper", mydir);
-  auto stack = EmulatedStack::Start(o);
-  ASSERT_TRUE(stack.ok()) << stack.status();
-  auto keeper = KeyKeepingHolder::Serve(stack->get(), "keeper", mydir);
-  ASSERT_TRUE(keeper.ok()) << keeper.status();
-  auto ca_pem = ReadFile((*stack)->pki().device_ca_cert);
+  KeeperStack ks;
+  ASSERT_NO_FATAL_FAILURE(StartKeeperStack(o, &ks));
+  auto ca_pem = ReadFile(ks.stack->pki().device_ca_cert);
   ASSERT_TRUE(ca_pem.ok()) << ca_pem.status();
   const std::string ca_der = *CertificatePemToDer(*ca_pem);
-  const std::string endpoint = (*stack)->device_socket("td-keeper");
+  const std::string endpoint = ks.stack->device_socket("td-keeper");
   absl::Mutex mu;
   absl::Status stolen = absl::UnknownError("never tried");
   bool memory_kept = true;
-  (*keeper)->set_after_write([&](const v1::HandoffBinding& b) {
+  ks.keeper->set_after_write([&](const v1::HandoffBinding& b) {
     GpuSession thief(MakeChannel(endpoint), ca_der, "");
     absl::Status st = thief.Establish();
     absl::MutexLock l(&mu);
@@ -781,7 +779,7 @@ TEST(EndToEndTest, KeyExchangeDuringATripReadsNothingAndIsTheHoldersFault) {
     stolen = st.ok() ? thief.Read(b.buffer_id(), 0, 64).status() : st;
   });
 
-  auto report = (*stack)->RunCampaign();
+  auto report = ks.stack->RunCampaign();
   ASSERT_TRUE(report.ok()) << report.status();
   {
     absl::MutexLock l(&mu);
@@ -817,9 +815,6 @@ TEST(EndToEndTest, KeyExchangeDuringATripReadsNothingAndIsTheHoldersFault) {
             std::string::npos)
       << report->error();
   EXPECT_NE(report->error().find("keeper ("), std::string::npos) << report->error();
-  keeper->reset();
-  (*stack)->Stop();
-  (void)system(("rm -rf " + mydir).c_str());
 }
 
 // P2: the host relays the orchestrator's device socket and answers the
@@ -896,28 +891,20 @@ TEST(EndToEndTest, HostAnsweringTheScrubWithNotFoundNeverCountsAsScrubbed) {
 // between its report and the re-key; its trip verifies. (The bound counts
 // chunks, not bytes: see the threat model's known gaps.)
 TEST(EndToEndTest, HolderCannotWritePastItsWindowWhileItsKeyLives) {
-  char tmpl[] = "/tmp/gputravel-past-XXXXXX";
-  std::string mydir = mkdtemp(tmpl);
   StackOptions o;
   o.holders = 1;
-  KeyKeepingHolder::AddTo(&o, "keeper", mydir);
-  auto stack = EmulatedStack::Start(o);
-  ASSERT_TRUE(stack.ok()) << stack.status();
-  auto keeper = KeyKeepingHolder::Serve(stack->get(), "keeper", mydir);
-  ASSERT_TRUE(keeper.ok()) << keeper.status();
-  (*keeper)->TryPastTheWindow();
-  auto report = (*stack)->RunCampaign();
+  KeeperStack ks;
+  ASSERT_NO_FATAL_FAILURE(StartKeeperStack(o, &ks));
+  ks.keeper->TryPastTheWindow();
+  auto report = ks.stack->RunCampaign();
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
-  absl::Status past = (*keeper)->past_window();
+  absl::Status past = ks.keeper->past_window();
   EXPECT_EQ(past.code(), absl::StatusCode::kOutOfRange) << past;
   for (const auto& t : report->trips()) {
     EXPECT_EQ(t.outcome(), "ok") << t.holder() << ": " << t.error();
     EXPECT_TRUE(t.digest_match()) << t.holder();
   }
-  keeper->reset();
-  (*stack)->Stop();
-  (void)system(("rm -rf " + mydir).c_str());
 }
 
 // Faults the host causes are not charged to a holder: with the GPU

@@ -42,7 +42,8 @@ TEST(BackendFactoryTest, LibvirtDomainNamesOnlyForConfiguredDomains) {
   EXPECT_NE(s.message().find("'td-b', which is not in"), std::string::npos) << s;
 }
 
-// "gpus": [] no longer means every NVIDIA GPU of the host.
+// An empty "gpus" list is refused: the sysfs backend routes only the GPUs
+// its administrator lists.
 TEST(BackendFactoryTest, SysfsNeedsAnExplicitGpuList) {
   auto s = Make(R"({"backend": "sysfs", "sysfs": {"gpus": []}})");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);

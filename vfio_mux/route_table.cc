@@ -581,6 +581,24 @@ absl::Status RouteTable::BeginLocked(const std::string& gpu) {
 
 void RouteTable::EndLocked(const std::string& gpu) { busy_.erase(gpu); }
 
+absl::StatusOr<std::string> RouteTable::BeginDecisionLocked(const std::string& gpu,
+                                                             uint64_t fencing_token,
+                                                             const char* what) {
+  absl::Status known = CheckKnownLocked(gpu);
+  if (!known.ok()) return known;
+  absl::Status writable = CheckWritableLocked();
+  if (!writable.ok()) return writable;
+  const Route& cur = routes_[gpu];
+  if (fencing_token < cur.fencing_token) {
+    return ForCaller(absl::FailedPreconditionError(
+        "stale fencing token " + std::to_string(fencing_token) + " for " + what + gpu +
+        ": token " + std::to_string(cur.fencing_token) + " was already accepted"));
+  }
+  absl::Status begun = BeginLocked(gpu);
+  if (!begun.ok()) return begun;
+  return cur.domain;
+}
+
 absl::StatusOr<Route> RouteTable::RouteTo(const std::string& gpu,
                                           const std::string& domain,
                                           uint64_t fencing_token) {
@@ -596,19 +614,9 @@ absl::StatusOr<Route> RouteTable::RouteTo(const std::string& gpu,
   std::string from;
   {
     absl::MutexLock l(&mu_);
-    absl::Status known = CheckKnownLocked(gpu);
-    if (!known.ok()) return known;
-    absl::Status writable = CheckWritableLocked();
-    if (!writable.ok()) return writable;
-    const Route& cur = routes_[gpu];
-    if (fencing_token < cur.fencing_token) {
-      return ForCaller(absl::FailedPreconditionError(
-          "stale fencing token " + std::to_string(fencing_token) + " for " + gpu +
-          ": token " + std::to_string(cur.fencing_token) + " was already accepted"));
-    }
-    absl::Status begun = BeginLocked(gpu);
-    if (!begun.ok()) return begun;
-    from = cur.domain;
+    auto begun = BeginDecisionLocked(gpu, fencing_token, "");
+    if (!begun.ok()) return begun.status();
+    from = *std::move(begun);
   }
   // The move runs without the table's lock (a detach may wait for a guest
   // for tens of seconds): reads and other GPUs go on meanwhile, and the GPU
@@ -663,19 +671,9 @@ absl::Status RouteTable::Reset(const std::string& gpu, uint64_t fencing_token) {
   std::string domain;
   {
     absl::MutexLock l(&mu_);
-    absl::Status known = CheckKnownLocked(gpu);
-    if (!known.ok()) return known;
-    absl::Status writable = CheckWritableLocked();
-    if (!writable.ok()) return writable;
-    const Route& cur = routes_[gpu];
-    if (fencing_token < cur.fencing_token) {
-      return ForCaller(absl::FailedPreconditionError(
-          "stale fencing token " + std::to_string(fencing_token) + " for reset of " + gpu +
-          ": token " + std::to_string(cur.fencing_token) + " was already accepted"));
-    }
-    absl::Status begun = BeginLocked(gpu);
-    if (!begun.ok()) return begun;
-    domain = cur.domain;
+    auto begun = BeginDecisionLocked(gpu, fencing_token, "reset of ");
+    if (!begun.ok()) return begun.status();
+    domain = *std::move(begun);
   }
   // As for a move: the reset's sysfs writes run without the lock.
   absl::Status r = backend_->Reset(gpu);

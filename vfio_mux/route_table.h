@@ -129,6 +129,13 @@ class RouteTable {
   absl::Status CheckKnownLocked(const std::string& gpu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks `gpu` busy for one decision, or refuses while another runs.
   absl::Status BeginLocked(const std::string& gpu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What a route and a reset check before their backend call: a known GPU,
+  // a writable journal, a token not below the one accepted (`what` names
+  // the decision in the refusal: "" or "reset of "), then BeginLocked.
+  // Returns the domain the table names for the GPU.
+  absl::StatusOr<std::string> BeginDecisionLocked(const std::string& gpu,
+                                                  uint64_t fencing_token, const char* what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndLocked(const std::string& gpu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   RoutingBackend* const backend_;

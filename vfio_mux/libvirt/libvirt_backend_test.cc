@@ -455,12 +455,10 @@ TEST_F(LibvirtSysfsTest, ResetOfGpuInAConfiguredDomainsVm) {
   EXPECT_EQ(fake_->reset_count(kGpu), 1);
 }
 
-// ATTACK (issue 32 item 4, not fully fixed): the backend's own mutex is held
-// across a reset's sysfs writes (bounded only by driver_timeout, 10 s) and
-// across a detach's wait for the guest (detach_timeout, 30 s), so one GPU's
-// slow reset or detach stalls every other GPU's move, and the server's 16
-// threads pile up behind it, exactly what moving the work out of the route
-// table's mutex was meant to end. Secure: per-GPU serialization only.
+// ATTACK (issue 32 item 4): a reset's sysfs writes (bounded by
+// driver_timeout, 10 s) or a detach's wait for the guest (detach_timeout,
+// 30 s) on one GPU must not stall every other GPU's move and pile the
+// server's 16 threads up behind it: the backend serializes per GPU only.
 TEST_F(LibvirtSysfsTest, SlowResetOfOneGpuDoesNotBlockAnotherGpusMove) {
   ASSERT_TRUE(fake_->ForceBind(kGpu, "vfio-pci").ok());
   ASSERT_TRUE(fake_->ForceBind(kGpu1, "vfio-pci").ok());

@@ -361,11 +361,9 @@ TEST_F(SysfsBackendTest, HungResetWritesDoNotPileUpThreads) {
                                << before << " -> " << after << " threads)";
 }
 
-// ATTACK (issue 32 item 4, not fully fixed): the route table no longer holds
-// its mutex across a backend's work, but the backend holds its own, one for
-// every GPU, across each bounded-but-slow sysfs write; a reset of one GPU
-// that the kernel keeps waiting stalls moves of every other GPU for up to
-// driver_timeout (10 s), as the libvirt backend does for a 30 s detach.
+// ATTACK (issue 32 item 4): a reset of one GPU that the kernel keeps
+// waiting (up to driver_timeout, 10 s) must not stall moves of every other
+// GPU: the backend serializes per GPU (per IOMMU group), not per backend.
 TEST_F(SysfsBackendTest, SlowResetOfOneGpuDoesNotBlockAnotherGpusMove) {
   SysfsBackendOptions o = Options({{"gpu0", kGpu}, {"gpu1", kGpu2}});
   o.sysfs.driver_timeout = absl::Seconds(3);
