@@ -12,6 +12,7 @@
 #include "keyxfer/runtime_measurement.h"
 #include "util/daemon_main.h"
 #include "util/files.h"
+#include "trainer/training_policy.h"
 #include "util/json_fields.h"
 #include "util/log.h"
 
@@ -28,7 +29,9 @@ int main(int argc, char** argv) {
       "auto|llmc-tokens|raw}, \"tls\": {\"ca\", \"cert\", \"key\"} (certificate of\n"
       "role holder for this name; only the orchestrator may call),\n"
       "\"device_endpoint\", \"threads\", \"bounce_slots\", \"bounce_dir\",\n"
-      "\"attestation\": {...}} (see docs/operations.md).");
+      "\"training_policy\": {...} (what campaigns may do with this holder's\n"
+      "windows and report about them; defaults are strict), \"attestation\":\n"
+      "{...}} (see docs/operations.md).");
   auto Fail = [&kProgram](const std::string& m) { ExitStartupError(kProgram, m); };
   const std::string where = args.config;
   auto cfg = ReadJsonFile(where);
@@ -38,7 +41,8 @@ int main(int argc, char** argv) {
   // deploy/examples/holder-tdx.json, use only these.)
   const std::set<std::string> kFields = {
       "name",         "domain",     "listen",  "device_endpoint", "threads",
-      "bounce_slots", "bounce_dir", "dataset", "attestation",     "tls"};
+      "bounce_slots", "bounce_dir", "dataset", "attestation",     "tls",
+      "training_policy"};
   const std::set<std::string> kDatasetFields = {"name", "path", "format"};
   absl::Status known = RefuseUnknownFields(*cfg, kFields, where);
   if (!known.ok()) Fail(std::string(known.message()));
@@ -89,6 +93,11 @@ int main(int argc, char** argv) {
       Fail(std::string(f.status().message()) + " (auto, llmc-tokens or raw)");
     }
     fmt = *f;
+  }
+  if (cfg->contains("training_policy")) {
+    auto policy = ParseTrainingPolicy((*cfg)["training_policy"], where + ": training_policy");
+    if (!policy.ok()) Fail(std::string(policy.status().message()));
+    opts.training_policy = *policy;
   }
   auto dataset = Dataset::Open(*ds_path, fmt);
   if (!dataset.ok()) Fail(std::string(dataset.status().message()));

@@ -64,6 +64,7 @@ grpc::Status HolderService::GetInfo(grpc::ServerContext* ctx, const v1::GetInfoR
   out->set_dataset_format(dataset_->format());
   out->set_dataset_bytes(dataset_->payload_bytes());
   out->set_domain(options_.domain);
+  *out->mutable_training_policy() = options_.training_policy;
   return grpc::Status::OK;
 }
 
@@ -233,6 +234,13 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
         options_.dataset_name + "' (" + std::to_string(dataset_->payload_bytes()) +
         " bytes)");
   }
+  // The holder's training policy (P1): what the campaign trains with and
+  // reports, and the window's length, as bound into the hand-off (a binding
+  // changed in transit fails the unwrap below). Whatever the orchestrator
+  // checked at create, the agent decides.
+  absl::Status allowed = CheckTerms(options_.training_policy, b.terms(), options_.name);
+  if (allowed.ok()) allowed = CheckWindow(options_.training_policy, b.window_length(), options_.name);
+  if (!allowed.ok()) return allowed;
   auto key = UnwrapHandoff(channel->handoff_key, b, req.wrapped_handoff());
   channel->handoff_key.Clear();
   if (!key.ok()) return key.status();

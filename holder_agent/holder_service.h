@@ -17,6 +17,7 @@
 #include "keyxfer/attested_channel.h"
 #include "keyxfer/attester.h"
 #include "proto/holder.grpc.pb.h"
+#include "trainer/training_policy.h"
 
 namespace gputravel {
 
@@ -43,6 +44,10 @@ struct HolderOptions {
   std::string device_endpoint; // the GPU as seen from this TD
   H2dWriterOptions writer;     // bounce ring, threads (chunk size comes per trip)
   double progress_interval_seconds = 0.25;  // Provision progress messages
+  // What this holder allows to be done with its windows and reported about
+  // them (trainer/training_policy.h): reported in GetInfo, and every
+  // hand-off's terms and window are checked against it.
+  v1::TrainingPolicy training_policy = DefaultTrainingPolicy();
   // Tests shorten it; see kPendingChannelLifetime.
   std::chrono::steady_clock::duration pending_channel_lifetime = kPendingChannelLifetime;
 };

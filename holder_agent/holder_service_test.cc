@@ -82,6 +82,7 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     o.device_endpoint = "unix:" + dir_ + "/holder.sock";
     o.writer.bounce_dir = dir_ + bounce_subdir_;  // where the device maps rings
     o.pending_channel_lifetime = pending_channel_lifetime_;
+    o.training_policy = Policy();
     auto service = std::make_unique<HolderService>(o, std::move(*ds), holder_attester_.get(),
                                                    holder_verifier_.get());
     agent_ = service.get();
@@ -149,7 +150,27 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     b.set_first_counter(next_counter_);
     b.set_counter_count(kChunksPerWindow);
     b.set_chunk_size(kChunk);
+    *b.mutable_terms() = Terms();
     return b;
+  }
+
+  // The agent's training policy: the default, with windows as short as the
+  // test's.
+  static v1::TrainingPolicy Policy() {
+    v1::TrainingPolicy p = DefaultTrainingPolicy();
+    p.set_min_window_bytes(kWindow);
+    return p;
+  }
+  // Terms a faithful orchestrator derives from a spec inside that policy.
+  static v1::TrainingTerms Terms() {
+    v1::TrainingTerms t;
+    t.set_trainer_kind("next-token");
+    t.set_vocab(512);
+    t.set_dim(32);
+    t.set_learning_rate(0.05);
+    t.set_batch_tokens(65536);
+    t.set_seed(1);
+    return Strictest(t, {Policy()});
   }
 
   // Sends a hand-off: the LCE H2D key wrapped for `wrapped_for` on `c`, with
@@ -260,11 +281,13 @@ TEST_F(HolderServiceTest, BindingAlteredInTransitIsRefusedAndTakesNoTrip) {
   // The host changes the window, the buffer or the trip in the request; the
   // key was wrapped for the original binding.
   const v1::HandoffBinding wrapped = Binding("c1", 3, 0);
-  for (int field = 0; field < 3; ++field) {
+  for (int field = 0; field < 4; ++field) {
     v1::HandoffBinding sent = wrapped;
     if (field == 0) sent.set_window_offset(2 * kWindow);
     if (field == 1) sent.set_buffer_id(buffer_ + 1);
     if (field == 2) sent.set_trip(4);
+    // Other terms, inside the policy: the key was wrapped for others.
+    if (field == 3) sent.mutable_terms()->set_vocab(1024);
     v1::ProvisionReport ignored;
     ExpectRefused(Provision(Open(), wrapped, sent, &ignored),
                   grpc::StatusCode::PERMISSION_DENIED,
@@ -274,6 +297,57 @@ TEST_F(HolderServiceTest, BindingAlteredInTransitIsRefusedAndTakesNoTrip) {
   // None of them counted as trip 3 or 4.
   ASSERT_TRUE(Provision(Open(), Binding("c1", 3, 0)).ok());
   EXPECT_EQ(DeviceWindow(), Window(0));
+}
+
+// P1: whatever the orchestrator checked at create, the agent refuses a
+// hand-off whose training terms or window its policy does not allow, before
+// the key is opened; the trip is not taken (the same trip with allowed terms
+// is accepted afterwards).
+TEST_F(HolderServiceTest, TermsOrWindowOutsideTheTrainingPolicyAreRefusedBeforeTheKey) {
+  struct Case {
+    void (*edit)(v1::HandoffBinding*);
+    const char* says;
+  } cases[] = {
+      {[](v1::HandoffBinding* b) { b->mutable_terms()->set_vocab(2); },
+       "trainer.vocab is 2; at least 256 allowed"},
+      {[](v1::HandoffBinding* b) { b->mutable_terms()->set_batch_tokens(2); },
+       "trainer.batch_tokens is 2"},
+      {[](v1::HandoffBinding* b) { b->mutable_terms()->set_learning_rate(0.5); },
+       "trainer.learning_rate is 0.5"},
+      {[](v1::HandoffBinding* b) { b->mutable_terms()->set_trainer_kind("other"); },
+       "trainer.kind is \"other\""},
+      {[](v1::HandoffBinding* b) { b->mutable_terms()->set_loss_decimals(6); },
+       "losses reported with 6 decimals"},
+      {[](v1::HandoffBinding* b) { b->mutable_terms()->set_min_windows_per_loss(1); },
+       "a loss reported per 1 windows"},
+      {[](v1::HandoffBinding* b) { b->mutable_terms()->set_min_window_bytes(32); },
+       "minimum window is 32 bytes"},
+      {[](v1::HandoffBinding* b) {
+         b->set_window_length(32);
+         b->set_counter_count(1);
+       },
+       "a window of 32 bytes"},
+      {[](v1::HandoffBinding* b) { b->clear_terms(); }, "trainer.kind is \"\""},
+  };
+  for (const auto& c : cases) {
+    v1::HandoffBinding b = Binding("c1", 1, 0);
+    c.edit(&b);
+    v1::ProvisionReport ignored;
+    // Wrapped for exactly these terms: only the policy stands in the way.
+    ExpectRefused(Provision(Open(), b, b, &ignored), grpc::StatusCode::PERMISSION_DENIED,
+                  c.says);
+  }
+  EXPECT_EQ(DeviceWindow(), std::string(kWindow, '\0'));
+  ASSERT_TRUE(Provision(Open(), Binding("c1", 1, 0)).ok());
+  EXPECT_EQ(DeviceWindow(), Window(0));
+}
+
+// The agent tells the orchestrator its policy.
+TEST_F(HolderServiceTest, GetInfoReportsTheTrainingPolicy) {
+  grpc::ClientContext ctx;
+  v1::HolderInfo info;
+  ASSERT_TRUE(stub_->GetInfo(&ctx, {}, &info).ok());
+  EXPECT_EQ(info.training_policy().SerializeAsString(), Policy().SerializeAsString());
 }
 
 TEST_F(HolderServiceTest, OrchestratorOutsideThePolicyGetsNothingWritten) {

@@ -1,6 +1,7 @@
 #include "keyxfer/handoff.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "keyxfer/aes_gcm.h"
@@ -11,7 +12,7 @@ namespace gputravel {
 
 std::string HandoffAad(const v1::HandoffBinding& b) {
   WireWriter w;
-  w.Bytes("gputravel-handoff-v1");
+  w.Bytes("gputravel-handoff-v2");
   w.Bytes(b.campaign());
   w.U64(b.trip());
   w.Bytes(b.gpu_serial());
@@ -23,6 +24,20 @@ std::string HandoffAad(const v1::HandoffBinding& b) {
   w.U32(b.first_counter());
   w.U32(b.counter_count());
   w.U32(b.chunk_size());
+  const v1::TrainingTerms& t = b.terms();
+  w.Bytes(t.trainer_kind());
+  w.U32(t.vocab());
+  w.U32(t.dim());
+  uint64_t lr_bits;
+  const double lr = t.learning_rate();
+  static_assert(sizeof(lr_bits) == sizeof(lr), "IEEE-754 double");
+  std::memcpy(&lr_bits, &lr, sizeof(lr_bits));
+  w.U64(lr_bits);
+  w.U64(t.batch_tokens());
+  w.U64(t.seed());
+  w.U64(t.min_window_bytes());
+  w.U32(t.loss_decimals());
+  w.U32(t.min_windows_per_loss());
   return w.Take();
 }
 

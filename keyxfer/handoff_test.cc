@@ -30,6 +30,16 @@ class HandoffTest : public ::testing::Test {
     b_.set_first_counter(1);
     b_.set_counter_count(1);
     b_.set_chunk_size(1 << 21);
+    v1::TrainingTerms* t = b_.mutable_terms();
+    t->set_trainer_kind("next-token");
+    t->set_vocab(512);
+    t->set_dim(32);
+    t->set_learning_rate(0.05);
+    t->set_batch_tokens(65536);
+    t->set_seed(1);
+    t->set_min_window_bytes(1 << 20);
+    t->set_loss_decimals(2);
+    t->set_min_windows_per_loss(4);
   }
   SecretBytes key_;
   ChannelMaterial lce_;
@@ -52,7 +62,7 @@ TEST_F(HandoffTest, BlobDoesNotContainTheKey) {
   EXPECT_EQ(blob.find(k), std::string::npos);
 }
 
-TEST_F(HandoffTest, ReplayForAnotherTripHolderGpuOrWindowRefused) {
+TEST_F(HandoffTest, ReplayForAnotherTripHolderGpuWindowOrTermsRefused) {
   auto blob = *WrapHandoff(key_, b_, lce_);
   std::vector<std::function<void(v1::HandoffBinding*)>> changes = {
       [](v1::HandoffBinding* b) { b->set_trip(8); },
@@ -66,6 +76,17 @@ TEST_F(HandoffTest, ReplayForAnotherTripHolderGpuOrWindowRefused) {
       [](v1::HandoffBinding* b) { b->set_first_counter(2); },
       [](v1::HandoffBinding* b) { b->set_counter_count(9); },
       [](v1::HandoffBinding* b) { b->set_chunk_size(1 << 20); },
+      // The training terms: the agent checks these against its policy, so
+      // the orchestrator cannot show it one set and apply another.
+      [](v1::HandoffBinding* b) { b->mutable_terms()->set_trainer_kind("none"); },
+      [](v1::HandoffBinding* b) { b->mutable_terms()->set_vocab(2); },
+      [](v1::HandoffBinding* b) { b->mutable_terms()->set_dim(8); },
+      [](v1::HandoffBinding* b) { b->mutable_terms()->set_learning_rate(0.0500001); },
+      [](v1::HandoffBinding* b) { b->mutable_terms()->set_batch_tokens(2); },
+      [](v1::HandoffBinding* b) { b->mutable_terms()->set_seed(2); },
+      [](v1::HandoffBinding* b) { b->mutable_terms()->set_min_window_bytes(32); },
+      [](v1::HandoffBinding* b) { b->mutable_terms()->set_loss_decimals(6); },
+      [](v1::HandoffBinding* b) { b->mutable_terms()->set_min_windows_per_loss(1); },
   };
   for (size_t i = 0; i < changes.size(); ++i) {
     v1::HandoffBinding other = b_;
@@ -98,10 +119,12 @@ TEST_F(HandoffTest, MalformedBlobsRefused) {
   auto blob = *WrapHandoff(key_, b_, lce_);
   EXPECT_EQ(UnwrapHandoff(key_, b_, blob.substr(1)).status().code(),
             absl::StatusCode::kInvalidArgument);
-  std::string v2 = blob;
-  v2[0] = 2;
-  EXPECT_EQ(UnwrapHandoff(key_, b_, v2).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  for (char version : {'\x01', '\x03'}) {
+    std::string other = blob;
+    other[0] = version;
+    EXPECT_EQ(UnwrapHandoff(key_, b_, other).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
   std::string flipped = blob;
   flipped[20] ^= 1;
   EXPECT_FALSE(UnwrapHandoff(key_, b_, flipped).ok());

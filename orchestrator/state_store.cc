@@ -16,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "proto/training.pb.h"
+#include "trainer/training_policy.h"
 
 // Local helpers: the project has no shared status macros yet.
 #define GT_SS_CONCAT_INNER(a, b) a##b
@@ -61,7 +63,10 @@ namespace {
 //   trips_failed      trips finished failed.
 //   trips_aborted     trips finished aborted (recovery, cancellation).
 //   bytes_provisioned bytes provisioned by ok trips.
-//   last_loss         loss of the latest training (NULL before any).
+//   last_loss         latest reported training loss (NULL before any).
+//   last_eval_loss    (schema 4) latest reported held-out loss.
+//   terms             (schema 4) training terms (serialized
+//                     v1::TrainingTerms), fixed at create; empty before.
 //   last_holder       holder of the latest trip started (round-robin).
 // holders: one row per (campaign, holder).
 //   campaign, name    key; campaign references campaigns.
@@ -87,7 +92,12 @@ namespace {
 //   scrub_verified    buffer zeroed and read back as zeros.
 //   rekeyed           fresh key agreement replaced the holder's key.
 //   trained           loss and checkpoint committed (RecordTrained).
-//   loss              training loss on this window (NULL if not trained).
+//   loss              training loss on this window (NULL if not trained);
+//                     never served.
+//   eval_loss         (schema 4) held-out loss after this window; never
+//                     served.
+//   reported_loss, reported_eval_loss   (schema 4) what may be reported: set
+//                     on a trip that completed a block of the terms.
 //   provision_seconds holder's provisioning time.
 //   started_ms        BeginTrip time; ended_ms FinishTrip time (0 = running).
 //   gpu_session, first_counter, counter_count   (schema 2) the copy-engine
@@ -104,7 +114,9 @@ namespace {
 //                     campaign_state/holder_state events.
 //   message           human-readable detail (never secrets).
 //   bytes             bytes concerned (window or provisioned), 0 if none.
-//   loss              loss for "trained"/"trip_finished" events, else NULL.
+//   loss, eval_loss   reported losses of "trained"/"trip_finished" events of
+//                     a trip that completed a block, else NULL (eval_loss:
+//                     schema 4).
 //   time_ms           when the event was committed, Unix ms.
 constexpr char kSchemaV1[] = R"sql(
 CREATE TABLE counters (
@@ -213,8 +225,18 @@ ALTER TABLE trips ADD COLUMN gpu_serial TEXT NOT NULL DEFAULT '';
 ALTER TABLE campaigns ADD COLUMN buffer_gpu_serial TEXT NOT NULL DEFAULT '';
 )sql";
 
-constexpr char kSetUserVersion[] = "PRAGMA user_version = 3";
-static_assert(StateStore::kSchemaVersion == 3,
+// Version 3 -> 4: training terms, held-out losses, and what was reported.
+constexpr char kMigrateV3ToV4[] = R"sql(
+ALTER TABLE campaigns ADD COLUMN terms BLOB NOT NULL DEFAULT x'';
+ALTER TABLE campaigns ADD COLUMN last_eval_loss REAL;
+ALTER TABLE trips ADD COLUMN eval_loss REAL;
+ALTER TABLE trips ADD COLUMN reported_loss REAL;
+ALTER TABLE trips ADD COLUMN reported_eval_loss REAL;
+ALTER TABLE events ADD COLUMN eval_loss REAL;
+)sql";
+
+constexpr char kSetUserVersion[] = "PRAGMA user_version = 4";
+static_assert(StateStore::kSchemaVersion == 4,
               "update kSetUserVersion and add a migration");
 
 // Name of the trip-id counter row.
@@ -411,7 +433,8 @@ class Stmt {
 #define GT_SS_CAMPAIGN_COLS                                             \
   "name, request_id, spec_json, gpu, rounds, state, error, buffer_id, " \
   "created_ms, updated_ms, trips_ok, trips_failed, trips_aborted, "     \
-  "bytes_provisioned, last_loss, last_holder, buffer_gpu_serial"
+  "bytes_provisioned, last_loss, last_holder, buffer_gpu_serial, "      \
+  "last_eval_loss, terms"
 #define GT_SS_HOLDER_COLS                                                  \
   "campaign, name, position, dataset_bytes, cursor_offset, round, state, " \
   "error, trips, bytes"
@@ -419,9 +442,10 @@ class Stmt {
   "id, campaign, holder, window_offset, window_length, round, step, "      \
   "outcome, error, bytes, chunks, digest_match, scrub_verified, rekeyed, " \
   "trained, loss, provision_seconds, started_ms, ended_ms, gpu_session, "  \
-  "first_counter, counter_count, duration_us, gpu_serial"
+  "first_counter, counter_count, duration_us, gpu_serial, eval_loss, "  \
+  "reported_loss, reported_eval_loss"
 #define GT_SS_EVENT_COLS \
-  "seq, campaign, trip, kind, step, message, bytes, loss, time_ms"
+  "seq, campaign, trip, kind, step, message, bytes, loss, time_ms, eval_loss"
 
 using StmtCache = std::unordered_map<const char*, sqlite3_stmt*>;
 
@@ -460,7 +484,9 @@ CampaignRow ReadCampaign(Stmt& s, bool with_model) {
   c.last_loss = s.ColOptReal(14);
   c.last_holder = s.ColText(15);
   c.buffer_gpu_serial = s.ColText(16);
-  if (with_model) c.model = s.ColBlob(17);
+  c.last_eval_loss = s.ColOptReal(17);
+  c.terms = s.ColBlob(18);
+  if (with_model) c.model = s.ColBlob(19);
   return c;
 }
 
@@ -505,6 +531,9 @@ TripRow ReadTrip(Stmt& s) {
   t.counter_count = static_cast<uint32_t>(s.ColInt(21));
   t.duration_us = s.ColInt(22);
   t.gpu_serial = s.ColText(23);
+  t.eval_loss = s.ColOptReal(24);
+  t.reported_loss = s.ColOptReal(25);
+  t.reported_eval_loss = s.ColOptReal(26);
   return t;
 }
 
@@ -519,6 +548,7 @@ EventRow ReadEvent(Stmt& s) {
   e.bytes = s.ColU64(6);
   e.loss = s.ColOptReal(7);
   e.time_ms = s.ColInt(8);
+  e.eval_loss = s.ColOptReal(9);
   return e;
 }
 
@@ -728,6 +758,9 @@ absl::Status StateStore::EnsureSchema() {
     if (v <= 2) {
       GT_SS_RETURN_IF_ERROR(run_ddl(kMigrateV2ToV3, "migrating the schema from version 2 to 3"));
     }
+    if (v <= 3) {
+      GT_SS_RETURN_IF_ERROR(run_ddl(kMigrateV3ToV4, "migrating the schema from version 3 to 4"));
+    }
     return Exec(kSetUserVersion);
   });
 }
@@ -736,8 +769,8 @@ absl::StatusOr<int64_t> StateStore::InsertEvent(const EventRow& e) {
   GT_SS_ASSIGN_OR_RETURN(
       Stmt s, Prepare(db_, stmts_,
                       "INSERT INTO events (campaign, trip, kind, step, "
-                      "message, bytes, loss, time_ms) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
+                      "message, bytes, loss, time_ms, eval_loss) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   s.Text(e.campaign)
       .U64(e.trip)
       .Text(e.kind)
@@ -745,7 +778,8 @@ absl::StatusOr<int64_t> StateStore::InsertEvent(const EventRow& e) {
       .Text(e.message)
       .U64(e.bytes)
       .OptReal(e.loss)
-      .Int(e.time_ms != 0 ? e.time_ms : NowMs());
+      .Int(e.time_ms != 0 ? e.time_ms : NowMs())
+      .OptReal(e.eval_loss);
   GT_SS_RETURN_IF_ERROR(s.Run());
   const int64_t seq = sqlite3_last_insert_rowid(db_);
   uncommitted_events_.emplace_back(e.campaign, seq);
@@ -938,8 +972,8 @@ absl::StatusOr<CreateResult> StateStore::CreateCampaign(
           Stmt s,
           Prepare(db_, stmts_,
                   "INSERT INTO campaigns (name, request_id, spec_json, gpu, "
-                  "rounds, state, created_ms, updated_ms) "
-                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
+                  "rounds, state, created_ms, updated_ms, terms) "
+                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
       s.Text(c.name)
           .Text(c.request_id)
           .Text(c.spec_json)
@@ -947,7 +981,8 @@ absl::StatusOr<CreateResult> StateStore::CreateCampaign(
           .Int(c.rounds)
           .Text(kCampaignCreated)
           .Int(now)
-          .Int(now);
+          .Int(now)
+          .BlobRef(c.terms);
       GT_SS_RETURN_IF_ERROR(s.Run());
     }
     for (size_t i = 0; i < holders.size(); ++i) {
@@ -1385,10 +1420,11 @@ absl::StatusOr<EventSeqs> StateStore::RecordProvisioned(uint64_t trip_id,
 }
 
 absl::StatusOr<EventSeqs> StateStore::RecordTrained(
-    uint64_t trip_id, double loss, const std::string& model_blob) {
-  if (!std::isfinite(loss)) {
+    uint64_t trip_id, double loss, std::optional<double> eval_loss,
+    const std::string& model_blob) {
+  if (!std::isfinite(loss) || (eval_loss.has_value() && !std::isfinite(*eval_loss))) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "trip ", trip_id, ": loss ", loss,
+        "trip ", trip_id, ": loss ", loss, eval_loss ? absl::StrCat(" (held-out ", *eval_loss, ")") : "",
         " is not finite; training diverged, finish the trip failed instead "
         "of checkpointing it"));
   }
@@ -1408,21 +1444,62 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
           absl::StrCat(TripName(t), " is at step ", t.step,
                        ", not train; commit step train before training"));
     }
+    // What may be reported: the block of trained windows since the last
+    // report, this one included, under the campaign's terms.
+    v1::TrainingTerms terms = Strictest(v1::TrainingTerms(), {});
+    {
+      GT_SS_ASSIGN_OR_RETURN(
+          Stmt s, Prepare(db_, stmts_, "SELECT terms FROM campaigns WHERE name = ?"));
+      s.Text(t.campaign);
+      GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+      const std::string blob = row ? s.ColBlob(0) : std::string();
+      if (!blob.empty() && !terms.ParseFromString(blob)) {
+        return absl::DataLossError(absl::StrCat(
+            "campaign ", Quote(t.campaign), ": its training terms in ", path_,
+            " cannot be parsed"));
+      }
+    }
+    std::vector<double> block;
+    {
+      GT_SS_ASSIGN_OR_RETURN(
+          Stmt s, Prepare(db_, stmts_,
+                          "SELECT loss FROM trips WHERE campaign = ? AND trained = 1 "
+                          "AND id > (SELECT COALESCE(MAX(id), 0) FROM trips "
+                          "WHERE campaign = ? AND reported_loss IS NOT NULL) "
+                          "ORDER BY id"));
+      s.Text(t.campaign).Text(t.campaign);
+      for (;;) {
+        GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+        if (!row) break;
+        block.push_back(s.ColReal(0));
+      }
+    }
+    block.push_back(loss);
+    const std::optional<double> reported = ReportedLoss(block, terms);
+    std::optional<double> reported_eval;
+    if (reported && eval_loss) reported_eval = RoundLoss(*eval_loss, terms.loss_decimals());
     const int64_t now = NowMs();
     {
       GT_SS_ASSIGN_OR_RETURN(
           Stmt s, Prepare(db_, stmts_,
-                          "UPDATE trips SET loss = ?, trained = 1, step = ? "
-                          "WHERE id = ?"));
-      s.Real(loss).Text(kStepScrub).U64(trip_id);
+                          "UPDATE trips SET loss = ?, eval_loss = ?, reported_loss = ?, "
+                          "reported_eval_loss = ?, trained = 1, step = ? WHERE id = ?"));
+      s.Real(loss).OptReal(eval_loss).OptReal(reported).OptReal(reported_eval)
+          .Text(kStepScrub).U64(trip_id);
       GT_SS_RETURN_IF_ERROR(s.Run());
     }
-    {
+    if (reported) {
       GT_SS_ASSIGN_OR_RETURN(
           Stmt s, Prepare(db_, stmts_,
-                          "UPDATE campaigns SET model = ?, last_loss = ?, "
+                          "UPDATE campaigns SET model = ?, last_loss = ?, last_eval_loss = ?, "
                           "updated_ms = ? WHERE name = ?"));
-      s.BlobRef(model_blob).Real(loss).Int(now).Text(t.campaign);
+      s.BlobRef(model_blob).OptReal(reported).OptReal(reported_eval).Int(now).Text(t.campaign);
+      GT_SS_RETURN_IF_ERROR(s.Run());
+    } else {
+      GT_SS_ASSIGN_OR_RETURN(
+          Stmt s, Prepare(db_, stmts_,
+                          "UPDATE campaigns SET model = ?, updated_ms = ? WHERE name = ?"));
+      s.BlobRef(model_blob).Int(now).Text(t.campaign);
       GT_SS_RETURN_IF_ERROR(s.Run());
     }
     EventRow trained;
@@ -1431,9 +1508,14 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
     trained.kind = "trained";
     trained.step = kStepTrain;
     trained.message =
-        absl::StrCat("checkpoint of ", model_blob.size(), " bytes");
+        reported ? absl::StrCat("checkpoint of ", model_blob.size(), " bytes; loss over the last ",
+                                block.size(), " trained windows")
+                 : absl::StrCat("checkpoint of ", model_blob.size(), " bytes; loss reported per ",
+                                terms.min_windows_per_loss(), " windows (", block.size(),
+                                " so far)");
     trained.bytes = t.window_length;
-    trained.loss = loss;
+    trained.loss = reported;
+    trained.eval_loss = reported_eval;
     trained.time_ms = now;
     GT_SS_ASSIGN_OR_RETURN(int64_t seq1, InsertEvent(trained));
     seqs.push_back(seq1);
@@ -1578,7 +1660,8 @@ absl::StatusOr<EventSeqs> StateStore::FinishTrip(uint64_t trip_id,
     e.message =
         f.error.empty() ? f.outcome : absl::StrCat(f.outcome, ": ", f.error);
     e.bytes = t.bytes;
-    e.loss = t.loss;
+    e.loss = t.reported_loss;
+    e.eval_loss = t.reported_eval_loss;
     e.time_ms = now;
     GT_SS_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
     seqs.push_back(seq);

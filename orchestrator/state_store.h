@@ -104,8 +104,15 @@ struct CampaignRow {
   int64_t trips_failed = 0;        // outcome "failed"
   int64_t trips_aborted = 0;       // outcome "aborted" (crash recovery, cancel)
   uint64_t bytes_provisioned = 0;  // sum of bytes of ok trips
+  // The latest reported training and held-out losses (RecordTrained):
+  // rounded, per block of the terms' min_windows_per_loss windows.
   std::optional<double> last_loss;
+  std::optional<double> last_eval_loss;
   std::string last_holder;  // holder of the latest BeginTrip (round-robin)
+  // The campaign's training terms (serialized v1::TrainingTerms), fixed at
+  // create; empty for a campaign created before terms existed (the default
+  // policy's reporting then applies).
+  std::string terms;
 };
 
 struct HolderRow {
@@ -137,7 +144,15 @@ struct TripRow {
   bool scrub_verified = false;
   bool rekeyed = false;
   bool trained = false;  // RecordTrained committed (loss + checkpoint)
+  // This window's own training loss and the held-out loss after it: kept
+  // inside the orchestrator's TD, never served (the API shows the reported
+  // ones).
   std::optional<double> loss;
+  std::optional<double> eval_loss;
+  // What may be reported (proto Trip.loss/eval_loss): set on the trip that
+  // completed a block of the campaign's terms, NULL on every other.
+  std::optional<double> reported_loss;
+  std::optional<double> reported_eval_loss;
   double provision_seconds = 0;
   int64_t started_ms = 0;
   int64_t ended_ms = 0;  // 0 while unfinished
@@ -173,7 +188,10 @@ struct EventRow {
   std::string step;
   std::string message;
   uint64_t bytes = 0;
+  // Reported training and held-out losses ("trained"/"trip_finished" of a
+  // trip that completed a block), else NULL.
   std::optional<double> loss;
+  std::optional<double> eval_loss;
   int64_t time_ms = 0;  // 0 in AppendEvent = now
 };
 
@@ -207,7 +225,7 @@ class StateStore {
   // from version 1).
   // Version 3 added the GPU serial of a trip's window and of a campaign's
   // buffer.
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   // Opens (creating with mode 0600 if missing) the database at `path`, turns
   // on WAL, synchronous=FULL, foreign keys and a busy timeout, and creates the
@@ -295,13 +313,20 @@ class StateStore {
                                               const std::string& then_message = "");
 
   // Training of the trip's window finished: in ONE transaction, stores the
-  // loss on the trip, the checkpoint and last_loss on the campaign, marks the
-  // trip trained and moves it to step "scrub" (the next side effect). The
+  // loss (and the held-out loss after it, if measured) on the trip and the
+  // checkpoint on the campaign, marks the trip trained and moves it to step
+  // "scrub" (the next side effect). If the trip completes a block of the
+  // campaign's terms (trainer/training_policy.h ReportedLoss: at least
+  // min_windows_per_loss trained windows since the last report), the
+  // block's rounded mean loss and the rounded held-out loss become the
+  // trip's reported losses, the campaign's last_loss/last_eval_loss and the
+  // "trained" event's. The
   // trip must be at step "train" and not yet trained, so after a crash a
   // trip found at "train" was not checkpointed (train again or abort), and
   // one found at "scrub" with trained=true only needs its scrub: a window is
   // never trained twice into the model.
   absl::StatusOr<EventSeqs> RecordTrained(uint64_t trip_id, double loss,
+                                          std::optional<double> eval_loss,
                                           const std::string& model_blob);
 
   // Finishes the trip exactly once (FailedPrecondition the second time):

@@ -1,4 +1,5 @@
 #include "orchestrator/state_store.h"
+#include "proto/training.pb.h"
 
 #include <signal.h>
 #include <sqlite3.h>
@@ -64,6 +65,11 @@ CampaignRow Campaign(const std::string& name, const std::string& request_id,
   c.spec_json = absl::StrCat("{\"name\":\"", name, "\"}");
   c.gpu = "gpu0";
   c.rounds = rounds;
+  // Every trip's loss reported at full precision, unless a test says else.
+  v1::TrainingTerms terms;
+  terms.set_min_windows_per_loss(1);
+  terms.set_loss_decimals(6);
+  c.terms = terms.SerializeAsString();
   return c;
 }
 
@@ -124,7 +130,7 @@ absl::StatusOr<uint64_t> RunTrip(StateStore& store, const std::string& campaign,
                      : store.SetTripStep(*id, kStepScrub, "");
       },
       [&] {
-        return train ? store.RecordTrained(*id, static_cast<double>(*id),
+        return train ? store.RecordTrained(*id, static_cast<double>(*id), std::nullopt,
                                            absl::StrCat("model-", *id))
                      : absl::StatusOr<EventSeqs>(EventSeqs{});
       },
@@ -230,11 +236,11 @@ TEST_F(StateStoreTest, UsesWalModeAndPrivateFile) {
 }
 
 TEST_F(StateStoreTest, RefusesNewerSchemaVersion) {
-  EXPECT_EQ(RawPragma("PRAGMA user_version = 4"), "");
+  EXPECT_EQ(RawPragma("PRAGMA user_version = 5"), "");
   auto store = StateStore::Open(path_);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(store.status().message(), HasSubstr("schema version 4"));
+  EXPECT_THAT(store.status().message(), HasSubstr("schema version 5"));
   EXPECT_THAT(store.status().message(), HasSubstr(path_));
 }
 
@@ -310,6 +316,12 @@ TEST_F(StateStoreTest, MigratesVersionOneInPlace) {
     RawPragma(absl::StrCat("ALTER TABLE trips DROP COLUMN ", col));
   }
   RawPragma("ALTER TABLE campaigns DROP COLUMN buffer_gpu_serial");
+  for (const char* col : {"eval_loss", "reported_loss", "reported_eval_loss"}) {
+    RawPragma(absl::StrCat("ALTER TABLE trips DROP COLUMN ", col));
+  }
+  RawPragma("ALTER TABLE campaigns DROP COLUMN terms");
+  RawPragma("ALTER TABLE campaigns DROP COLUMN last_eval_loss");
+  RawPragma("ALTER TABLE events DROP COLUMN eval_loss");
   RawPragma("PRAGMA user_version = 1");
   ASSERT_EQ(RawPragma("PRAGMA user_version"), "1");
   auto store = OpenOrDie();
@@ -324,6 +336,85 @@ TEST_F(StateStoreTest, MigratesVersionOneInPlace) {
   ASSERT_OK_AND_ASSIGN(uint64_t next, RunTrip(*store, "c1", "h1", 40, 40, 0));
   ASSERT_OK_AND_ASSIGN(TripRow t, store->GetTrip(next));
   EXPECT_EQ(t.counter_count, 1u);
+  // A campaign from before training terms reports under the default policy:
+  // nothing after one window.
+  EXPECT_FALSE(t.reported_loss.has_value());
+  ASSERT_OK_AND_ASSIGN(CampaignRow c, store->GetCampaign("c1"));
+  EXPECT_TRUE(c.terms.empty());
+}
+
+// P1: a loss leaves only as its campaign's terms say: the rounded mean of a
+// block of min_windows_per_loss trained windows, on the trip that completes
+// the block (trip, campaign and events alike); every other trip's loss and
+// held-out loss stay in the store.
+TEST_F(StateStoreTest, ReportsLossesOnlyPerBlockOfTheTerms) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  CampaignRow c = Campaign("c1", "req-c1");
+  v1::TrainingTerms terms;
+  terms.set_min_windows_per_loss(3);
+  terms.set_loss_decimals(2);
+  c.terms = terms.SerializeAsString();
+  ASSERT_OK(store->CreateCampaign(c, Holders({{"h1", 1000}})).status());
+  ASSERT_OK(store->SetCampaignState("c1", kCampaignRunning, "", "start"));
+  const double losses[] = {3.0, 2.0, 1.0049, 5.0, 5.0, 5.0, 9.0};
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 7; ++i) {
+    ASSERT_OK_AND_ASSIGN(uint64_t id, store->NextTripId());
+    TripRow t;
+    t.id = id;
+    t.campaign = "c1";
+    t.holder = "h1";
+    t.window_offset = i * 100;
+    t.window_length = 100;
+    ASSERT_OK(store->BeginTrip(t));
+    ASSERT_OK(store->SetTripStep(id, kStepTrain, ""));
+    ASSERT_OK(store->RecordTrained(id, losses[i], 4.0 - 0.123456 * i, "m"));
+    TripFinish f;
+    f.outcome = kOutcomeOk;
+    f.scrub_verified = true;
+    f.rekeyed = true;
+    f.advance_cursor = true;
+    ASSERT_OK(store->FinishTrip(id, f));
+    ids.push_back(id);
+    ASSERT_OK_AND_ASSIGN(CampaignRow now, store->GetCampaign("c1"));
+    if (i < 2) {
+      EXPECT_FALSE(now.last_loss.has_value()) << "trip " << i;
+      EXPECT_FALSE(now.last_eval_loss.has_value()) << "trip " << i;
+    }
+  }
+  std::vector<std::optional<double>> reported, reported_eval;
+  for (uint64_t id : ids) {
+    ASSERT_OK_AND_ASSIGN(TripRow t, store->GetTrip(id));
+    EXPECT_TRUE(t.loss.has_value());
+    EXPECT_TRUE(t.eval_loss.has_value());
+    reported.push_back(t.reported_loss);
+    reported_eval.push_back(t.reported_eval_loss);
+  }
+  const std::optional<double> none;
+  EXPECT_EQ(reported, (std::vector<std::optional<double>>{none, none, 2.0, none, none, 5.0, none}));
+  EXPECT_EQ(reported_eval,
+            (std::vector<std::optional<double>>{none, none, 3.75, none, none, 3.38, none}));
+  ASSERT_OK_AND_ASSIGN(CampaignRow after, store->GetCampaign("c1"));
+  EXPECT_EQ(after.last_loss, std::optional<double>(5.0));
+  EXPECT_EQ(after.last_eval_loss, std::optional<double>(3.38));
+  // The events carry the reported values only.
+  ASSERT_OK_AND_ASSIGN(auto events, store->EventsAfter("c1", 0, 1000));
+  int with_loss = 0;
+  for (const EventRow& e : events) {
+    if (e.kind != "trained" && e.kind != "trip_finished") {
+      EXPECT_FALSE(e.loss.has_value()) << e.kind;
+      continue;
+    }
+    if (e.loss.has_value()) {
+      with_loss += e.kind == "trained" ? 1 : 0;
+      EXPECT_TRUE(*e.loss == 2.0 || *e.loss == 5.0) << *e.loss;
+      EXPECT_TRUE(e.eval_loss.has_value());
+    } else {
+      EXPECT_FALSE(e.eval_loss.has_value());
+    }
+  }
+  EXPECT_EQ(with_loss, 2);
 }
 
 TEST_F(StateStoreTest, RefusesForeignDatabase) {
@@ -502,7 +593,7 @@ TEST_F(StateStoreTest, ProvisioningReportCommitsTheNextStepWithIt) {
   ASSERT_OK(store->RecordProvisioned(id, 25, 2, 0.1, true, kStepTrain, "training"));
   ASSERT_OK_AND_ASSIGN(after, store->GetTrip(id));
   EXPECT_EQ(after.step, kStepTrain);
-  ASSERT_OK(store->RecordTrained(id, 1.5, "m"));
+  ASSERT_OK(store->RecordTrained(id, 1.5, std::nullopt, "m"));
 
   // Only the steps that follow a report, and nothing changes when refused.
   ASSERT_OK(store->FinishTrip(id, f));
@@ -638,13 +729,13 @@ TEST_F(StateStoreTest, RecordTrainedCheckpointsAndMovesToScrubAtomically) {
   t.window_length = 50;
   ASSERT_OK(store->BeginTrip(t));
   // Training is only recorded after step train was committed.
-  EXPECT_EQ(store->RecordTrained(id, 1.5, "m").status().code(),
+  EXPECT_EQ(store->RecordTrained(id, 1.5, std::nullopt, "m").status().code(),
             absl::StatusCode::kFailedPrecondition);
   ASSERT_OK(store->SetTripStep(id, kStepTrain, ""));
-  EXPECT_EQ(store->RecordTrained(id, std::nan(""), "m").status().code(),
+  EXPECT_EQ(store->RecordTrained(id, std::nan(""), std::nullopt, "m").status().code(),
             absl::StatusCode::kInvalidArgument);
   const std::string model(1 << 16, '\x5a');
-  ASSERT_OK_AND_ASSIGN(EventSeqs seqs, store->RecordTrained(id, 1.5, model));
+  ASSERT_OK_AND_ASSIGN(EventSeqs seqs, store->RecordTrained(id, 1.5, std::nullopt, model));
   EXPECT_EQ(seqs.size(), 2u);
   ASSERT_OK_AND_ASSIGN(TripRow after, store->GetTrip(id));
   EXPECT_TRUE(after.trained);
@@ -664,7 +755,7 @@ TEST_F(StateStoreTest, RecordTrainedCheckpointsAndMovesToScrubAtomically) {
   ASSERT_OK_AND_ASSIGN(std::string state, store->GetCampaignState("c1"));
   EXPECT_EQ(state, kCampaignRunning);
   // A window is never trained twice, even if the engine retries.
-  auto twice = store->RecordTrained(id, 1.0, "other");
+  auto twice = store->RecordTrained(id, 1.0, std::nullopt, "other");
   EXPECT_EQ(twice.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(twice.status().message(), HasSubstr("never trained twice"));
   EXPECT_EQ(store->SetTripStep(id, kStepTrain, "").status().code(),

@@ -331,6 +331,7 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   b->set_first_counter(window.first);
   b->set_counter_count(window.count);
   b->set_chunk_size(plan.chunk_bytes);
+  *b->mutable_terms() = plan.terms;
   const uint64_t handed_session = gpu_->session_id();
   auto blob = WrapHandoff(channel->handoff_key, *b, lce);
   channel->handoff_key.Clear();

@@ -33,6 +33,9 @@ struct TripPlan {
   // A holder that does not answer (or, while provisioning, makes no progress)
   // for this long fails the trip.
   double holder_timeout_seconds = 120;
+  // The campaign's training terms, bound into the hand-off: the holder
+  // checks them, and the window's length, against its training policy.
+  v1::TrainingTerms terms;
 };
 
 // How a trip ended. `ok` means: provisioned, digest matched, trained (if a
