@@ -19,6 +19,7 @@
 #include "keyxfer/random.h"
 #include "keyxfer/runtime_measurement.h"
 #include "nlohmann/json.hpp"
+#include "orchestrator/eval_set.h"
 #include "proto/orchestrator.grpc.pb.h"
 #include "trainer/synthetic_corpus.h"
 #include "util/files.h"
@@ -314,6 +315,7 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
          {"device_endpoint", st->device_socket(h.domain)},
          {"threads", options.threads},
          {"bounce_dir", st->shared_dir(h.domain)},
+         {"training_policy", options.holder_training_policy},
          {"attestation", DevAttestation(st->pki_, h.domain, {HexEncode(*orch_mrtd)})}});
   }
 
@@ -338,6 +340,15 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
                              {"heartbeat_period_seconds", options.heartbeat_period_seconds}}})},
       {"attestation", DevAttestation(st->pki_, kOrchestratorDomain, allowed_holders)},
       {"tls", TlsJson(st->tls({kRoleOrchestrator, "orchestrator"}))}};
+  if (options.eval_set) {
+    // Held-out text of the same synthetic language, drawn with a seed no
+    // holder uses: the orchestrator's own, inside its TD.
+    const std::string eval_path = d + "/data/orchestrator-eval.bin";
+    std::vector<uint16_t> eval = GenerateCorpus(424242, kMaxEvalTokens);
+    s = WriteLlmcShard(eval_path, eval.data(), eval.size());
+    if (!s.ok()) return s;
+    orch["eval_tokens"] = eval_path;
+  }
   auto orch_first = MeasureDaemon("orchestrator", Daemon(st->bin_dir_, 3), orch,
                                   d + "/orchestrator.json");
   if (!orch_first.ok()) return orch_first.status();

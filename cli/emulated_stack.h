@@ -62,6 +62,14 @@ struct StackOptions {
   // Where the orchestrator reaches the GPU; empty: the device's socket for
   // the orchestrator's domain. Tests put a relay of the host's here.
   std::string orchestrator_device_endpoint;
+  // Every holder agent's "training_policy" (trainer/training_policy.h). The
+  // default is the agent's own, except that a loss is reported for every
+  // trip (the demo's table); tests with windows under 1 MiB lower
+  // min_window_bytes.
+  nlohmann::json holder_training_policy = {{"min_windows_per_loss", 1}};
+  // Give the orchestrator an evaluation set (eval_tokens: held-out text of
+  // the holders' synthetic language), so trips report a held-out loss.
+  bool eval_set = true;
 };
 
 // The whole emulated deployment on one machine, as real processes talking

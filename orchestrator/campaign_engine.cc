@@ -4,13 +4,17 @@
 #include <chrono>
 #include <functional>
 #include <future>
+#include <optional>
 
 #include "auth/identity.h"
 #include "auth/tls_config.h"
 #include "device/gpu_session.h"
 #include "keyxfer/x509.h"
+#include "orchestrator/campaign_terms.h"
+#include "orchestrator/eval_set.h"
 #include "orchestrator/schedule.h"
 #include "trainer/builtin_trainer.h"
+#include "trainer/training_policy.h"
 #include "util/failpoint.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
@@ -112,13 +116,26 @@ class CampaignEngine::Hooks final : public TripHooks {
     w.tokens = plaintext;  // the loader zeroizes its copy once consumed
     auto r = loader_->Offer(std::move(w), absl::Seconds(train_timeout_));
     if (!r.ok()) return r.status();
-    auto seqs = engine_->store_->RecordTrained(plan_->trip, r->mean_loss,
+    // The held-out loss on the orchestrator's own evaluation set, after
+    // this window; stored with it, reported only as the terms allow.
+    std::optional<double> eval;
+    if (!engine_->eval_tokens_.empty()) {
+      eval = trainer_->Evaluate(engine_->eval_tokens_.data(), engine_->eval_tokens_.size());
+    }
+    auto seqs = engine_->store_->RecordTrained(plan_->trip, r->mean_loss, eval,
                                                trainer_->Checkpoint());
     engine_->Notify(seqs);
     if (!seqs.ok()) return seqs.status();
     CrashPoint(std::string("after_commit:") + kStepScrub);
-    GT_LOG(1, "trip ", plan_->trip, ": trained ", r->tokens, " tokens, mean loss ",
-           Pct(r->mean_loss));
+    // The log leaves the TD too: it shows what the API shows, no more.
+    auto trip = engine_->store_->GetTrip(plan_->trip);
+    if (trip.ok() && trip->reported_loss.has_value()) {
+      GT_LOG(1, "trip ", plan_->trip, ": trained ", r->tokens, " tokens; reported loss ",
+             Pct(*trip->reported_loss),
+             trip->reported_eval_loss ? ", held-out " + Pct(*trip->reported_eval_loss) : "");
+    } else {
+      GT_LOG(1, "trip ", plan_->trip, ": trained ", r->tokens, " tokens");
+    }
     return true;
   }
 
@@ -151,6 +168,11 @@ CampaignEngine::~CampaignEngine() {
 }
 
 absl::Status CampaignEngine::Start() {
+  if (!config_->eval_tokens.empty()) {
+    auto tokens = LoadEvalTokens(config_->eval_tokens);
+    if (!tokens.ok()) return tokens.status();
+    eval_tokens_ = *std::move(tokens);
+  }
   auto channel = MakeSecureChannel(config_->mux_endpoint, config_->tls,
                                    Identity{kRoleMux, config_->mux_name});
   if (!channel.ok()) return channel.status();
@@ -277,6 +299,7 @@ absl::StatusOr<CreateResult> CampaignEngine::Create(const std::string& request_i
     return r;
   }
   std::vector<HolderRow> holders;
+  std::vector<HolderTermsInput> terms_input;
   for (size_t i = 0; i < spec->holders.size(); ++i) {
     const HolderSpec& h = spec->holders[i];
     auto stub = HolderStub(h);
@@ -319,6 +342,19 @@ absl::StatusOr<CreateResult> CampaignEngine::Create(const std::string& request_i
     row.position = static_cast<int32_t>(i);
     row.dataset_bytes = info.dataset_bytes();
     holders.push_back(row);
+    terms_input.push_back(HolderTermsInput{h.name, info.dataset_bytes(), info.training_policy()});
+  }
+  // P1: the spec must lie inside every holder's training policy; the
+  // campaign reports only as the strictest of them allows.
+  auto terms = DecideCampaignTerms(*spec, terms_input);
+  if (!terms.ok()) return terms.status();
+  for (size_t i = 0; i < holders.size(); ++i) {
+    holders[i].dataset_bytes = terms->usable_bytes[i];
+    if (terms->dropped_tail_bytes[i] != 0) {
+      GT_LOG(1, "campaign ", spec->name, ": holder '", holders[i].name, "': the last ",
+             terms->dropped_tail_bytes[i], " bytes of its dataset are not provisioned (a window "
+             "shorter than the minimum of ", terms->terms.min_window_bytes(), " bytes)");
+    }
   }
   CampaignRow c;
   c.name = spec->name;
@@ -326,6 +362,8 @@ absl::StatusOr<CreateResult> CampaignEngine::Create(const std::string& request_i
   c.spec_json = CanonicalSpecJson(*spec);
   c.gpu = spec->gpu;
   c.rounds = spec->rounds;
+  c.terms = terms->terms.SerializeAsString();
+  GT_LOG(1, "campaign ", spec->name, ": terms ", DescribeTerms(terms->terms));
   auto r = store_->CreateCampaign(c, holders);
   if (r.ok()) Notify(r->event_seqs);
   return r;
@@ -582,6 +620,13 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
   if (!row.ok()) return;
   auto spec = SpecOf(*row);
   if (!spec.ok()) return fail(kCampaignFailed, std::string(spec.status().message()));
+  // The terms fixed at create; a campaign from before terms existed takes
+  // the default policy's (each holder still checks them at its hand-off).
+  v1::TrainingTerms terms = Strictest(TrainerTerms(spec->trainer), {});
+  if (!row->terms.empty() && !terms.ParseFromString(row->terms)) {
+    return fail(kCampaignFailed, "the campaign's training terms in the state database cannot "
+                                 "be parsed");
+  }
 
   std::map<std::string, std::unique_ptr<v1::HolderAgent::Stub>> stubs;
   std::map<std::string, const HolderSpec*> holder_specs;
@@ -757,6 +802,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     plan.buffer_bytes = spec->buffer_bytes;
     plan.chunk_bytes = spec->chunk_bytes;
     plan.holder_timeout_seconds = spec->holder_timeout_seconds;
+    plan.terms = terms;
     TripControl control;
     {
       absl::MutexLock l(&mu_);

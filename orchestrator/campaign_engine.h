@@ -105,6 +105,8 @@ class CampaignEngine {
   void Wake();
 
   const OrchestratorConfig* const config_;
+  // The held-out set (config eval_tokens), read by Start; empty: none.
+  std::vector<uint16_t> eval_tokens_;
   StateStore* const store_;
   Attester* const attester_;
   Verifier* const verifier_;

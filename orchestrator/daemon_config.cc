@@ -9,7 +9,7 @@ namespace {
 
 const std::set<std::string> kKnownFields = {"listen",      "domain", "state_dir",
                                             "mux_endpoint", "mux_name", "gpus",
-                                            "attestation",  "tls"};
+                                            "attestation",  "tls",      "eval_tokens"};
 const std::set<std::string> kKnownGpuFields = {"name", "device_endpoint", "device_ca",
                                                "serial", "heartbeat_period_seconds"};
 
@@ -44,6 +44,9 @@ absl::StatusOr<OrchestratorConfig> ParseOrchestratorConfig(const nlohmann::json&
   ASSIGN_OR_RETURN_CFG(cfg.state_dir, JsonString(j, where, "state_dir"));
   ASSIGN_OR_RETURN_CFG(cfg.mux_endpoint, JsonString(j, where, "mux_endpoint"));
   if (j.contains("mux_name")) ASSIGN_OR_RETURN_CFG(cfg.mux_name, JsonString(j, where, "mux_name"));
+  if (j.contains("eval_tokens")) {
+    ASSIGN_OR_RETURN_CFG(cfg.eval_tokens, JsonString(j, where, "eval_tokens"));
+  }
   if (!j.contains("gpus") || !j["gpus"].is_array() || j["gpus"].empty()) {
     return absl::InvalidArgumentError(where + ": gpus: must be a non-empty array");
   }

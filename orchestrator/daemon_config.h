@@ -40,6 +40,11 @@ struct OrchestratorConfig {
   std::vector<GpuConfig> gpus;
   nlohmann::json attestation;
   TlsFiles tls;              // this orchestrator's identity (role orchestrator)
+  // The orchestrator's own evaluation set (an llm.c token shard or raw
+  // uint16 tokens, inside its TD; its first kMaxEvalTokens tokens are used):
+  // the held-out loss is measured on it after each trained window. Empty:
+  // no held-out loss.
+  std::string eval_tokens;
 };
 
 // Parses and validates; every error names the file and the field

@@ -75,8 +75,11 @@ void TripToProto(const TripRow& t, v1::Trip* out) {
   out->set_digest_match(t.digest_match);
   out->set_scrub_verified(t.scrub_verified);
   out->set_rekeyed(t.rekeyed);
-  out->set_has_loss(t.loss.has_value());
-  out->set_loss(t.loss.value_or(0));
+  // Only what the campaign's terms report (never the window's own loss).
+  out->set_has_loss(t.reported_loss.has_value());
+  out->set_loss(t.reported_loss.value_or(0));
+  out->set_has_eval_loss(t.reported_eval_loss.has_value());
+  out->set_eval_loss(t.reported_eval_loss.value_or(0));
   out->set_started_unix_ms(t.started_ms);
   out->set_ended_unix_ms(t.ended_ms);
 }
@@ -112,6 +115,12 @@ grpc::Status OrchestratorService::Fill(const CampaignRow& row, bool include_trip
   out->set_bytes_provisioned(row.bytes_provisioned);
   out->set_has_loss(row.last_loss.has_value());
   out->set_last_loss(row.last_loss.value_or(0));
+  out->set_has_eval_loss(row.last_eval_loss.has_value());
+  out->set_last_eval_loss(row.last_eval_loss.value_or(0));
+  if (!row.terms.empty() && !out->mutable_terms()->ParseFromString(row.terms)) {
+    return grpc::Status(grpc::StatusCode::DATA_LOSS,
+                        "campaign '" + row.name + "': its training terms cannot be parsed");
+  }
   out->set_created_unix_ms(row.created_ms);
   out->set_updated_unix_ms(row.updated_ms);
   auto holders = engine_->store()->ListHolders(row.name);
@@ -257,7 +266,10 @@ grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
       }
       ev.set_message(e.message);
       ev.set_bytes(e.bytes);
+      ev.set_has_loss(e.loss.has_value());
       ev.set_loss(e.loss.value_or(0));
+      ev.set_has_eval_loss(e.eval_loss.has_value());
+      ev.set_eval_loss(e.eval_loss.value_or(0));
       ev.set_time_unix_ms(e.time_ms);
       if (!out->Write(ev)) return grpc::Status::OK;  // the watcher left
       sent = true;

@@ -72,6 +72,7 @@ class AuthorizationTest : public ::testing::Test {
     o.holders = 2;
     o.dataset_bytes = {256u << 10, 384u << 10};
     o.buffer_bytes = 1u << 20;
+    o.holder_training_policy["min_window_bytes"] = 4096;  // windows under 1 MiB
     o.chunk_bytes = 256u << 10;
     o.trainer = false;
     auto st = EmulatedStack::Start(o);

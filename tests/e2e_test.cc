@@ -257,6 +257,7 @@ TEST(EndToEndTest, ProportionalScheduleGivesTheBiggerHolderMoreTrips) {
   o.holders = 2;
   o.dataset_bytes = {1u << 20, 3u << 20};
   o.buffer_bytes = 512u << 10;
+  o.holder_training_policy["min_window_bytes"] = 4096;  // windows under 1 MiB
   o.chunk_bytes = 256u << 10;
   o.schedule = "proportional";
   o.trainer = false;

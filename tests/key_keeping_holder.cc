@@ -13,6 +13,7 @@
 #include "proto/device.grpc.pb.h"
 #include "proto/mux.grpc.pb.h"
 #include "trainer/synthetic_corpus.h"
+#include "trainer/training_policy.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
 
@@ -89,6 +90,12 @@ grpc::Status KeyKeepingHolder::GetInfo(grpc::ServerContext*, const v1::GetInfoRe
   out->set_dataset_format("raw");
   out->set_dataset_name(name_ + "-data");
   out->set_domain(domain_);
+  // Any policy an agent may state; this one allows short windows and a loss
+  // per trip, so the other holders' policies decide the campaign's terms.
+  v1::TrainingPolicy policy = DefaultTrainingPolicy();
+  policy.set_min_window_bytes(4096);
+  policy.set_min_windows_per_loss(1);
+  *out->mutable_training_policy() = policy;
   return grpc::Status::OK;
 }
 
