@@ -241,6 +241,7 @@ std::string CampaignSummary(const v1::Campaign& c) {
     row("Provisioned", FormatBytes(c.bytes_provisioned()) + " (total not known yet)");
   }
   row("Last loss", c.has_loss() ? FormatLoss(c.last_loss()) : "-");
+  if (c.has_eval_loss()) row("Held-out", FormatLoss(c.last_eval_loss()));
   row("Created", FormatTime(c.created_unix_ms(), false));
   row("Updated", FormatTime(c.updated_unix_ms(), false));
   if (!c.error().empty()) row("Error", TerminalSafe(c.error()));
@@ -323,7 +324,10 @@ std::string EventLine(const v1::Event& e) {
     if (e.total_bytes() > 0) b += " of " + FormatBytes(e.total_bytes());
     msg = msg.empty() ? b : msg + " (" + b + ")";
   }
-  if (e.kind() == v1::TRAINED) msg += (msg.empty() ? "" : " ") + std::string("loss=") + FormatLoss(e.loss());
+  if (e.kind() == v1::TRAINED && e.has_loss()) {
+    msg += (msg.empty() ? "" : " ") + std::string("loss=") + FormatLoss(e.loss());
+    if (e.has_eval_loss()) msg += " held-out=" + FormatLoss(e.eval_loss());
+  }
   l += msg.empty() ? "-" : msg;
   while (!l.empty() && l.back() == ' ') l.pop_back();
   return l;

@@ -86,6 +86,7 @@ std::vector<v1::Event> TripScript(const std::string& c, v1::CampaignState final_
   s.push_back(prov);
   v1::Event trained = Ev(6, c, v1::TRAINED, 1, "hospital-a", v1::TRAIN);
   trained.set_loss(0.5);
+  trained.set_has_loss(true);
   s.push_back(trained);
   s.push_back(Ev(7, c, v1::SCRUBBED, 1, "hospital-a", v1::SCRUB, "buffer zeroed and verified"));
   s.push_back(Ev(8, c, v1::TRIP_FINISHED, 1, "hospital-a", v1::DONE, "ok"));

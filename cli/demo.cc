@@ -25,26 +25,37 @@ void PrintTable(const v1::Campaign& c) {
   std::printf("\nCampaign '%s' on the emulated H100-CC (%s): %s\n\n",
               TerminalSafe(c.name()).c_str(),
               EmulatedStack::kGpuSerial, v1::CampaignState_Name(c.state()).c_str());
-  std::printf("%-5s %-10s %10s %10s %7s %9s %9s %-8s %-9s %-8s %8s\n", "trip", "holder",
+  std::printf("%-5s %-10s %10s %10s %7s %9s %9s %-8s %-9s %-8s %6s %8s\n", "trip", "holder",
               "offset", "bytes", "chunks", "seconds", "MB/s", "digest", "scrubbed", "re-keyed",
-              "loss");
+              "loss", "held-out");
   for (const auto& t : c.trips()) {
     double mbs = t.provision_seconds() > 0 ? t.bytes() / 1e6 / t.provision_seconds() : 0;
+    // Reported losses carry the campaign's terms' decimals.
+    const int decimals = static_cast<int>(c.terms().loss_decimals());
     char loss[32] = "-";
-    if (t.has_loss()) std::snprintf(loss, sizeof(loss), "%.4f", t.loss());
-    std::printf("%-5llu %-10s %10llu %10llu %7llu %9.3f %9.1f %-8s %-9s %-8s %8s\n",
+    if (t.has_loss()) std::snprintf(loss, sizeof(loss), "%.*f", decimals, t.loss());
+    char eval[32] = "-";
+    if (t.has_eval_loss()) std::snprintf(eval, sizeof(eval), "%.*f", decimals, t.eval_loss());
+    std::printf("%-5llu %-10s %10llu %10llu %7llu %9.3f %9.1f %-8s %-9s %-8s %6s %8s\n",
                 static_cast<unsigned long long>(t.id()), TerminalSafe(t.holder()).c_str(),
                 static_cast<unsigned long long>(t.window_offset()),
                 static_cast<unsigned long long>(t.bytes()),
                 static_cast<unsigned long long>(t.chunks()), t.provision_seconds(), mbs,
                 t.digest_match() ? "match" : "MISMATCH", t.scrub_verified() ? "verified" : "NO",
-                t.rekeyed() ? "yes" : "NO", loss);
+                t.rekeyed() ? "yes" : "NO", loss, eval);
     if (!t.error().empty()) std::printf("      error: %s\n", TerminalSafe(t.error()).c_str());
   }
   std::printf("\nThe loss column is the built-in next-token trainer's training loss on each\n"
               "window: the mean over its batches of each batch's loss just before the model\n"
-              "learns from it, in nats. An untrained model scores ln(512) = 6.24; on the\n"
-              "demo's synthetic corpus (entropy about 1.5) the model settles near 1.6.\n");
+              "learns from it, in nats. The held-out column is the model's loss, after the\n"
+              "window, on text the orchestrator keeps for itself (never trained on): it\n"
+              "falls as the model learns from the holders' data. An untrained model scores\n"
+              "ln(512) = 6.24; on the demo's synthetic corpus (entropy about 1.5) the model\n"
+              "settles near 1.6. Both are what the holders' training policies let out:\n"
+              "rounded to %u decimals, one figure per %u trained window%s (the demo's\n"
+              "holders allow a loss per trip; by default a holder allows one per 4).\n",
+              c.terms().loss_decimals(), c.terms().min_windows_per_loss(),
+              c.terms().min_windows_per_loss() == 1 ? "" : "s");
 }
 
 }  // namespace
@@ -137,6 +148,7 @@ int DemoCommand(int argc, char** argv) {
                            {"outcome", t.outcome()},
                            {"error", t.error()}};
       if (t.has_loss()) tj["loss"] = t.loss();
+      if (t.has_eval_loss()) tj["eval_loss"] = t.eval_loss();
       j["trips"].push_back(tj);
     }
     if (!report->error().empty()) j["error"] = report->error();
