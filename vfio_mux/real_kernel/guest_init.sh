@@ -9,6 +9,7 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
+mount -t tracefs tracefs /sys/kernel/tracing
 
 out=/dev/ttyS1
 stty -F "$out" raw -echo 2>/dev/null

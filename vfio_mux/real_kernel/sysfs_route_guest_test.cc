@@ -4,12 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <iostream>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "vfio_mux/real_kernel/function_trace.h"
 #include "vfio_mux/real_kernel/guest_machine.h"
 #include "vfio_mux/real_kernel/stand_in_sysfs.h"
 #include "vfio_mux/real_kernel/vfio_consumer.h"
@@ -187,6 +189,34 @@ TEST_F(SysfsRoute, ResetRestoresTheMethodsResetsAndDisablesThemAgain) {
   EXPECT_EQ(PciAttr(bdf_, "reset_method"), "");
   consumer->Close();
   // Release refuses while held too; here nothing holds it.
+}
+
+// What an empty reset_method does and does not stop. The device is alone
+// below its root port, so the kernel can reset its bus ("bus" was in its
+// list). A consumer that takes the device and lets go: no function reset
+// (the list is empty), but vfio-pci's release still resets the bus
+// (vfio_pci_dev_set_try_reset -> pci_reset_bus ignores reset_method): the
+// state a CC session needs does not survive the release. (Debian's 6.1.)
+TEST_F(SysfsRoute, AReleaseByAConsumerStillResetsTheBusWithResetMethodEmpty) {
+  ASSERT_TRUE(backend_->Prepare("gpu0").ok());
+  ASSERT_EQ(PciAttr(bdf_, "reset_method"), "");
+  // pci_reset_secondary_bus sets the bridge's Secondary Bus Reset bit
+  // (pci_bridge_secondary_bus_reset is inlined into its callers).
+  auto trace = FunctionTrace::Start({"pcie_flr", "pci_reset_bus", "pci_reset_secondary_bus"});
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  {
+    auto consumer = VfioConsumer::OpenGroup(PciIommuGroup(bdf_));
+    ASSERT_TRUE(consumer.ok()) << consumer.status();
+    absl::Status took = consumer->Take(bdf_);
+    ASSERT_TRUE(took.ok()) << took;
+  }
+  auto calls = trace->Stop();
+  ASSERT_TRUE(calls.ok()) << calls.status();
+  for (const auto& [f, n] : *calls) std::cout << "calls of " << f << ": " << n << "\n";
+  EXPECT_EQ((*calls)["pcie_flr"], 0) << "a function reset despite the empty reset_method";
+  EXPECT_GE((*calls)["pci_reset_bus"], 1) << "vfio-pci released the device without a bus reset";
+  EXPECT_GE((*calls)["pci_reset_secondary_bus"], 1) << "no Secondary Bus Reset was issued";
+  EXPECT_EQ(PciAttr(bdf_, "reset_method"), "");
 }
 
 }  // namespace
