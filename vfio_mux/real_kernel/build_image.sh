@@ -27,6 +27,7 @@ for v in /boot/vmlinuz-*-cloud-amd64; do
   fi
 done
 [ -n "$kver" ] || fail "no cloud kernel in /boot with modules in /lib/modules: install linux-image-cloud-amd64 (tools/setup.sh does)"
+[ -r "/boot/vmlinuz-$kver" ] || fail "/boot/vmlinuz-$kver is not readable by $(id -un): run as root, or make it readable (chmod a+r)"
 busybox=/bin/busybox
 [ -x "$busybox" ] || fail "$busybox missing: install busybox-static (tools/setup.sh does)"
 if ldd "$busybox" >/dev/null 2>&1; then
