@@ -14,6 +14,9 @@ PACKAGES=(
   libsqlite3-dev
   libabsl-dev
   systemd
+  # The real-kernel tests (vfio_mux/real_kernel): a QEMU guest (TCG) booting
+  # Debian's cloud kernel from a busybox initramfs, with an ext4 test disk.
+  qemu-system-x86 linux-image-cloud-amd64 busybox-static cpio e2fsprogs kmod
 )
 
 missing=()

@@ -144,10 +144,13 @@ absl::Status FakeSysfs::AddDevice(const FakePciDevice& dev) {
   d.iommu_group = dev.iommu_group;
   absl::Status s = MakeDirs(d.dir);
   if (!s.ok()) return s;
-  const std::pair<const char*, std::string> files[] = {
+  // The kernel shows reset and reset_method only for a device that had a
+  // reset method when it was found.
+  d.has_reset_files = !dev.reset_method.empty();
+  std::vector<std::pair<const char*, std::string>> files = {
       {"vendor", dev.vendor + "\n"}, {"device", dev.device + "\n"},
-      {"class", dev.class_code + "\n"}, {"reset", ""},
-  };
+      {"class", dev.class_code + "\n"}};
+  if (d.has_reset_files) files.push_back({"reset", ""});
   for (const auto& [name, text] : files) {
     s = WriteText(d.dir + "/" + name, text);
     if (!s.ok()) return s;
@@ -189,6 +192,11 @@ absl::Status FakeSysfs::AddProcess(int pid, const std::string& comm,
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+void FakeSysfs::BreakResetMethod(const std::string& bdf, const std::string& method) {
+  absl::MutexLock lock(&mu_);
+  devices_[bdf].broken_resets.insert(method);
 }
 
 void FakeSysfs::FailWrites(const std::string& path, int err) {
@@ -390,29 +398,35 @@ absl::Status FakeSysfs::WriteLocked(const std::string& path,
       d.override_driver = value;
       return SyncFilesLocked(d);
     }
-    if (attr == "reset_method") {
+    // Every method is probed when written and at reset time.
+    std::vector<std::string> working;
+    for (absl::string_view m : absl::StrSplit(d.supported_resets, ' ', absl::SkipEmpty())) {
+      if (d.broken_resets.count(std::string(m)) == 0) working.emplace_back(m);
+    }
+    auto works = [&](const std::string& m) {
+      return std::find(working.begin(), working.end(), m) != working.end();
+    };
+    if (attr == "reset_method" && d.has_reset_files) {
       if (value.empty()) {
         d.reset_method.clear();
       } else if (value == "default") {
-        d.reset_method = d.supported_resets;
+        d.reset_method = absl::StrJoin(working, " ");
       } else {
-        std::vector<std::string> supported =
-            absl::StrSplit(d.supported_resets, ' ', absl::SkipEmpty());
         std::vector<std::string> wanted =
             absl::StrSplit(value, ' ', absl::SkipEmpty());
         for (const std::string& m : wanted) {
-          if (std::find(supported.begin(), supported.end(), m) ==
-              supported.end()) {
-            return WriteError(EINVAL, path, data);
-          }
+          if (!works(m)) return WriteError(EINVAL, path, data);
         }
         d.reset_method = absl::StrJoin(wanted, " ");
       }
       return SyncFilesLocked(d);
     }
-    if (attr == "reset") {
+    if (attr == "reset" && d.has_reset_files) {
       if (value != "1") return WriteError(EINVAL, path, data);
-      if (d.reset_method.empty()) return WriteError(ENOTTY, path, data);
+      std::vector<std::string> listed = absl::StrSplit(d.reset_method, ' ', absl::SkipEmpty());
+      if (std::none_of(listed.begin(), listed.end(), works)) {
+        return WriteError(ENOTTY, path, data);
+      }
       ++d.reset_count;
       return absl::OkStatus();
     }
@@ -464,7 +478,7 @@ absl::Status FakeSysfs::SyncFilesLocked(const Device& d) {
       d.dir + "/driver_override",
       (d.override_driver.empty() ? std::string("(null)") : d.override_driver) +
           "\n");
-  if (!s.ok()) return s;
+  if (!s.ok() || !d.has_reset_files) return s;
   // An empty list reads as zero bytes, not "\n" (reset_method_show).
   return WriteText(d.dir + "/reset_method",
                    d.reset_method.empty() ? "" : d.reset_method + "\n");

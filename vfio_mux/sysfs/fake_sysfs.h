@@ -46,9 +46,12 @@ struct FakePciDevice {
 // driver does not hold the device); drivers_probe binds to driver_override if
 // set, else to the native driver, if that driver is loaded (its directory
 // exists: removing it models rmmod) and the device is unbound; driver_override reads "(null)" when
-// cleared by "\n"; reset_method takes "", "default" or supported names
-// (EINVAL otherwise) and reads empty when disabled; reset takes "1", counts,
-// and fails ENOTTY while reset_method is empty.
+// cleared by "\n"; reset and reset_method exist only for a device created
+// with a reset method; reset_method takes "", "default" or names of methods
+// that work now (EINVAL otherwise: the kernel probes each method when it is
+// written, and "default" lists only those that work now, maybe none) and
+// reads empty when disabled; reset takes "1", counts, and fails ENOTTY
+// unless a listed method works now.
 class FakeSysfs : public SysfsFs {
  public:
   // Builds an empty tree (no drivers, no devices) under a new /tmp directory.
@@ -87,6 +90,11 @@ class FakeSysfs : public SysfsFs {
   // drivers_probe writes for `bdf` succeed but no driver binds (as when
   // vfio-pci cannot reserve a BAR a host framebuffer holds).
   void IgnoreProbe(const std::string& bdf);
+  // From now on `method` fails the kernel's probe for `bdf`, as "bus" does
+  // once another function shares the device's bus: still listed if it was,
+  // refused (EINVAL) when written, left out by "default", and a reset whose
+  // listed methods all fail is ENOTTY. Not undone by ClearFaults.
+  void BreakResetMethod(const std::string& bdf, const std::string& method);
   void ClearFaults();
   // Rebinds behind the code's back (another admin, a udev rule).
   absl::Status ForceBind(const std::string& bdf, const std::string& driver);
@@ -120,6 +128,8 @@ class FakeSysfs : public SysfsFs {
     std::string override_driver;
     std::string supported_resets;
     std::string reset_method;
+    std::set<std::string> broken_resets;  // fail the kernel's probe now
+    bool has_reset_files = true;
     int reset_count = 0;
     int index = 0;
     std::string iommu_group;

@@ -81,6 +81,31 @@ TEST(FakeSysfsTest, ResetMethodAndReset) {
   EXPECT_EQ(SysfsErrno(fake->WriteFile(dev + "/vendor", "0x8086")), EACCES);
 }
 
+// As the kernel: methods are probed when written and at reset time, and a
+// device found without any has neither file.
+TEST(FakeSysfsTest, ResetMethodsAreProbedWhenUsed) {
+  std::shared_ptr<FakeSysfs> fake = MakeFake();
+  const std::string dev = fake->DevicePath(kGpu);
+  ASSERT_TRUE(fake->WriteFile(dev + "/reset_method", "bus").ok());
+  fake->BreakResetMethod(kGpu, "bus");
+  EXPECT_EQ(fake->reset_method(kGpu), "bus");
+  EXPECT_EQ(SysfsErrno(fake->WriteFile(dev + "/reset", "1")), ENOTTY);
+  EXPECT_EQ(SysfsErrno(fake->WriteFile(dev + "/reset_method", "bus")), EINVAL);
+  ASSERT_TRUE(fake->WriteFile(dev + "/reset_method", "default").ok());
+  EXPECT_EQ(fake->reset_method(kGpu), "flr");
+  fake->BreakResetMethod(kGpu, "flr");
+  ASSERT_TRUE(fake->WriteFile(dev + "/reset_method", "default").ok());
+  EXPECT_EQ(fake->reset_method(kGpu), "");
+
+  FakePciDevice bare;
+  bare.bdf = "0000:99:00.0";
+  bare.driver = "";
+  bare.reset_method = "";
+  ASSERT_TRUE(fake->AddDevice(bare).ok());
+  EXPECT_FALSE(fake->Exists(fake->DevicePath(bare.bdf) + "/reset_method"));
+  EXPECT_FALSE(fake->Exists(fake->DevicePath(bare.bdf) + "/reset"));
+}
+
 TEST(FakeSysfsTest, InjectedFaults) {
   std::shared_ptr<FakeSysfs> fake = MakeFake();
   const std::string dev = fake->DevicePath(kGpu);

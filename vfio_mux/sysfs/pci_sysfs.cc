@@ -459,12 +459,16 @@ absl::Status PciSysfs::WriteResetMethod(absl::string_view bdf_in,
   if (!s.ok()) {
     return StepError(
         s, bdf, absl::StrCat("writing '", want, "' to reset_method"),
-        "EINVAL means a method the device does not support; use one listed "
-        "before it was disabled, or 'default'");
+        "EINVAL means a method that does not work for the device now: the "
+        "kernel probes each method when it is written, so one listed earlier "
+        "may be refused (a bus reset needs the device alone on its bus); "
+        "`dmesg` names it; write 'default' for what works now");
   }
   absl::StatusOr<std::string> after = ReadResetMethod(bdf);
   if (!after.ok()) return after.status();
-  const bool ok = want == "default" ? !after->empty() : *after == want;
+  // "default" probes every method again: the kernel's answer is whatever
+  // works now, which may be none.
+  const bool ok = want == "default" || *after == want;
   if (!ok) {
     return absl::InternalError(absl::StrCat(
         "GPU ", bdf, ": wrote '", want, "' to ", path, " but it reads '",
@@ -482,6 +486,17 @@ absl::Status PciSysfs::FunctionReset(absl::string_view bdf_in) {
   const std::string path = DevicePath(info->bdf) + "/reset";
   absl::Status s = TimedWrite(info->bdf, path, "1");
   if (SysfsErrno(s) == ENOTTY) {
+    // The kernel answers ENOTTY both when reset_method is empty and when
+    // every listed method fails its probe at reset time.
+    absl::StatusOr<std::string> listed = ReadResetMethod(info->bdf);
+    if (listed.ok() && !listed->empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "GPU ", info->bdf, ": function reset via ", path,
+          " refused: none of the enabled reset methods (", *listed,
+          ") works for the device now (a bus reset needs the device alone on "
+          "its bus; `dmesg` may say more); write 'default' to reset_method to "
+          "see what works"));
+    }
     return absl::FailedPreconditionError(absl::StrCat(
         "GPU ", info->bdf, ": function reset via ", path,
         " refused: no reset method is enabled (reset_method is empty); "
@@ -499,6 +514,20 @@ absl::Status PciSysfs::ResetKeepingResetDisabled(absl::string_view bdf,
                                                  absl::string_view methods) {
   absl::Status s =
       WriteResetMethod(bdf, methods.empty() ? "default" : methods);
+  if (absl::IsInvalidArgument(s) && !methods.empty()) {
+    // The saved list no longer probes (the kernel re-checks each method when
+    // it is written): reset with what works now, if anything does.
+    absl::Status fallback = WriteResetMethod(bdf, "default");
+    absl::StatusOr<std::string> now =
+        fallback.ok() ? ReadResetMethod(bdf) : absl::StatusOr<std::string>(fallback);
+    if (now.ok() && !now->empty()) {
+      s = absl::OkStatus();
+    } else if (now.ok()) {
+      s = absl::FailedPreconditionError(absl::StrCat(
+          s.message(), "; and 'default' found no reset method that works now, "
+          "so the GPU cannot be reset until that changes"));
+    }
+  }
   if (s.ok()) s = FunctionReset(bdf);
   absl::Status again = WriteResetMethod(bdf, "");
   if (!s.ok()) return s;

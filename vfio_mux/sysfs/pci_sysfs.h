@@ -77,13 +77,17 @@ class PciSysfs {
   // reset_method, whitespace-trimmed; "" means every reset is disabled.
   absl::StatusOr<std::string> ReadResetMethod(absl::string_view bdf);
   // Writes `methods` ("" disables, "default" restores the kernel's list, or
-  // e.g. "flr bus") and reads it back.
+  // e.g. "flr bus") and reads it back. The kernel probes each method when it
+  // is written: one it listed earlier may be refused now (InvalidArgument),
+  // and "default" yields what works now, possibly nothing (read it back).
   absl::Status WriteResetMethod(absl::string_view bdf,
                                 absl::string_view methods);
-  // Writes "1" to reset. Fails while reset_method is empty.
+  // Writes "1" to reset. Fails (FailedPrecondition) while reset_method is
+  // empty or none of its methods works for the device at reset time.
   absl::Status FunctionReset(absl::string_view bdf);
   // A reset for a GPU whose reset is kept disabled: enables `methods` (the
-  // list saved before disabling, or "default"), resets, and disables
+  // list saved before disabling, or "default"; when the kernel refuses the
+  // saved list, what "default" finds works now), resets, and disables
   // reset_method again, also when the reset failed (an enabled reset_method
   // would let the next vfio-pci release wipe the next session).
   absl::Status ResetKeepingResetDisabled(absl::string_view bdf,

@@ -314,6 +314,42 @@ TEST_F(PciSysfsTest, UnsupportedResetMethodIsExplained) {
   EXPECT_TRUE(Contains(s, "'default'"));
 }
 
+// The kernel probes each method when it is written: one listed before may
+// be refused now (a bus reset once another function shares the bus).
+TEST_F(PciSysfsTest, AMethodThatNoLongerWorksIsRefusedWhenWritten) {
+  fake_->BreakResetMethod(kGpu, "bus");
+  absl::Status s = sysfs_->WriteResetMethod(kGpu, "flr bus");
+  ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(Contains(s, "probes each method when it is written"));
+  EXPECT_EQ(fake_->reset_method(kGpu), "flr bus");
+  ASSERT_TRUE(sysfs_->WriteResetMethod(kGpu, "default").ok());
+  EXPECT_EQ(fake_->reset_method(kGpu), "flr");
+}
+
+// "default" is the kernel's answer, even when nothing works.
+TEST_F(PciSysfsTest, DefaultMayFindNoResetMethod) {
+  fake_->BreakResetMethod(kGpu, "bus");
+  fake_->BreakResetMethod(kGpu, "flr");
+  absl::Status s = sysfs_->WriteResetMethod(kGpu, "default");
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(*sysfs_->ReadResetMethod(kGpu), "");
+}
+
+TEST_F(PciSysfsTest, ResetFallsBackToWhatWorksWhenTheSavedListIsRefused) {
+  ASSERT_TRUE(sysfs_->WriteResetMethod(kGpu, "").ok());
+  fake_->BreakResetMethod(kGpu, "bus");
+  absl::Status s = sysfs_->ResetKeepingResetDisabled(kGpu, "flr bus");
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(fake_->reset_count(kGpu), 1);
+  EXPECT_EQ(fake_->reset_method(kGpu), "");
+  fake_->BreakResetMethod(kGpu, "flr");
+  s = sysfs_->ResetKeepingResetDisabled(kGpu, "flr bus");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_TRUE(Contains(s, "found no reset method that works now"));
+  EXPECT_EQ(fake_->reset_count(kGpu), 1);
+  EXPECT_EQ(fake_->reset_method(kGpu), "");
+}
+
 TEST_F(PciSysfsTest, MissingResetMethodNeedsNewerKernel) {
   std::filesystem::remove(fake_->DevicePath(kGpu) + "/reset_method");
   absl::StatusOr<std::string> m = sysfs_->ReadResetMethod(kGpu);
@@ -350,6 +386,16 @@ TEST_F(PciSysfsTest, FunctionResetWithResetDisabledIsExplained) {
   absl::Status s = sysfs_->FunctionReset(kGpu);
   ASSERT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_TRUE(Contains(s, "reset_method is empty"));
+  EXPECT_EQ(fake_->reset_count(kGpu), 0);
+}
+
+// ENOTTY with methods listed: none of them works for the device now.
+TEST_F(PciSysfsTest, FunctionResetWithNoWorkingMethodIsExplained) {
+  ASSERT_TRUE(sysfs_->WriteResetMethod(kGpu, "bus").ok());
+  fake_->BreakResetMethod(kGpu, "bus");
+  absl::Status s = sysfs_->FunctionReset(kGpu);
+  ASSERT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_TRUE(Contains(s, "none of the enabled reset methods (bus)"));
   EXPECT_EQ(fake_->reset_count(kGpu), 0);
 }
 

@@ -225,6 +225,9 @@ absl::Status SysfsBackend::Release(const std::string& gpu) {
   if (!s.ok()) return s;
   s = sysfs_.WriteResetMethod(
       d.bdf, d.saved_resets.empty() ? "default" : d.saved_resets);
+  // A saved method the kernel no longer accepts (it probes each one when
+  // written): the host gets what works now.
+  if (absl::IsInvalidArgument(s)) s = sysfs_.WriteResetMethod(d.bdf, "default");
   if (!s.ok()) return s;
   s = sysfs_.ReturnToHost(d.bdf);
   if (!s.ok()) return s;

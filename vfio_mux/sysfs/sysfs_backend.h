@@ -75,7 +75,8 @@ class SysfsBackend : public RoutingBackend {
   // Binds `gpu` to vfio-pci, checks its IOMMU group, disables its reset
   // (remembering the kernel's list for Reset and Release). Idempotent.
   absl::Status Prepare(const std::string& gpu);
-  // End of a campaign: restores reset_method and hands the GPU back to its
+  // End of a campaign: restores reset_method (the saved list, or what the
+  // kernel finds works now if it refuses that) and hands the GPU back to its
   // native driver. Refused while a VFIO consumer holds it.
   absl::Status Release(const std::string& gpu);
   // The domain recorded by the last Move ("" = unrouted or unknown).

@@ -391,6 +391,17 @@ TEST_F(SysfsBackendTest, ReleaseReturnsGpuToHost) {
   EXPECT_EQ(b->RecordedDomain("gpu0"), "");
 }
 
+// The saved list no longer probes (another function joined the bus): the
+// GPU still goes back, with what the kernel finds works now.
+TEST_F(SysfsBackendTest, ReleaseFallsBackToTheKernelsListWhenTheSavedOneIsRefused) {
+  std::unique_ptr<SysfsBackend> b = MakeBackend();
+  fake_->BreakResetMethod(kGpu, "bus");
+  absl::Status s = b->Release("gpu0");
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(fake_->driver(kGpu), "nvidia");
+  EXPECT_EQ(fake_->reset_method(kGpu), "flr");
+}
+
 TEST_F(SysfsBackendTest, ReleaseRefusedWhileHeld) {
   std::unique_ptr<SysfsBackend> b = MakeBackend();
   ASSERT_TRUE(fake_->AddProcess(888, "holder", {"/dev/vfio/42"}).ok());
