@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -67,6 +68,20 @@ std::string FormatUtc(absl::Time t);
 absl::StatusOr<bool> VerifyEcdsaSha256(EVP_PKEY* key,
                                        absl::Span<const uint8_t> data,
                                        const std::array<uint8_t, 64>& rs);
+
+// Verifies certs[0] through the untrusted certs[1..] to the pinned `root`
+// at `at`; with `crls`, every certificate below the root must be covered by
+// its issuer's CRL (valid at `at`, signature checked). `expected_length` (0:
+// any) is the verified chain's length, root included. Errors are
+// kUnauthenticated: "<chain_name> does not verify to the pinned Intel SGX
+// Root CA at <time>: <OpenSSL's reason>; <which certificate, by subject>",
+// naming the issuer when the failure is about the issuer (its key or a
+// missing issuer), so a damaged CA certificate is not blamed on its child.
+absl::Status VerifyChainToRoot(const std::vector<OsslPtr<X509>>& certs,
+                               X509* root, absl::Time at,
+                               absl::Span<X509_CRL* const> crls,
+                               absl::string_view chain_name,
+                               size_t expected_length);
 
 // True if `key` is an EC key on P-256.
 bool IsP256(EVP_PKEY* key);

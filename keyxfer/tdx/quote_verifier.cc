@@ -61,70 +61,6 @@ absl::StatusOr<OsslPtr<EVP_PKEY>> P256PublicKey(
   return key;
 }
 
-// Which certificate an X509_verify_cert error is about. OpenSSL reports the
-// depth of the certificate being checked, but several errors are about its
-// issuer (the issuer's key does not decode, or the signature made with it
-// does not verify, or no issuer was found): those name both, so a damaged
-// PCK CA certificate is not blamed on the PCK leaf.
-std::string DescribeChainError(X509_STORE_CTX* ctx, absl::string_view when,
-                               absl::string_view chain_name,
-                               const std::vector<OsslPtr<X509>>& given) {
-  const int err = X509_STORE_CTX_get_error(ctx);
-  const int depth = X509_STORE_CTX_get_error_depth(ctx);
-  X509* current = X509_STORE_CTX_get_current_cert(ctx);
-  STACK_OF(X509)* chain = X509_STORE_CTX_get0_chain(ctx);
-  X509* issuer = nullptr;
-  if (chain != nullptr && depth + 1 < sk_X509_num(chain)) {
-    issuer = sk_X509_value(chain, depth + 1);
-  }
-  std::string detail;
-  switch (err) {
-    case X509_V_ERR_UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY:
-    case X509_V_ERR_CERT_SIGNATURE_FAILURE:
-      detail = absl::StrFormat(
-          "the signature on depth %d (%s) does not verify with the key of its "
-          "issuer at depth %d (%s): either certificate may be damaged",
-          depth, SubjectOf(current), depth + 1, SubjectOf(issuer));
-      break;
-    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
-    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
-      if (depth == 0 && given.size() >= 2 && current == given[0].get()) {
-        detail = absl::StrFormat(
-            "the quote's PCK CA certificate (certificate 2, subject %s) is "
-            "not the issuer of the PCK leaf (issuer name %s): the PCK CA "
-            "certificate is damaged or belongs to another chain",
-            SubjectOf(given[1].get()),
-            NameOf(X509_get_issuer_name(given[0].get())));
-        break;
-      }
-      detail = absl::StrFormat(
-          "no certificate in the chain or trust store is the issuer of depth "
-          "%d (%s, issuer name %s): the issuing CA certificate is missing, "
-          "damaged or not Intel's",
-          depth, SubjectOf(current),
-          current ? NameOf(X509_get_issuer_name(current)) : "<none>");
-      break;
-    case X509_V_ERR_CERT_REVOKED:
-      detail = absl::StrFormat(
-          "depth %d (%s, serial %s) is revoked by the CRL of its issuer (%s)",
-          depth, SubjectOf(current), current ? SerialOf(current) : "<none>",
-          current ? NameOf(X509_get_issuer_name(current)) : "<none>");
-      break;
-    case X509_V_ERR_UNABLE_TO_GET_CRL:
-      detail = absl::StrFormat(
-          "no CRL from the issuer of depth %d (%s, issuer %s) was supplied",
-          depth, SubjectOf(current),
-          current ? NameOf(X509_get_issuer_name(current)) : "<none>");
-      break;
-    default:
-      detail = absl::StrFormat("depth %d (%s)", depth, SubjectOf(current));
-  }
-  return absl::StrFormat("%s does not verify to the pinned Intel SGX Root CA "
-                         "at %s: %s; %s",
-                         chain_name, when, X509_verify_cert_error_string(err),
-                         detail);
-}
-
 absl::StatusOr<OsslPtr<EVP_PKEY>> VerifyPckChain(
     const Quote& quote, X509* root, absl::Time at,
     absl::Span<X509_CRL* const> crls) {
@@ -147,50 +83,13 @@ absl::StatusOr<OsslPtr<EVP_PKEY>> VerifyPckChain(
     certs.push_back(std::move(*cert));
   }
 
-  OsslPtr<X509_STORE> store(X509_STORE_new());
-  OsslPtr<STACK_OF(X509)> untrusted(sk_X509_new_null());
-  OsslPtr<X509_STORE_CTX> ctx(X509_STORE_CTX_new());
-  if (!store || !untrusted || !ctx ||
-      X509_STORE_add_cert(store.get(), root) != 1) {
-    return absl::InternalError(DrainOpensslErrors());
-  }
-  for (X509_CRL* crl : crls) {
-    if (X509_STORE_add_crl(store.get(), crl) != 1) {
-      return absl::InternalError(DrainOpensslErrors());
-    }
-  }
   // Only the pinned root is trusted; the root copy inside the quote is just
   // another untrusted certificate (it cannot vouch for itself).
-  for (size_t i = 1; i < n; ++i) {
-    if (sk_X509_push(untrusted.get(), certs[i].get()) <= 0) {
-      return absl::InternalError(DrainOpensslErrors());
-    }
-  }
-  if (X509_STORE_CTX_init(ctx.get(), store.get(), certs[0].get(),
-                          untrusted.get()) != 1) {
-    return absl::InternalError(DrainOpensslErrors());
-  }
-  X509_VERIFY_PARAM* param = X509_STORE_CTX_get0_param(ctx.get());
-  X509_VERIFY_PARAM_set_time(param, absl::ToTimeT(at));
-  if (!crls.empty()) {
-    // Every certificate below the root must be covered by its issuer's CRL:
-    // the PCK leaf by the PCK CA's CRL, the PCK CA by the root CA's CRL.
-    X509_VERIFY_PARAM_set_flags(param,
-                                X509_V_FLAG_CRL_CHECK | X509_V_FLAG_CRL_CHECK_ALL);
-  }
-  if (X509_verify_cert(ctx.get()) != 1) {
-    std::string reason =
-        DescribeChainError(ctx.get(), FormatUtc(at), "PCK certificate chain",
-                           certs);
-    ERR_clear_error();
-    return Unauthenticated(reason);
-  }
-  STACK_OF(X509)* chain = X509_STORE_CTX_get0_chain(ctx.get());
-  if (sk_X509_num(chain) != 3) {
-    return Unauthenticated(absl::StrFormat(
-        "PCK certificate chain verified with %d certificates; a PCK chain is "
-        "exactly leaf, PCK CA, root",
-        sk_X509_num(chain)));
+  absl::Status chain = VerifyChainToRoot(certs, root, at, crls,
+                                         "PCK certificate chain",
+                                         /*expected_length=*/3);
+  if (!chain.ok()) {
+    return Unauthenticated(chain.message());
   }
   OsslPtr<EVP_PKEY> leaf_key(X509_get_pubkey(certs[0].get()));
   if (!leaf_key || !IsP256(leaf_key.get())) {

@@ -277,9 +277,11 @@ TEST_F(QuoteVerifierTest, DamagedIntermediateSubjectIsBlamedOnTheIntermediate) {
   absl::Status s = VerifyBytes(WithCertificateCharChanged(1, 263));
   EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(std::string(s.message()),
-              HasSubstr("the quote's PCK CA certificate (certificate 2"));
+              HasSubstr("certificate 2 of the PCK certificate chain "
+                        "(subject /1.24.4.3=Intel SGX PCK Platform CA"));
   EXPECT_THAT(std::string(s.message()),
-              HasSubstr("is not the issuer of the PCK leaf"));
+              HasSubstr("is not the issuer of certificate 1 (/CN=Intel SGX "
+                        "PCK Certificate"));
 }
 
 TEST_F(QuoteVerifierTest, UnparsableIntermediateIsNamed) {
