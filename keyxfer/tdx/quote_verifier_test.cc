@@ -365,3 +365,19 @@ TEST(QuoteVerifierCreateTest, RefusesRootThatIsNotPem) {
 
 }  // namespace
 }  // namespace gputravel::tdx
+
+namespace gputravel::tdx {
+namespace {
+
+TEST(QuoteVerifierTrailingTest, QuoteWithAppendedTextStillVerifies) {
+  std::string raw = testing::RealQuote();
+  raw.replace(testing::kRealQuoteLength, 4, "junk");
+  auto q = ParseQuote(raw);
+  ASSERT_TRUE(q.ok()) << q.status();
+  auto v = QuoteVerifier::Create(testing::RootCaPem());
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->Verify(*q, testing::RealQuoteValidTime()).ok());
+}
+
+}  // namespace
+}  // namespace gputravel::tdx
