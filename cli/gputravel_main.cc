@@ -4,6 +4,7 @@
 #include <string>
 
 #include "auth/pki_command.h"
+#include "cli/attest_command.h"
 #include "cli/client_commands.h"
 #include "cli/demo.h"
 #include "cli/measure_command.h"
@@ -23,7 +24,9 @@ std::string Usage() {
              "  pki     Create the campaign CA and issue mTLS certificates per identity\n"
              "          (pki init, pki issue, pki show).\n"
              "  measure Print the RTMR3 events a daemon extends for a binary and\n"
-             "          configuration, for its peers to pin.\n") +
+             "          configuration, for its peers to pin.\n"
+             "  attest  Verify a TDX quote with Intel's collateral and a policy (attest\n"
+             "          verify), or take one inside a TD (attest quote).\n") +
          gputravel::ClientCommandsHelp() +
          "  help    Print this help.\n"
          "\n"
@@ -42,6 +45,7 @@ int main(int argc, char** argv) {
   if (cmd == "demo") return gputravel::DemoCommand(argc, argv);
   if (cmd == "pki") return gputravel::PkiCommand(argc, argv);
   if (cmd == "measure") return gputravel::MeasureCommand(argc, argv);
+  if (cmd == "attest") return gputravel::AttestCommand(argc, argv);
   if (gputravel::IsClientCommand(cmd)) return gputravel::RunClientCommand(argc, argv);
   std::fprintf(stderr, "gputravel: unknown command '%s'\n\n%s", cmd.c_str(), Usage().c_str());
   return 2;

@@ -8,6 +8,7 @@
 #include "keyxfer/dev_attester.h"
 #include "keyxfer/runtime_policy.h"
 #include "keyxfer/secret_bytes.h"
+#include "keyxfer/tdx/collateral_store.h"
 #include "keyxfer/tdx/quote_verifier.h"
 #include "keyxfer/tdx/rtmr.h"
 #include "keyxfer/tdx/tdx_attester.h"
@@ -27,7 +28,7 @@ const std::set<std::string> kDevFields = {
     "peer_mrtd", "allow_debug", "peer_rtmr3"};
 const std::set<std::string> kTdxFields = {"backend", "tdx", "peer_rtmr3"};
 const std::set<std::string> kTdxSectionFields = {"configfs_root", "measurements_root",
-                                                 "root_ca", "peer_policy"};
+                                                 "root_ca", "peer_policy", "collateral"};
 
 absl::StatusOr<Rtmr3Policy> PeerRtmr3(const nlohmann::json& s, const std::string& where) {
   return Rtmr3Policy::FromJson(s.at("peer_rtmr3"), where + ".peer_rtmr3");
@@ -184,6 +185,18 @@ absl::StatusOr<AttestationSetup> MakeTdx(const nlohmann::json& s, const std::str
     return absl::InvalidArgumentError(at + ".peer_policy: " + std::string(policy.status().message()));
   }
   vo.policy = std::move(*policy);
+  if (t.contains("collateral")) {
+    // Intel's collateral changes over time (nextUpdate), so it is not measured
+    // into RTMR3: Intel's signatures, checked at every use, authenticate it.
+    auto path = JsonString(t, at, "collateral");
+    if (!path.ok()) return path.status();
+    auto store = tdx::CollateralStore::Open(*path);
+    if (!store.ok()) {
+      return absl::Status(store.status().code(),
+                          at + ".collateral: " + std::string(store.status().message()));
+    }
+    vo.collateral = std::move(*store);
+  }
   auto verifier = tdx::TdxVerifier::Create(std::move(vo));
   if (!verifier.ok()) {
     return absl::Status(verifier.status().code(),

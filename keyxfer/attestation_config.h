@@ -18,8 +18,10 @@ namespace gputravel {
 //   {"backend": "tdx", "tdx": {"configfs_root": DIR (default the kernel's),
 //    "measurements_root": DIR (default /sys/class/misc/tdx_guest/measurements),
 //    "root_ca": PEM (default the compiled-in Intel SGX Root CA),
+//    "collateral": FILE or DIR of Intel collateral bundles (optional;
+//                  tdx::CollateralStore, reread when it changes),
 //    "peer_policy": {"mrtd": .., "rtmr0".., "allow_debug": false,
-//                    "min_tee_tcb_svn": ..}},
+//                    "min_tee_tcb_svn": .., "allowed_tcb_statuses": ..}},
 //    "peer_rtmr3": {"binary": .., "config": .., "peer_pins": ..}} (production)
 //   {"backend": "dev", "allow_insecure_dev_attestation": true,
 //    "dev_key": PEM, "dev_cert": PEM, "dev_root_ca": PEM,

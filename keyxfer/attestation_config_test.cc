@@ -1,3 +1,7 @@
+#include <sys/stat.h>
+
+#include <cerrno>
+
 #include "keyxfer/attestation_config.h"
 
 #include <unistd.h>
@@ -126,6 +130,32 @@ TEST(AttestationConfigTest, TdxPeerPolicyMustPinMeasurementsAndTcb) {
       << only.status();
 }
 
+TEST(AttestationConfigTest, TdxCollateralIsLoadedAndTcbPolicyNeedsIt) {
+  nlohmann::json s = WithPlaceholdersFilled(Section("holder-tdx.json"));
+  s["tdx"]["peer_policy"]["allowed_tcb_statuses"] = {"UpToDate", "SWHardeningNeeded"};
+  auto without = Make(s, "h.json: attestation", "d");
+  EXPECT_EQ(without.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(without.status().message().find("need Intel's collateral"), std::string::npos)
+      << without.status();
+
+  const std::string dir = ::testing::TempDir() + "/collateral";
+  ASSERT_EQ(mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST, true);
+  auto bundle = ReadFile("keyxfer/tdx/testdata/dcap/tdx_quote_collateral.json");
+  ASSERT_TRUE(bundle.ok()) << bundle.status();
+  ASSERT_TRUE(WriteFile(dir + "/b0c06f000000.json", *bundle).ok());
+  s["tdx"]["collateral"] = dir;
+  auto with = Make(s, "h.json: attestation", "d");
+  EXPECT_TRUE(with.ok()) << with.status();
+
+  s["tdx"]["collateral"] = dir + "/missing";
+  auto missing = Make(s, "h.json: attestation", "d");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("h.json: attestation: tdx.collateral: TDX "
+                                            "collateral " + dir + "/missing: does not exist"),
+            std::string::npos)
+      << missing.status();
+}
+
 TEST(AttestationConfigTest, TdxNeedsPeerPolicy) {
   auto st = Make(nlohmann::json::parse(R"({"backend": "tdx", "tdx": {}})"),
                                       "h.json: attestation", "d");
@@ -161,7 +191,7 @@ TEST(AttestationConfigTest, UnknownFieldsAreRefusedAndNamed) {
   EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(st.status().message().find(
                 "h.json: attestation: tdx: unknown field 'root_cert' (accepted: "
-                "configfs_root, measurements_root, peer_policy, root_ca)"),
+                "collateral, configfs_root, measurements_root, peer_policy, root_ca)"),
             std::string::npos)
       << st.status();
   // At the top level, per backend: the development fields are not the TDX

@@ -33,6 +33,14 @@ struct AttestedIdentity {
   std::vector<std::vector<uint8_t>> rtmr;  // RTMR0..3, 48 bytes each
   uint64_t td_attributes = 0;
   std::vector<uint8_t> tee_tcb_svn;  // 16 bytes
+  // TDX with Intel's collateral configured: the TCB status the collateral
+  // gives, the advisory IDs of the matched levels and the collateral's
+  // dates (Unix seconds: oldest issue, earliest nextUpdate). Empty/zero
+  // when the backend evaluated no TCB.
+  std::string tcb_status;
+  std::vector<std::string> advisory_ids;
+  int64_t collateral_issued_unix = 0;
+  int64_t collateral_next_update_unix = 0;
 };
 
 // Checks evidence: authenticity (signatures, certificate chain), that its report

@@ -303,15 +303,13 @@ absl::StatusOr<Quote> ParseQuote(absl::Span<const uint8_t> bytes) {
       absl::string_view(reinterpret_cast<const char*>(pem.data()), pem.size()),
       pem_offset, &q.pck_chain_pem));
 
-  auto nonzero = std::find_if(bytes.begin() + q.length, bytes.end(),
-                              [](uint8_t b) { return b != 0; });
-  if (nonzero != bytes.end()) {
-    size_t at = static_cast<size_t>(nonzero - bytes.begin());
-    return Malformed(absl::StrFormat(
-        "non-zero byte 0x%02x at offset 0x%x after the end of the quote at "
-        "0x%x (only zero padding may follow)",
-        *nonzero, at, q.length));
-  }
+  // Bytes after the signature data are covered by no signature: they are
+  // kept out of every parsed field and only counted (configfs-tsm pads with
+  // zeros; other tools append text, which go-tdx-guest also ignores).
+  q.trailing_bytes = bytes.size() - q.length;
+  q.trailing_nonzero_bytes = static_cast<size_t>(
+      std::count_if(bytes.begin() + q.length, bytes.end(),
+                    [](uint8_t b) { return b != 0; }));
   return q;
 }
 

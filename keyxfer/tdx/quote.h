@@ -91,14 +91,21 @@ struct Quote {
   // PEM certificates from certification data type 5, in quote order (PCK
   // leaf, PCK platform/processor CA, root).
   std::vector<std::string> pck_chain_pem;
-  // Bytes the quote occupies; the rest of the input was zero padding.
+  // Bytes the quote occupies (through the end of its signature data).
   size_t length = 0;
+  // Input bytes after the quote, and how many of them are not zero. No
+  // signature covers them; nothing reads them.
+  size_t trailing_bytes = 0;
+  size_t trailing_nonzero_bytes = 0;
 };
 
 // Parses a TDX quote (version 4 or 5, ECDSA P-256, certification data type 6
-// with a nested PCK chain). Accepts trailing zero padding (configfs-tsm hands
-// out a zero-padded buffer). Refuses anything else that does not match the
-// layout exactly; errors name the field and its offset. Does not check any
+// with a nested PCK chain). Bytes after the quote's signature data are
+// accepted and ignored, only counted in trailing_bytes: configfs-tsm hands
+// out a zero-padded buffer, other tools append text, and no signature covers
+// them, so refusing them would protect nothing. Everything inside the quote
+// must match the layout exactly (declared lengths consumed exactly); errors
+// name the field and its offset. Does not check any
 // signature: that is QuoteVerifier's job.
 absl::StatusOr<Quote> ParseQuote(absl::Span<const uint8_t> bytes);
 absl::StatusOr<Quote> ParseQuote(absl::string_view bytes);

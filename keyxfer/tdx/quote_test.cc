@@ -132,12 +132,21 @@ TEST(QuoteTest, TruncationErrorNamesFieldAndOffset) {
               HasSubstr("signature data needs 4299 bytes at offset 0x27c"));
 }
 
-TEST(QuoteTest, RefusesNonZeroTrailingBytes) {
+TEST(QuoteTest, UnsignedTrailingBytesAreCountedAndIgnored) {
+  // Text after the quote, as some tools append: outside every signature.
   std::string raw = RealQuote();
-  raw[5000] = 1;
-  EXPECT_THAT(ErrorOf(raw),
-              HasSubstr("non-zero byte 0x01 at offset 0x1388 after the end of "
-                        "the quote at 0x1347"));
+  const std::string text = "appended by a tool";
+  raw.replace(kRealQuoteLength, text.size(), text);
+  auto q = ParseQuote(raw);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->length, kRealQuoteLength);
+  EXPECT_EQ(q->trailing_bytes, raw.size() - kRealQuoteLength);
+  EXPECT_EQ(q->trailing_nonzero_bytes, text.size());
+  auto plain = ParseQuote(RealQuote());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->trailing_nonzero_bytes, 0u);
+  EXPECT_EQ(q->signed_bytes, plain->signed_bytes);
+  EXPECT_EQ(q->pck_chain_pem, plain->pck_chain_pem);
 }
 
 TEST(QuoteTest, RefusesWrongVersion) {

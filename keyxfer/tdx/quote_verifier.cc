@@ -20,72 +20,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "keyxfer/tdx/hex.h"
+#include "keyxfer/tdx/openssl_util.h"
 
 namespace gputravel::tdx {
 namespace {
-
-struct OpensslFree {
-  void operator()(X509* p) const { X509_free(p); }
-  void operator()(X509_STORE* p) const { X509_STORE_free(p); }
-  void operator()(X509_STORE_CTX* p) const { X509_STORE_CTX_free(p); }
-  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
-  void operator()(EVP_PKEY_CTX* p) const { EVP_PKEY_CTX_free(p); }
-  void operator()(EVP_MD_CTX* p) const { EVP_MD_CTX_free(p); }
-  void operator()(ECDSA_SIG* p) const { ECDSA_SIG_free(p); }
-  void operator()(BIO* p) const { BIO_free(p); }
-  void operator()(STACK_OF(X509) * p) const { sk_X509_free(p); }
-};
-template <typename T>
-using Ptr = std::unique_ptr<T, OpensslFree>;
-
-// Drains OpenSSL's thread-local error queue into a message, so a failure here
-// does not surface later as a stale error in unrelated code.
-std::string DrainOpensslErrors() {
-  std::string out;
-  while (unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out.empty() ? "no OpenSSL error reported" : out;
-}
 
 absl::Status Unauthenticated(absl::string_view message) {
   return absl::UnauthenticatedError(
       absl::StrCat("TDX quote verification failed: ", message));
 }
 
-absl::StatusOr<Ptr<X509>> ParsePemCertificate(absl::string_view pem) {
-  Ptr<BIO> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  if (!bio) return absl::InternalError("BIO_new_mem_buf failed");
-  Ptr<X509> cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
-  if (!cert) return absl::InvalidArgumentError(DrainOpensslErrors());
-  return cert;
-}
-
-std::string SubjectOf(X509* cert) {
-  if (cert == nullptr) return "<none>";
-  char buf[256];
-  X509_NAME_oneline(X509_get_subject_name(cert), buf, sizeof(buf));
-  return buf;
-}
-
-bool IsP256(EVP_PKEY* key) {
-  if (EVP_PKEY_get_base_id(key) != EVP_PKEY_EC) return false;
-  char group[64];
-  size_t len = 0;
-  if (EVP_PKEY_get_utf8_string_param(key, OSSL_PKEY_PARAM_GROUP_NAME, group,
-                                     sizeof(group), &len) != 1) {
-    ERR_clear_error();
-    return false;
-  }
-  return absl::string_view(group, len) == "prime256v1";
-}
-
 // The quote carries bare curve coordinates; OpenSSL wants an EVP_PKEY, built
 // here from the SEC1 uncompressed encoding (0x04 || x || y).
-absl::StatusOr<Ptr<EVP_PKEY>> P256PublicKey(
+absl::StatusOr<OsslPtr<EVP_PKEY>> P256PublicKey(
     const std::array<uint8_t, 64>& xy) {
   uint8_t point[65];
   point[0] = 0x04;
@@ -97,67 +44,26 @@ absl::StatusOr<Ptr<EVP_PKEY>> P256PublicKey(
                                         sizeof(point)),
       OSSL_PARAM_construct_end(),
   };
-  Ptr<EVP_PKEY_CTX> ctx(EVP_PKEY_CTX_new_from_name(nullptr, "EC", nullptr));
+  OsslPtr<EVP_PKEY_CTX> ctx(EVP_PKEY_CTX_new_from_name(nullptr, "EC", nullptr));
   EVP_PKEY* raw = nullptr;
   if (!ctx || EVP_PKEY_fromdata_init(ctx.get()) != 1 ||
       EVP_PKEY_fromdata(ctx.get(), &raw, EVP_PKEY_PUBLIC_KEY, params) != 1) {
     return absl::InvalidArgumentError(DrainOpensslErrors());
   }
-  Ptr<EVP_PKEY> key(raw);
+  OsslPtr<EVP_PKEY> key(raw);
   // fromdata decodes the point; the explicit check keeps "on the curve" a
   // stated requirement rather than a side effect of decoding.
-  Ptr<EVP_PKEY_CTX> check(EVP_PKEY_CTX_new_from_pkey(nullptr, key.get(),
-                                                     nullptr));
+  OsslPtr<EVP_PKEY_CTX> check(EVP_PKEY_CTX_new_from_pkey(nullptr, key.get(),
+                                                         nullptr));
   if (!check || EVP_PKEY_public_check(check.get()) != 1) {
     return absl::InvalidArgumentError(DrainOpensslErrors());
   }
   return key;
 }
 
-// Quotes carry r || s (32 bytes each, big-endian); EVP verifies DER.
-absl::StatusOr<std::vector<uint8_t>> RawSignatureToDer(
-    const std::array<uint8_t, 64>& rs) {
-  Ptr<ECDSA_SIG> sig(ECDSA_SIG_new());
-  BIGNUM* r = BN_bin2bn(rs.data(), 32, nullptr);
-  BIGNUM* s = BN_bin2bn(rs.data() + 32, 32, nullptr);
-  if (!sig || !r || !s || ECDSA_SIG_set0(sig.get(), r, s) != 1) {
-    BN_free(r);
-    BN_free(s);
-    return absl::InternalError(DrainOpensslErrors());
-  }
-  int len = i2d_ECDSA_SIG(sig.get(), nullptr);
-  if (len <= 0) return absl::InternalError(DrainOpensslErrors());
-  std::vector<uint8_t> der(static_cast<size_t>(len));
-  uint8_t* p = der.data();
-  if (i2d_ECDSA_SIG(sig.get(), &p) != len) {
-    return absl::InternalError(DrainOpensslErrors());
-  }
-  return der;
-}
-
-// Ok(true) if `rs` is a valid ECDSA/SHA-256 signature of `data` by `key`,
-// Ok(false) if it is not; an error only if OpenSSL itself failed.
-absl::StatusOr<bool> VerifyEcdsaSha256(EVP_PKEY* key,
-                                       absl::Span<const uint8_t> data,
-                                       const std::array<uint8_t, 64>& rs) {
-  auto der = RawSignatureToDer(rs);
-  if (!der.ok()) return der.status();
-  Ptr<EVP_MD_CTX> md(EVP_MD_CTX_new());
-  if (!md || EVP_DigestVerifyInit_ex(md.get(), nullptr, "SHA256", nullptr,
-                                     nullptr, key, nullptr) != 1) {
-    return absl::InternalError(
-        absl::StrCat("EVP_DigestVerifyInit_ex: ", DrainOpensslErrors()));
-  }
-  int rc = EVP_DigestVerify(md.get(), der->data(), der->size(), data.data(),
-                            data.size());
-  // A wrong signature leaves an error on the queue; it is the answer, not a
-  // failure to report.
-  ERR_clear_error();
-  return rc == 1;
-}
-
-absl::StatusOr<Ptr<EVP_PKEY>> VerifyPckChain(const Quote& quote, X509* root,
-                                             absl::Time at) {
+absl::StatusOr<OsslPtr<EVP_PKEY>> VerifyPckChain(
+    const Quote& quote, X509* root, absl::Time at,
+    absl::Span<X509_CRL* const> crls) {
   const size_t n = quote.pck_chain_pem.size();
   if (n < 2) {
     return Unauthenticated(absl::StrFormat(
@@ -165,56 +71,27 @@ absl::StatusOr<Ptr<EVP_PKEY>> VerifyPckChain(const Quote& quote, X509* root,
         "its PCK CA and the root",
         n));
   }
-  std::vector<Ptr<X509>> certs;
+  std::vector<OsslPtr<X509>> certs;
   for (size_t i = 0; i < n; ++i) {
     auto cert = ParsePemCertificate(quote.pck_chain_pem[i]);
     if (!cert.ok()) {
       return Unauthenticated(absl::StrFormat(
-          "PCK certificate chain: certificate %d of %d does not parse: %s",
-          i + 1, n, cert.status().message()));
+          "PCK certificate chain: certificate %d of %d (%s) does not parse: %s",
+          i + 1, n, i == 0 ? "the PCK leaf" : i == 1 ? "the PCK CA" : "root",
+          cert.status().message()));
     }
     certs.push_back(std::move(*cert));
   }
 
-  Ptr<X509_STORE> store(X509_STORE_new());
-  Ptr<STACK_OF(X509)> untrusted(sk_X509_new_null());
-  Ptr<X509_STORE_CTX> ctx(X509_STORE_CTX_new());
-  if (!store || !untrusted || !ctx || X509_STORE_add_cert(store.get(), root) != 1) {
-    return absl::InternalError(DrainOpensslErrors());
-  }
   // Only the pinned root is trusted; the root copy inside the quote is just
   // another untrusted certificate (it cannot vouch for itself).
-  for (size_t i = 1; i < n; ++i) {
-    if (sk_X509_push(untrusted.get(), certs[i].get()) <= 0) {
-      return absl::InternalError(DrainOpensslErrors());
-    }
+  absl::Status chain = VerifyChainToRoot(certs, root, at, crls,
+                                         "PCK certificate chain",
+                                         /*expected_length=*/3);
+  if (!chain.ok()) {
+    return Unauthenticated(chain.message());
   }
-  if (X509_STORE_CTX_init(ctx.get(), store.get(), certs[0].get(),
-                          untrusted.get()) != 1) {
-    return absl::InternalError(DrainOpensslErrors());
-  }
-  X509_VERIFY_PARAM_set_time(X509_STORE_CTX_get0_param(ctx.get()),
-                             absl::ToTimeT(at));
-  const std::string when = absl::FormatTime(absl::RFC3339_sec, at,
-                                            absl::UTCTimeZone());
-  if (X509_verify_cert(ctx.get()) != 1) {
-    int err = X509_STORE_CTX_get_error(ctx.get());
-    int depth = X509_STORE_CTX_get_error_depth(ctx.get());
-    std::string subject = SubjectOf(X509_STORE_CTX_get_current_cert(ctx.get()));
-    ERR_clear_error();
-    return Unauthenticated(absl::StrFormat(
-        "PCK certificate chain does not verify to the pinned Intel SGX Root "
-        "CA at %s: %s (depth %d, %s)",
-        when, X509_verify_cert_error_string(err), depth, subject));
-  }
-  STACK_OF(X509)* chain = X509_STORE_CTX_get0_chain(ctx.get());
-  if (sk_X509_num(chain) != 3) {
-    return Unauthenticated(absl::StrFormat(
-        "PCK certificate chain verified with %d certificates; a PCK chain is "
-        "exactly leaf, PCK CA, root",
-        sk_X509_num(chain)));
-  }
-  Ptr<EVP_PKEY> leaf_key(X509_get_pubkey(certs[0].get()));
+  OsslPtr<EVP_PKEY> leaf_key(X509_get_pubkey(certs[0].get()));
   if (!leaf_key || !IsP256(leaf_key.get())) {
     ERR_clear_error();
     return Unauthenticated(absl::StrFormat(
@@ -280,6 +157,7 @@ absl::Status CheckQeIdentity(const Quote& quote) {
 
 absl::StatusOr<QuoteVerifier> QuoteVerifier::Create(
     absl::string_view root_ca_pem) {
+  ERR_clear_error();
   auto root = ParsePemCertificate(root_ca_pem);
   if (!root.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -290,7 +168,15 @@ absl::StatusOr<QuoteVerifier> QuoteVerifier::Create(
 }
 
 absl::Status QuoteVerifier::Verify(const Quote& quote, absl::Time at) const {
-  auto leaf_key = VerifyPckChain(quote, root_.get(), at);
+  return Verify(quote, at, {});
+}
+
+absl::Status QuoteVerifier::Verify(const Quote& quote, absl::Time at,
+                                   absl::Span<X509_CRL* const> crls) const {
+  // Errors left on this thread's queue by earlier code must not surface in
+  // this verification's reasons.
+  ERR_clear_error();
+  auto leaf_key = VerifyPckChain(quote, root_.get(), at, crls);
   if (!leaf_key.ok()) return leaf_key.status();
 
   auto qe_ok = VerifyEcdsaSha256(leaf_key->get(), quote.qe_report.raw,

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "keyxfer/tdx/quote.h"
 
 namespace gputravel::tdx {
@@ -24,9 +25,8 @@ namespace gputravel::tdx {
 // any enclave that is allowed the provisioning key, and a platform owner with
 // flexible launch control can allow it to an enclave of its own: only a
 // report from this enclave makes the attestation key Intel's.
-// Not checked: the QE's ISVSVN against the TCB levels of the same PCS
-// document (an out-of-date QE is still accepted); that needs the signed
-// collateral, like PCK revocation and TCB status.
+// The QE's ISVSVN against the TCB levels of the signed QE identity is checked
+// by EvaluateTcb (tcb_evaluation.h) when collateral is configured.
 inline constexpr std::array<uint8_t, 32> kIntelTdQeMrSigner = {
     0xdc, 0x9e, 0x2a, 0x7c, 0x6f, 0x94, 0x8f, 0x17, 0x47, 0x4e, 0x34,
     0xa7, 0xfc, 0x43, 0xed, 0x03, 0x0f, 0x7c, 0x15, 0x63, 0xf1, 0xba,
@@ -60,8 +60,12 @@ inline constexpr std::array<uint8_t, 16> kIntelQeVendorId = {
 //      MISCSELECT and ATTRIBUTES under their masks, and the header's QE
 //      vendor id; the kIntelTdQe* constants above);
 //   5. the quote (header || body) is signed by that attestation key.
-// Not checked: revocation (PCK CRL), TCB status and the QE's ISVSVN against
-// Intel's QE TCB levels, which need Intel PCS collateral. Errors are
+// With CRLs (the overload below), step 1 also refuses a PCK leaf revoked by
+// its CA's CRL and a PCK CA revoked by the root CA's CRL, and needs both CRLs
+// valid at `at`. TCB status and the QE's ISVSVN against Intel's TCB levels
+// are CollateralVerifier's and EvaluateTcb's (collateral.h, tcb_evaluation.h).
+// Every call clears OpenSSL's error queue first, so errors earlier code left
+// there never appear in its reasons. Errors are
 // kUnauthenticated (kInvalidArgument for a root CA that does not parse) and
 // name the step that failed; a QE identity failure says "QE identity:" and
 // names the field with expected and actual values in hex.
@@ -73,6 +77,15 @@ class QuoteVerifier {
 
   // Checks steps 1-5 with certificate validity evaluated at `at`.
   absl::Status Verify(const Quote& quote, absl::Time at) const;
+  // The same, with revocation: `crls` must hold the CRL of every CA below
+  // the root (the PCK CA's and the root CA's), verified by the caller
+  // (CollateralVerifier); OpenSSL checks them again (issuer, signature,
+  // validity at `at`) as part of the chain.
+  absl::Status Verify(const Quote& quote, absl::Time at,
+                      absl::Span<X509_CRL* const> crls) const;
+
+  // The pinned root, for verifying collateral to the same anchor.
+  X509* root() const { return root_.get(); }
 
  private:
   explicit QuoteVerifier(std::shared_ptr<X509> root) : root_(std::move(root)) {}

@@ -6,6 +6,8 @@
 #include <functional>
 #include <string>
 
+#include <openssl/err.h>
+
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -257,15 +259,45 @@ TEST_F(QuoteVerifierTest, ChangedLeafCertificateFailsChain) {
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("PCK certificate chain does not verify to the pinned "
                         "Intel SGX Root CA at 2025-01-01T00:00:00+00:00: "
-                        "certificate signature failure (depth 0, /CN=Intel "
-                        "SGX PCK Certificate"));
+                        "certificate signature failure; the signature on "
+                        "depth 0 (/CN=Intel SGX PCK Certificate"));
 }
 
 TEST_F(QuoteVerifierTest, ChangedIntermediateCertificateFailsChain) {
   absl::Status s = VerifyBytes(WithSerialNumberChanged(1));
   EXPECT_THAT(std::string(s.message()),
-              HasSubstr("certificate signature failure (depth 1, /CN=Intel "
-                        "SGX PCK Platform CA"));
+              HasSubstr("certificate signature failure; the signature on "
+                        "depth 1 (/CN=Intel SGX PCK Platform CA"));
+}
+
+TEST_F(QuoteVerifierTest, DamagedIntermediateSubjectIsBlamedOnTheIntermediate) {
+  // Base64 character 263 of the PCK CA certificate lies in its subject name:
+  // it still parses, but no longer names the leaf's issuer. The reason must
+  // point at the PCK CA certificate, not call the leaf bad.
+  absl::Status s = VerifyBytes(WithCertificateCharChanged(1, 263));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("certificate 2 of the PCK certificate chain "
+                        "(subject /1.24.4.3=Intel SGX PCK Platform CA"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("is not the issuer of certificate 1 (/CN=Intel SGX "
+                        "PCK Certificate"));
+}
+
+TEST_F(QuoteVerifierTest, UnparsableIntermediateIsNamed) {
+  absl::Status s = VerifyBytes(WithCertificateCharChanged(1, 0));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("certificate 2 of 3 (the PCK CA) does not parse"));
+}
+
+TEST_F(QuoteVerifierTest, StaleOpensslErrorsDoNotLeakIntoReasons) {
+  // Code that ran earlier on this thread left an error on OpenSSL's queue.
+  ERR_raise_data(ERR_LIB_USER, 1, "stale error from earlier code");
+  absl::Status s = VerifyBytes(WithCertificateCharChanged(0, 64 * 3 + 10));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("does not parse"));
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::Not(HasSubstr("stale error from earlier code")));
+  EXPECT_EQ(ERR_peek_error(), 0u) << "verification left errors queued";
 }
 
 TEST_F(QuoteVerifierTest, UnparsableCertificateFailsChain) {
@@ -273,8 +305,8 @@ TEST_F(QuoteVerifierTest, UnparsableCertificateFailsChain) {
   absl::Status s = VerifyBytes(WithCertificateCharChanged(0, 64 * 3 + 10));
   EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(std::string(s.message()),
-              HasSubstr("PCK certificate chain: certificate 1 of 3 does not "
-                        "parse"));
+              HasSubstr("PCK certificate chain: certificate 1 of 3 (the PCK "
+                        "leaf) does not parse"));
 }
 
 TEST_F(QuoteVerifierTest, ChainWithOnlyTheLeafFails) {
@@ -329,6 +361,22 @@ TEST(QuoteVerifierCreateTest, RefusesRootThatIsNotPem) {
   EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(v.status().message()),
               HasSubstr("root CA certificate does not parse"));
+}
+
+}  // namespace
+}  // namespace gputravel::tdx
+
+namespace gputravel::tdx {
+namespace {
+
+TEST(QuoteVerifierTrailingTest, QuoteWithAppendedTextStillVerifies) {
+  std::string raw = testing::RealQuote();
+  raw.replace(testing::kRealQuoteLength, 4, "junk");
+  auto q = ParseQuote(raw);
+  ASSERT_TRUE(q.ok()) << q.status();
+  auto v = QuoteVerifier::Create(testing::RootCaPem());
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->Verify(*q, testing::RealQuoteValidTime()).ok());
 }
 
 }  // namespace

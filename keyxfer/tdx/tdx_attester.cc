@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "keyxfer/tdx/appraisal.h"
 #include "keyxfer/tdx/hex.h"
 #include "keyxfer/tdx/intel_root_ca.h"
 #include "keyxfer/tdx/quote.h"
@@ -83,6 +84,13 @@ absl::StatusOr<std::unique_ptr<TdxVerifier>> TdxVerifier::Create(
         "version passes). Pin the reviewed image's values "
         "(docs/tdx-attestation.md)"));
   }
+  if (policy.NeedsCollateral() && options.collateral == nullptr) {
+    return absl::InvalidArgumentError(
+        "TdxVerifier: peer policy sets allowed_tcb_statuses, "
+        "allowed_advisory_ids or max_collateral_age, which need Intel's "
+        "collateral; configure \"collateral\" (a bundle file or directory, "
+        "docs/tdx-attestation.md)");
+  }
   if (options.root_ca_pem.empty()) options.root_ca_pem = kIntelSgxRootCaPem;
   if (!options.clock) options.clock = [] { return absl::Now(); };
   auto quote_verifier = QuoteVerifier::Create(options.root_ca_pem);
@@ -106,10 +114,10 @@ absl::StatusOr<AttestedIdentity> TdxVerifier::Verify(
         "TdxVerifier: evidence format \"%s\" but the quote is version %d",
         evidence.format(), quote->header.version));
   }
-  absl::Status s = quote_verifier_.Verify(*quote, options_.clock());
-  if (!s.ok()) return s;
-  s = options_.policy.Check(quote->body, expected_report_data);
-  if (!s.ok()) return s;
+  Appraisal appraisal = AppraiseWithStore(
+      *quote, quote_verifier_, options_.collateral.get(), options_.policy,
+      &expected_report_data, options_.clock());
+  if (absl::Status s = appraisal.Verdict(); !s.ok()) return s;
 
   AttestedIdentity id;
   id.format = evidence.format();
@@ -120,6 +128,14 @@ absl::StatusOr<AttestedIdentity> TdxVerifier::Verify(
   id.td_attributes = quote->body.td_attributes;
   id.tee_tcb_svn.assign(quote->body.tee_tcb_svn.begin(),
                         quote->body.tee_tcb_svn.end());
+  if (appraisal.tcb_evaluation.has_value()) {
+    id.tcb_status = appraisal.tcb_evaluation->status;
+    id.advisory_ids = appraisal.tcb_evaluation->advisory_ids;
+    id.collateral_issued_unix =
+        absl::ToUnixSeconds(appraisal.verified_collateral->OldestIssue());
+    id.collateral_next_update_unix = absl::ToUnixSeconds(
+        appraisal.verified_collateral->EarliestNextUpdate());
+  }
   return id;
 }
 

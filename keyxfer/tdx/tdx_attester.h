@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "keyxfer/attester.h"
+#include "keyxfer/tdx/collateral_store.h"
 #include "keyxfer/tdx/configfs_tsm.h"
 #include "keyxfer/tdx/policy.h"
 #include "keyxfer/tdx/quote_verifier.h"
@@ -41,6 +42,13 @@ struct TdxVerifierOptions {
   // Time at which certificates must be valid; null means absl::Now. Tests set
   // it because the sample quote's certificates expire.
   std::function<absl::Time()> clock;
+  // Intel's collateral (TCB info, QE identity, CRLs) by FMSPC. With it every
+  // quote must have verified, fresh collateral for its platform, a PCK chain
+  // not revoked, a TCB level the policy allows (default UpToDate only).
+  // Without it no TCB status is evaluated, and Create refuses a policy with
+  // TCB fields (allowed_tcb_statuses, allowed_advisory_ids,
+  // max_collateral_age).
+  std::shared_ptr<CollateralStore> collateral;
 };
 
 // Verifies "tdx-quote-v4"/"tdx-quote-v5" evidence: parse, authenticity
@@ -64,7 +72,9 @@ class TdxVerifier : public Verifier {
       TdxVerifierOptions options);
 
   // Errors: kInvalidArgument (wrong format, malformed quote),
-  // kUnauthenticated (chain or signatures), kPermissionDenied (policy,
+  // kUnauthenticated (chain, signatures, revocation, collateral),
+  // kNotFound/kFailedPrecondition (no collateral for the platform),
+  // kPermissionDenied (TCB not supported, or policy: every violation, each
   // naming the field with expected and actual values).
   absl::StatusOr<AttestedIdentity> Verify(
       const Evidence& evidence, const ReportData& expected_report_data) override;

@@ -1,5 +1,6 @@
 #include "keyxfer/tdx/tdx_attester.h"
 
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -370,6 +371,91 @@ TEST_F(TdxAttesterTest, AttesterOutputVerifies) {
   ASSERT_TRUE(other.ok());
   EXPECT_EQ((*v)->Verify(*other, Pattern(5)).status().code(),
             absl::StatusCode::kUnauthenticated);
+}
+
+}  // namespace
+}  // namespace gputravel::tdx
+
+namespace gputravel::tdx {
+namespace {
+
+// TdxVerifier with Intel's collateral, on the real DCAP quotes.
+class TdxVerifierCollateralTest : public ::testing::Test {
+ protected:
+  static Policy PinsOf(const Quote& q) {
+    Policy p;
+    p.mrtd = {q.body.mr_td};
+    for (int i = 0; i < 3; ++i) p.rtmr[i] = {q.body.rtmr[i]};
+    p.min_tee_tcb_svn = std::array<uint8_t, 16>{};
+    return p;
+  }
+
+  static std::shared_ptr<CollateralStore> Store(const std::string& name,
+                                                const std::string& json) {
+    std::string path = std::string(getenv("TEST_TMPDIR")) + "/" + name;
+    std::ofstream(path) << json;
+    auto s = CollateralStore::Open(path);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return *s;
+  }
+
+  static absl::StatusOr<AttestedIdentity> VerifyWith(
+      const std::string& quote_bytes, const std::string& format,
+      std::shared_ptr<CollateralStore> store, absl::Time at) {
+    auto q = ParseQuote(quote_bytes);
+    EXPECT_TRUE(q.ok());
+    TdxVerifierOptions o;
+    o.root_ca_pem = RootCaPem();
+    o.policy = PinsOf(*q);
+    o.collateral = std::move(store);
+    o.clock = [at] { return at; };
+    auto v = TdxVerifier::Create(std::move(o));
+    EXPECT_TRUE(v.ok()) << v.status();
+    Evidence e;
+    e.set_format(format);
+    e.set_blob(quote_bytes);
+    return (*v)->Verify(e, q->body.report_data);
+  }
+};
+
+TEST_F(TdxVerifierCollateralTest, UpToDateQuoteVerifiesAndReportsItsTcb) {
+  auto id = VerifyWith(DcapQuote(), "tdx-quote-v4",
+                       Store("a.json", DcapQuoteCollateral()),
+                       DcapQuoteValidTime());
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(id->tcb_status, "UpToDate");
+  EXPECT_TRUE(id->advisory_ids.empty());
+  EXPECT_EQ(id->collateral_next_update_unix,
+            absl::ToUnixSeconds(absl::FromCivil(
+                absl::CivilSecond(2025, 7, 19, 10, 0, 35),
+                absl::UTCTimeZone())));
+}
+
+TEST_F(TdxVerifierCollateralTest, OutdatedQuoteIsRefusedNamingTheComponent) {
+  auto id = VerifyWith(DcapOutdatedQuote(), "tdx-quote-v5",
+                       Store("b.json", DcapOutdatedQuoteCollateral()),
+                       DcapOutdatedQuoteValidTime());
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(id.status().message()),
+              HasSubstr("SGX TCB component 8 of the PCK certificate is 3"));
+}
+
+TEST_F(TdxVerifierCollateralTest, ExpiredCollateralIsRefused) {
+  auto id = VerifyWith(DcapQuote(), "tdx-quote-v4",
+                       Store("c.json", DcapQuoteCollateral()),
+                       DcapQuoteValidTime() + absl::Hours(24 * 30));
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(std::string(id.status().message()), HasSubstr("expired"));
+}
+
+TEST_F(TdxVerifierCollateralTest, TcbPolicyWithoutCollateralIsRefused) {
+  TdxVerifierOptions o;
+  o.policy = PinsOf(*ParseQuote(DcapQuote()));
+  o.policy.allowed_tcb_statuses = {"UpToDate", "SWHardeningNeeded"};
+  auto v = TdxVerifier::Create(std::move(o));
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(v.status().message()),
+              HasSubstr("need Intel's collateral"));
 }
 
 }  // namespace

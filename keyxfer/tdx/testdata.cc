@@ -31,4 +31,25 @@ absl::Time RealQuoteValidTime() {
                          absl::UTCTimeZone());
 }
 
+std::string DcapQuote() { return ReadTestFile("dcap/tdx_quote.dat"); }
+std::string DcapQuoteCollateral() {
+  return ReadTestFile("dcap/tdx_quote_collateral.json");
+}
+std::string DcapOutdatedQuote() {
+  return ReadTestFile("dcap/tdx_quote_outdated.dat");
+}
+std::string DcapOutdatedQuoteCollateral() {
+  return ReadTestFile("dcap/tdx_quote_outdated_collateral.json");
+}
+
+absl::Time DcapQuoteValidTime() {
+  return absl::FromCivil(absl::CivilSecond(2025, 7, 1, 0, 0, 0),
+                         absl::UTCTimeZone());
+}
+
+absl::Time DcapOutdatedQuoteValidTime() {
+  return absl::FromCivil(absl::CivilSecond(2026, 3, 1, 0, 0, 0),
+                         absl::UTCTimeZone());
+}
+
 }  // namespace gputravel::tdx::testing

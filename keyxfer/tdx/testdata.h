@@ -23,6 +23,16 @@ std::string RootCaPem();
 // leaf is valid 2024-07-02 to 2031-07-02).
 absl::Time RealQuoteValidTime();
 
+// Real quotes with the collateral Intel's PCS served for their platforms
+// (testdata/dcap/README.md).
+std::string DcapQuote();                 // v4, UpToDate
+std::string DcapQuoteCollateral();
+std::string DcapOutdatedQuote();         // v5, no TCB level matches
+std::string DcapOutdatedQuoteCollateral();
+// Times inside each collateral's validity (issueDate .. nextUpdate).
+absl::Time DcapQuoteValidTime();          // 2025-07-01
+absl::Time DcapOutdatedQuoteValidTime();  // 2026-03-01
+
 // Layout facts of the real quote, for tests that corrupt it.
 inline constexpr size_t kRealQuoteLength = 0x1347;  // 4935, then zeros
 inline constexpr size_t kMrtdOffset = 0xB8;
