@@ -117,6 +117,9 @@ absl::StatusOr<TripBenchResult> MeasureTrips(const TripBenchOptions& options) {
   so.dataset_bytes = {options.window_bytes};
   so.buffer_bytes = options.window_bytes;
   so.chunk_bytes = static_cast<uint32_t>(options.window_bytes);
+  // The trip's cost at any window size: nothing is trained, so the holders'
+  // minimum window (a bound on what a loss tells) is the smallest there is.
+  so.holder_training_policy["min_window_bytes"] = 32;
   so.rounds = options.rounds;
   so.bin_dir = options.bin_dir;
   so.tcp_loopback = options.tcp_loopback;
