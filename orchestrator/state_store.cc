@@ -10,6 +10,7 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -226,6 +227,8 @@ ALTER TABLE campaigns ADD COLUMN buffer_gpu_serial TEXT NOT NULL DEFAULT '';
 )sql";
 
 // Version 3 -> 4: training terms, held-out losses, and what was reported.
+// Version 3 served each window's own loss (events, last_loss): those are
+// no longer served (trips.loss keeps them inside the TD).
 constexpr char kMigrateV3ToV4[] = R"sql(
 ALTER TABLE campaigns ADD COLUMN terms BLOB NOT NULL DEFAULT x'';
 ALTER TABLE campaigns ADD COLUMN last_eval_loss REAL;
@@ -233,6 +236,8 @@ ALTER TABLE trips ADD COLUMN eval_loss REAL;
 ALTER TABLE trips ADD COLUMN reported_loss REAL;
 ALTER TABLE trips ADD COLUMN reported_eval_loss REAL;
 ALTER TABLE events ADD COLUMN eval_loss REAL;
+UPDATE events SET loss = NULL;
+UPDATE campaigns SET last_loss = NULL;
 )sql";
 
 constexpr char kSetUserVersion[] = "PRAGMA user_version = 4";
@@ -1424,9 +1429,9 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
     const std::string& model_blob) {
   if (!std::isfinite(loss) || (eval_loss.has_value() && !std::isfinite(*eval_loss))) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "trip ", trip_id, ": loss ", loss, eval_loss ? absl::StrCat(" (held-out ", *eval_loss, ")") : "",
+        "trip ", trip_id, ": the ", std::isfinite(loss) ? "held-out loss" : "training loss",
         " is not finite; training diverged, finish the trip failed instead "
-        "of checkpointing it"));
+        "of checkpointing it (the error is served: it names no loss)"));
   }
   absl::MutexLock lock(&mu_);
   EventSeqs seqs;
@@ -1459,11 +1464,16 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
             " cannot be parsed"));
       }
     }
+    // The block counts windows per holder: a co-holder's windows (whose
+    // losses it and the operator can work out) must not stand in for
+    // another holder's, so the block is reported only once every holder
+    // that trained in it has trained min_windows_per_loss windows in it.
     std::vector<double> block;
+    std::map<std::string, uint64_t> windows_of;
     {
       GT_SS_ASSIGN_OR_RETURN(
           Stmt s, Prepare(db_, stmts_,
-                          "SELECT loss FROM trips WHERE campaign = ? AND trained = 1 "
+                          "SELECT loss, holder FROM trips WHERE campaign = ? AND trained = 1 "
                           "AND id > (SELECT COALESCE(MAX(id), 0) FROM trips "
                           "WHERE campaign = ? AND reported_loss IS NOT NULL) "
                           "ORDER BY id"));
@@ -1472,10 +1482,17 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
         GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
         if (!row) break;
         block.push_back(s.ColReal(0));
+        ++windows_of[s.ColText(1)];
       }
     }
     block.push_back(loss);
-    const std::optional<double> reported = ReportedLoss(block, terms);
+    ++windows_of[t.holder];
+    bool every_holder_filled = true;
+    for (const auto& [holder, n] : windows_of) {
+      every_holder_filled &= n >= std::max<uint64_t>(1, terms.min_windows_per_loss());
+    }
+    const std::optional<double> reported =
+        every_holder_filled ? ReportedLoss(block, terms) : std::nullopt;
     std::optional<double> reported_eval;
     if (reported && eval_loss) reported_eval = RoundLoss(*eval_loss, terms.loss_decimals());
     const int64_t now = NowMs();
@@ -1511,8 +1528,8 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
         reported ? absl::StrCat("checkpoint of ", model_blob.size(), " bytes; loss over the last ",
                                 block.size(), " trained windows")
                  : absl::StrCat("checkpoint of ", model_blob.size(), " bytes; loss reported per ",
-                                terms.min_windows_per_loss(), " windows (", block.size(),
-                                " so far)");
+                                terms.min_windows_per_loss(), " windows of each holder (",
+                                block.size(), " so far)");
     trained.bytes = t.window_length;
     trained.loss = reported;
     trained.eval_loss = reported_eval;

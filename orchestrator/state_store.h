@@ -317,7 +317,8 @@ class StateStore {
   // checkpoint on the campaign, marks the trip trained and moves it to step
   // "scrub" (the next side effect). If the trip completes a block of the
   // campaign's terms (trainer/training_policy.h ReportedLoss: at least
-  // min_windows_per_loss trained windows since the last report), the
+  // min_windows_per_loss trained windows of each holder that trained since
+  // the last report), the
   // block's rounded mean loss and the rounded held-out loss become the
   // trip's reported losses, the campaign's last_loss/last_eval_loss and the
   // "trained" event's. The

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <set>
 #include <string>
 #include <thread>
@@ -415,6 +416,108 @@ TEST_F(StateStoreTest, ReportsLossesOnlyPerBlockOfTheTerms) {
     }
   }
   EXPECT_EQ(with_loss, 2);
+}
+
+// P1 against a co-holder: the terms' block counts windows of the campaign,
+// so a holder that colludes with the operator can fill a block with its own
+// windows (whose losses the operator can compute: it knows the seed and that
+// holder's data) around one window of the victim, and the block's mean then
+// tells the victim's loss alone. A block is reported only once every holder
+// that trained in it has trained at least min_windows_per_loss windows in it.
+TEST_F(StateStoreTest, ABlockReportsOnlyOnceEachOfItsHoldersFilledIt) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  CampaignRow c = Campaign("c1", "req-c1");
+  v1::TrainingTerms terms;
+  terms.set_min_windows_per_loss(4);
+  terms.set_loss_decimals(2);
+  c.terms = terms.SerializeAsString();
+  ASSERT_OK(store->CreateCampaign(c, Holders({{"victim", 1000}, {"mole", 1000}})).status());
+  ASSERT_OK(store->SetCampaignState("c1", kCampaignRunning, "", "start"));
+  // The mole's windows first (their losses known to the operator), then one
+  // of the victim's: 4 * mean - 3 * 1.0 would be the victim's own loss.
+  const std::vector<std::pair<std::string, double>> trips = {
+      {"mole", 1.0},   {"mole", 1.0},   {"mole", 1.0},   {"victim", 4.3},
+      {"victim", 2.0}, {"victim", 2.0}, {"victim", 2.0}, {"mole", 1.0}};
+  std::vector<std::optional<double>> reported;
+  uint64_t offset[2] = {0, 0};
+  for (const auto& [holder, loss] : trips) {
+    uint64_t& off = offset[holder == "mole" ? 1 : 0];
+    ASSERT_OK_AND_ASSIGN(uint64_t id, store->NextTripId());
+    TripRow t;
+    t.id = id;
+    t.campaign = "c1";
+    t.holder = holder;
+    t.window_offset = off;
+    t.window_length = 100;
+    off += 100;
+    ASSERT_OK(store->BeginTrip(t));
+    ASSERT_OK(store->SetTripStep(id, kStepTrain, ""));
+    ASSERT_OK(store->RecordTrained(id, loss, std::nullopt, "m"));
+    TripFinish f;
+    f.outcome = kOutcomeOk;
+    f.scrub_verified = true;
+    f.rekeyed = true;
+    f.advance_cursor = true;
+    ASSERT_OK(store->FinishTrip(id, f));
+    ASSERT_OK_AND_ASSIGN(TripRow done, store->GetTrip(id));
+    reported.push_back(done.reported_loss);
+  }
+  const std::optional<double> none;
+  // Nothing until the victim and the mole each have 4 windows in the block;
+  // then the mean of all 8 (14.3 / 8 = 1.7875).
+  EXPECT_EQ(reported, (std::vector<std::optional<double>>{none, none, none, none, none, none,
+                                                          none, 1.79}));
+}
+
+// A campaign that ran before the training terms existed served every trip's
+// loss at full precision in its events and last_loss; after the migration
+// the API serves only reported losses, old ones included.
+TEST_F(StateStoreTest, MigrationStopsServingLossesReportedBeforeTheTerms) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+    ASSERT_OK(RunTrip(*store, "c1", "h1", 0, 40, 0).status());
+  }
+  // What version 3 wrote: the window's own loss on its events and campaign.
+  RawPragma("UPDATE events SET loss = 2.718281828 WHERE kind IN ('trained', 'trip_finished')");
+  RawPragma("UPDATE campaigns SET last_loss = 2.718281828");
+  RawPragma("UPDATE trips SET reported_loss = NULL");
+  for (const char* col : {"eval_loss", "reported_loss", "reported_eval_loss"}) {
+    RawPragma(absl::StrCat("ALTER TABLE trips DROP COLUMN ", col));
+  }
+  RawPragma("ALTER TABLE campaigns DROP COLUMN terms");
+  RawPragma("ALTER TABLE campaigns DROP COLUMN last_eval_loss");
+  RawPragma("ALTER TABLE events DROP COLUMN eval_loss");
+  RawPragma("PRAGMA user_version = 3");
+  ASSERT_EQ(RawPragma("PRAGMA user_version"), "3");
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK_AND_ASSIGN(CampaignRow c, store->GetCampaign("c1"));
+  EXPECT_FALSE(c.last_loss.has_value());
+  ASSERT_OK_AND_ASSIGN(auto events, store->EventsAfter("c1", 0, 1000));
+  for (const EventRow& e : events) EXPECT_FALSE(e.loss.has_value()) << e.kind;
+}
+
+// A refused RecordTrained's message reaches the trip's error (API, events):
+// it must not carry the window's own loss.
+TEST_F(StateStoreTest, ANonFiniteHeldOutLossDoesNotPutTheWindowsLossInTheError) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+  ASSERT_OK_AND_ASSIGN(uint64_t id, store->NextTripId());
+  TripRow t;
+  t.id = id;
+  t.campaign = "c1";
+  t.holder = "h1";
+  t.window_length = 40;
+  ASSERT_OK(store->BeginTrip(t));
+  ASSERT_OK(store->SetTripStep(id, kStepTrain, ""));
+  auto r = store->RecordTrained(id, 2.718281828, std::numeric_limits<double>::quiet_NaN(), "m");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(std::string(r.status().message()).find("2.718"), std::string::npos)
+      << r.status().message();
 }
 
 TEST_F(StateStoreTest, RefusesForeignDatabase) {

@@ -124,6 +124,13 @@ absl::StatusOr<WindowResult> DataLoader::Offer(TrainingWindow window,
 
   const uint64_t pairs = slot.num_tokens - 1;
   slot.total_batches = pairs / batch_tokens_ + (pairs % batch_tokens_ != 0);
+  // A rest shorter than a batch joins the last batch: no optimiser step on
+  // fewer than batch_tokens tokens (a holder's min_batch_tokens), whatever
+  // window length the campaign chose.
+  if (slot.total_batches > 1 &&
+      slot.num_tokens - (slot.total_batches - 1) * batch_tokens_ < batch_tokens_) {
+    --slot.total_batches;
+  }
   current_ = &slot;
   auto settled = [&slot]() { return slot.outcome != Outcome::kPending; };
   if (!mu_.AwaitWithTimeout(absl::Condition(&settled), timeout)) {
@@ -175,14 +182,16 @@ absl::StatusOr<Batch> DataLoader::Next(absl::Duration timeout) {
   const uint64_t k = slot.handed++;
   const uint64_t begin = k * batch_tokens_;
   const uint64_t remaining = slot.num_tokens - begin;  // >= 2 by construction
-  // B tokens plus the next batch's first token, or the rest of the window.
-  const uint64_t len = remaining > batch_tokens_ ? batch_tokens_ + 1 : remaining;
+  // B tokens plus the next batch's first token, or (the last batch) the
+  // rest of the window.
+  const bool last = slot.handed == slot.total_batches;
+  const uint64_t len = last ? remaining : batch_tokens_ + 1;
 
   Batch batch;
   batch.trip = slot.window.trip;
   batch.holder = slot.window.holder;
   batch.offset_in_window = begin * 2;
-  batch.last_of_window = slot.handed == slot.total_batches;
+  batch.last_of_window = last;
   batch.tokens.resize(len);
   const unsigned char* bytes =
       reinterpret_cast<const unsigned char*>(slot.window.tokens.data()) + begin * 2;
@@ -209,7 +218,8 @@ absl::Status DataLoader::Report(uint64_t trip, uint64_t offset_in_window,
           "); report batches in the order Next handed them out"));
     }
     const uint64_t begin = k * batch_tokens_;
-    const uint64_t pairs = std::min<uint64_t>(batch_tokens_, slot->num_tokens - 1 - begin);
+    const uint64_t pairs = k + 1 == slot->total_batches ? slot->num_tokens - 1 - begin
+                                                        : batch_tokens_;
     slot->weighted_loss += loss * static_cast<double>(pairs);
     slot->pairs_reported += pairs;
     if (k == 0) slot->first_loss = loss;

@@ -39,11 +39,13 @@ struct TrainingWindow {
 // A slice of a window handed to the training loop. Move-only and zeroized on
 // destruction like TrainingWindow.
 //
-// Overlap: batch k of a window of N tokens holds tokens [k·B, min(k·B+B+1, N))
+// Overlap: batch k of a window of N tokens holds tokens [k·B, k·B+B+1)
 // where B = batch_tokens: B tokens plus the first token of the next batch, so
-// the pair that straddles two batches is trained exactly once. A window of
-// N >= 2 tokens yields ceil((N-1)/B) batches; every pair (i, i+1) of the window
-// is in exactly one batch, and every batch has at least 2 tokens. Windows are
+// the pair that straddles two batches is trained exactly once; the last batch
+// holds the rest [k·B, N). A window of N >= 2 tokens yields ceil((N-1)/B)
+// batches, one fewer when the last would hold fewer than B tokens (that rest
+// joins the batch before it): every pair (i, i+1) of the window is in exactly
+// one batch, and no batch has fewer than min(B, N) tokens. Windows are
 // not stitched to each other (they may come from different holders).
 struct Batch {
   Batch() = default;

@@ -55,7 +55,7 @@ TEST(DataLoaderTest, BatchesCoverWindowInOrderWithOneOverlapToken) {
   {
     // The consumer starts first and blocks in Next until the window arrives.
     Thread consumer([&] {
-      for (double loss : {3.0, 2.0, 1.0}) {
+      for (double loss : {3.0, 2.0}) {
         absl::StatusOr<Batch> b = loader.Next(kLong);
         ASSERT_TRUE(b.ok()) << b.status();
         ASSERT_TRUE(loader.Report(b->trip, b->offset_in_window, loss).ok());
@@ -66,23 +66,54 @@ TEST(DataLoaderTest, BatchesCoverWindowInOrderWithOneOverlapToken) {
     absl::StatusOr<WindowResult> r =
         loader.Offer(MakeWindow(5, TokenBytes(100, 10) + "z"), kLong);
     ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_EQ(r->batches, 3u);
+    // The 2-token rest joins the last batch (no step on fewer than 4 tokens).
+    EXPECT_EQ(r->batches, 2u);
     EXPECT_EQ(r->tokens, 10u);
     EXPECT_DOUBLE_EQ(r->first_loss, 3.0);
-    EXPECT_DOUBLE_EQ(r->last_loss, 1.0);
-    // Pair-weighted: 4 pairs at 3.0, 4 at 2.0, 1 at 1.0.
-    EXPECT_DOUBLE_EQ(r->mean_loss, (4 * 3.0 + 4 * 2.0 + 1 * 1.0) / 9);
+    EXPECT_DOUBLE_EQ(r->last_loss, 2.0);
+    // Pair-weighted: 4 pairs at 3.0, 5 at 2.0.
+    EXPECT_DOUBLE_EQ(r->mean_loss, (4 * 3.0 + 5 * 2.0) / 9);
   }
-  ASSERT_EQ(got.size(), 3u);
+  ASSERT_EQ(got.size(), 2u);
   const std::vector<std::vector<uint16_t>> want = {
-      {100, 101, 102, 103, 104}, {104, 105, 106, 107, 108}, {108, 109}};
-  for (size_t k = 0; k < 3; ++k) {
+      {100, 101, 102, 103, 104}, {104, 105, 106, 107, 108, 109}};
+  for (size_t k = 0; k < 2; ++k) {
     EXPECT_EQ(got[k].trip, 5u);
     EXPECT_EQ(got[k].holder, "holder-5");
     EXPECT_EQ(got[k].offset_in_window, k * 8);
     EXPECT_EQ(got[k].tokens, want[k]);
-    EXPECT_EQ(got[k].last_of_window, k == 2);
+    EXPECT_EQ(got[k].last_of_window, k == 1);
   }
+}
+
+// P1: a holder's policy bounds the batch (min_batch_tokens: tokens per
+// optimiser step), and the operator picks buffer_bytes. A window of 3
+// batches and 2 tokens must not end in an optimiser step on one pair (a
+// step that moves the model towards that pair alone, for the held-out loss
+// after the window to show): the rest joins the last batch.
+TEST(DataLoaderTest, NoOptimiserStepOnFewerThanBatchTokens) {
+  constexpr size_t kBatch = 4096;
+  DataLoader loader(kBatch);
+  std::vector<size_t> sizes;
+  absl::StatusOr<WindowResult> r;
+  {
+  Thread consumer([&] {
+    for (int k = 0; k < 8; ++k) {
+      absl::StatusOr<Batch> b = loader.Next(kLong);
+      ASSERT_TRUE(b.ok()) << b.status();
+      sizes.push_back(b->tokens.size());
+      ASSERT_TRUE(loader.Report(b->trip, b->offset_in_window, 1).ok());
+      if (b->last_of_window) break;
+    }
+  });
+  r = loader.Offer(MakeWindow(1, TokenBytes(0, 3 * kBatch + 2)), kLong);
+  }
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_FALSE(sizes.empty());
+  for (size_t s : sizes) EXPECT_GE(s, kBatch);
+  size_t pairs = 0;
+  for (size_t s : sizes) pairs += s - 1;
+  EXPECT_EQ(pairs, 3 * kBatch + 1);  // every pair trained once
 }
 
 TEST(DataLoaderTest, ExactMultipleHasNoStubBatch) {
