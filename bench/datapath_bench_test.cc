@@ -13,6 +13,7 @@
 #include "bench/stats.h"
 #include "bench/trip_bench.h"
 #include "device/h2d_writer.h"
+#include "device/window_digest.h"
 #include "gtest/gtest.h"
 #include "keyxfer/random.h"
 #include "nlohmann/json.hpp"

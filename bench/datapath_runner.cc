@@ -24,6 +24,7 @@
 #include "holder_agent/dataset_source.h"
 #include "keyxfer/random.h"
 #include "util/files.h"
+#include "util/hex.h"
 
 namespace gputravel {
 namespace bench {

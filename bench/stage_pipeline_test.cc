@@ -10,6 +10,7 @@
 
 #include "bench/plaintext_source.h"
 #include "device/h2d_writer.h"
+#include "device/window_digest.h"
 #include "keyxfer/device_session.h"
 #include "gtest/gtest.h"
 #include "keyxfer/random.h"

@@ -12,6 +12,7 @@
 #include "keyxfer/runtime_measurement.h"
 #include "util/daemon_main.h"
 #include "util/files.h"
+#include "util/hex.h"
 #include "util/json_fields.h"
 #include "util/log.h"
 

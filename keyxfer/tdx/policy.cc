@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "keyxfer/tdx/hex.h"
 #include "nlohmann/json.hpp"
+#include "util/hex.h"
 
 namespace gputravel::tdx {
 namespace {
@@ -36,7 +36,7 @@ absl::StatusOr<std::array<uint8_t, N>> DecodeHex(const Json& v,
                                  "must be a string of %d hex characters%s",
                                  N * 2, N == 48 ? " or a list of them" : ""));
   }
-  auto bytes = FromHex(v.get_ref<const std::string&>(), N);
+  auto bytes = HexDecodeExact(v.get_ref<const std::string&>(), N);
   if (!bytes.ok()) return FieldError(field, bytes.status().message());
   std::array<uint8_t, N> a{};
   std::copy(bytes->begin(), bytes->end(), a.begin());
@@ -98,15 +98,15 @@ absl::Status CheckAllowed(absl::string_view name,
   }
   std::string expected;
   if (allowed.size() == 1) {
-    expected = ToHex(allowed[0]);
+    expected = HexEncode(allowed[0]);
   } else {
     std::vector<std::string> hex;
-    for (const Measurement& m : allowed) hex.push_back(ToHex(m));
+    for (const Measurement& m : allowed) hex.push_back(HexEncode(m));
     expected = absl::StrCat("one of [", absl::StrJoin(hex, ", "), "]");
   }
   return absl::PermissionDeniedError(
       absl::StrFormat("TDX policy: %s mismatch: expected %s, actual %s", name,
-                      expected, ToHex(actual)));
+                      expected, HexEncode(actual)));
 }
 
 }  // namespace
@@ -187,7 +187,7 @@ absl::Status Policy::Check(
             "TDX policy: TEE_TCB_SVN below minimum at component %d (0x%02x < "
             "0x%02x): expected each byte >= %s, actual %s",
             i, body.tee_tcb_svn[i], (*min_tee_tcb_svn)[i],
-            ToHex(*min_tee_tcb_svn), ToHex(body.tee_tcb_svn)));
+            HexEncode(*min_tee_tcb_svn), HexEncode(body.tee_tcb_svn)));
       }
     }
   }
@@ -197,7 +197,7 @@ absl::Status Policy::Check(
     return absl::PermissionDeniedError(absl::StrFormat(
         "TDX policy: REPORTDATA mismatch (quote not bound to this channel or "
         "nonce): expected %s, actual %s",
-        ToHex(expected_report_data), ToHex(body.report_data)));
+        HexEncode(expected_report_data), HexEncode(body.report_data)));
   }
   return absl::OkStatus();
 }
