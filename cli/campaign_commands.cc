@@ -176,8 +176,6 @@ int RunCancel(CommandContext& ctx) {
                                    ", not CANCELLED" + (why.empty() ? "" : ": " + why));
 }
 
-void NoFlags(Flags&) {}
-
 }  // namespace
 
 std::vector<CommandInfo> CampaignCommands() {

@@ -97,6 +97,8 @@ void CommonFlags(Flags& f) {
                  "numbers as strings).");
 }
 
+void NoFlags(Flags&) {}
+
 const std::string& CommandContext::cmd() const { return info_.name; }
 
 int CommandContext::Fail(int code, const std::string& msg) {

@@ -39,6 +39,8 @@ std::string ToJson(const google::protobuf::Message& m);
 // --key (defaults from GPUTRAVEL_ENDPOINT, _CA, _CERT, _KEY), --server_name,
 // --timeout and --json.
 void CommonFlags(Flags& f);
+// The `declare` of a command without flags of its own.
+void NoFlags(Flags& f);
 
 struct CommandInfo;
 

@@ -108,8 +108,6 @@ int RunGpus(CommandContext& ctx) {
   return kExitOk;
 }
 
-void NoFlags(Flags&) {}
-
 }  // namespace
 
 std::vector<CommandInfo> QueryCommands() {
