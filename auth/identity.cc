@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "auth/x509_util.h"
+#include "keyxfer/x509.h"
 
 namespace gputravel {
 namespace {

@@ -14,10 +14,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "auth/x509_util.h"
 #include "keyxfer/ec_key.h"
 #include "keyxfer/random.h"
 #include "keyxfer/secret_bytes.h"
+#include "keyxfer/x509.h"
 #include "util/files.h"
 
 namespace gputravel {

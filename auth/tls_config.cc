@@ -11,8 +11,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "auth/x509_util.h"
 #include "keyxfer/secret_bytes.h"
+#include "keyxfer/x509.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
 

@@ -103,7 +103,7 @@ absl::StatusOr<std::vector<ComponentTiming>> MeasureControlPlaneComponents(
           });
   if (!s.ok()) return s;
   s = add("gpu_establish",
-          "GpuSession::Establish alone, as earlier rounds timed it: P-384 ECDHE (both "
+          "GpuSession::Establish alone, without the read-back: P-384 ECDHE (both "
           "ephemeral keys made ahead at idle priority, with an untimed 3 ms pause before "
           "each sample as a trip leaves between re-keys), device signs beside its ECDH, "
           "driver verifies beside its ECDH, each on the other CPU, device identity kept "

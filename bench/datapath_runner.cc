@@ -16,7 +16,8 @@
 #include "cli/emulated_stack.h"
 #include "bench/plaintext_source.h"
 #include "bench/provision_bench.h"
-#include "bench/stage_pipeline.h"
+#include "bench/slot_freeing_device.h"
+#include "bench/stage_bench.h"
 #include "bench/stats.h"
 #include "device/bounce_pool.h"
 #include "device/h2d_writer.h"
@@ -24,6 +25,7 @@
 #include "holder_agent/dataset_source.h"
 #include "keyxfer/random.h"
 #include "util/files.h"
+#include "util/hex.h"
 
 namespace gputravel {
 namespace bench {
@@ -167,26 +169,23 @@ absl::StatusOr<BenchReport> RunDatapathBench(
   if (!rig.ok()) return rig.status();
 
   if (config.run_datapath) {
-    // (a) encrypt-and-stage without the device, from `src`.
+    // (a) encrypt-and-stage: the real writer against a stand-in that frees
+    // each slot on its doorbell, from `src`.
+    auto stand_in = SlotFreeingDevice::Start();
+    if (stand_in == nullptr) return absl::InternalError("cannot start the device stand-in");
     auto stage_cell = [&](H2dSource& src, uint32_t cs, int threads,
                           ThroughputFigure* f) -> absl::Status {
       f->chunk_size = cs;
       f->threads = threads;
       f->window_bytes = config.stage_window;
-      StageOptions so;
-      so.chunk_size = cs;
-      so.threads = threads;
-      so.bounce_dir = config.bounce_dir;
+      H2dWriterOptions wo;
+      wo.chunk_size = cs;
+      wo.threads = threads;
+      wo.bounce_dir = config.bounce_dir;
       BouncePool pool(config.bounce_dir);
-      so.pool = &pool;
-      {
-        H2dWriterOptions geometry;
-        geometry.chunk_size = cs;
-        geometry.threads = threads;
-        geometry.slots = so.slots;
-        absl::Status st = MakeRing(pool, config.stage_window, geometry, f);
-        if (!st.ok()) return st;
-      }
+      wo.pool = &pool;
+      absl::Status st = MakeRing(pool, config.stage_window, wo, f);
+      if (!st.ok()) return st;
       std::vector<StageResult> passes;
       uint32_t counter = kFirstMessageCounter;
       for (int p = 0; p < config.stage_passes; ++p) {
@@ -194,7 +193,7 @@ absl::StatusOr<BenchReport> RunDatapathBench(
         if (!adj.ok()) return adj;
         adj = ConcurrentReference(config, f);
         if (!adj.ok()) return adj;
-        auto r = RunEncryptAndStage(key, 1, 1, config.stage_window, counter, src, so);
+        auto r = RunEncryptAndStage(*stand_in, key, 1, 1, config.stage_window, counter, src, wo);
         if (!r.ok()) return r.status();
         counter += static_cast<uint32_t>(r->chunks);
         f->pass_mbps.push_back(r->mbps);
@@ -205,12 +204,10 @@ absl::StatusOr<BenchReport> RunDatapathBench(
       f->seconds = m.seconds;
       f->cpu_seconds = m.cpu_seconds;
       f->read_seconds = m.read_seconds;
-      f->encrypt_seconds = m.encrypt_seconds;
-      f->zeroize_seconds = m.zeroize_seconds;
       f->zero_copy = m.zero_copy;
       return absl::OkStatus();
     };
-    Say(progress, "(a) encrypt-and-stage into the bounce ring, no device");
+    Say(progress, "(a) encrypt-and-stage into the bounce ring, a stand-in for the device");
     for (int threads : config.threads) {
       for (uint32_t cs : config.chunk_sizes) {
         ThroughputFigure f;

@@ -15,6 +15,7 @@
 #include "device/bounce_buffer.h"
 #include "keyxfer/random.h"
 #include "util/files.h"
+#include "util/hex.h"
 
 namespace gputravel {
 namespace bench {

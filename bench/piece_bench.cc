@@ -1,6 +1,6 @@
 // piece_bench: what the size of AesGcm's private pieces costs when
 // encrypting into, and decrypting out of, shared memory, next to OpenSSL's
-// own in-place AES-256-GCM loop. See docs/performance.md (item 32).
+// own in-place AES-256-GCM loop. See docs/performance.md.
 //
 //   bazel run -c opt //bench:piece_bench -- [--json] [--quick] [--rounds N] [--bounce_dir DIR]
 #include <cstdio>

@@ -14,6 +14,7 @@
 #include "keyxfer/random.h"
 #include "keyxfer/secret_bytes.h"
 #include "util/files.h"
+#include "util/hex.h"
 
 namespace gputravel {
 namespace bench {

@@ -8,6 +8,7 @@
 #include "keyxfer/device_session.h"
 #include "keyxfer/random.h"
 #include "util/files.h"
+#include "util/hex.h"
 
 namespace gputravel {
 namespace bench {

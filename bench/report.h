@@ -47,11 +47,10 @@ struct ThroughputFigure {
   double concurrent_reference_mbps = 0;  // median
   double ratio_concurrent = 0;
   // Median pass: wall, process CPU (cpu/wall = CPUs busy on average), and
-  // (pure stage only) thread time per step.
+  // the writer's time getting the plaintext (a view of the source, or a copy
+  // into staging), summed over its workers.
   double seconds = 0, cpu_seconds = 0;
-  // read = getting the plaintext (a view of the source, or a copy into
-  // staging); zeroize = wiping private staging (copying sources only).
-  double read_seconds = 0, encrypt_seconds = 0, zeroize_seconds = 0;
+  double read_seconds = 0;
   bool zero_copy = false;  // (a) the workers encrypted straight from source views
   // Creating the bounce ring the passes share: once per holder agent (it
   // keeps its ring between trips, device/bounce_pool.h), so not in any pass.

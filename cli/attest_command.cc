@@ -10,7 +10,7 @@
 #include "absl/time/clock.h"
 #include "keyxfer/tdx/appraisal.h"
 #include "keyxfer/tdx/collateral_store.h"
-#include "keyxfer/tdx/hex.h"
+#include "util/hex.h"
 #include "keyxfer/tdx/intel_root_ca.h"
 #include "keyxfer/tdx/pck_extensions.h"
 #include "keyxfer/tdx/policy.h"
@@ -38,28 +38,28 @@ std::string StatusText(const absl::Status& s) {
 Json QuoteJson(const tdx::Quote& q) {
   const tdx::TdReportBody& b = q.body;
   Json body = {
-      {"tee_tcb_svn", tdx::ToHex(b.tee_tcb_svn)},
-      {"mrseam", tdx::ToHex(b.mr_seam)},
-      {"mrsignerseam", tdx::ToHex(b.mr_signer_seam)},
+      {"tee_tcb_svn", HexEncode(b.tee_tcb_svn)},
+      {"mrseam", HexEncode(b.mr_seam)},
+      {"mrsignerseam", HexEncode(b.mr_signer_seam)},
       {"seam_attributes", Hex64(b.seam_attributes)},
       {"td_attributes", Hex64(b.td_attributes)},
       {"debug", (b.td_attributes & tdx::kTdAttributeDebug) != 0},
       {"xfam", Hex64(b.xfam)},
-      {"mrtd", tdx::ToHex(b.mr_td)},
-      {"mrconfigid", tdx::ToHex(b.mr_config_id)},
-      {"mrowner", tdx::ToHex(b.mr_owner)},
-      {"mrownerconfig", tdx::ToHex(b.mr_owner_config)},
-      {"rtmr0", tdx::ToHex(b.rtmr[0])},
-      {"rtmr1", tdx::ToHex(b.rtmr[1])},
-      {"rtmr2", tdx::ToHex(b.rtmr[2])},
-      {"rtmr3", tdx::ToHex(b.rtmr[3])},
-      {"report_data", tdx::ToHex(b.report_data)},
+      {"mrtd", HexEncode(b.mr_td)},
+      {"mrconfigid", HexEncode(b.mr_config_id)},
+      {"mrowner", HexEncode(b.mr_owner)},
+      {"mrownerconfig", HexEncode(b.mr_owner_config)},
+      {"rtmr0", HexEncode(b.rtmr[0])},
+      {"rtmr1", HexEncode(b.rtmr[1])},
+      {"rtmr2", HexEncode(b.rtmr[2])},
+      {"rtmr3", HexEncode(b.rtmr[3])},
+      {"report_data", HexEncode(b.report_data)},
   };
   if (b.tee_tcb_svn_2.has_value()) {
-    body["tee_tcb_svn_2"] = tdx::ToHex(*b.tee_tcb_svn_2);
+    body["tee_tcb_svn_2"] = HexEncode(*b.tee_tcb_svn_2);
   }
   if (b.mr_service_td.has_value()) {
-    body["mrservicetd"] = tdx::ToHex(*b.mr_service_td);
+    body["mrservicetd"] = HexEncode(*b.mr_service_td);
   }
   return {{"version", q.header.version},
           {"body_type", q.body_type == tdx::kBodyTypeTdx15 ? "TDX 1.5" : "TDX 1.0"},
@@ -85,11 +85,11 @@ Json AppraisalJson(const tdx::Quote& q, const tdx::Appraisal& a) {
   if (!q.pck_chain_pem.empty()) {
     auto pck = tdx::ParsePckExtensionsPem(q.pck_chain_pem[0]);
     if (pck.ok()) {
-      out["pck"] = {{"fmspc", tdx::ToHex(pck->fmspc)},
-                    {"pce_id", tdx::ToHex(pck->pce_id)},
+      out["pck"] = {{"fmspc", HexEncode(pck->fmspc)},
+                    {"pce_id", HexEncode(pck->pce_id)},
                     {"pce_svn", pck->pce_svn},
-                    {"sgx_tcb_components", tdx::ToHex(pck->sgx_tcb_components)},
-                    {"cpu_svn", tdx::ToHex(pck->cpu_svn)}};
+                    {"sgx_tcb_components", HexEncode(pck->sgx_tcb_components)},
+                    {"cpu_svn", HexEncode(pck->cpu_svn)}};
     }
   }
   if (!a.with_collateral) {
@@ -278,7 +278,7 @@ int QuoteMain(int argc, char** argv) {
   }
   if (!ps.ok()) return Usage(std::string(ps.message()));
   if (!flags.positional().empty()) return Usage("quote takes no positional argument");
-  auto bytes = tdx::FromHex(flags.Get("report_data"), 64);
+  auto bytes = HexDecodeExact(flags.Get("report_data"), 64);
   if (!bytes.ok()) return Usage("--report_data: " + std::string(bytes.status().message()));
   std::array<uint8_t, 64> report_data{};
   std::copy(bytes->begin(), bytes->end(), report_data.begin());

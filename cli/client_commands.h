@@ -9,19 +9,10 @@ namespace gputravel {
 // orchestrator's gRPC API (proto/orchestrator.proto) over mutual TLS:
 // create, start, pause, resume, cancel, status, watch, list, holders, gpus.
 // docs/cli.md describes every command, flag, environment variable and exit
-// code.
+// code. Each command group has its own file (campaign_commands, query_commands,
+// watch); the connection and error reporting are cli/command_context.h.
 
-// Exit codes of every client command.
-enum ClientExit {
-  kExitOk = 0,              // Success (watch: the campaign COMPLETED).
-  kExitFailed = 1,          // Campaign FAILED, or another server-side error.
-  kExitUsage = 2,           // Bad flags, missing settings or files, invalid JSON.
-  kExitNotFound = 3,        // NOT_FOUND.
-  kExitRejected = 4,        // FAILED_PRECONDITION, ALREADY_EXISTS, INVALID_ARGUMENT.
-  kExitUnreachable = 5,     // UNAVAILABLE, DEADLINE_EXCEEDED.
-  kExitDenied = 6,          // UNAUTHENTICATED, PERMISSION_DENIED.
-  kExitCancelled = 7,       // watch ended with the campaign CANCELLED.
-};
+// Exit codes: ClientExit (cli/command_context.h).
 
 // True for: create, start, pause, resume, cancel, status, watch, list,
 // holders, gpus.

@@ -24,6 +24,7 @@
 #include "trainer/synthetic_corpus.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
+#include "util/hex.h"
 
 namespace gputravel {
 namespace {

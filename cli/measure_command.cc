@@ -6,6 +6,7 @@
 #include "nlohmann/json.hpp"
 #include "util/files.h"
 #include "util/flags.h"
+#include "util/hex.h"
 
 namespace gputravel {
 

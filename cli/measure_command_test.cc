@@ -7,6 +7,7 @@
 #include "keyxfer/runtime_measurement.h"
 #include "nlohmann/json.hpp"
 #include "util/files.h"
+#include "util/hex.h"
 
 namespace gputravel {
 namespace {

@@ -1,7 +1,9 @@
 #ifndef GPUTRAVEL_CLI_PROGRESS_H_
 #define GPUTRAVEL_CLI_PROGRESS_H_
 
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 namespace gputravel {
@@ -29,6 +31,43 @@ std::string FormatPercent(double fraction);
 // bar at all only the beginning of the line is kept. width <= 0 gives "".
 std::string RenderProgressBar(double fraction, int width, const std::string& label,
                               double bytes_per_second);
+
+// Progress bars redrawn in place (carriage return and ANSI erase-line) on a
+// terminal: the provisioning of the current trip (bytes, rate) and the
+// campaign's bytes and trips. Names are made terminal-safe. Not thread-safe.
+class ProgressDisplay {
+ public:
+  // out == nullptr: disabled (every call does nothing).
+  explicit ProgressDisplay(FILE* out);
+  bool enabled() const { return out_ != nullptr; }
+
+  void SetCampaign(const std::string& name, uint64_t bytes_done, uint64_t bytes_total,
+                   uint64_t trips_ok, uint64_t trips_failed);
+  void TripStarted(uint64_t trip, const std::string& holder);
+  // Bytes of the trip so far (of `total`, 0 when not known).
+  void TripBytes(uint64_t trip, const std::string& holder, uint64_t bytes, uint64_t total);
+  void TripFinished() { has_trip_ = false; }
+
+  // Erases the bars; the cursor is left at the start of the first bar line.
+  void Clear();
+  // Redraws the bars (at most every 100 ms unless forced).
+  void Draw(bool force);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  FILE* out_;
+  int width_ = 79;
+  int lines_ = 0;
+  Clock::time_point last_draw_{};
+  bool has_campaign_ = false;
+  std::string campaign_;
+  uint64_t bytes_done_ = 0, bytes_total_ = 0, trips_ok_ = 0, trips_failed_ = 0;
+  bool has_trip_ = false, trip_started_ = false;
+  uint64_t trip_ = 0, trip_bytes_ = 0, trip_total_ = 0, first_bytes_ = 0;
+  std::string holder_;
+  Clock::time_point first_time_{};
+};
 
 }  // namespace gputravel
 

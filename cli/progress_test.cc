@@ -1,5 +1,8 @@
 #include "cli/progress.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -75,6 +78,41 @@ TEST(RenderProgressBar, NarrowWidthShortensLabelNeverExceedsWidth) {
   EXPECT_NE(s.find("~ ["), std::string::npos) << s;  // Shortened label.
   EXPECT_NE(s.find("30.0%"), std::string::npos) << s;
   EXPECT_EQ(RenderProgressBar(0.3, 0, label, -1), "");
+}
+
+// Bars on a stream that is not a terminal: 80 columns; names are escaped.
+TEST(ProgressDisplay, DrawsTripAndCampaignBarsAndClearsThem) {
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* out = open_memstream(&buf, &len);
+  ASSERT_NE(out, nullptr);
+  {
+    ProgressDisplay bars(out);
+    ASSERT_TRUE(bars.enabled());
+    bars.SetCampaign("camp\x1b", 512, 1024, 2, 1);
+    bars.TripBytes(7, "hospital-a", 256, 1024);
+    bars.Draw(true);
+    std::fflush(out);
+    std::string drawn(buf, len);
+    EXPECT_NE(drawn.find("trip 7 hospital-a 256 B/1.0 KiB"), std::string::npos) << drawn;
+    EXPECT_NE(drawn.find("25.0%"), std::string::npos) << drawn;
+    EXPECT_NE(drawn.find("campaign camp\\x1b 512 B/1.0 KiB trips 2 ok 1 failed"),
+              std::string::npos)
+        << drawn;
+    EXPECT_NE(drawn.find("50.0%"), std::string::npos) << drawn;
+    EXPECT_EQ(drawn.find('\x1b'), std::string::npos) << "nothing to erase yet";
+    EXPECT_NE(drawn.find('\n'), std::string::npos) << "two bars, two lines";
+    bars.TripFinished();
+    bars.Clear();
+    std::fflush(out);
+    std::string cleared(buf, len);
+    EXPECT_EQ(cleared.substr(drawn.size()), "\r\x1b[K\x1b[1A\x1b[K");
+  }
+  std::fclose(out);
+  std::free(buf);
+  ProgressDisplay off(nullptr);
+  EXPECT_FALSE(off.enabled());
+  off.Draw(true);  // does nothing
 }
 
 }  // namespace

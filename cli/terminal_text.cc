@@ -2,15 +2,14 @@
 
 #include <cstddef>
 
+#include "util/hex.h"
+
 namespace gputravel {
 namespace {
 
 void AppendEscaped(std::string* out, unsigned char c) {
-  static const char kHex[] = "0123456789abcdef";
-  out->push_back('\\');
-  out->push_back('x');
-  out->push_back(kHex[c >> 4]);
-  out->push_back(kHex[c & 15]);
+  const char byte = static_cast<char>(c);
+  out->append("\\x").append(HexEncode(absl::string_view(&byte, 1)));
 }
 
 bool IsContinuation(unsigned char c) { return (c & 0xc0) == 0x80; }

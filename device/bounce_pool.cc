@@ -4,6 +4,7 @@
 
 #include "keyxfer/random.h"
 #include "util/files.h"
+#include "util/hex.h"
 
 namespace gputravel {
 

@@ -12,6 +12,7 @@
 #include "device/emulated_gpu.h"
 #include "device/gpu_session.h"
 #include "device/h2d_writer.h"
+#include "device/window_digest.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "keyxfer/random.h"

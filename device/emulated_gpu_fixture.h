@@ -45,6 +45,7 @@ class EmulatedGpuFixture : public ::testing::Test {
     ca_der_ = *IssueCertificate(ca, "ca", ca, "", true, 1);
     auto id = *EcKey::Generate(Curve::kP384);
     auto cert = *IssueCertificate(id, "EMU-1", ca, ca_der_, false, 1);
+    cert_der_ = cert;
     o.serial = "EMU-1";
     o.memory_bytes = memory_bytes_;
     char tmpl[] = "/tmp/gputravel-gpuf-XXXXXX";
@@ -80,28 +81,56 @@ class EmulatedGpuFixture : public ::testing::Test {
     return MakeChannel("unix:" + dir_ + "/holder.sock");
   }
 
-  // A fresh session; the session in force (if any) authorises it to keep
-  // device memory, as the owner's re-key does.
-  void Establish() {
+  // Seals `cmd` under the current session as `req`'s prior_command; with
+  // `keep`, together with the authorisation to keep device memory for
+  // exactly `req`.
+  void RideOn(v1::KeyExchangeRequest* req, v1::DeviceCommand cmd, bool keep) {
+    if (keep) {
+      cmd.mutable_keep_memory()->set_requester_public_key(req->requester_public_key());
+      cmd.mutable_keep_memory()->set_requester_nonce(req->requester_nonce());
+    }
+    v1::SealedMessage* p = req->mutable_prior_command();
+    p->set_session_id(session_);
+    p->set_ciphertext(
+        *control_->Seal(ControlAad(true, session_), cmd.SerializeAsString(), nullptr));
+  }
+  // A fresh session. With `keep` (the owner's re-key) and a session in
+  // force, device memory is kept; without, it is wiped.
+  void Establish(bool keep = true) {
     auto eph = *EcKey::Generate(Curve::kP384);
     v1::KeyExchangeRequest req;
     req.set_requester_public_key(eph.PublicPoint());
     req.set_requester_nonce(RandomString(32));
-    if (control_ != nullptr) {
-      v1::DeviceCommand keep;
-      keep.mutable_keep_memory()->set_requester_public_key(req.requester_public_key());
-      keep.mutable_keep_memory()->set_requester_nonce(req.requester_nonce());
-      req.mutable_prior_command()->set_session_id(session_);
-      req.mutable_prior_command()->set_ciphertext(
-          *control_->Seal(ControlAad(true, session_), keep.SerializeAsString(), nullptr));
-    }
+    if (keep && control_ != nullptr) RideOn(&req, v1::DeviceCommand(), true);
     auto resp = gpu_->KeyExchange(kOwner, req);
     ASSERT_TRUE(resp.ok()) << resp.status();
     std::string t = ExchangeTranscript("EMU-1", req, *resp);
-    keys_ = *DeriveDeviceSessionKeys(*eph.DeriveSharedSecret(resp->device_public_key()), t);
+    secret_ = *DeviceSessionSecret(*eph.DeriveSharedSecret(resp->device_public_key()), t);
+    keys_ = *ExpandDeviceSessionKeys(secret_);
     control_ = *SealedChannel::Create(keys_.gsp_h2d, keys_.gsp_d2h);
     d2h_ = *D2hReceiver::Create(keys_.lce_d2h.Clone());
     session_ = resp->session_id();
+  }
+  // Replaces the device with one made with `o` (serial, identity and shared
+  // memory filled in) in the same directory: a fresh session, the ring
+  // attached again and a buffer of `buffer_bytes`.
+  void Restart(EmulatedGpuOptions o, uint64_t buffer_bytes) {
+    auto ca = *EcKey::Generate(Curve::kP384);
+    auto ca_der = *IssueCertificate(ca, "ca", ca, "", true, 1);
+    auto id = *EcKey::Generate(Curve::kP384);
+    auto cert = *IssueCertificate(id, "EMU-1", ca, ca_der, false, 1);
+    o.serial = "EMU-1";
+    o.shared_dirs[kOwner] = dir_;
+    gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
+    gpu_->SetOwner(kOwner);
+    Establish();
+    Attach();
+    buffer_ = Alloc(buffer_bytes);
+  }
+  // A device reply's code, or the call's.
+  absl::StatusCode Code(const absl::StatusOr<v1::DeviceReply>& r) {
+    if (!r.ok()) return r.status().code();
+    return static_cast<absl::StatusCode>(r->code());
   }
   void Attach() {
     v1::AttachBounceRequest ab;
@@ -185,8 +214,9 @@ class EmulatedGpuFixture : public ::testing::Test {
   uint64_t buffer_bytes_ = kBufferBytes;
   uint64_t memory_bytes_ = 1 << 20;
 
-  std::string ca_der_, dir_;
+  std::string ca_der_, cert_der_, dir_;
   std::unique_ptr<EmulatedGpu> gpu_;
+  SecretBytes secret_;  // the session secret: every copy engine's keys
   DeviceSessionKeys keys_;
   std::unique_ptr<SealedChannel> control_;
   D2hReceiver d2h_;

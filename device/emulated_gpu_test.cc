@@ -14,6 +14,7 @@
 #include "device/bounce_buffer.h"
 #include "device/d2h_receiver.h"
 #include "gtest/gtest.h"
+#include "device/emulated_gpu_fixture.h"
 #include "device/exchange_transcript.h"
 #include "keyxfer/device_session.h"
 #include "keyxfer/random.h"
@@ -22,153 +23,10 @@
 namespace gputravel {
 namespace {
 
-constexpr char kOwner[] = "orchestrator";
+using testing_fixture::kOwner;
 
 // Drives the emulated GPU directly, as a driver would, with real keys.
-class EmulatedGpuTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto ca = *EcKey::Generate(Curve::kP384);
-    ca_der_ = *IssueCertificate(ca, "ca", ca, "", true, 1);
-    auto id = *EcKey::Generate(Curve::kP384);
-    auto cert = *IssueCertificate(id, "EMU-1", ca, ca_der_, false, 1);
-    cert_der_ = cert;
-    EmulatedGpuOptions o;
-    o.serial = "EMU-1";
-    o.memory_bytes = 1 << 20;
-    char tmpl[] = "/tmp/gputravel-gpu-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    o.shared_dirs[kOwner] = dir_;
-    gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
-    gpu_->SetOwner(kOwner);
-    Establish();
-    bounce_ = *BounceBuffer::Create(dir_ + "/bounce", 4, 4096);
-    Attach();
-    buffer_ = Alloc(8192);
-  }
-  // Maps the ring into the device (again); later doorbells use the new id.
-  void Attach() {
-    v1::AttachBounceRequest ab;
-    ab.set_path(bounce_->path());
-    ab.set_slots(4);
-    ab.set_slot_size(4096);
-    bounce_id_ = *gpu_->AttachBounce(kOwner, ab);
-  }
-  void TearDown() override {
-    bounce_.reset();
-    rmdir(dir_.c_str());
-  }
-  // Replaces the device with one made with `o` (serial, identity and shared
-  // memory filled in): a fresh session, the ring attached again and a buffer
-  // of `buffer_bytes`.
-  void Restart(EmulatedGpuOptions o, uint64_t buffer_bytes) {
-    auto ca = *EcKey::Generate(Curve::kP384);
-    auto ca_der = *IssueCertificate(ca, "ca", ca, "", true, 1);
-    auto id = *EcKey::Generate(Curve::kP384);
-    auto cert = *IssueCertificate(id, "EMU-1", ca, ca_der, false, 1);
-    o.serial = "EMU-1";
-    o.shared_dirs[kOwner] = dir_;
-    gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
-    gpu_->SetOwner(kOwner);
-    Establish();
-    Attach();
-    buffer_ = Alloc(buffer_bytes);
-  }
-  absl::StatusCode Code(const absl::StatusOr<v1::DeviceReply>& r) {
-    if (!r.ok()) return r.status().code();
-    return static_cast<absl::StatusCode>(r->code());
-  }
-
-  // Seals `cmd` under the current session as `req`'s prior_command; with
-  // `keep`, together with the authorisation to keep device memory for
-  // exactly `req`.
-  void RideOn(v1::KeyExchangeRequest* req, v1::DeviceCommand cmd, bool keep) {
-    if (keep) {
-      cmd.mutable_keep_memory()->set_requester_public_key(req->requester_public_key());
-      cmd.mutable_keep_memory()->set_requester_nonce(req->requester_nonce());
-    }
-    v1::SealedMessage* p = req->mutable_prior_command();
-    p->set_session_id(session_);
-    p->set_ciphertext(
-        *control_->Seal(ControlAad(true, session_), cmd.SerializeAsString(), nullptr));
-  }
-  // A fresh session. With `keep` (the owner's re-key) and a session in
-  // force, device memory is kept; without, it is wiped.
-  void Establish(bool keep = true) {
-    auto eph = *EcKey::Generate(Curve::kP384);
-    v1::KeyExchangeRequest req;
-    req.set_requester_public_key(eph.PublicPoint());
-    req.set_requester_nonce(RandomString(32));
-    if (keep && control_ != nullptr) RideOn(&req, v1::DeviceCommand(), true);
-    auto resp = *gpu_->KeyExchange(kOwner, req);
-    std::string t = ExchangeTranscript("EMU-1", req, resp);
-    secret_ = *DeviceSessionSecret(*eph.DeriveSharedSecret(resp.device_public_key()), t);
-    keys_ = *ExpandDeviceSessionKeys(secret_);
-    control_ = *SealedChannel::Create(keys_.gsp_h2d, keys_.gsp_d2h);
-    d2h_ = *D2hReceiver::Create(keys_.lce_d2h.Clone());
-    session_ = resp.session_id();
-  }
-
-  absl::StatusOr<v1::DeviceReply> Command(const v1::DeviceCommand& cmd) {
-    v1::SealedMessage req;
-    req.set_session_id(session_);
-    req.set_ciphertext(*control_->Seal(ControlAad(true, session_), cmd.SerializeAsString(), nullptr));
-    auto resp = gpu_->Control(kOwner, req);
-    if (!resp.ok()) return resp.status();
-    auto plain = control_->Open(ControlAad(false, session_), resp->ciphertext());
-    if (!plain.ok()) return plain.status();
-    v1::DeviceReply r;
-    r.ParseFromString(*plain);
-    if (r.code() != 0) return r;
-    // Read-backs come as the copy engine's D2H copy, opened in order here.
-    absl::Status d = d2h_.Open(cmd, session_, resp->d2h_copy(), &r);
-    if (!d.ok()) return d;
-    return r;
-  }
-  uint64_t Alloc(uint64_t size) {
-    v1::DeviceCommand c;
-    c.mutable_alloc()->set_size(size);
-    return Command(c)->buffer_id();
-  }
-  std::string Read(uint64_t off, uint64_t len) {
-    v1::DeviceCommand c;
-    c.mutable_read()->set_buffer_id(buffer_);
-    c.mutable_read()->set_offset(off);
-    c.mutable_read()->set_length(len);
-    return Command(c)->data();
-  }
-
-  // Encrypts `data` for (counter, offset) with `key` into `slot`; returns the
-  // doorbell request.
-  v1::SubmitH2DRequest Stage(const ChannelMaterial& key, uint32_t counter,
-                             uint32_t slot, uint64_t offset, const std::string& data) {
-    auto c = *ChannelCipher::Create(key);
-    std::string aad = ChunkAad(session_, buffer_, offset, data.size());
-    uint8_t tag[16];
-    EXPECT_TRUE(c->Encrypt(counter, reinterpret_cast<const uint8_t*>(aad.data()),
-                           aad.size(), reinterpret_cast<const uint8_t*>(data.data()),
-                           data.size(), bounce_->slot(slot), tag).ok());
-    v1::SubmitH2DRequest r;
-    r.set_bounce_id(bounce_id_);
-    r.set_slot(slot);
-    r.set_buffer_id(buffer_);
-    r.set_offset(offset);
-    r.set_length(data.size());
-    std::memcpy(bounce_->tag(slot), tag, 16);  // where the copy engine reads it
-    r.set_tag_offset(bounce_->tag_offset(slot));
-    r.set_session_id(session_);
-    return r;
-  }
-
-  std::string ca_der_, cert_der_, dir_;
-  std::unique_ptr<EmulatedGpu> gpu_;
-  SecretBytes secret_;  // the session secret: every copy engine's keys
-  DeviceSessionKeys keys_;
-  std::unique_ptr<SealedChannel> control_;
-  D2hReceiver d2h_;
-  uint64_t session_ = 0, bounce_id_ = 0, buffer_ = 0;
-  std::unique_ptr<BounceBuffer> bounce_;
-};
+class EmulatedGpuTest : public testing_fixture::EmulatedGpuFixture {};
 
 // The responder's ephemeral key is made ahead, serves exactly one exchange,
 // and a reset discards it like every other key.

@@ -15,6 +15,7 @@
 #include "device/emulated_gpu_fixture.h"
 #include "device/h2d_source.h"
 #include "device/h2d_writer.h"
+#include "device/window_digest.h"
 #include "gtest/gtest.h"
 
 namespace gputravel {

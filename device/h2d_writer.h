@@ -109,14 +109,6 @@ class H2dWriter {
   std::unique_ptr<H2dCancelPoint> cancel_;
 };
 
-// The digest a verifier recomputes from the plaintext it reads back.
-absl::StatusOr<std::string> WindowDigest(const ChannelMaterial& key,
-                                         uint64_t session_id, uint64_t buffer_id,
-                                         uint64_t dest_offset,
-                                         const std::string& plaintext,
-                                         uint32_t chunk_size,
-                                         uint32_t first_counter);
-
 }  // namespace gputravel
 
 #endif  // GPUTRAVEL_DEVICE_H2D_WRITER_H_

@@ -10,9 +10,10 @@
 #include "auth/tls_config.h"
 #include "keyxfer/attestation_config.h"
 #include "keyxfer/runtime_measurement.h"
+#include "trainer/training_policy.h"
 #include "util/daemon_main.h"
 #include "util/files.h"
-#include "trainer/training_policy.h"
+#include "util/hex.h"
 #include "util/json_fields.h"
 #include "util/log.h"
 

@@ -13,6 +13,7 @@
 #include "keyxfer/random.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
+#include "util/hex.h"
 #include "util/log.h"
 
 namespace gputravel {

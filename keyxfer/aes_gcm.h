@@ -53,8 +53,8 @@ class AesGcm {
                                  size_t aad_len, const uint8_t* shared_in, size_t n,
                                  const uint8_t tag[kGcmTagSize], uint8_t* out);
   // The private pieces, in the L1 cache. Measured with OpenSSL 3.0 on 2 MiB
-  // chunks between a large buffer and a /dev/shm slot (docs/performance.md,
-  // item 32). Encrypting, the piece is a multiple of 96 bytes, the stride of
+  // chunks between a large buffer and a /dev/shm slot (//bench:piece_bench,
+  // docs/performance.md). Encrypting, the piece is a multiple of 96 bytes, the stride of
   // OpenSSL's stitched AES-NI GCM loop, so no piece leaves a tail to its
   // slower one-block path: 8064 bytes (84 x 96) costs about 1-3% less than
   // 4096, which leaves a 64-byte tail in every piece; 16 KiB and more cost

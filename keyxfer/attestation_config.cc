@@ -14,6 +14,7 @@
 #include "keyxfer/tdx/tdx_attester.h"
 #include "keyxfer/x509.h"
 #include "util/files.h"
+#include "util/hex.h"
 #include "util/json_fields.h"
 
 namespace gputravel {

@@ -8,7 +8,6 @@
 
 #include <string>
 
-#include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
 #include "keyxfer/ec_key.h"
 #include "keyxfer/runtime_policy.h"
@@ -17,6 +16,7 @@
 #include "keyxfer/tdx/rtmr.h"
 #include "keyxfer/x509.h"
 #include "util/files.h"
+#include "util/hex.h"
 
 namespace gputravel {
 namespace {
@@ -350,12 +350,12 @@ TEST(AttestationConfigTest, DevEvidenceCarriesTheMeasurementAndPeerRtmr3IsEnforc
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(std::string(id->rtmr[3].begin(), id->rtmr[3].end()), mine.rtmr3);
 
-  s["peer_rtmr3"] = {{"binary", absl::BytesToHexString(mine.events[0])},
-                     {"config", absl::BytesToHexString(mine.events[1])}};
+  s["peer_rtmr3"] = {{"binary", HexEncode(mine.events[0])},
+                     {"config", HexEncode(mine.events[1])}};
   auto peer = MakeAttestationFromConfig(s, "x", "d", WithTrustedFiles(TestMeasurement('z'), s));
   ASSERT_TRUE(peer.ok()) << peer.status();
   EXPECT_TRUE(peer->verifier->Verify(*evidence, ReportData{}).ok());
-  s["peer_rtmr3"]["config"] = absl::BytesToHexString(std::string(48, 'q'));
+  s["peer_rtmr3"]["config"] = HexEncode(std::string(48, 'q'));
   peer = MakeAttestationFromConfig(s, "x", "d", WithTrustedFiles(TestMeasurement('z'), s));
   ASSERT_TRUE(peer.ok()) << peer.status();
   auto refused = peer->verifier->Verify(*evidence, ReportData{});

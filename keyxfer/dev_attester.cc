@@ -1,8 +1,8 @@
 #include "keyxfer/dev_attester.h"
 
-#include "absl/strings/escaping.h"
 #include "keyxfer/runtime_measurement.h"
 #include "keyxfer/x509.h"
+#include "util/hex.h"
 
 namespace gputravel {
 
@@ -70,8 +70,8 @@ absl::StatusOr<AttestedIdentity> DevVerifier::Verify(
   if (report.report_data() != expected) {
     return absl::PermissionDeniedError(
         "REPORTDATA mismatch: evidence is bound to another channel or nonce "
-        "(expected " + absl::BytesToHexString(expected).substr(0, 24) +
-        "..., actual " + absl::BytesToHexString(report.report_data()).substr(0, 24) +
+        "(expected " + HexEncode(expected).substr(0, 24) +
+        "..., actual " + HexEncode(report.report_data()).substr(0, 24) +
         "...)");
   }
   if ((report.td_attributes() & 1) != 0 && !policy_.allow_debug) {
@@ -83,10 +83,10 @@ absl::StatusOr<AttestedIdentity> DevVerifier::Verify(
     for (const auto& m : policy_.allowed_mrtd) found = found || m == report.mrtd();
     if (!found) {
       return absl::PermissionDeniedError(
-          "MRTD mismatch: actual " + absl::BytesToHexString(report.mrtd()) +
+          "MRTD mismatch: actual " + HexEncode(report.mrtd()) +
           " is not among the " + std::to_string(policy_.allowed_mrtd.size()) +
           " allowed value(s), first expected " +
-          absl::BytesToHexString(policy_.allowed_mrtd[0]));
+          HexEncode(policy_.allowed_mrtd[0]));
     }
   }
   AttestedIdentity id;

@@ -7,8 +7,8 @@
 #include <memory>
 #include <utility>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "util/hex.h"
 
 namespace gputravel {
 namespace {
@@ -167,7 +167,7 @@ absl::StatusOr<nlohmann::json> CanonicalConfig(const std::string& daemon,
     h.Update(*bytes);
     auto digest = h.Final();
     if (!digest.ok()) return digest.status();
-    files[p.to_string()] = absl::BytesToHexString(*digest);
+    files[p.to_string()] = HexEncode(*digest);
     if (contents != nullptr) (*contents)[p.to_string()] = std::move(*bytes);
   }
   nlohmann::json measured = config;

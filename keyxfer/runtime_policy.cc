@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <set>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "util/files.h"
+#include "util/hex.h"
 
 namespace gputravel {
 namespace {
@@ -44,11 +44,11 @@ absl::Status CheckEvent(int event, const std::vector<std::string>& allowed,
     return absl::OkStatus();
   }
   std::vector<std::string> hex;
-  for (const auto& a : allowed) hex.push_back(absl::BytesToHexString(a));
+  for (const auto& a : allowed) hex.push_back(HexEncode(a));
   return absl::PermissionDeniedError(absl::StrCat(
       "RTMR3 ", Rtmr3EventName(event), " event mismatch: expected ",
       hex.size() == 1 ? hex[0] : "one of [" + absl::StrJoin(hex, ", ") + "]", ", actual ",
-      absl::BytesToHexString(actual),
+      HexEncode(actual),
       event == kRtmr3BinaryEvent ? " (the peer runs another binary)"
                                  : " (the peer runs with another configuration)"));
 }
@@ -103,8 +103,8 @@ absl::Status Rtmr3Policy::Check(const std::vector<uint8_t>& rtmr3,
   const std::string actual(rtmr3.begin(), rtmr3.end());
   if (replayed != actual) {
     return absl::PermissionDeniedError(
-        "RTMR3 mismatch: the evidence's events replay to " + absl::BytesToHexString(replayed) +
-        ", the attested register is " + absl::BytesToHexString(actual) +
+        "RTMR3 mismatch: the evidence's events replay to " + HexEncode(replayed) +
+        ", the attested register is " + HexEncode(actual) +
         " (RTMR3 was extended with something else, or not at all)");
   }
   for (auto [event, allowed] : {std::pair<int, const std::vector<std::string>*>{

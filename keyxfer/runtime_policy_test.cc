@@ -3,20 +3,20 @@
 #include <cstdlib>
 #include <string>
 
-#include "absl/strings/escaping.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "keyxfer/dev_attester.h"
 #include "keyxfer/ec_key.h"
 #include "keyxfer/x509.h"
 #include "util/files.h"
+#include "util/hex.h"
 
 namespace gputravel {
 namespace {
 
 using ::testing::HasSubstr;
 
-std::string Hex(const std::string& b) { return absl::BytesToHexString(b); }
+std::string Hex(const std::string& b) { return HexEncode(b); }
 
 nlohmann::json PinsFor(const RuntimeMeasurement& m, bool with_peer_pins) {
   nlohmann::json j = {{"binary", Hex(m.events[kRtmr3BinaryEvent])},

@@ -41,11 +41,6 @@ bool IsTerminal(const std::string& state) {
          state == kCampaignCancelled;
 }
 
-std::chrono::system_clock::time_point Deadline(double seconds) {
-  return std::chrono::system_clock::now() +
-         std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
-
 std::string Pct(double loss) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.4f", loss);

@@ -65,7 +65,7 @@ struct TrainerSpec {
   uint32_t vocab = 512;
   uint32_t dim = 32;
   // The built-in model's own default (NextTokenModelConfig): at 0.5 its Adam
-  // steps stall the loss at 1.87 nats and then blow it up to 41.6 (issue 33).
+  // steps stall the loss at 1.87 nats and then blow it up to 41.6.
   double learning_rate = 0.05;
   uint64_t batch_tokens = 65536;
   uint64_t seed = 1;

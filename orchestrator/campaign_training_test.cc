@@ -2,8 +2,8 @@
 // windows from the synthetic corpus in round-robin order for two rounds, in
 // the demo's 16384-token batches, with a checkpoint after every trip and a
 // restore into a fresh trainer between the rounds (what RunCampaign does when
-// a campaign resumes). Issue 33: with a learning rate of 0.5 the loss stalled
-// near 1.87 nats, then round 2 opened at 41.6 nats (holder 0) and 11.9.
+// a campaign resumes). With a learning rate of 0.5 the loss stalls near
+// 1.87 nats, then round 2 opens at 41.6 nats (holder 0) and 11.9.
 
 #include <algorithm>
 #include <cmath>

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "util/files.h"
+#include "util/status_macros.h"
 
 namespace gputravel {
 namespace {
@@ -12,13 +13,6 @@ const std::set<std::string> kKnownFields = {"listen",      "domain", "state_dir"
                                             "attestation",  "tls",      "eval_tokens"};
 const std::set<std::string> kKnownGpuFields = {"name", "device_endpoint", "device_ca",
                                                "serial", "heartbeat_period_seconds"};
-
-#define ASSIGN_OR_RETURN_CFG(lhs, expr) \
-  {                                     \
-    auto _r = (expr);                   \
-    if (!_r.ok()) return _r.status();   \
-    lhs = *_r;                          \
-  }
 
 // Errors read "PREFIX" + field + ": unknown field".
 absl::Status CheckKnown(const nlohmann::json& j, const std::set<std::string>& known,
@@ -39,13 +33,15 @@ absl::StatusOr<OrchestratorConfig> ParseOrchestratorConfig(const nlohmann::json&
   absl::Status s = CheckKnown(j, kKnownFields, where + ": ");
   if (!s.ok()) return s;
   OrchestratorConfig cfg;
-  ASSIGN_OR_RETURN_CFG(cfg.listen, JsonString(j, where, "listen"));
-  ASSIGN_OR_RETURN_CFG(cfg.domain, JsonString(j, where, "domain"));
-  ASSIGN_OR_RETURN_CFG(cfg.state_dir, JsonString(j, where, "state_dir"));
-  ASSIGN_OR_RETURN_CFG(cfg.mux_endpoint, JsonString(j, where, "mux_endpoint"));
-  if (j.contains("mux_name")) ASSIGN_OR_RETURN_CFG(cfg.mux_name, JsonString(j, where, "mux_name"));
+  GT_ASSIGN_OR_RETURN(cfg.listen, JsonString(j, where, "listen"));
+  GT_ASSIGN_OR_RETURN(cfg.domain, JsonString(j, where, "domain"));
+  GT_ASSIGN_OR_RETURN(cfg.state_dir, JsonString(j, where, "state_dir"));
+  GT_ASSIGN_OR_RETURN(cfg.mux_endpoint, JsonString(j, where, "mux_endpoint"));
+  if (j.contains("mux_name")) {
+    GT_ASSIGN_OR_RETURN(cfg.mux_name, JsonString(j, where, "mux_name"));
+  }
   if (j.contains("eval_tokens")) {
-    ASSIGN_OR_RETURN_CFG(cfg.eval_tokens, JsonString(j, where, "eval_tokens"));
+    GT_ASSIGN_OR_RETURN(cfg.eval_tokens, JsonString(j, where, "eval_tokens"));
   }
   if (!j.contains("gpus") || !j["gpus"].is_array() || j["gpus"].empty()) {
     return absl::InvalidArgumentError(where + ": gpus: must be a non-empty array");
@@ -58,13 +54,15 @@ absl::StatusOr<OrchestratorConfig> ParseOrchestratorConfig(const nlohmann::json&
     s = CheckKnown(g, kKnownGpuFields, gat + ".");
     if (!s.ok()) return s;
     GpuConfig gc;
-    ASSIGN_OR_RETURN_CFG(gc.name, JsonString(g, gat, "name"));
-    ASSIGN_OR_RETURN_CFG(gc.device_endpoint, JsonString(g, gat, "device_endpoint"));
-    ASSIGN_OR_RETURN_CFG(gc.device_ca, JsonString(g, gat, "device_ca"));
-    if (g.contains("serial")) ASSIGN_OR_RETURN_CFG(gc.serial, JsonString(g, gat, "serial"));
+    GT_ASSIGN_OR_RETURN(gc.name, JsonString(g, gat, "name"));
+    GT_ASSIGN_OR_RETURN(gc.device_endpoint, JsonString(g, gat, "device_endpoint"));
+    GT_ASSIGN_OR_RETURN(gc.device_ca, JsonString(g, gat, "device_ca"));
+    if (g.contains("serial")) {
+      GT_ASSIGN_OR_RETURN(gc.serial, JsonString(g, gat, "serial"));
+    }
     if (g.contains("heartbeat_period_seconds")) {
       uint64_t hb = 0;
-      ASSIGN_OR_RETURN_CFG(hb, JsonUint(g, gat, "heartbeat_period_seconds"));
+      GT_ASSIGN_OR_RETURN(hb, JsonUint(g, gat, "heartbeat_period_seconds"));
       if (hb != 0 && (hb < 4 || hb > 255)) {
         return absl::InvalidArgumentError(
             gat + ".heartbeat_period_seconds: " + std::to_string(hb) +
@@ -112,7 +110,7 @@ absl::StatusOr<OrchestratorConfig> ParseOrchestratorConfig(const nlohmann::json&
     return absl::InvalidArgumentError(
         where + ": tls: missing object ({\"ca\", \"cert\", \"key\"}); every connection is mTLS");
   }
-  ASSIGN_OR_RETURN_CFG(cfg.tls, ParseTlsConfig(j["tls"], where + ": tls"));
+  GT_ASSIGN_OR_RETURN(cfg.tls, ParseTlsConfig(j["tls"], where + ": tls"));
   // Our own certificate must say we are the orchestrator: holders and the
   // MUX accept only that role, so anything else would fail later, obscurely.
   auto me = LocalIdentity(cfg.tls);

@@ -14,6 +14,7 @@
 #include "orchestrator/state_store.h"
 #include "util/daemon_main.h"
 #include "util/files.h"
+#include "util/hex.h"
 #include "util/log.h"
 
 int main(int argc, char** argv) {

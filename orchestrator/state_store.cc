@@ -19,22 +19,7 @@
 #include "absl/time/time.h"
 #include "proto/training.pb.h"
 #include "trainer/training_policy.h"
-
-// Local helpers: the project has no shared status macros yet.
-#define GT_SS_CONCAT_INNER(a, b) a##b
-#define GT_SS_CONCAT(a, b) GT_SS_CONCAT_INNER(a, b)
-// Variadic so that a lambda argument's commas need no extra parentheses.
-#define GT_SS_RETURN_IF_ERROR(...)                 \
-  do {                                             \
-    absl::Status gt_ss_status_ = (__VA_ARGS__);    \
-    if (!gt_ss_status_.ok()) return gt_ss_status_; \
-  } while (0)
-#define GT_SS_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                                \
-  if (!tmp.ok()) return tmp.status();               \
-  lhs = std::move(*tmp)
-#define GT_SS_ASSIGN_OR_RETURN(lhs, expr) \
-  GT_SS_ASSIGN_OR_RETURN_IMPL(GT_SS_CONCAT(gt_ss_or_, __COUNTER__), lhs, expr)
+#include "util/status_macros.h"
 
 namespace gputravel {
 namespace {
@@ -389,7 +374,7 @@ class Stmt {
   }
   // For statements that return no rows (INSERT, UPDATE, DDL).
   absl::Status Run() {
-    GT_SS_ASSIGN_OR_RETURN(bool row, Step());
+    GT_ASSIGN_OR_RETURN(bool row, Step());
     if (row) {
       return absl::InternalError(
           absl::StrCat("unexpected row from ", sqlite3_sql(s_)));
@@ -602,8 +587,8 @@ absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(
   std::unique_ptr<StateStore> store(new StateStore(db, path));
   {
     absl::MutexLock lock(&store->mu_);
-    GT_SS_RETURN_IF_ERROR(store->Configure());
-    GT_SS_RETURN_IF_ERROR(store->EnsureSchema());
+    GT_RETURN_IF_ERROR(store->Configure());
+    GT_RETURN_IF_ERROR(store->EnsureSchema());
   }
   return store;
 }
@@ -617,10 +602,10 @@ StateStore::~StateStore() {
 }
 
 absl::Status StateStore::Exec(const char* sql) {
-  GT_SS_ASSIGN_OR_RETURN(Stmt s, Prepare(db_, stmts_, sql));
+  GT_ASSIGN_OR_RETURN(Stmt s, Prepare(db_, stmts_, sql));
   // Some PRAGMAs answer with a row; draining it is all that is needed here.
   while (true) {
-    GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+    GT_ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) return absl::OkStatus();
   }
 }
@@ -628,7 +613,7 @@ absl::Status StateStore::Exec(const char* sql) {
 absl::Status StateStore::SetSynchronous(Durability durability) {
   if (durability == synchronous_) return absl::OkStatus();
   // Outside any transaction; applies to the commits that follow.
-  GT_SS_RETURN_IF_ERROR(Exec(durability == Durability::kFlush
+  GT_RETURN_IF_ERROR(Exec(durability == Durability::kFlush
                                  ? "PRAGMA synchronous = FULL"
                                  : "PRAGMA synchronous = NORMAL"));
   synchronous_ = durability;
@@ -637,11 +622,11 @@ absl::Status StateStore::SetSynchronous(Durability durability) {
 
 template <typename Body>
 absl::Status StateStore::InTransaction(Body body, bool write, Durability durability) {
-  if (write) GT_SS_RETURN_IF_ERROR(SetSynchronous(durability));
+  if (write) GT_RETURN_IF_ERROR(SetSynchronous(durability));
   // IMMEDIATE takes the write lock up front, so a writing transaction never
   // fails half-way because another connection wrote first; readers take a
   // consistent snapshot without blocking writers (WAL).
-  GT_SS_RETURN_IF_ERROR(Exec(write ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED"));
+  GT_RETURN_IF_ERROR(Exec(write ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED"));
   uncommitted_events_.clear();
   absl::Status st = body();
   if (st.ok()) {
@@ -668,18 +653,18 @@ absl::Status StateStore::InTransaction(Body body, bool write, Durability durabil
 absl::Status StateStore::Configure() {
   int rc = sqlite3_busy_timeout(db_, kBusyTimeoutMs);
   if (rc != SQLITE_OK) return SqliteError(db_, rc, "setting busy_timeout");
-  GT_SS_RETURN_IF_ERROR(Exec("PRAGMA foreign_keys = ON"));
+  GT_RETURN_IF_ERROR(Exec("PRAGMA foreign_keys = ON"));
   // FULL: a commit is on disk (WAL fsynced) before it returns, so a step the
   // engine acted on is never lost to a power cut. Lazy commits switch to
   // NORMAL for themselves (InTransaction).
-  GT_SS_RETURN_IF_ERROR(Exec("PRAGMA synchronous = FULL"));
+  GT_RETURN_IF_ERROR(Exec("PRAGMA synchronous = FULL"));
   synchronous_ = Durability::kFlush;
   {
     // journal_mode answers with the mode in force: a filesystem without
     // shared memory support silently keeps another mode, which we refuse.
-    GT_SS_ASSIGN_OR_RETURN(Stmt s,
+    GT_ASSIGN_OR_RETURN(Stmt s,
                            Prepare(db_, stmts_, "PRAGMA journal_mode = WAL"));
-    GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+    GT_ASSIGN_OR_RETURN(bool row, s.Step());
     std::string mode = row ? s.ColText(0) : "";
     if (mode != "wal") {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -688,8 +673,8 @@ absl::Status StateStore::Configure() {
     }
   }
   {
-    GT_SS_ASSIGN_OR_RETURN(Stmt s, Prepare(db_, stmts_, "PRAGMA foreign_keys"));
-    GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+    GT_ASSIGN_OR_RETURN(Stmt s, Prepare(db_, stmts_, "PRAGMA foreign_keys"));
+    GT_ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row || s.ColInt(0) != 1) {
       return absl::FailedPreconditionError(
           absl::StrCat("state database ", path_,
@@ -702,8 +687,8 @@ absl::Status StateStore::Configure() {
 absl::Status StateStore::EnsureSchema() {
   auto read_version =
       [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::StatusOr<int64_t> {
-    GT_SS_ASSIGN_OR_RETURN(Stmt s, Prepare(db_, stmts_, "PRAGMA user_version"));
-    GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+    GT_ASSIGN_OR_RETURN(Stmt s, Prepare(db_, stmts_, "PRAGMA user_version"));
+    GT_ASSIGN_OR_RETURN(bool row, s.Step());
     return row ? s.ColInt(0) : 0;
   };
   auto check_version = [this](int64_t v) -> absl::Status {
@@ -731,8 +716,8 @@ absl::Status StateStore::EnsureSchema() {
     }
     return absl::OkStatus();
   };
-  GT_SS_ASSIGN_OR_RETURN(int64_t version, read_version());
-  GT_SS_RETURN_IF_ERROR(check_version(version));
+  GT_ASSIGN_OR_RETURN(int64_t version, read_version());
+  GT_RETURN_IF_ERROR(check_version(version));
   if (version == kSchemaVersion) return absl::OkStatus();
 
   // First open or an older schema: create or migrate under the write lock,
@@ -740,15 +725,15 @@ absl::Status StateStore::EnsureSchema() {
   // transactional in SQLite: a failed migration leaves the old version.
   return InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
                            mu_) -> absl::Status {
-    GT_SS_ASSIGN_OR_RETURN(int64_t v, read_version());
-    GT_SS_RETURN_IF_ERROR(check_version(v));
+    GT_ASSIGN_OR_RETURN(int64_t v, read_version());
+    GT_RETURN_IF_ERROR(check_version(v));
     if (v == kSchemaVersion) return absl::OkStatus();
     if (v == 0) {
-      GT_SS_ASSIGN_OR_RETURN(Stmt s,
+      GT_ASSIGN_OR_RETURN(Stmt s,
                              Prepare(db_, stmts_,
                                      "SELECT count(*) FROM sqlite_schema "
                                      "WHERE name NOT LIKE 'sqlite_%'"));
-      GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+      GT_ASSIGN_OR_RETURN(bool row, s.Step());
       if (row && s.ColInt(0) != 0) {
         return absl::FailedPreconditionError(absl::StrCat(
             "state database ", path_,
@@ -756,22 +741,22 @@ absl::Status StateStore::EnsureSchema() {
             "orchestrator state database; point state_dir at another directory"));
       }
     }
-    if (v == 0) GT_SS_RETURN_IF_ERROR(run_ddl(kSchemaV1, "creating the schema"));
+    if (v == 0) GT_RETURN_IF_ERROR(run_ddl(kSchemaV1, "creating the schema"));
     if (v <= 1) {
-      GT_SS_RETURN_IF_ERROR(run_ddl(kMigrateV1ToV2, "migrating the schema from version 1 to 2"));
+      GT_RETURN_IF_ERROR(run_ddl(kMigrateV1ToV2, "migrating the schema from version 1 to 2"));
     }
     if (v <= 2) {
-      GT_SS_RETURN_IF_ERROR(run_ddl(kMigrateV2ToV3, "migrating the schema from version 2 to 3"));
+      GT_RETURN_IF_ERROR(run_ddl(kMigrateV2ToV3, "migrating the schema from version 2 to 3"));
     }
     if (v <= 3) {
-      GT_SS_RETURN_IF_ERROR(run_ddl(kMigrateV3ToV4, "migrating the schema from version 3 to 4"));
+      GT_RETURN_IF_ERROR(run_ddl(kMigrateV3ToV4, "migrating the schema from version 3 to 4"));
     }
     return Exec(kSetUserVersion);
   });
 }
 
 absl::StatusOr<int64_t> StateStore::InsertEvent(const EventRow& e) {
-  GT_SS_ASSIGN_OR_RETURN(
+  GT_ASSIGN_OR_RETURN(
       Stmt s, Prepare(db_, stmts_,
                       "INSERT INTO events (campaign, trip, kind, step, "
                       "message, bytes, loss, time_ms, eval_loss) "
@@ -785,7 +770,7 @@ absl::StatusOr<int64_t> StateStore::InsertEvent(const EventRow& e) {
       .OptReal(e.loss)
       .Int(e.time_ms != 0 ? e.time_ms : NowMs())
       .OptReal(e.eval_loss);
-  GT_SS_RETURN_IF_ERROR(s.Run());
+  GT_RETURN_IF_ERROR(s.Run());
   const int64_t seq = sqlite3_last_insert_rowid(db_);
   uncommitted_events_.emplace_back(e.campaign, seq);
   return seq;
@@ -805,9 +790,9 @@ absl::StatusOr<CampaignRow> StateStore::LoadCampaign(const std::string& name,
                                  ", model FROM campaigns WHERE name = ?"
                                : "SELECT " GT_SS_CAMPAIGN_COLS
                                  " FROM campaigns WHERE name = ?";
-  GT_SS_ASSIGN_OR_RETURN(Stmt s, Prepare(db_, stmts_, sql));
+  GT_ASSIGN_OR_RETURN(Stmt s, Prepare(db_, stmts_, sql));
   s.Text(name);
-  GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+  GT_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) {
     return absl::NotFoundError(
         absl::StrCat("campaign ", Quote(name), " not found"));
@@ -817,12 +802,12 @@ absl::StatusOr<CampaignRow> StateStore::LoadCampaign(const std::string& name,
 
 absl::StatusOr<HolderRow> StateStore::LoadHolder(const std::string& campaign,
                                                  const std::string& name) {
-  GT_SS_ASSIGN_OR_RETURN(
+  GT_ASSIGN_OR_RETURN(
       Stmt s, Prepare(db_, stmts_,
                       "SELECT " GT_SS_HOLDER_COLS
                       " FROM holders WHERE campaign = ? AND name = ?"));
   s.Text(campaign).Text(name);
-  GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+  GT_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) {
     return absl::NotFoundError(absl::StrCat(
         "holder ", Quote(name), " is not part of campaign ", Quote(campaign)));
@@ -831,11 +816,11 @@ absl::StatusOr<HolderRow> StateStore::LoadHolder(const std::string& campaign,
 }
 
 absl::StatusOr<TripRow> StateStore::LoadTrip(uint64_t trip_id) {
-  GT_SS_ASSIGN_OR_RETURN(
+  GT_ASSIGN_OR_RETURN(
       Stmt s, Prepare(db_, stmts_,
                       "SELECT " GT_SS_TRIP_COLS " FROM trips WHERE id = ?"));
   s.U64(trip_id);
-  GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+  GT_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) {
     return absl::NotFoundError(absl::StrCat("trip ", trip_id, " not found"));
   }
@@ -844,11 +829,11 @@ absl::StatusOr<TripRow> StateStore::LoadTrip(uint64_t trip_id) {
 
 absl::StatusOr<std::vector<TripRow>> StateStore::QueryTrips(
     const char* sql, const std::string* campaign) {
-  GT_SS_ASSIGN_OR_RETURN(Stmt s, Prepare(db_, stmts_, sql));
+  GT_ASSIGN_OR_RETURN(Stmt s, Prepare(db_, stmts_, sql));
   if (campaign != nullptr) s.Text(*campaign);
   std::vector<TripRow> out;
   while (true) {
-    GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+    GT_ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) break;
     out.push_back(ReadTrip(s));
   }
@@ -865,21 +850,21 @@ absl::StatusOr<uint64_t> StateStore::NextFencingToken() { return NextId(Durabili
 absl::StatusOr<uint64_t> StateStore::NextId(Durability durability) {
   absl::MutexLock lock(&mu_);
   uint64_t id = 0;
-  GT_SS_RETURN_IF_ERROR(
+  GT_RETURN_IF_ERROR(
       InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
         {
-          GT_SS_ASSIGN_OR_RETURN(
+          GT_ASSIGN_OR_RETURN(
               Stmt s, Prepare(db_, stmts_,
                               "UPDATE counters SET value = value + 1 "
                               "WHERE name = ?"));
           s.Text(kTripCounter);
-          GT_SS_RETURN_IF_ERROR(s.Run());
+          GT_RETURN_IF_ERROR(s.Run());
         }
-        GT_SS_ASSIGN_OR_RETURN(
+        GT_ASSIGN_OR_RETURN(
             Stmt s,
             Prepare(db_, stmts_, "SELECT value FROM counters WHERE name = ?"));
         s.Text(kTripCounter);
-        GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+        GT_ASSIGN_OR_RETURN(bool row, s.Step());
         if (!row) {
           return absl::DataLossError(absl::StrCat(
               "state database ", path_, " lost its trip counter row"));
@@ -934,15 +919,15 @@ absl::StatusOr<CreateResult> StateStore::CreateCampaign(
 
   absl::MutexLock lock(&mu_);
   CreateResult result;
-  GT_SS_RETURN_IF_ERROR(InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+  GT_RETURN_IF_ERROR(InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
                                           mu_) -> absl::Status {
     {
-      GT_SS_ASSIGN_OR_RETURN(Stmt s,
+      GT_ASSIGN_OR_RETURN(Stmt s,
                              Prepare(db_, stmts_,
                                      "SELECT name, spec_json FROM campaigns "
                                      "WHERE request_id = ?"));
       s.Text(c.request_id);
-      GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+      GT_ASSIGN_OR_RETURN(bool row, s.Step());
       if (row) {
         std::string name = s.ColText(0);
         if (name != c.name || s.ColText(1) != c.spec_json) {
@@ -954,16 +939,16 @@ absl::StatusOr<CreateResult> StateStore::CreateCampaign(
         }
         // The same request again (a client retry): answer as the first time.
         result.created = false;
-        GT_SS_ASSIGN_OR_RETURN(result.campaign, LoadCampaign(name, false));
+        GT_ASSIGN_OR_RETURN(result.campaign, LoadCampaign(name, false));
         return absl::OkStatus();
       }
     }
     {
-      GT_SS_ASSIGN_OR_RETURN(
+      GT_ASSIGN_OR_RETURN(
           Stmt s, Prepare(db_, stmts_,
                           "SELECT request_id FROM campaigns WHERE name = ?"));
       s.Text(c.name);
-      GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+      GT_ASSIGN_OR_RETURN(bool row, s.Step());
       if (row) {
         return absl::AlreadyExistsError(absl::StrCat(
             "campaign ", Quote(c.name),
@@ -973,7 +958,7 @@ absl::StatusOr<CreateResult> StateStore::CreateCampaign(
     }
     const int64_t now = NowMs();
     {
-      GT_SS_ASSIGN_OR_RETURN(
+      GT_ASSIGN_OR_RETURN(
           Stmt s,
           Prepare(db_, stmts_,
                   "INSERT INTO campaigns (name, request_id, spec_json, gpu, "
@@ -988,10 +973,10 @@ absl::StatusOr<CreateResult> StateStore::CreateCampaign(
           .Int(now)
           .Int(now)
           .BlobRef(c.terms);
-      GT_SS_RETURN_IF_ERROR(s.Run());
+      GT_RETURN_IF_ERROR(s.Run());
     }
     for (size_t i = 0; i < holders.size(); ++i) {
-      GT_SS_ASSIGN_OR_RETURN(
+      GT_ASSIGN_OR_RETURN(
           Stmt s, Prepare(db_, stmts_,
                           "INSERT INTO holders (campaign, name, position, "
                           "dataset_bytes, state) VALUES (?, ?, ?, ?, ?)"));
@@ -1000,7 +985,7 @@ absl::StatusOr<CreateResult> StateStore::CreateCampaign(
           .Int(static_cast<int64_t>(i))
           .U64(holders[i].dataset_bytes)
           .Text(kHolderActive);
-      GT_SS_RETURN_IF_ERROR(s.Run());
+      GT_RETURN_IF_ERROR(s.Run());
     }
     EventRow e;
     e.campaign = c.name;
@@ -1009,10 +994,10 @@ absl::StatusOr<CreateResult> StateStore::CreateCampaign(
     e.message = absl::StrCat("created with ", holders.size(), " holders, ",
                              c.rounds, " rounds, gpu ", Quote(c.gpu));
     e.time_ms = now;
-    GT_SS_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
+    GT_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
     result.event_seqs.push_back(seq);
     result.created = true;
-    GT_SS_ASSIGN_OR_RETURN(result.campaign, LoadCampaign(c.name, false));
+    GT_ASSIGN_OR_RETURN(result.campaign, LoadCampaign(c.name, false));
     return absl::OkStatus();
   }));
   return result;
@@ -1030,23 +1015,23 @@ absl::StatusOr<CampaignRow> StateStore::GetCampaignSummary(const std::string& na
 
 absl::StatusOr<std::string> StateStore::GetCampaignState(const std::string& name) {
   absl::MutexLock lock(&mu_);
-  GT_SS_ASSIGN_OR_RETURN(
+  GT_ASSIGN_OR_RETURN(
       Stmt s, Prepare(db_, stmts_, "SELECT state FROM campaigns WHERE name = ?"));
   s.Text(name);
-  GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+  GT_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return absl::NotFoundError(absl::StrCat("campaign ", Quote(name), " not found"));
   return s.ColText(0);
 }
 
 absl::StatusOr<std::vector<CampaignRow>> StateStore::ListCampaigns() {
   absl::MutexLock lock(&mu_);
-  GT_SS_ASSIGN_OR_RETURN(Stmt s,
+  GT_ASSIGN_OR_RETURN(Stmt s,
                          Prepare(db_, stmts_,
                                  "SELECT " GT_SS_CAMPAIGN_COLS
                                  " FROM campaigns ORDER BY created_ms, name"));
   std::vector<CampaignRow> out;
   while (true) {
-    GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+    GT_ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) break;
     out.push_back(ReadCampaign(s, false));
   }
@@ -1058,17 +1043,17 @@ absl::StatusOr<std::vector<HolderRow>> StateStore::ListHolders(
   absl::MutexLock lock(&mu_);
   // One read transaction, so the existence check and the rows agree.
   std::vector<HolderRow> out;
-  GT_SS_RETURN_IF_ERROR(InTransaction(
+  GT_RETURN_IF_ERROR(InTransaction(
       [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-        GT_SS_RETURN_IF_ERROR(LoadCampaign(campaign, false).status());
-        GT_SS_ASSIGN_OR_RETURN(
+        GT_RETURN_IF_ERROR(LoadCampaign(campaign, false).status());
+        GT_ASSIGN_OR_RETURN(
             Stmt s,
             Prepare(db_, stmts_,
                     "SELECT " GT_SS_HOLDER_COLS
                     " FROM holders WHERE campaign = ? ORDER BY position"));
         s.Text(campaign);
         while (true) {
-          GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+          GT_ASSIGN_OR_RETURN(bool row, s.Step());
           if (!row) break;
           out.push_back(ReadHolder(s));
         }
@@ -1082,10 +1067,10 @@ absl::StatusOr<std::vector<TripRow>> StateStore::ListTrips(
     const std::string& campaign) {
   absl::MutexLock lock(&mu_);
   std::vector<TripRow> out;
-  GT_SS_RETURN_IF_ERROR(InTransaction(
+  GT_RETURN_IF_ERROR(InTransaction(
       [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-        GT_SS_RETURN_IF_ERROR(LoadCampaign(campaign, false).status());
-        GT_SS_ASSIGN_OR_RETURN(
+        GT_RETURN_IF_ERROR(LoadCampaign(campaign, false).status());
+        GT_ASSIGN_OR_RETURN(
             out, QueryTrips("SELECT " GT_SS_TRIP_COLS
                             " FROM trips WHERE campaign = ? ORDER BY id",
                             &campaign));
@@ -1109,9 +1094,9 @@ absl::StatusOr<EventSeqs> StateStore::SetCampaignState(
   }
   absl::MutexLock lock(&mu_);
   EventSeqs seqs;
-  GT_SS_RETURN_IF_ERROR(
+  GT_RETURN_IF_ERROR(
       InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-        GT_SS_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(name, false));
+        GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(name, false));
         if (IsTerminalCampaignState(c.state) && c.state != state) {
           return absl::FailedPreconditionError(
               absl::StrCat("campaign ", Quote(name), " is already ", c.state,
@@ -1119,12 +1104,12 @@ absl::StatusOr<EventSeqs> StateStore::SetCampaignState(
         }
         const int64_t now = NowMs();
         {
-          GT_SS_ASSIGN_OR_RETURN(
+          GT_ASSIGN_OR_RETURN(
               Stmt s, Prepare(db_, stmts_,
                               "UPDATE campaigns SET state = ?, error = ?, "
                               "updated_ms = ? WHERE name = ?"));
           s.Text(state).Text(error).Int(now).Text(name);
-          GT_SS_RETURN_IF_ERROR(s.Run());
+          GT_RETURN_IF_ERROR(s.Run());
         }
         EventRow e;
         e.campaign = name;
@@ -1134,7 +1119,7 @@ absl::StatusOr<EventSeqs> StateStore::SetCampaignState(
                         ? absl::StrCat(message, error)
                         : absl::StrCat(message, ": ", error);
         e.time_ms = now;
-        GT_SS_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
+        GT_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
         seqs.push_back(seq);
         return absl::OkStatus();
       }));
@@ -1146,17 +1131,17 @@ absl::StatusOr<EventSeqs> StateStore::SetCampaignBuffer(const std::string& name,
                                                         const std::string& gpu_serial) {
   absl::MutexLock lock(&mu_);
   EventSeqs seqs;
-  GT_SS_RETURN_IF_ERROR(InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+  GT_RETURN_IF_ERROR(InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
                                           mu_) -> absl::Status {
-    GT_SS_RETURN_IF_ERROR(LoadCampaign(name, false).status());
+    GT_RETURN_IF_ERROR(LoadCampaign(name, false).status());
     const int64_t now = NowMs();
     {
-      GT_SS_ASSIGN_OR_RETURN(
+      GT_ASSIGN_OR_RETURN(
           Stmt s, Prepare(db_, stmts_,
                           "UPDATE campaigns SET buffer_id = ?, buffer_gpu_serial = ?, "
                           "updated_ms = ? WHERE name = ?"));
       s.U64(buffer_id).Text(buffer_id == 0 ? "" : gpu_serial).Int(now).Text(name);
-      GT_SS_RETURN_IF_ERROR(s.Run());
+      GT_RETURN_IF_ERROR(s.Run());
     }
     EventRow e;
     e.campaign = name;
@@ -1167,7 +1152,7 @@ absl::StatusOr<EventSeqs> StateStore::SetCampaignBuffer(const std::string& name,
                                    : absl::StrCat("device buffer ", buffer_id, " on GPU ",
                                                   gpu_serial);
     e.time_ms = now;
-    GT_SS_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
+    GT_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
     seqs.push_back(seq);
     return absl::OkStatus();
   }));
@@ -1189,15 +1174,15 @@ absl::StatusOr<EventSeqs> StateStore::BeginTrip(const TripRow& t) {
   }
   absl::MutexLock lock(&mu_);
   EventSeqs seqs;
-  GT_SS_RETURN_IF_ERROR(InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+  GT_RETURN_IF_ERROR(InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
                                           mu_) -> absl::Status {
     {
       // Fencing tokens are only safe if they were issued by the counter.
-      GT_SS_ASSIGN_OR_RETURN(
+      GT_ASSIGN_OR_RETURN(
           Stmt s,
           Prepare(db_, stmts_, "SELECT value FROM counters WHERE name = ?"));
       s.Text(kTripCounter);
-      GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+      GT_ASSIGN_OR_RETURN(bool row, s.Step());
       uint64_t issued = row ? s.ColU64(0) : 0;
       if (t.id > issued) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -1206,24 +1191,24 @@ absl::StatusOr<EventSeqs> StateStore::BeginTrip(const TripRow& t) {
       }
     }
     {
-      GT_SS_ASSIGN_OR_RETURN(
+      GT_ASSIGN_OR_RETURN(
           Stmt s,
           Prepare(db_, stmts_, "SELECT campaign FROM trips WHERE id = ?"));
       s.U64(t.id);
-      GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+      GT_ASSIGN_OR_RETURN(bool row, s.Step());
       if (row) {
         return absl::AlreadyExistsError(
             absl::StrCat("trip ", t.id, " already exists in campaign ",
                          Quote(s.ColText(0)), "; take a new id"));
       }
     }
-    GT_SS_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(t.campaign, false));
+    GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(t.campaign, false));
     if (c.state != kCampaignRunning) {
       return absl::FailedPreconditionError(
           absl::StrCat("campaign ", Quote(c.name), " is ", c.state,
                        ", not running; trip ", t.id, " cannot start"));
     }
-    GT_SS_ASSIGN_OR_RETURN(HolderRow h, LoadHolder(t.campaign, t.holder));
+    GT_ASSIGN_OR_RETURN(HolderRow h, LoadHolder(t.campaign, t.holder));
     if (h.state != kHolderActive) {
       return absl::FailedPreconditionError(
           absl::StrCat(TripName(t), ": holder is ", h.state, ", not active"));
@@ -1235,12 +1220,12 @@ absl::StatusOr<EventSeqs> StateStore::BeginTrip(const TripRow& t) {
           ") exceeds the holder's dataset of ", h.dataset_bytes, " bytes"));
     }
     {
-      GT_SS_ASSIGN_OR_RETURN(
+      GT_ASSIGN_OR_RETURN(
           Stmt s, Prepare(db_, stmts_,
                           "SELECT id, step FROM trips WHERE campaign = ? AND "
                           "step NOT IN ('done', 'aborted') LIMIT 1"));
       s.Text(t.campaign);
-      GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+      GT_ASSIGN_OR_RETURN(bool row, s.Step());
       if (row) {
         return absl::FailedPreconditionError(
             absl::StrCat("campaign ", Quote(t.campaign), " still has trip ",
@@ -1250,7 +1235,7 @@ absl::StatusOr<EventSeqs> StateStore::BeginTrip(const TripRow& t) {
     }
     const int64_t now = NowMs();
     {
-      GT_SS_ASSIGN_OR_RETURN(
+      GT_ASSIGN_OR_RETURN(
           Stmt s, Prepare(db_, stmts_,
                           "INSERT INTO trips (id, campaign, holder, "
                           "window_offset, window_length, round, step, "
@@ -1263,15 +1248,15 @@ absl::StatusOr<EventSeqs> StateStore::BeginTrip(const TripRow& t) {
           .Int(t.round)
           .Text(kStepPlanned)
           .Int(now);
-      GT_SS_RETURN_IF_ERROR(s.Run());
+      GT_RETURN_IF_ERROR(s.Run());
     }
     {
-      GT_SS_ASSIGN_OR_RETURN(Stmt s,
+      GT_ASSIGN_OR_RETURN(Stmt s,
                              Prepare(db_, stmts_,
                                      "UPDATE campaigns SET last_holder = ?, "
                                      "updated_ms = ? WHERE name = ?"));
       s.Text(t.holder).Int(now).Text(t.campaign);
-      GT_SS_RETURN_IF_ERROR(s.Run());
+      GT_RETURN_IF_ERROR(s.Run());
     }
     EventRow e;
     e.campaign = t.campaign;
@@ -1283,7 +1268,7 @@ absl::StatusOr<EventSeqs> StateStore::BeginTrip(const TripRow& t) {
                      ", +", t.window_length, ") round ", t.round);
     e.bytes = t.window_length;
     e.time_ms = now;
-    GT_SS_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
+    GT_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
     seqs.push_back(seq);
     return absl::OkStatus();
   }, true, Durability::kLazy));
@@ -1305,14 +1290,14 @@ absl::StatusOr<int64_t> StateStore::MoveStepLocked(
   }
   const int64_t now = NowMs();
   {
-    GT_SS_ASSIGN_OR_RETURN(
+    GT_ASSIGN_OR_RETURN(
         Stmt s,
         Prepare(db_, stmts_, "UPDATE trips SET step = ? WHERE id = ?"));
     s.Text(step).U64(t.id);
-    GT_SS_RETURN_IF_ERROR(s.Run());
+    GT_RETURN_IF_ERROR(s.Run());
   }
   if (window.has_value()) {
-    GT_SS_ASSIGN_OR_RETURN(
+    GT_ASSIGN_OR_RETURN(
         Stmt s, Prepare(db_, stmts_,
                         "UPDATE trips SET gpu_session = ?, first_counter = ?, "
                         "counter_count = ?, gpu_serial = ? WHERE id = ?"));
@@ -1321,7 +1306,7 @@ absl::StatusOr<int64_t> StateStore::MoveStepLocked(
         .Int(window->count)
         .Text(window->gpu_serial)
         .U64(t.id);
-    GT_SS_RETURN_IF_ERROR(s.Run());
+    GT_RETURN_IF_ERROR(s.Run());
   }
   EventRow e;
   e.campaign = t.campaign;
@@ -1353,10 +1338,10 @@ absl::StatusOr<EventSeqs> StateStore::SetTripStep(
   }
   absl::MutexLock lock(&mu_);
   EventSeqs seqs;
-  GT_SS_RETURN_IF_ERROR(
+  GT_RETURN_IF_ERROR(
       InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-        GT_SS_ASSIGN_OR_RETURN(TripRow t, LoadTrip(trip_id));
-        GT_SS_ASSIGN_OR_RETURN(int64_t seq, MoveStepLocked(t, step, to, message, window));
+        GT_ASSIGN_OR_RETURN(TripRow t, LoadTrip(trip_id));
+        GT_ASSIGN_OR_RETURN(int64_t seq, MoveStepLocked(t, step, to, message, window));
         seqs.push_back(seq);
         return absl::OkStatus();
       }, true, step == kStepRouteOut ? Durability::kFlush : Durability::kLazy));
@@ -1382,9 +1367,9 @@ absl::StatusOr<EventSeqs> StateStore::RecordProvisioned(uint64_t trip_id,
   }
   absl::MutexLock lock(&mu_);
   EventSeqs seqs;
-  GT_SS_RETURN_IF_ERROR(
+  GT_RETURN_IF_ERROR(
       InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-        GT_SS_ASSIGN_OR_RETURN(TripRow t, LoadTrip(trip_id));
+        GT_ASSIGN_OR_RETURN(TripRow t, LoadTrip(trip_id));
         const int at = StepIndex(t.step);
         if (IsFinalStep(t.step) || at < StepIndex(kStepProvision) ||
             at > StepIndex(kStepRekey)) {
@@ -1394,13 +1379,13 @@ absl::StatusOr<EventSeqs> StateStore::RecordProvisioned(uint64_t trip_id,
         }
         const int64_t now = NowMs();
         {
-          GT_SS_ASSIGN_OR_RETURN(
+          GT_ASSIGN_OR_RETURN(
               Stmt s, Prepare(db_, stmts_,
                               "UPDATE trips SET bytes = ?, chunks = ?, "
                               "provision_seconds = ?, digest_match = ? "
                               "WHERE id = ?"));
           s.U64(bytes).U64(chunks).Real(seconds).Int(digest_match).U64(trip_id);
-          GT_SS_RETURN_IF_ERROR(s.Run());
+          GT_RETURN_IF_ERROR(s.Run());
         }
         EventRow e;
         e.campaign = t.campaign;
@@ -1411,10 +1396,10 @@ absl::StatusOr<EventSeqs> StateStore::RecordProvisioned(uint64_t trip_id,
                                  digest_match ? "matches" : "MISMATCH");
         e.bytes = bytes;
         e.time_ms = now;
-        GT_SS_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
+        GT_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
         seqs.push_back(seq);
         if (then_step != nullptr) {
-          GT_SS_ASSIGN_OR_RETURN(
+          GT_ASSIGN_OR_RETURN(
               int64_t step_seq,
               MoveStepLocked(t, then_step, StepIndex(then_step), then_message, std::nullopt));
           seqs.push_back(step_seq);
@@ -1435,9 +1420,9 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
   }
   absl::MutexLock lock(&mu_);
   EventSeqs seqs;
-  GT_SS_RETURN_IF_ERROR(InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+  GT_RETURN_IF_ERROR(InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
                                           mu_) -> absl::Status {
-    GT_SS_ASSIGN_OR_RETURN(TripRow t, LoadTrip(trip_id));
+    GT_ASSIGN_OR_RETURN(TripRow t, LoadTrip(trip_id));
     if (t.trained) {
       return absl::FailedPreconditionError(
           absl::StrCat(TripName(t),
@@ -1453,10 +1438,10 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
     // report, this one included, under the campaign's terms.
     v1::TrainingTerms terms = Strictest(v1::TrainingTerms(), {});
     {
-      GT_SS_ASSIGN_OR_RETURN(
+      GT_ASSIGN_OR_RETURN(
           Stmt s, Prepare(db_, stmts_, "SELECT terms FROM campaigns WHERE name = ?"));
       s.Text(t.campaign);
-      GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+      GT_ASSIGN_OR_RETURN(bool row, s.Step());
       const std::string blob = row ? s.ColBlob(0) : std::string();
       if (!blob.empty() && !terms.ParseFromString(blob)) {
         return absl::DataLossError(absl::StrCat(
@@ -1471,7 +1456,7 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
     std::vector<double> block;
     std::map<std::string, uint64_t> windows_of;
     {
-      GT_SS_ASSIGN_OR_RETURN(
+      GT_ASSIGN_OR_RETURN(
           Stmt s, Prepare(db_, stmts_,
                           "SELECT loss, holder FROM trips WHERE campaign = ? AND trained = 1 "
                           "AND id > (SELECT COALESCE(MAX(id), 0) FROM trips "
@@ -1479,7 +1464,7 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
                           "ORDER BY id"));
       s.Text(t.campaign).Text(t.campaign);
       for (;;) {
-        GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+        GT_ASSIGN_OR_RETURN(bool row, s.Step());
         if (!row) break;
         block.push_back(s.ColReal(0));
         ++windows_of[s.ColText(1)];
@@ -1497,27 +1482,27 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
     if (reported && eval_loss) reported_eval = RoundLoss(*eval_loss, terms.loss_decimals());
     const int64_t now = NowMs();
     {
-      GT_SS_ASSIGN_OR_RETURN(
+      GT_ASSIGN_OR_RETURN(
           Stmt s, Prepare(db_, stmts_,
                           "UPDATE trips SET loss = ?, eval_loss = ?, reported_loss = ?, "
                           "reported_eval_loss = ?, trained = 1, step = ? WHERE id = ?"));
       s.Real(loss).OptReal(eval_loss).OptReal(reported).OptReal(reported_eval)
           .Text(kStepScrub).U64(trip_id);
-      GT_SS_RETURN_IF_ERROR(s.Run());
+      GT_RETURN_IF_ERROR(s.Run());
     }
     if (reported) {
-      GT_SS_ASSIGN_OR_RETURN(
+      GT_ASSIGN_OR_RETURN(
           Stmt s, Prepare(db_, stmts_,
                           "UPDATE campaigns SET model = ?, last_loss = ?, last_eval_loss = ?, "
                           "updated_ms = ? WHERE name = ?"));
       s.BlobRef(model_blob).OptReal(reported).OptReal(reported_eval).Int(now).Text(t.campaign);
-      GT_SS_RETURN_IF_ERROR(s.Run());
+      GT_RETURN_IF_ERROR(s.Run());
     } else {
-      GT_SS_ASSIGN_OR_RETURN(
+      GT_ASSIGN_OR_RETURN(
           Stmt s, Prepare(db_, stmts_,
                           "UPDATE campaigns SET model = ?, updated_ms = ? WHERE name = ?"));
       s.BlobRef(model_blob).Int(now).Text(t.campaign);
-      GT_SS_RETURN_IF_ERROR(s.Run());
+      GT_RETURN_IF_ERROR(s.Run());
     }
     EventRow trained;
     trained.campaign = t.campaign;
@@ -1534,7 +1519,7 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
     trained.loss = reported;
     trained.eval_loss = reported_eval;
     trained.time_ms = now;
-    GT_SS_ASSIGN_OR_RETURN(int64_t seq1, InsertEvent(trained));
+    GT_ASSIGN_OR_RETURN(int64_t seq1, InsertEvent(trained));
     seqs.push_back(seq1);
     EventRow step;
     step.campaign = t.campaign;
@@ -1543,7 +1528,7 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
     step.step = kStepScrub;
     step.message = "scrub after training";
     step.time_ms = now;
-    GT_SS_ASSIGN_OR_RETURN(int64_t seq2, InsertEvent(step));
+    GT_ASSIGN_OR_RETURN(int64_t seq2, InsertEvent(step));
     seqs.push_back(seq2);
     return absl::OkStatus();
   }));
@@ -1575,21 +1560,21 @@ absl::StatusOr<EventSeqs> StateStore::FinishTrip(uint64_t trip_id,
   }
   absl::MutexLock lock(&mu_);
   EventSeqs seqs;
-  GT_SS_RETURN_IF_ERROR(InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+  GT_RETURN_IF_ERROR(InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
                                           mu_) -> absl::Status {
-    GT_SS_ASSIGN_OR_RETURN(TripRow t, LoadTrip(trip_id));
+    GT_ASSIGN_OR_RETURN(TripRow t, LoadTrip(trip_id));
     if (IsFinalStep(t.step)) {
       return absl::FailedPreconditionError(
           absl::StrCat(TripName(t), " already finished with outcome ",
                        t.outcome, "; every trip is counted once"));
     }
-    GT_SS_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(t.campaign, false));
-    GT_SS_ASSIGN_OR_RETURN(HolderRow h, LoadHolder(t.campaign, t.holder));
+    GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(t.campaign, false));
+    GT_ASSIGN_OR_RETURN(HolderRow h, LoadHolder(t.campaign, t.holder));
     const std::string final_step =
         f.outcome == kOutcomeAborted ? kStepAborted : kStepDone;
     const int64_t now = NowMs();
     {
-      GT_SS_ASSIGN_OR_RETURN(
+      GT_ASSIGN_OR_RETURN(
           Stmt s, Prepare(db_, stmts_,
                           "UPDATE trips SET step = ?, outcome = ?, error = ?, "
                           "scrub_verified = ?, rekeyed = ?, ended_ms = ?, "
@@ -1602,7 +1587,7 @@ absl::StatusOr<EventSeqs> StateStore::FinishTrip(uint64_t trip_id,
           .Int(now)
           .Int(std::max<int64_t>(0, f.duration_us))
           .U64(trip_id);
-      GT_SS_RETURN_IF_ERROR(s.Run());
+      GT_RETURN_IF_ERROR(s.Run());
     }
 
     const std::string old_holder_state = h.state;
@@ -1637,7 +1622,7 @@ absl::StatusOr<EventSeqs> StateStore::FinishTrip(uint64_t trip_id,
                                 : f.error;
     }
     {
-      GT_SS_ASSIGN_OR_RETURN(
+      GT_ASSIGN_OR_RETURN(
           Stmt s, Prepare(db_, stmts_,
                           "UPDATE holders SET cursor_offset = ?, round = ?, "
                           "state = ?, error = ?, trips = ?, bytes = ? "
@@ -1650,10 +1635,10 @@ absl::StatusOr<EventSeqs> StateStore::FinishTrip(uint64_t trip_id,
           .U64(h.bytes)
           .Text(h.campaign)
           .Text(h.name);
-      GT_SS_RETURN_IF_ERROR(s.Run());
+      GT_RETURN_IF_ERROR(s.Run());
     }
     {
-      GT_SS_ASSIGN_OR_RETURN(
+      GT_ASSIGN_OR_RETURN(
           Stmt s, Prepare(db_, stmts_,
                           "UPDATE campaigns SET trips_ok = trips_ok + ?, "
                           "trips_failed = trips_failed + ?, "
@@ -1666,7 +1651,7 @@ absl::StatusOr<EventSeqs> StateStore::FinishTrip(uint64_t trip_id,
           .U64(ok ? t.bytes : 0)
           .Int(now)
           .Text(t.campaign);
-      GT_SS_RETURN_IF_ERROR(s.Run());
+      GT_RETURN_IF_ERROR(s.Run());
     }
 
     EventRow e;
@@ -1680,7 +1665,7 @@ absl::StatusOr<EventSeqs> StateStore::FinishTrip(uint64_t trip_id,
     e.loss = t.reported_loss;
     e.eval_loss = t.reported_eval_loss;
     e.time_ms = now;
-    GT_SS_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
+    GT_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
     seqs.push_back(seq);
     if (h.state != old_holder_state) {
       EventRow he;
@@ -1693,7 +1678,7 @@ absl::StatusOr<EventSeqs> StateStore::FinishTrip(uint64_t trip_id,
                                       " completed its ", h.round, " rounds")
                        : absl::StrCat("holder ", Quote(h.name), ": ", h.error);
       he.time_ms = now;
-      GT_SS_ASSIGN_OR_RETURN(int64_t hseq, InsertEvent(he));
+      GT_ASSIGN_OR_RETURN(int64_t hseq, InsertEvent(he));
       seqs.push_back(hseq);
     }
     return absl::OkStatus();
@@ -1719,17 +1704,17 @@ absl::StatusOr<EventSeqs> StateStore::MarkHolderState(
   }
   absl::MutexLock lock(&mu_);
   EventSeqs seqs;
-  GT_SS_RETURN_IF_ERROR(
+  GT_RETURN_IF_ERROR(
       InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-        GT_SS_RETURN_IF_ERROR(LoadHolder(campaign, holder).status());
+        GT_RETURN_IF_ERROR(LoadHolder(campaign, holder).status());
         const int64_t now = NowMs();
         {
-          GT_SS_ASSIGN_OR_RETURN(
+          GT_ASSIGN_OR_RETURN(
               Stmt s, Prepare(db_, stmts_,
                               "UPDATE holders SET state = ?, error = ? "
                               "WHERE campaign = ? AND name = ?"));
           s.Text(state).Text(error).Text(campaign).Text(holder);
-          GT_SS_RETURN_IF_ERROR(s.Run());
+          GT_RETURN_IF_ERROR(s.Run());
         }
         EventRow e;
         e.campaign = campaign;
@@ -1739,7 +1724,7 @@ absl::StatusOr<EventSeqs> StateStore::MarkHolderState(
                         ? absl::StrCat("holder ", Quote(holder))
                         : absl::StrCat("holder ", Quote(holder), ": ", error);
         e.time_ms = now;
-        GT_SS_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
+        GT_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
         seqs.push_back(seq);
         return absl::OkStatus();
       }));
@@ -1756,9 +1741,9 @@ absl::StatusOr<int64_t> StateStore::AppendEvent(const EventRow& e) {
   }
   absl::MutexLock lock(&mu_);
   int64_t seq = 0;
-  GT_SS_RETURN_IF_ERROR(
+  GT_RETURN_IF_ERROR(
       InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-        GT_SS_ASSIGN_OR_RETURN(seq, InsertEvent(e));
+        GT_ASSIGN_OR_RETURN(seq, InsertEvent(e));
         return absl::OkStatus();
       }, true, Durability::kLazy));
   return seq;
@@ -1778,12 +1763,12 @@ absl::StatusOr<std::vector<EventRow>> StateStore::EventsAfter(
             " FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
           : "SELECT " GT_SS_EVENT_COLS
             " FROM events WHERE campaign = ? AND seq > ? ORDER BY seq LIMIT ?";
-  GT_SS_ASSIGN_OR_RETURN(Stmt s, Prepare(db_, stmts_, sql));
+  GT_ASSIGN_OR_RETURN(Stmt s, Prepare(db_, stmts_, sql));
   if (!campaign.empty()) s.Text(campaign);
   s.Int(after_seq).Int(limit);
   std::vector<EventRow> out;
   while (true) {
-    GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+    GT_ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) break;
     out.push_back(ReadEvent(s));
   }
@@ -1792,9 +1777,9 @@ absl::StatusOr<std::vector<EventRow>> StateStore::EventsAfter(
 
 absl::StatusOr<int64_t> StateStore::LastEventSeq() {
   absl::MutexLock lock(&mu_);
-  GT_SS_ASSIGN_OR_RETURN(
+  GT_ASSIGN_OR_RETURN(
       Stmt s, Prepare(db_, stmts_, "SELECT COALESCE(MAX(seq), 0) FROM events"));
-  GT_SS_ASSIGN_OR_RETURN(bool row, s.Step());
+  GT_ASSIGN_OR_RETURN(bool row, s.Step());
   return row ? s.ColInt(0) : 0;
 }
 

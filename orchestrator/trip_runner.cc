@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "device/h2d_writer.h"
+#include "device/window_digest.h"
 #include "holder_agent/provision_fault.h"
 #include "keyxfer/attested_channel.h"
 #include "keyxfer/counter_window.h"
@@ -16,11 +17,6 @@
 
 namespace gputravel {
 namespace {
-
-std::chrono::system_clock::time_point Deadline(double seconds) {
-  return std::chrono::system_clock::now() +
-         std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
 
 std::string Seconds(double s) {
   char buf[32];

@@ -24,6 +24,7 @@
 #include "proto/mux.grpc.pb.h"
 #include "proto/orchestrator.grpc.pb.h"
 #include "util/files.h"
+#include "util/hex.h"
 #include "util/subprocess.h"
 
 namespace gputravel {

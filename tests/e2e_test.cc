@@ -31,6 +31,7 @@
 #include "tests/key_keeping_holder.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
+#include "util/hex.h"
 
 namespace gputravel {
 namespace {

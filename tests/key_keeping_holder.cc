@@ -16,6 +16,7 @@
 #include "trainer/training_policy.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
+#include "util/hex.h"
 
 namespace gputravel {
 namespace {

@@ -122,32 +122,4 @@ absl::StatusOr<uint64_t> JsonUint(const nlohmann::json& j, const std::string& wh
   return j[field].get<uint64_t>();
 }
 
-std::string HexEncode(const std::string& bytes) {
-  static const char* k = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(k[c >> 4]);
-    out.push_back(k[c & 15]);
-  }
-  return out;
-}
-
-absl::StatusOr<std::string> HexDecode(const std::string& hex) {
-  if (hex.size() % 2 != 0) return absl::InvalidArgumentError("odd-length hex");
-  auto val = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  std::string out(hex.size() / 2, '\0');
-  for (size_t i = 0; i < out.size(); ++i) {
-    int hi = val(hex[2 * i]), lo = val(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return absl::InvalidArgumentError("invalid hex digit");
-    out[i] = static_cast<char>(hi * 16 + lo);
-  }
-  return out;
-}
-
 }  // namespace gputravel

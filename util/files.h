@@ -30,9 +30,6 @@ absl::StatusOr<std::string> JsonString(const nlohmann::json& j,
 absl::StatusOr<uint64_t> JsonUint(const nlohmann::json& j, const std::string& where,
                                   const std::string& field);
 
-std::string HexEncode(const std::string& bytes);
-absl::StatusOr<std::string> HexDecode(const std::string& hex);
-
 }  // namespace gputravel
 
 #endif  // GPUTRAVEL_UTIL_FILES_H_

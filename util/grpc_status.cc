@@ -25,4 +25,9 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& endpoint) {
                                    args);
 }
 
+std::chrono::system_clock::time_point Deadline(double seconds) {
+  return std::chrono::system_clock::now() +
+         std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
 }  // namespace gputravel

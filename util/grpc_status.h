@@ -1,6 +1,7 @@
 #ifndef GPUTRAVEL_UTIL_GRPC_STATUS_H_
 #define GPUTRAVEL_UTIL_GRPC_STATUS_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -18,6 +19,10 @@ absl::Status FromGrpc(const grpc::Status& s, const std::string& what);
 // used only for the emulated, single-machine stack; every secret that crosses
 // it is sealed by the application protocol (keyxfer).
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& endpoint);
+
+// The deadline of a gRPC call that may take `seconds` from now
+// (grpc::ClientContext::set_deadline).
+std::chrono::system_clock::time_point Deadline(double seconds);
 
 // Large reads (device memory, 32 MiB max per read) need more than gRPC's 4 MiB.
 inline constexpr int kMaxMessageBytes = 64 << 20;

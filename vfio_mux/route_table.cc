@@ -1,3 +1,4 @@
+#include "util/hex.h"
 #include "vfio_mux/route_table.h"
 
 #include <fcntl.h>

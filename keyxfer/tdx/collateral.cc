@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "keyxfer/tdx/hex.h"
+#include "util/hex.h"
 #include "keyxfer/tdx/openssl_util.h"
 #include "nlohmann/json.hpp"
 
@@ -173,7 +173,7 @@ absl::StatusOr<CollateralBundle> ParseCollateralBundle(
   b.qe_identity_issuer_chain = str("qe_identity_issuer_chain");
   b.pck_crl_issuer_chain = str("pck_crl_issuer_chain");
   auto signature = [&](const char* f, std::array<uint8_t, 64>* out) {
-    auto bytes = FromHex(str(f), 64);
+    auto bytes = HexDecodeExact(str(f), 64);
     if (!bytes.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": TDX collateral: \"", f,
@@ -184,7 +184,7 @@ absl::StatusOr<CollateralBundle> ParseCollateralBundle(
   };
   auto der = [&](const char* f, std::string* out) {
     std::string hex = str(f);
-    auto bytes = FromHex(hex, hex.size() / 2);
+    auto bytes = HexDecodeExact(hex, hex.size() / 2);
     if (!bytes.ok() || hex.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           where, ": TDX collateral: \"", f, "\" must be hex DER: ",

@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "keyxfer/tdx/hex.h"
+#include "util/hex.h"
 #include "keyxfer/tdx/tcb_info.h"
 
 namespace gputravel::tdx {
@@ -133,11 +133,11 @@ CollateralStore::ForFmspc(const std::array<uint8_t, 6>& fmspc) {
   if (it != by_fmspc_.end()) return it->second;
   std::vector<std::string> held;
   for (const auto& [f, b] : by_fmspc_) {
-    held.push_back(absl::AsciiStrToUpper(ToHex(f)));
+    held.push_back(absl::AsciiStrToUpper(HexEncode(f)));
   }
   return absl::NotFoundError(absl::StrCat(
       "TDX collateral ", path_, ": no bundle for FMSPC ",
-      absl::AsciiStrToUpper(ToHex(fmspc)), " (holds: ",
+      absl::AsciiStrToUpper(HexEncode(fmspc)), " (holds: ",
       held.empty() ? "none" : absl::StrJoin(held, ", "), ")",
       problems_.empty() ? ""
                         : absl::StrCat("; unreadable: ",

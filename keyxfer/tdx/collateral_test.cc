@@ -5,7 +5,7 @@
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "keyxfer/tdx/hex.h"
+#include "util/hex.h"
 #include "keyxfer/tdx/openssl_util.h"
 #include "keyxfer/tdx/test_pki.h"
 #include "keyxfer/tdx/testdata.h"
@@ -44,7 +44,7 @@ class CollateralTest : public ::testing::Test {
 TEST_F(CollateralTest, BothRealBundlesVerifyInsideTheirValidity) {
   auto v = VerifyCollateral(bundle_, root_.get(), testing::DcapQuoteValidTime());
   ASSERT_TRUE(v.ok()) << v.status();
-  EXPECT_EQ(ToHex(v->tcb_info.fmspc), "b0c06f000000");
+  EXPECT_EQ(HexEncode(v->tcb_info.fmspc), "b0c06f000000");
   EXPECT_EQ(v->qe_identity.id, "TD_QE");
   EXPECT_EQ(v->pck_crl.next_update, Utc(2025, 7, 19, 10, 0, 35));
   EXPECT_THAT(v->pck_crl.issuer, HasSubstr("Intel SGX PCK Platform CA"));
@@ -56,7 +56,7 @@ TEST_F(CollateralTest, BothRealBundlesVerifyInsideTheirValidity) {
   auto v2 = VerifyCollateral(*outdated, root_.get(),
                              testing::DcapOutdatedQuoteValidTime());
   ASSERT_TRUE(v2.ok()) << v2.status();
-  EXPECT_EQ(ToHex(v2->tcb_info.fmspc), "90c06f000000");
+  EXPECT_EQ(HexEncode(v2->tcb_info.fmspc), "90c06f000000");
 }
 
 TEST_F(CollateralTest, AlteredTcbInfoBodyFailsItsSignature) {

@@ -8,8 +8,8 @@
 
 #include "absl/strings/ascii.h"
 #include "gtest/gtest.h"
-#include "keyxfer/tdx/hex.h"
 #include "keyxfer/tdx/testdata.h"
+#include "util/hex.h"
 
 namespace gputravel::tdx {
 namespace {
@@ -29,7 +29,7 @@ TEST(IntelRootCaTest, HasThePublishedFingerprint) {
   unsigned int len = 0;
   ASSERT_EQ(X509_digest(cert, EVP_sha256(), md, &len), 1);
   X509_free(cert);
-  EXPECT_EQ(ToHex(absl::MakeConstSpan(md, len)),
+  EXPECT_EQ(HexEncode(absl::MakeConstSpan(md, len)),
             "44a0196b2b99f889b8e149e95b807a350e7424964399e885a7cbb8ccfab674d3");
 }
 

@@ -6,7 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "keyxfer/tdx/hex.h"
+#include "util/hex.h"
 #include "keyxfer/tdx/quote.h"
 #include "keyxfer/tdx/testdata.h"
 
@@ -26,18 +26,18 @@ PckExtensions LeafOf(const std::string& quote_bytes) {
 TEST(PckExtensionsTest, ReadsTheUpToDateQuotesPlatform) {
   // Values as `openssl asn1parse` shows them in the leaf's 1.2.840.113741.1.13.1.
   PckExtensions ext = LeafOf(testing::DcapQuote());
-  EXPECT_EQ(ToHex(ext.fmspc), "b0c06f000000");
-  EXPECT_EQ(ToHex(ext.pce_id), "0000");
+  EXPECT_EQ(HexEncode(ext.fmspc), "b0c06f000000");
+  EXPECT_EQ(HexEncode(ext.pce_id), "0000");
   EXPECT_EQ(ext.pce_svn, 11);
-  EXPECT_EQ(ToHex(ext.sgx_tcb_components), "03030202040100050000000000000000");
-  EXPECT_EQ(ToHex(ext.cpu_svn), "03030202040100050000000000000000");
-  EXPECT_EQ(ToHex(ext.ppid), "811dca2a26b952e85bb6448b097ba4fd");
+  EXPECT_EQ(HexEncode(ext.sgx_tcb_components), "03030202040100050000000000000000");
+  EXPECT_EQ(HexEncode(ext.cpu_svn), "03030202040100050000000000000000");
+  EXPECT_EQ(HexEncode(ext.ppid), "811dca2a26b952e85bb6448b097ba4fd");
   EXPECT_EQ(ext.sgx_type, 1);
 }
 
 TEST(PckExtensionsTest, ReadsTheOutdatedQuotesPlatform) {
   PckExtensions ext = LeafOf(testing::DcapOutdatedQuote());
-  EXPECT_EQ(ToHex(ext.fmspc), "90c06f000000");
+  EXPECT_EQ(HexEncode(ext.fmspc), "90c06f000000");
   EXPECT_EQ(ext.pce_svn, 13);
   EXPECT_EQ(ext.sgx_tcb_components[7], 3);  // component 8
 }

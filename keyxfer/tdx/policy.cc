@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "keyxfer/tdx/hex.h"
+#include "util/hex.h"
 #include "keyxfer/tdx/pck_extensions.h"
 #include "keyxfer/tdx/tcb_info.h"
 #include "nlohmann/json.hpp"
@@ -41,7 +41,7 @@ absl::StatusOr<std::array<uint8_t, N>> DecodeHex(const Json& v,
                                  "must be a string of %d hex characters%s",
                                  N * 2, N == 48 ? " or a list of them" : ""));
   }
-  auto bytes = FromHex(v.get_ref<const std::string&>(), N);
+  auto bytes = HexDecodeExact(v.get_ref<const std::string&>(), N);
   if (!bytes.ok()) return FieldError(field, bytes.status().message());
   std::array<uint8_t, N> a{};
   std::copy(bytes->begin(), bytes->end(), a.begin());
@@ -167,7 +167,7 @@ std::string CheckMinimum(absl::string_view name,
       return absl::StrFormat(
           "TDX policy: %s below minimum at component %d (0x%02x < 0x%02x): "
           "expected each byte >= %s, actual %s",
-          name, i, actual[i], minimum[i], ToHex(minimum), ToHex(actual));
+          name, i, actual[i], minimum[i], HexEncode(minimum), HexEncode(actual));
     }
   }
   return "";
@@ -182,15 +182,15 @@ absl::Status CheckAllowed(absl::string_view name,
   }
   std::string expected;
   if (allowed.size() == 1) {
-    expected = ToHex(allowed[0]);
+    expected = HexEncode(allowed[0]);
   } else {
     std::vector<std::string> hex;
-    for (const Measurement& m : allowed) hex.push_back(ToHex(m));
+    for (const Measurement& m : allowed) hex.push_back(HexEncode(m));
     expected = absl::StrCat("one of [", absl::StrJoin(hex, ", "), "]");
   }
   return absl::PermissionDeniedError(
       absl::StrFormat("TDX policy: %s mismatch: expected %s, actual %s", name,
-                      expected, ToHex(actual)));
+                      expected, HexEncode(actual)));
 }
 
 }  // namespace
@@ -307,7 +307,7 @@ void Policy::BodyViolations(
       out->push_back(absl::StrFormat(
           "TDX policy: TEE_TCB_SVN_2: expected each byte >= %s, actual absent "
           "(a TDX 1.0 body; min_tee_tcb_svn_2 needs a TDX 1.5 quote)",
-          ToHex(*min_tee_tcb_svn_2)));
+          HexEncode(*min_tee_tcb_svn_2)));
     } else {
       add_text(CheckMinimum("TEE_TCB_SVN_2", *min_tee_tcb_svn_2,
                             *body.tee_tcb_svn_2));
@@ -328,7 +328,7 @@ void Policy::BodyViolations(
     out->push_back(absl::StrFormat(
         "TDX policy: REPORTDATA mismatch (quote not bound to this channel or "
         "nonce): expected %s, actual %s",
-        ToHex(*expected_report_data), ToHex(body.report_data)));
+        HexEncode(*expected_report_data), HexEncode(body.report_data)));
   }
 }
 

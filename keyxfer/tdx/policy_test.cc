@@ -5,9 +5,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "keyxfer/tdx/hex.h"
 #include "keyxfer/tdx/testdata.h"
 #include "nlohmann/json.hpp"
+#include "util/hex.h"
 
 namespace gputravel::tdx {
 namespace {
@@ -75,13 +75,13 @@ TEST_F(PolicyTest, EmptyPolicyChecksOnlyDebugAndReportData) {
 
 TEST_F(PolicyTest, FullPolicyMatchingTheRealQuotePasses) {
   std::string json = absl::StrCat(
-      R"({"mrtd": ")", ToHex(body_.mr_td), R"(", "rtmr0": ")",
-      ToHex(body_.rtmr[0]), R"(", "rtmr1": ")", ToHex(body_.rtmr[1]),
-      R"(", "rtmr2": ")", ToHex(body_.rtmr[2]), R"(", "rtmr3": ")",
-      ToHex(body_.rtmr[3]), R"(", "mrseam": ")", ToHex(body_.mr_seam),
-      R"(", "mrconfigid": ")", ToHex(body_.mr_config_id), R"(", "mrowner": ")",
-      ToHex(body_.mr_owner), R"(", "mrownerconfig": ")",
-      ToHex(body_.mr_owner_config), R"(", "allow_debug": false,)",
+      R"({"mrtd": ")", HexEncode(body_.mr_td), R"(", "rtmr0": ")",
+      HexEncode(body_.rtmr[0]), R"(", "rtmr1": ")", HexEncode(body_.rtmr[1]),
+      R"(", "rtmr2": ")", HexEncode(body_.rtmr[2]), R"(", "rtmr3": ")",
+      HexEncode(body_.rtmr[3]), R"(", "mrseam": ")", HexEncode(body_.mr_seam),
+      R"(", "mrconfigid": ")", HexEncode(body_.mr_config_id), R"(", "mrowner": ")",
+      HexEncode(body_.mr_owner), R"(", "mrownerconfig": ")",
+      HexEncode(body_.mr_owner_config), R"(", "allow_debug": false,)",
       R"( "min_tee_tcb_svn": "04010700000000000000000000000000",)",
       R"( "require_report_data": true})");
   auto p = Parse(json);
@@ -94,7 +94,7 @@ TEST_F(PolicyTest, FullPolicyMatchingTheRealQuotePasses) {
 }
 
 TEST_F(PolicyTest, UppercaseHexAccepted) {
-  std::string hex = ToHex(body_.mr_td);
+  std::string hex = HexEncode(body_.mr_td);
   for (char& c : hex) c = static_cast<char>(std::toupper(c));
   EXPECT_EQ(CheckError(absl::StrCat(R"({"mrtd": ")", hex, R"("})")), "<ok>");
 }
@@ -113,7 +113,7 @@ class PolicyMeasurementTest
 
 TEST_P(PolicyMeasurementTest, MatchPassesMismatchNamesFieldAndValues) {
   const MeasurementField& f = GetParam();
-  std::string actual = ToHex(f.get(body_));
+  std::string actual = HexEncode(f.get(body_));
   EXPECT_EQ(CheckError(absl::StrCat("{\"", f.json_key, "\": \"", actual,
                                     "\"}")),
             "<ok>");
@@ -186,7 +186,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST_F(PolicyTest, ListOfAllowedValuesAcceptsAnyOfThem) {
   std::string other(96, 'e');
-  std::string actual = ToHex(body_.mr_td);
+  std::string actual = HexEncode(body_.mr_td);
   EXPECT_EQ(CheckError(absl::StrCat(R"({"mrtd": [")", other, R"(", ")", actual,
                                     R"("]})")),
             "<ok>");
@@ -194,7 +194,7 @@ TEST_F(PolicyTest, ListOfAllowedValuesAcceptsAnyOfThem) {
                                     std::string(96, 'd'), R"("]})")),
             absl::StrCat("TDX policy: RTMR1 mismatch: expected one of [", other,
                          ", ", std::string(96, 'd'), "], actual ",
-                         ToHex(body_.rtmr[1])));
+                         HexEncode(body_.rtmr[1])));
 }
 
 TEST_F(PolicyTest, ListsMustBeNonEmptyAndWellFormed) {
@@ -211,7 +211,7 @@ TEST_F(PolicyTest, ListsMustBeNonEmptyAndWellFormed) {
 }
 
 TEST_F(PolicyTest, FromJsonValueTakesAParsedSection) {
-  nlohmann::json j = {{"mrtd", ToHex(body_.mr_td)}, {"allow_debug", true}};
+  nlohmann::json j = {{"mrtd", HexEncode(body_.mr_td)}, {"allow_debug", true}};
   auto p = Policy::FromJsonValue(j);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_TRUE(p->allow_debug);

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "util/status_macros.h"
 
 namespace gputravel::tdx {
 namespace {
@@ -94,56 +95,50 @@ class Reader {
   std::string region_;
 };
 
-#define TDX_RETURN_IF_ERROR(expr)         \
-  do {                                    \
-    absl::Status _status = (expr);        \
-    if (!_status.ok()) return _status;    \
-  } while (0)
-
 absl::Status ParseHeader(Reader& r, QuoteHeader* h) {
-  TDX_RETURN_IF_ERROR(r.Le("version", &h->version));
+  GT_RETURN_IF_ERROR(r.Le("version", &h->version));
   if (h->version != 4 && h->version != 5) {
     return Malformed(absl::StrFormat(
         "unsupported version %d at offset 0x0 (supported: 4, 5)", h->version));
   }
-  TDX_RETURN_IF_ERROR(r.Le("attestation key type", &h->attestation_key_type));
+  GT_RETURN_IF_ERROR(r.Le("attestation key type", &h->attestation_key_type));
   if (h->attestation_key_type != kAttestationKeyEcdsaP256) {
     return Malformed(absl::StrFormat(
         "unsupported attestation key type %d at offset 0x2 (supported: 2 = "
         "ECDSA P-256)",
         h->attestation_key_type));
   }
-  TDX_RETURN_IF_ERROR(r.Le("TEE type", &h->tee_type));
+  GT_RETURN_IF_ERROR(r.Le("TEE type", &h->tee_type));
   if (h->tee_type != kTeeTypeTdx) {
     return Malformed(absl::StrFormat(
         "TEE type 0x%x at offset 0x4 is not TDX (0x81)", h->tee_type));
   }
-  TDX_RETURN_IF_ERROR(r.Le("QE SVN", &h->qe_svn));
-  TDX_RETURN_IF_ERROR(r.Le("PCE SVN", &h->pce_svn));
-  TDX_RETURN_IF_ERROR(r.Array("QE vendor id", &h->qe_vendor_id));
+  GT_RETURN_IF_ERROR(r.Le("QE SVN", &h->qe_svn));
+  GT_RETURN_IF_ERROR(r.Le("PCE SVN", &h->pce_svn));
+  GT_RETURN_IF_ERROR(r.Array("QE vendor id", &h->qe_vendor_id));
   return r.Array("user data", &h->user_data);
 }
 
 absl::Status ParseBody(Reader& r, uint16_t body_type, TdReportBody* b) {
-  TDX_RETURN_IF_ERROR(r.Array("TEE_TCB_SVN", &b->tee_tcb_svn));
-  TDX_RETURN_IF_ERROR(r.Array("MRSEAM", &b->mr_seam));
-  TDX_RETURN_IF_ERROR(r.Array("MRSIGNERSEAM", &b->mr_signer_seam));
-  TDX_RETURN_IF_ERROR(r.Le("SEAM attributes", &b->seam_attributes));
-  TDX_RETURN_IF_ERROR(r.Le("TD attributes", &b->td_attributes));
-  TDX_RETURN_IF_ERROR(r.Le("XFAM", &b->xfam));
-  TDX_RETURN_IF_ERROR(r.Array("MRTD", &b->mr_td));
-  TDX_RETURN_IF_ERROR(r.Array("MRCONFIGID", &b->mr_config_id));
-  TDX_RETURN_IF_ERROR(r.Array("MROWNER", &b->mr_owner));
-  TDX_RETURN_IF_ERROR(r.Array("MROWNERCONFIG", &b->mr_owner_config));
+  GT_RETURN_IF_ERROR(r.Array("TEE_TCB_SVN", &b->tee_tcb_svn));
+  GT_RETURN_IF_ERROR(r.Array("MRSEAM", &b->mr_seam));
+  GT_RETURN_IF_ERROR(r.Array("MRSIGNERSEAM", &b->mr_signer_seam));
+  GT_RETURN_IF_ERROR(r.Le("SEAM attributes", &b->seam_attributes));
+  GT_RETURN_IF_ERROR(r.Le("TD attributes", &b->td_attributes));
+  GT_RETURN_IF_ERROR(r.Le("XFAM", &b->xfam));
+  GT_RETURN_IF_ERROR(r.Array("MRTD", &b->mr_td));
+  GT_RETURN_IF_ERROR(r.Array("MRCONFIGID", &b->mr_config_id));
+  GT_RETURN_IF_ERROR(r.Array("MROWNER", &b->mr_owner));
+  GT_RETURN_IF_ERROR(r.Array("MROWNERCONFIG", &b->mr_owner_config));
   for (int i = 0; i < 4; ++i) {
-    TDX_RETURN_IF_ERROR(r.Array(absl::StrCat("RTMR", i), &b->rtmr[i]));
+    GT_RETURN_IF_ERROR(r.Array(absl::StrCat("RTMR", i), &b->rtmr[i]));
   }
-  TDX_RETURN_IF_ERROR(r.Array("REPORTDATA", &b->report_data));
+  GT_RETURN_IF_ERROR(r.Array("REPORTDATA", &b->report_data));
   if (body_type == kBodyTypeTdx15) {
     std::array<uint8_t, 16> svn2;
     Measurement service_td;
-    TDX_RETURN_IF_ERROR(r.Array("TEE_TCB_SVN_2", &svn2));
-    TDX_RETURN_IF_ERROR(r.Array("MRSERVICETD", &service_td));
+    GT_RETURN_IF_ERROR(r.Array("TEE_TCB_SVN_2", &svn2));
+    GT_RETURN_IF_ERROR(r.Array("MRSERVICETD", &service_td));
     b->tee_tcb_svn_2 = svn2;
     b->mr_service_td = service_td;
   }
@@ -152,26 +147,26 @@ absl::Status ParseBody(Reader& r, uint16_t body_type, TdReportBody* b) {
 
 absl::Status ParseQeReport(Reader& r, QeReport* q) {
   Reader qr(absl::Span<const uint8_t>(), 0, 0, "");
-  TDX_RETURN_IF_ERROR(r.Sub("QE report", kQeReportBytes, &qr));
+  GT_RETURN_IF_ERROR(r.Sub("QE report", kQeReportBytes, &qr));
   Reader raw = qr;
-  TDX_RETURN_IF_ERROR(raw.Array("QE report", &q->raw));
+  GT_RETURN_IF_ERROR(raw.Array("QE report", &q->raw));
   // SGX REPORTBODY layout (Intel SGX SDK sgx_report_body_t).
   std::array<uint8_t, 28> reserved1;
   std::array<uint8_t, 32> reserved2;
   std::array<uint8_t, 96> reserved3;
   std::array<uint8_t, 60> reserved4;
-  TDX_RETURN_IF_ERROR(qr.Array("QE CPUSVN", &q->cpu_svn));
-  TDX_RETURN_IF_ERROR(qr.Le("QE MISCSELECT", &q->misc_select));
-  TDX_RETURN_IF_ERROR(qr.Array("QE reserved", &reserved1));
-  TDX_RETURN_IF_ERROR(qr.Array("QE attributes", &q->attributes));
-  TDX_RETURN_IF_ERROR(qr.Array("QE MRENCLAVE", &q->mr_enclave));
-  TDX_RETURN_IF_ERROR(qr.Array("QE reserved", &reserved2));
-  TDX_RETURN_IF_ERROR(qr.Array("QE MRSIGNER", &q->mr_signer));
-  TDX_RETURN_IF_ERROR(qr.Array("QE reserved", &reserved3));
-  TDX_RETURN_IF_ERROR(qr.Le("QE ISVPRODID", &q->isv_prod_id));
-  TDX_RETURN_IF_ERROR(qr.Le("QE ISVSVN", &q->isv_svn));
-  TDX_RETURN_IF_ERROR(qr.Array("QE reserved", &reserved4));
-  TDX_RETURN_IF_ERROR(qr.Array("QE report data", &q->report_data));
+  GT_RETURN_IF_ERROR(qr.Array("QE CPUSVN", &q->cpu_svn));
+  GT_RETURN_IF_ERROR(qr.Le("QE MISCSELECT", &q->misc_select));
+  GT_RETURN_IF_ERROR(qr.Array("QE reserved", &reserved1));
+  GT_RETURN_IF_ERROR(qr.Array("QE attributes", &q->attributes));
+  GT_RETURN_IF_ERROR(qr.Array("QE MRENCLAVE", &q->mr_enclave));
+  GT_RETURN_IF_ERROR(qr.Array("QE reserved", &reserved2));
+  GT_RETURN_IF_ERROR(qr.Array("QE MRSIGNER", &q->mr_signer));
+  GT_RETURN_IF_ERROR(qr.Array("QE reserved", &reserved3));
+  GT_RETURN_IF_ERROR(qr.Le("QE ISVPRODID", &q->isv_prod_id));
+  GT_RETURN_IF_ERROR(qr.Le("QE ISVSVN", &q->isv_svn));
+  GT_RETURN_IF_ERROR(qr.Array("QE reserved", &reserved4));
+  GT_RETURN_IF_ERROR(qr.Array("QE report data", &q->report_data));
   return qr.ExpectEnd("QE report size", r.pos() - kQeReportBytes);
 }
 
@@ -225,13 +220,13 @@ absl::StatusOr<Quote> ParseQuote(absl::Span<const uint8_t> bytes) {
   }
   Quote q;
   Reader r(bytes, 0, bytes.size(), "the input");
-  TDX_RETURN_IF_ERROR(ParseHeader(r, &q.header));
+  GT_RETURN_IF_ERROR(ParseHeader(r, &q.header));
 
   if (q.header.version == 5) {
     size_t descriptor_offset = r.pos();
     uint32_t body_size = 0;
-    TDX_RETURN_IF_ERROR(r.Le("TD report body type", &q.body_type));
-    TDX_RETURN_IF_ERROR(r.Le("TD report body size", &body_size));
+    GT_RETURN_IF_ERROR(r.Le("TD report body type", &q.body_type));
+    GT_RETURN_IF_ERROR(r.Le("TD report body size", &body_size));
     size_t expected = 0;
     if (q.body_type == kBodyTypeTdx10) {
       expected = kTdReport10Bytes;
@@ -250,56 +245,56 @@ absl::StatusOr<Quote> ParseQuote(absl::Span<const uint8_t> bytes) {
           body_size, descriptor_offset + 2, q.body_type, expected));
     }
   }
-  TDX_RETURN_IF_ERROR(ParseBody(r, q.body_type, &q.body));
+  GT_RETURN_IF_ERROR(ParseBody(r, q.body_type, &q.body));
   q.signed_bytes.assign(bytes.begin(), bytes.begin() + r.pos());
 
   size_t sig_len_offset = r.pos();
   uint32_t sig_len = 0;
-  TDX_RETURN_IF_ERROR(r.Le("signature data length", &sig_len));
+  GT_RETURN_IF_ERROR(r.Le("signature data length", &sig_len));
   Reader sig(bytes, 0, 0, "");
-  TDX_RETURN_IF_ERROR(r.Sub("signature data", sig_len, &sig));
+  GT_RETURN_IF_ERROR(r.Sub("signature data", sig_len, &sig));
   q.length = r.pos();
 
-  TDX_RETURN_IF_ERROR(sig.Array("quote signature", &q.signature));
-  TDX_RETURN_IF_ERROR(sig.Array("attestation key", &q.attestation_key));
+  GT_RETURN_IF_ERROR(sig.Array("quote signature", &q.signature));
+  GT_RETURN_IF_ERROR(sig.Array("attestation key", &q.attestation_key));
   size_t cert_type_offset = sig.pos();
   uint16_t cert_type = 0;
   uint32_t cert_size = 0;
-  TDX_RETURN_IF_ERROR(sig.Le("certification data type", &cert_type));
+  GT_RETURN_IF_ERROR(sig.Le("certification data type", &cert_type));
   if (cert_type != kCertDataQeReport) {
     return Malformed(absl::StrFormat(
         "certification data type %d at offset 0x%x is not 6 (QE report "
         "certification data)",
         cert_type, cert_type_offset));
   }
-  TDX_RETURN_IF_ERROR(sig.Le("certification data size", &cert_size));
+  GT_RETURN_IF_ERROR(sig.Le("certification data size", &cert_size));
   Reader cert(bytes, 0, 0, "");
-  TDX_RETURN_IF_ERROR(sig.Sub("certification data", cert_size, &cert));
-  TDX_RETURN_IF_ERROR(sig.ExpectEnd("signature data length", sig_len_offset));
+  GT_RETURN_IF_ERROR(sig.Sub("certification data", cert_size, &cert));
+  GT_RETURN_IF_ERROR(sig.ExpectEnd("signature data length", sig_len_offset));
 
-  TDX_RETURN_IF_ERROR(ParseQeReport(cert, &q.qe_report));
-  TDX_RETURN_IF_ERROR(
+  GT_RETURN_IF_ERROR(ParseQeReport(cert, &q.qe_report));
+  GT_RETURN_IF_ERROR(
       cert.Array("QE report signature", &q.qe_report_signature));
   uint16_t auth_len = 0;
-  TDX_RETURN_IF_ERROR(cert.Le("QE auth data length", &auth_len));
-  TDX_RETURN_IF_ERROR(cert.Vector("QE auth data", auth_len, &q.qe_auth_data));
+  GT_RETURN_IF_ERROR(cert.Le("QE auth data length", &auth_len));
+  GT_RETURN_IF_ERROR(cert.Vector("QE auth data", auth_len, &q.qe_auth_data));
   size_t nested_offset = cert.pos();
   uint16_t nested_type = 0;
   uint32_t nested_size = 0;
-  TDX_RETURN_IF_ERROR(cert.Le("nested certification data type", &nested_type));
+  GT_RETURN_IF_ERROR(cert.Le("nested certification data type", &nested_type));
   if (nested_type != kCertDataPckChain) {
     return Malformed(absl::StrFormat(
         "nested certification data type %d at offset 0x%x is not 5 (PCK "
         "certificate chain)",
         nested_type, nested_offset));
   }
-  TDX_RETURN_IF_ERROR(cert.Le("nested certification data size", &nested_size));
+  GT_RETURN_IF_ERROR(cert.Le("nested certification data size", &nested_size));
   size_t pem_offset = cert.pos();
   std::vector<uint8_t> pem;
-  TDX_RETURN_IF_ERROR(cert.Vector("PCK certificate chain", nested_size, &pem));
-  TDX_RETURN_IF_ERROR(
+  GT_RETURN_IF_ERROR(cert.Vector("PCK certificate chain", nested_size, &pem));
+  GT_RETURN_IF_ERROR(
       cert.ExpectEnd("certification data size", cert_type_offset + 2));
-  TDX_RETURN_IF_ERROR(SplitPemChain(
+  GT_RETURN_IF_ERROR(SplitPemChain(
       absl::string_view(reinterpret_cast<const char*>(pem.data()), pem.size()),
       pem_offset, &q.pck_chain_pem));
 

@@ -5,8 +5,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "keyxfer/tdx/hex.h"
 #include "keyxfer/tdx/testdata.h"
+#include "util/hex.h"
 
 namespace gputravel::tdx {
 namespace {
@@ -59,18 +59,18 @@ TEST(QuoteTest, ParsesRealQuoteHeaderAndBody) {
   EXPECT_EQ(q->header.version, 4);
   EXPECT_EQ(q->header.attestation_key_type, 2);
   EXPECT_EQ(q->header.tee_type, 0x81u);
-  EXPECT_EQ(ToHex(q->header.qe_vendor_id), "939a7233f79c4ca9940a0db3957f0607");
-  EXPECT_EQ(ToHex(q->body.tee_tcb_svn), "04010700000000000000000000000000");
-  EXPECT_EQ(ToHex(q->body.mr_td),
+  EXPECT_EQ(HexEncode(q->header.qe_vendor_id), "939a7233f79c4ca9940a0db3957f0607");
+  EXPECT_EQ(HexEncode(q->body.tee_tcb_svn), "04010700000000000000000000000000");
+  EXPECT_EQ(HexEncode(q->body.mr_td),
             "dae67181d3d65e073ad8f95b7907d5e927bfe9761c9ff3e9b89734a45d8954db"
             "a41394c7717cb2735396c1d04231f94a");
-  EXPECT_EQ(ToHex(q->body.rtmr[0]),
+  EXPECT_EQ(HexEncode(q->body.rtmr[0]),
             "3fa2f61f395b7f5feefb4ec2df61297f109ad8abcd6410c1b7df60f21f37b192"
             "97fc35e544039c7e1edece752afd17f6");
-  EXPECT_EQ(ToHex(q->body.rtmr[3]), std::string(96, '0'));
+  EXPECT_EQ(HexEncode(q->body.rtmr[3]), std::string(96, '0'));
   EXPECT_EQ(q->body.td_attributes, 0x10000000u);  // SEPT_VE_DISABLE, no DEBUG
   EXPECT_EQ(q->body.td_attributes & kTdAttributeDebug, 0u);
-  EXPECT_EQ(ToHex(q->body.report_data), std::string(128, '0'));
+  EXPECT_EQ(HexEncode(q->body.report_data), std::string(128, '0'));
   EXPECT_FALSE(q->body.tee_tcb_svn_2.has_value());
   EXPECT_EQ(q->body_type, kBodyTypeTdx10);
   EXPECT_EQ(q->length, kRealQuoteLength);

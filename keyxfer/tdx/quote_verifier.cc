@@ -19,7 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "keyxfer/tdx/hex.h"
+#include "util/hex.h"
 #include "keyxfer/tdx/openssl_util.h"
 
 namespace gputravel::tdx {
@@ -112,14 +112,14 @@ absl::Status CheckQeIdentity(const Quote& quote) {
     return Unauthenticated(absl::StrFormat(
         "QE identity: QE vendor id in the quote header is not Intel's: "
         "expected %s, actual %s",
-        ToHex(kIntelQeVendorId), ToHex(quote.header.qe_vendor_id)));
+        HexEncode(kIntelQeVendorId), HexEncode(quote.header.qe_vendor_id)));
   }
   if (qe.mr_signer != kIntelTdQeMrSigner) {
     return Unauthenticated(absl::StrFormat(
         "QE identity: MRSIGNER is not Intel's TD Quoting Enclave signer: "
         "expected %s, actual %s (the PCK signed the report of another enclave "
         "allowed the provisioning key, so the attestation key is not Intel's)",
-        ToHex(kIntelTdQeMrSigner), ToHex(qe.mr_signer)));
+        HexEncode(kIntelTdQeMrSigner), HexEncode(qe.mr_signer)));
   }
   if (qe.isv_prod_id != kIntelTdQeIsvProdId) {
     return Unauthenticated(absl::StrFormat(
@@ -144,8 +144,8 @@ absl::Status CheckQeIdentity(const Quote& quote) {
     return Unauthenticated(absl::StrFormat(
         "QE identity: ATTRIBUTES under mask %s: expected %s, actual %s "
         "(ATTRIBUTES %s)%s",
-        ToHex(kIntelTdQeAttributesMask), ToHex(kIntelTdQeAttributes),
-        ToHex(masked), ToHex(qe.attributes),
+        HexEncode(kIntelTdQeAttributesMask), HexEncode(kIntelTdQeAttributes),
+        HexEncode(masked), HexEncode(qe.attributes),
         debug ? "; DEBUG is set: the host can read a debug enclave's memory, "
                 "attestation key included"
               : ""));
@@ -208,7 +208,7 @@ absl::Status QuoteVerifier::Verify(const Quote& quote, absl::Time at,
         "QE report data does not bind the attestation key: expected "
         "SHA-256(attestation key || QE auth data) || 32 zero bytes = %s, QE "
         "report data = %s",
-        ToHex(expected), ToHex(quote.qe_report.report_data)));
+        HexEncode(expected), HexEncode(quote.qe_report.report_data)));
   }
 
   // A genuine QE report binding the key proves only that some enclave allowed

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "keyxfer/tdx/hex.h"
+#include "util/hex.h"
 
 namespace gputravel::tdx {
 namespace {
@@ -14,7 +14,7 @@ constexpr size_t kRtmrBytes = 48;
 std::string ErrnoText(int err) { return absl::StrCat(std::strerror(err), " (errno ", err, ")"); }
 
 std::string Hex(absl::string_view bytes) {
-  return ToHex(std::vector<uint8_t>(bytes.begin(), bytes.end()));
+  return HexEncode(std::vector<uint8_t>(bytes.begin(), bytes.end()));
 }
 
 absl::Status FromErrno(int err, const std::string& what) {

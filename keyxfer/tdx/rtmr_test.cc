@@ -10,10 +10,10 @@
 #include "keyxfer/runtime_policy.h"
 #include "keyxfer/tdx/fake_rtmr_fs.h"
 #include "keyxfer/tdx/fake_tsm_fs.h"
-#include "keyxfer/tdx/hex.h"
 #include "keyxfer/tdx/quote.h"
 #include "keyxfer/tdx/tdx_attester.h"
 #include "keyxfer/tdx/testdata.h"
+#include "util/hex.h"
 
 namespace gputravel::tdx {
 namespace {
@@ -26,7 +26,7 @@ const char kRoot[] = "/sys/class/misc/tdx_guest/measurements";
 
 std::string Bytes(const Measurement& m) { return std::string(m.begin(), m.end()); }
 std::string Hex(const std::string& b) {
-  return ToHex(std::vector<uint8_t>(b.begin(), b.end()));
+  return HexEncode(std::vector<uint8_t>(b.begin(), b.end()));
 }
 
 RuntimeMeasurement MeasurementOf(char seed) {

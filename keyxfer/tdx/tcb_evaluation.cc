@@ -10,7 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
-#include "keyxfer/tdx/hex.h"
+#include "util/hex.h"
 
 namespace gputravel::tdx {
 namespace {
@@ -83,7 +83,7 @@ absl::Status CheckQeIdentity(const QeReport& qe, const QeIdentity& id) {
         field, expected, actual));
   };
   if (qe.mr_signer != id.mr_signer) {
-    return mismatch("MRSIGNER", ToHex(id.mr_signer), ToHex(qe.mr_signer));
+    return mismatch("MRSIGNER", HexEncode(id.mr_signer), HexEncode(qe.mr_signer));
   }
   if (qe.isv_prod_id != id.isv_prod_id) {
     return mismatch("ISVPRODID", absl::StrCat(id.isv_prod_id),
@@ -103,8 +103,8 @@ absl::Status CheckQeIdentity(const QeReport& qe, const QeIdentity& id) {
   }
   if (want != got) {
     return mismatch(
-        absl::StrCat("ATTRIBUTES under mask ", ToHex(id.attributes_mask)),
-        ToHex(want), ToHex(got));
+        absl::StrCat("ATTRIBUTES under mask ", HexEncode(id.attributes_mask)),
+        HexEncode(want), HexEncode(got));
   }
   return absl::OkStatus();
 }
@@ -116,7 +116,7 @@ absl::Status CheckModule(const TdReportBody& body,
     return absl::PermissionDeniedError(absl::StrFormat(
         "TDX module identity %s: MRSIGNERSEAM mismatch: expected %s, actual "
         "%s",
-        name, ToHex(module.mr_signer), ToHex(body.mr_signer_seam)));
+        name, HexEncode(module.mr_signer), HexEncode(body.mr_signer_seam)));
   }
   if ((body.seam_attributes & module.attributes_mask) !=
       (module.attributes & module.attributes_mask)) {
@@ -140,15 +140,15 @@ absl::StatusOr<TcbEvaluation> EvaluateTcb(const Quote& quote,
     return absl::FailedPreconditionError(absl::StrFormat(
         "TDX collateral is for another platform: TCB info FMSPC %s, the PCK "
         "certificate's FMSPC %s (supply the collateral for FMSPC %s)",
-        absl::AsciiStrToUpper(ToHex(tcb_info.fmspc)),
-        absl::AsciiStrToUpper(ToHex(pck.fmspc)),
-        absl::AsciiStrToUpper(ToHex(pck.fmspc))));
+        absl::AsciiStrToUpper(HexEncode(tcb_info.fmspc)),
+        absl::AsciiStrToUpper(HexEncode(pck.fmspc)),
+        absl::AsciiStrToUpper(HexEncode(pck.fmspc))));
   }
   if (pck.pce_id != tcb_info.pce_id) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "TDX collateral is for another PCE: TCB info PCE-ID %s, the PCK "
         "certificate's PCE-ID %s",
-        ToHex(tcb_info.pce_id), ToHex(pck.pce_id)));
+        HexEncode(tcb_info.pce_id), HexEncode(pck.pce_id)));
   }
   TcbEvaluation out;
   out.pck = pck;
@@ -230,7 +230,7 @@ absl::StatusOr<TcbEvaluation> EvaluateTcb(const Quote& quote,
   if (out.level_index < 0) {
     return NotSupported(absl::StrFormat(
         "no TCB level of the TCB info for FMSPC %s matches this platform: %s",
-        absl::AsciiStrToUpper(ToHex(tcb_info.fmspc)),
+        absl::AsciiStrToUpper(HexEncode(tcb_info.fmspc)),
         absl::StrJoin(shortfalls, "; ")));
   }
   const TcbLevel& level = tcb_info.levels[out.level_index];

@@ -6,7 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "keyxfer/tdx/hex.h"
+#include "util/hex.h"
 #include "nlohmann/json.hpp"
 
 namespace gputravel::tdx {
@@ -98,7 +98,7 @@ class Fields {
   void Hex(const char* name, std::array<uint8_t, N>* out) {
     std::string s = String(name);
     if (!ok()) return;
-    auto bytes = FromHex(s, N);
+    auto bytes = HexDecodeExact(s, N);
     if (!bytes.ok()) {
       Fail(Path(name), bytes.status().message());
       return;

@@ -5,7 +5,7 @@
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "keyxfer/tdx/hex.h"
+#include "util/hex.h"
 #include "keyxfer/tdx/testdata.h"
 #include "nlohmann/json.hpp"
 
@@ -32,14 +32,14 @@ TEST(TcbInfoTest, ParsesIntelsTdxTcbInfo) {
   EXPECT_EQ(info->version, 3);
   EXPECT_EQ(info->issue_date, Utc(2025, 6, 19, 10, 16, 3));
   EXPECT_EQ(info->next_update, Utc(2025, 7, 19, 10, 16, 3));
-  EXPECT_EQ(ToHex(info->fmspc), "b0c06f000000");
+  EXPECT_EQ(HexEncode(info->fmspc), "b0c06f000000");
   EXPECT_EQ(info->tcb_evaluation_data_number, 17);
   ASSERT_EQ(info->levels.size(), 2u);
   EXPECT_EQ(info->levels[0].status, "UpToDate");
   EXPECT_EQ(info->levels[0].pce_svn, 11);
-  EXPECT_EQ(ToHex(info->levels[0].sgx_components),
+  EXPECT_EQ(HexEncode(info->levels[0].sgx_components),
             "02020202030100050000000000000000");
-  EXPECT_EQ(ToHex(info->levels[0].tdx_components),
+  EXPECT_EQ(HexEncode(info->levels[0].tdx_components),
             "05000200000000000000000000000000");
   EXPECT_EQ(info->levels[1].status, "OutOfDate");
   EXPECT_EQ(info->levels[1].advisory_ids.size(), 14u);
@@ -56,11 +56,11 @@ TEST(TcbInfoTest, ParsesIntelsTdQeIdentity) {
       ParseQeIdentity(Field(testing::DcapQuoteCollateral(), "qe_identity"));
   ASSERT_TRUE(qe.ok()) << qe.status();
   EXPECT_EQ(qe->id, "TD_QE");
-  EXPECT_EQ(ToHex(qe->mr_signer),
+  EXPECT_EQ(HexEncode(qe->mr_signer),
             "dc9e2a7c6f948f17474e34a7fc43ed030f7c1563f1babddf6340c82e0e54a8c5");
   EXPECT_EQ(qe->isv_prod_id, 2);
   EXPECT_EQ(qe->misc_select_mask, 0xFFFFFFFFu);
-  EXPECT_EQ(ToHex(qe->attributes), "11000000000000000000000000000000");
+  EXPECT_EQ(HexEncode(qe->attributes), "11000000000000000000000000000000");
   ASSERT_EQ(qe->levels.size(), 1u);
   EXPECT_EQ(qe->levels[0].isv_svn, 4);
   EXPECT_EQ(qe->levels[0].status, "UpToDate");

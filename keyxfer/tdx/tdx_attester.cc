@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "keyxfer/tdx/appraisal.h"
-#include "keyxfer/tdx/hex.h"
+#include "util/hex.h"
 #include "keyxfer/tdx/intel_root_ca.h"
 #include "keyxfer/tdx/quote.h"
 
@@ -40,7 +40,7 @@ absl::StatusOr<Evidence> TdxAttester::Attest(const ReportData& report_data) {
     return absl::InternalError(absl::StrFormat(
         "configfs-tsm returned a quote for other report data: requested %s, "
         "got %s",
-        ToHex(report_data), ToHex(quote->body.report_data)));
+        HexEncode(report_data), HexEncode(quote->body.report_data)));
   }
   Evidence evidence;
   evidence.set_format(FormatFor(*quote));

@@ -7,9 +7,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "keyxfer/tdx/fake_tsm_fs.h"
-#include "keyxfer/tdx/hex.h"
 #include "keyxfer/tdx/quote.h"
 #include "keyxfer/tdx/testdata.h"
+#include "util/hex.h"
 
 namespace gputravel::tdx {
 namespace {
@@ -27,10 +27,10 @@ Policy RealQuotePolicy() {
   if (!q.ok()) return Policy{};
   const TdReportBody& body = q->body;
   std::string json = absl::StrCat(
-      R"({"mrtd": ")", ToHex(body.mr_td), R"(", "rtmr0": ")",
-      ToHex(body.rtmr[0]), R"(", "rtmr1": ")", ToHex(body.rtmr[1]),
-      R"(", "rtmr2": ")", ToHex(body.rtmr[2]), R"(", "rtmr3": ")",
-      ToHex(body.rtmr[3]),
+      R"({"mrtd": ")", HexEncode(body.mr_td), R"(", "rtmr0": ")",
+      HexEncode(body.rtmr[0]), R"(", "rtmr1": ")", HexEncode(body.rtmr[1]),
+      R"(", "rtmr2": ")", HexEncode(body.rtmr[2]), R"(", "rtmr3": ")",
+      HexEncode(body.rtmr[3]),
       R"(", "allow_debug": false, "min_tee_tcb_svn": )"
       R"("04010700000000000000000000000000", "require_report_data": true})");
   auto p = Policy::FromJson(json);
@@ -174,11 +174,11 @@ TEST_F(TdxVerifierTest, RealQuoteWithMatchingPolicyVerifies) {
   auto id = verifier.Verify(evidence_, kZeros);
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(id->format, "tdx-quote-v4");
-  EXPECT_EQ(ToHex(id->mrtd), ToHex(body_.mr_td));
+  EXPECT_EQ(HexEncode(id->mrtd), HexEncode(body_.mr_td));
   ASSERT_EQ(id->rtmr.size(), 4u);
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(ToHex(id->rtmr[i]), ToHex(body_.rtmr[i]));
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(HexEncode(id->rtmr[i]), HexEncode(body_.rtmr[i]));
   EXPECT_EQ(id->td_attributes, 0x10000000u);
-  EXPECT_EQ(ToHex(id->tee_tcb_svn), "04010700000000000000000000000000");
+  EXPECT_EQ(HexEncode(id->tee_tcb_svn), "04010700000000000000000000000000");
 }
 
 TEST_F(TdxVerifierTest, EmptyRootMeansCompiledInIntelRoot) {
@@ -199,7 +199,7 @@ TEST_F(TdxVerifierTest, OtherExpectedReportDataFailsNamingReportData) {
   EXPECT_THAT(std::string(id.status().message()),
               HasSubstr("REPORTDATA mismatch"));
   EXPECT_THAT(std::string(id.status().message()),
-              HasSubstr(absl::StrCat("expected ", ToHex(Pattern(1)))));
+              HasSubstr(absl::StrCat("expected ", HexEncode(Pattern(1)))));
 }
 
 TEST_F(TdxVerifierTest, OtherMrtdFailsNamingMrtd) {

@@ -455,7 +455,7 @@ TEST_F(LibvirtSysfsTest, ResetOfGpuInAConfiguredDomainsVm) {
   EXPECT_EQ(fake_->reset_count(kGpu), 1);
 }
 
-// ATTACK (issue 32 item 4): a reset's sysfs writes (bounded by
+// ATTACK: a reset's sysfs writes (bounded by
 // driver_timeout, 10 s) or a detach's wait for the guest (detach_timeout,
 // 30 s) on one GPU must not stall every other GPU's move and pile the
 // server's 16 threads up behind it: the backend serializes per GPU only.

@@ -361,7 +361,7 @@ TEST_F(SysfsBackendTest, HungResetWritesDoNotPileUpThreads) {
                                << before << " -> " << after << " threads)";
 }
 
-// ATTACK (issue 32 item 4): a reset of one GPU that the kernel keeps
+// ATTACK: a reset of one GPU that the kernel keeps
 // waiting (up to driver_timeout, 10 s) must not stall moves of every other
 // GPU: the backend serializes per GPU (per IOMMU group), not per backend.
 TEST_F(SysfsBackendTest, SlowResetOfOneGpuDoesNotBlockAnotherGpusMove) {

@@ -1,0 +1,143 @@
+#include "cli/query_commands.h"
+
+#include <cstdio>
+#include <string>
+
+#include "cli/campaign_view.h"
+#include "cli/table.h"
+#include "cli/terminal_text.h"
+
+namespace gputravel::cli {
+namespace {
+
+int RunStatus(CommandContext& ctx) {
+  if (int rc = ctx.Connect()) return rc;
+  v1::GetCampaignRequest req;
+  req.set_name(ctx.flags().positional()[0]);
+  req.set_include_trips(ctx.flags().IsSet("trips"));
+  v1::Campaign camp;
+  auto c = ctx.Call();
+  grpc::Status s = ctx.stub().GetCampaign(c.get(), req, &camp);
+  if (!s.ok()) return ctx.RpcError(s, "GetCampaign '" + req.name() + "'");
+  if (ctx.json()) {
+    ctx.PrintJson(ToJson(camp));
+    return kExitOk;
+  }
+  std::string out = CampaignSummary(camp);
+  out += "\nHolders:\n";
+  out += camp.holders_size() == 0 ? "  (none yet)\n" : HoldersTable(camp.holders(), false);
+  if (req.include_trips()) {
+    out += "\nTrips:\n";
+    out += camp.trips_size() == 0 ? "  (none yet)\n" : TripsTable(camp);
+  }
+  std::fputs(out.c_str(), stdout);
+  return kExitOk;
+}
+
+int RunList(CommandContext& ctx) {
+  if (int rc = ctx.Connect()) return rc;
+  v1::ListCampaignsResponse resp;
+  auto c = ctx.Call();
+  grpc::Status s = ctx.stub().ListCampaigns(c.get(), v1::ListCampaignsRequest(), &resp);
+  if (!s.ok()) return ctx.RpcError(s, "ListCampaigns");
+  if (ctx.json()) {
+    ctx.PrintJson(ToJson(resp));
+    return kExitOk;
+  }
+  if (resp.campaigns_size() == 0) {
+    std::printf("No campaigns.\n");
+    return kExitOk;
+  }
+  Table t({"NAME", "STATE", "GPU", "TRIPS OK", "FAILED", "PROGRESS", "LAST LOSS", "UPDATED"},
+          {3, 4, 5, 6});
+  for (const auto& cp : resp.campaigns()) {
+    t.Add({TerminalSafe(cp.name()), StateName(cp.state()),
+           cp.gpu().empty() ? "-" : TerminalSafe(cp.gpu()),
+           U64(cp.trips_ok()), U64(cp.trips_failed()), ProgressText(cp),
+           cp.has_loss() ? FormatLoss(cp.last_loss()) : "-",
+           FormatTime(cp.updated_unix_ms(), false)});
+  }
+  std::fputs(t.Render().c_str(), stdout);
+  return kExitOk;
+}
+
+int RunHolders(CommandContext& ctx) {
+  if (int rc = ctx.Connect()) return rc;
+  v1::ListHoldersRequest req;
+  req.set_campaign(ctx.flags().Get("campaign"));
+  v1::ListHoldersResponse resp;
+  auto c = ctx.Call();
+  grpc::Status s = ctx.stub().ListHolders(c.get(), req, &resp);
+  if (!s.ok()) {
+    return ctx.RpcError(s, req.campaign().empty() ? "ListHolders"
+                                                  : "ListHolders of '" + req.campaign() + "'");
+  }
+  if (ctx.json()) {
+    ctx.PrintJson(ToJson(resp));
+    return kExitOk;
+  }
+  if (resp.holders_size() == 0) {
+    std::printf("No holders.\n");
+    return kExitOk;
+  }
+  std::fputs(HoldersTable(resp.holders(), true).c_str(), stdout);
+  return kExitOk;
+}
+
+int RunGpus(CommandContext& ctx) {
+  if (int rc = ctx.Connect()) return rc;
+  v1::ListCampaignGpusResponse resp;
+  auto c = ctx.Call();
+  grpc::Status s = ctx.stub().ListGpus(c.get(), v1::ListCampaignGpusRequest(), &resp);
+  if (!s.ok()) return ctx.RpcError(s, "ListGpus");
+  if (ctx.json()) {
+    ctx.PrintJson(ToJson(resp));
+    return kExitOk;
+  }
+  if (resp.gpus_size() == 0) {
+    std::printf("No GPUs.\n");
+    return kExitOk;
+  }
+  Table t({"GPU", "SERIAL", "CAMPAIGN"});
+  for (const auto& g : resp.gpus()) {
+    t.Add({TerminalSafe(g.name()),
+           g.serial().empty() ? "(any certified device)" : TerminalSafe(g.serial()),
+           g.campaign().empty() ? "(idle)" : TerminalSafe(g.campaign())});
+  }
+  std::fputs(t.Render().c_str(), stdout);
+  return kExitOk;
+}
+
+}  // namespace
+
+std::vector<CommandInfo> QueryCommands() {
+  return {
+      {"status", "NAME", 1, 1, "Show a campaign: state, progress, holders (and trips).",
+       "Prints campaign NAME (GetCampaign): state, GPU, trips ok/failed, bytes\n"
+       "provisioned of the total with a percentage, the last training loss, and a\n"
+       "table of its holders (state, round, cursor, trips, bytes, error). With\n"
+       "--trips also a table of every trip (id, holder, round, window, step,\n"
+       "outcome, bytes, MB/s, loss, digest/scrub/re-key checks, error).",
+       [](Flags& f) { f.Bool("trips", "Also list every trip of the campaign."); },
+       RunStatus},
+      {"list", "", 0, 0, "List every campaign, newest first.",
+       "Prints a table of every campaign (ListCampaigns): name, state, GPU, trips\n"
+       "ok and failed, progress (bytes provisioned of the total), last loss and\n"
+       "the time of the last change (UTC).",
+       NoFlags, RunList},
+      {"holders", "", 0, 0, "List the data holders and their progress.",
+       "Prints the holders of every campaign, or of one with --campaign\n"
+       "(ListHolders): campaign, holder, state, round, cursor (of the dataset size),\n"
+       "successful trips, bytes provisioned, endpoint and error.",
+       [](Flags& f) {
+         f.String("campaign", "", "Only this campaign's holders (default: every campaign's).");
+       },
+       RunHolders},
+      {"gpus", "", 0, 0, "List the GPUs the orchestrator drives and their campaigns.",
+       "Prints the GPUs this orchestrator drives (ListGpus): name at the MUX, the\n"
+       "pinned device serial, and the campaign currently running on it.",
+       NoFlags, RunGpus},
+  };
+}
+
+}  // namespace gputravel::cli
