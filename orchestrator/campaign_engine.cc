@@ -36,11 +36,6 @@ struct CampaignEngine::Gpu {
 
 namespace {
 
-bool IsTerminal(const std::string& state) {
-  return state == kCampaignCompleted || state == kCampaignFailed ||
-         state == kCampaignCancelled;
-}
-
 std::chrono::system_clock::time_point Deadline(double seconds) {
   return std::chrono::system_clock::now() +
          std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
@@ -62,10 +57,10 @@ class CampaignEngine::Hooks final : public TripHooks {
       : engine_(engine), plan_(plan), loader_(loader), trainer_(trainer),
         train_timeout_(train_timeout_seconds) {}
 
-  absl::Status Step(const char* step, const std::string& message) override {
-    auto seqs = engine_->store_->SetTripStep(plan_->trip, step, message);
+  absl::Status Step(TripStep step, const std::string& message) override {
+    auto seqs = engine_->store_->SetTripStep(plan_->trip, ToString(step), message);
     engine_->Notify(seqs);
-    if (seqs.ok()) CrashPoint(std::string("after_commit:") + step);
+    if (seqs.ok()) CrashPoint(std::string("after_commit:") + ToString(step));
     return seqs.status();
   }
   absl::Status RouteOut(const TripCounterWindow& window,
@@ -79,14 +74,15 @@ class CampaignEngine::Hooks final : public TripHooks {
     engine_->SetProgress(plan_->campaign, plan_->trip, plan_->holder, bytes, total);
   }
   absl::Status Provisioned(uint64_t bytes, uint64_t chunks, double seconds,
-                           bool digest_match, const char* then_step,
+                           bool digest_match, TripStep then_step,
                            const std::string& then_message) override {
     engine_->SetProgress(plan_->campaign, plan_->trip, plan_->holder, bytes,
                          plan_->window_length);
     auto seqs = engine_->store_->RecordProvisioned(plan_->trip, bytes, chunks, seconds,
-                                                   digest_match, then_step, then_message);
+                                                   digest_match, ToString(then_step),
+                                                   then_message);
     engine_->Notify(seqs);
-    if (seqs.ok()) CrashPoint(std::string("after_commit:") + then_step);
+    if (seqs.ok()) CrashPoint(std::string("after_commit:") + ToString(then_step));
     return seqs.status();
   }
   bool Trains() const override { return trainer_ != nullptr; }
@@ -126,7 +122,7 @@ class CampaignEngine::Hooks final : public TripHooks {
                                                trainer_->Checkpoint());
     engine_->Notify(seqs);
     if (!seqs.ok()) return seqs.status();
-    CrashPoint(std::string("after_commit:") + kStepScrub);
+    CrashPoint(std::string("after_commit:") + ToString(StepAfterTrained()));
     // The log leaves the TD too: it shows what the API shows, no more.
     auto trip = engine_->store_->GetTrip(plan_->trip);
     if (trip.ok() && trip->reported_loss.has_value()) {
@@ -425,7 +421,7 @@ absl::StatusOr<CampaignRow> CampaignEngine::Cancel(const std::string& name) {
   auto c = store_->GetCampaign(name);
   if (!c.ok()) return c.status();
   if (c->state == kCampaignCancelling) return c;
-  if (IsTerminal(c->state)) {
+  if (IsTerminalCampaignState(c->state)) {
     return absl::FailedPreconditionError("campaign '" + name + "' is already " + c->state);
   }
   {
@@ -531,7 +527,7 @@ bool CampaignEngine::RecoverTrips(Gpu* gpu, TripRunner* runner) {
     TripFinish f;
     f.scrub_verified = true;
     f.rekeyed = true;
-    if (t.trained && t.step == std::string(kStepScrub)) {
+    if (RecoveryFor(t.step) == TripRecovery::kCountIfTrained && t.trained) {
       // Training was committed with its checkpoint: the window counts.
       f.outcome = kOutcomeOk;
       f.advance_cursor = true;
@@ -790,7 +786,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
       fail(kCampaignPaused, std::string(begun.status().message()));
       break;
     }
-    CrashPoint(std::string("after_commit:") + kStepPlanned);
+    CrashPoint(std::string("after_commit:") + ToString(TripStep::kPlanned));
     TripPlan plan;
     plan.campaign = name;
     plan.trip = t.id;

@@ -362,7 +362,7 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   s = RouteTo(plan.holder_domain, plan.trip);
   bool holder_fault = false;
   v1::ProvisionReport prep;
-  if (s.ok()) s = hooks->Step(kStepProvision, "hand-off and provisioning");
+  if (s.ok()) s = hooks->Step(TripStep::kProvision, "hand-off and provisioning");
   if (s.ok() && control->cancelled()) s = absl::CancelledError("the campaign was cancelled");
   if (s.ok()) {
     bool device_fault = false;
@@ -382,11 +382,11 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   preq.clear_wrapped_handoff();
 
   // Route back and re-key whether or not provisioning worked.
-  absl::Status commit = hooks->Step(kStepRouteBack, "routing " + gpu_name_ + " home");
+  absl::Status commit = hooks->Step(TripStep::kRouteBack, "routing " + gpu_name_ + " home");
   if (!commit.ok()) GT_LOG(0, "trip ", plan.trip, ": ", commit.message());
   absl::Status back = RouteHome(plan.trip);
   if (!back.ok()) return back;
-  commit = hooks->Step(kStepRekey, "same-device check and fresh key agreement");
+  commit = hooks->Step(TripStep::kRekey, "same-device check and fresh key agreement");
   if (!commit.ok()) GT_LOG(0, "trip ", plan.trip, ": ", commit.message());
   // The GPU that came back must still hold the session H saw: a sealed
   // command on it must round-trip. That command rides on the re-key's own
@@ -488,7 +488,7 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
     const bool train = rd.ok() && digest_match && !control->cancelled() && hooks->Trains();
     absl::Status rec = hooks->Provisioned(
         prep.bytes(), prep.chunks(), prep.seconds(), digest_match,
-        train ? kStepTrain : kStepScrub,
+        StepAfterProvisioned(train),
         train ? "training on the window" : "zeroing and verifying the buffer");
     at_scrub = rec.ok() && !train;
     if (!rd.ok()) {
@@ -517,7 +517,7 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   // already at "scrub" (committed with the checkpoint), and so is one whose
   // report was committed with it.
   if (!trained && !at_scrub) {
-    commit = hooks->Step(kStepScrub, "zeroing and verifying the buffer");
+    commit = hooks->Step(TripStep::kScrub, "zeroing and verifying the buffer");
     if (!commit.ok()) GT_LOG(0, "trip ", plan.trip, ": ", commit.message());
   }
   absl::Status scrub = ScrubOrGone(plan.buffer_id, plan.buffer_bytes, &out.buffer_gone);

@@ -13,6 +13,7 @@
 #include "keyxfer/attested_channel.h"
 #include "keyxfer/attester.h"
 #include "orchestrator/state_store.h"
+#include "orchestrator/trip_steps.h"
 #include "proto/holder.grpc.pb.h"
 #include "proto/mux.grpc.pb.h"
 #include "util/task_thread.h"
@@ -60,9 +61,9 @@ struct TripOutcome {
 class TripHooks {
  public:
   virtual ~TripHooks() = default;
-  // Commits the move to `step` (state_store.h kStep*) BEFORE its side effect.
-  // An error stops the trip, which then takes the safe path.
-  virtual absl::Status Step(const char* step, const std::string& message) = 0;
+  // Commits the move to `step` (orchestrator/trip_steps.h) BEFORE its side
+  // effect. An error stops the trip, which then takes the safe path.
+  virtual absl::Status Step(TripStep step, const std::string& message) = 0;
   // Commits step "route_out" together with the counter window about to be
   // handed to the holder (P4: recorded before it leaves), flushed to disk.
   virtual absl::Status RouteOut(const TripCounterWindow& window,
@@ -73,7 +74,7 @@ class TripHooks {
   // together with the move to `then_step` (train or scrub: the step that
   // follows, before its side effect) as one commit.
   virtual absl::Status Provisioned(uint64_t bytes, uint64_t chunks, double seconds,
-                                   bool digest_match, const char* then_step,
+                                   bool digest_match, TripStep then_step,
                                    const std::string& then_message) = 0;
   // Whether a trainer is configured (Train below trains and commits).
   virtual bool Trains() const = 0;
