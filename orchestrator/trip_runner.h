@@ -128,7 +128,10 @@ class TripControl {
 // route back, same-GPU check and fresh re-key, read-back + digest + training,
 // scrub and verify. Any failure after route-out takes the safe path (route
 // back, re-key, scrub, verify), so no holder keeps a working key and no other
-// party finds residue.
+// party finds residue. Run is its phases in order (OpenChannel,
+// PrepareHandoff, Leave, ComeHome, VerifyAndTrain, then the scrub); one guard
+// per trip (SafetyGuard) owns the hand-off key and the safe path, so no way
+// out of a trip can skip either.
 class TripRunner {
  public:
   // `heartbeat_period`: the device's CC heartbeat period (zero: off).
@@ -191,8 +194,26 @@ class TripRunner {
   // exchange wiped all device memory) counts as clean, and sets `*gone`
   // (may be null). A transport error never does.
   absl::Status ScrubOrGone(uint64_t buffer_id, uint64_t buffer_bytes, bool* gone);
-  // Route back, re-key, scrub + verify.
-  absl::Status SafeReturn(const TripPlan& plan, TripOutcome* out);
+  // One trip's state from phase to phase, and the guard that owns its
+  // hand-off key and its way back to a safe state (trip_runner.cc).
+  struct Trip;
+  class SafetyGuard;
+  // Run's phases, in order. false (or OpenChannel/PrepareHandoff/Leave
+  // returning false): the trip failed before the GPU left, with the outcome
+  // in trip->out. A non-OK status: the GPU cannot be shown safe.
+  // The attested channel with the holder: the prepared one, or a new one.
+  bool OpenChannel(Trip* trip, std::optional<PreparedChannel> prepared);
+  // The counter window, the copy-engine key (held by `guard`), the bound
+  // device, the wrapped hand-off; a heartbeat.
+  absl::StatusOr<bool> PrepareHandoff(Trip* trip, SafetyGuard* guard);
+  // Commits route_out (then the guard's safe path is armed), routes the GPU
+  // to the holder and streams its Provision; its result in trip->provisioned.
+  bool Leave(Trip* trip, SafetyGuard* guard);
+  // Route home, read back under the old session riding on the re-key, and
+  // whose fault a lost session or a failed provisioning is.
+  absl::Status ComeHome(Trip* trip, SafetyGuard* guard);
+  // The digest check, the report's commit and training.
+  void VerifyAndTrain(Trip* trip, SafetyGuard* guard);
   // Streams the holder's Provision, with the no-progress watchdog.
   // `*device_fault`: the (attested) agent said its write failed on the
   // device path, not on its own side (holder_agent/provision_fault.h).
