@@ -179,6 +179,9 @@ struct EventRow {
 
 // Sequence numbers of the events a mutation appended, in order.
 using EventSeqs = std::vector<int64_t>;
+// Publishes the events a mutation committed (wakes watchers; logs a failed
+// commit): the engine's, handed to its parts.
+using CommitNotifier = std::function<void(const absl::StatusOr<EventSeqs>&)>;
 
 struct CreateResult {
   CampaignRow campaign;
