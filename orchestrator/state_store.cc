@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "orchestrator/schedule.h"
 #include "proto/training.pb.h"
 #include "trainer/training_policy.h"
 
@@ -1585,12 +1586,13 @@ absl::StatusOr<EventSeqs> StateStore::FinishTrip(uint64_t trip_id,
               h.cursor_offset, " of round ", h.round,
               "; the window does not advance the cursor"));
         }
-        h.cursor_offset += t.window_length;  // <= dataset_bytes (BeginTrip)
-        if (h.cursor_offset >= h.dataset_bytes) {
-          h.cursor_offset = 0;
-          h.round += 1;
-          if (h.round >= c.rounds) h.state = kHolderDone;
-        }
+        // The schedule's own bookkeeping (schedule.h), the one the engine
+        // plans with: a window reaching the end completes a pass.
+        const HolderProgress next = AdvanceProgress(
+            HolderProgress{h.dataset_bytes, h.cursor_offset, h.round, true}, t.window_length);
+        h.cursor_offset = next.cursor_offset;
+        h.round = next.round;
+        if (HolderFinished(next, c.rounds)) h.state = kHolderDone;
       }
     } else if (f.fail_holder) {
       h.state = kHolderFailed;
