@@ -12,7 +12,10 @@
 #include "keyxfer/x509.h"
 #include "orchestrator/campaign_terms.h"
 #include "orchestrator/eval_set.h"
+#include "orchestrator/outcome_policy.h"
 #include "orchestrator/schedule.h"
+#include "orchestrator/store_trip_hooks.h"
+#include "orchestrator/trip_recovery.h"
 #include "trainer/builtin_trainer.h"
 #include "trainer/training_policy.h"
 #include "util/failpoint.h"
@@ -32,115 +35,6 @@ struct CampaignEngine::Gpu {
   DataLoader* loader = nullptr;    // of the campaign's trainer
   // Opens the next trip's attested channel beside the current trip.
   TaskThread channel_opener;
-};
-
-namespace {
-
-bool IsTerminal(const std::string& state) {
-  return state == kCampaignCompleted || state == kCampaignFailed ||
-         state == kCampaignCancelled;
-}
-
-std::string Pct(double loss) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.4f", loss);
-  return buf;
-}
-
-}  // namespace
-
-// The hooks of one trip: every step goes to the store first.
-class CampaignEngine::Hooks final : public TripHooks {
- public:
-  Hooks(CampaignEngine* engine, const TripPlan* plan, DataLoader* loader,
-        BuiltinTrainer* trainer, double train_timeout_seconds)
-      : engine_(engine), plan_(plan), loader_(loader), trainer_(trainer),
-        train_timeout_(train_timeout_seconds) {}
-
-  absl::Status Step(const char* step, const std::string& message) override {
-    auto seqs = engine_->store_->SetTripStep(plan_->trip, step, message);
-    engine_->Notify(seqs);
-    if (seqs.ok()) CrashPoint(std::string("after_commit:") + step);
-    return seqs.status();
-  }
-  absl::Status RouteOut(const TripCounterWindow& window,
-                        const std::string& message) override {
-    auto seqs = engine_->store_->SetTripStep(plan_->trip, kStepRouteOut, message, window);
-    engine_->Notify(seqs);
-    if (seqs.ok()) CrashPoint(std::string("after_commit:") + kStepRouteOut);
-    return seqs.status();
-  }
-  void Progress(uint64_t bytes, uint64_t total) override {
-    engine_->SetProgress(plan_->campaign, plan_->trip, plan_->holder, bytes, total);
-  }
-  absl::Status Provisioned(uint64_t bytes, uint64_t chunks, double seconds,
-                           bool digest_match, const char* then_step,
-                           const std::string& then_message) override {
-    engine_->SetProgress(plan_->campaign, plan_->trip, plan_->holder, bytes,
-                         plan_->window_length);
-    auto seqs = engine_->store_->RecordProvisioned(plan_->trip, bytes, chunks, seconds,
-                                                   digest_match, then_step, then_message);
-    engine_->Notify(seqs);
-    if (seqs.ok()) CrashPoint(std::string("after_commit:") + then_step);
-    return seqs.status();
-  }
-  bool Trains() const override { return trainer_ != nullptr; }
-  void Rekeyed() override {
-    if (on_rekeyed_) on_rekeyed_();
-  }
-  // Called once the GPU is home under a fresh session.
-  void set_on_rekeyed(std::function<void()> f) { on_rekeyed_ = std::move(f); }
-  void Scrubbed() override {
-    EventRow e;
-    e.campaign = plan_->campaign;
-    e.trip = plan_->trip;
-    e.kind = "scrubbed";
-    e.step = kStepScrub;
-    e.message = "buffer zeroed and verified";
-    e.bytes = plan_->buffer_bytes;
-    auto seq = engine_->store_->AppendEvent(e);
-    if (seq.ok()) engine_->Notify(EventSeqs{*seq});
-  }
-  absl::StatusOr<bool> Train(const std::string& plaintext) override {
-    if (trainer_ == nullptr) return false;
-    TrainingWindow w;
-    w.campaign = plan_->campaign;
-    w.trip = plan_->trip;
-    w.holder = plan_->holder;
-    w.window_offset = plan_->window_offset;
-    w.tokens = plaintext;  // the loader zeroizes its copy once consumed
-    auto r = loader_->Offer(std::move(w), absl::Seconds(train_timeout_));
-    if (!r.ok()) return r.status();
-    // The held-out loss on the orchestrator's own evaluation set, after
-    // this window; stored with it, reported only as the terms allow.
-    std::optional<double> eval;
-    if (!engine_->eval_tokens_.empty()) {
-      eval = trainer_->Evaluate(engine_->eval_tokens_.data(), engine_->eval_tokens_.size());
-    }
-    auto seqs = engine_->store_->RecordTrained(plan_->trip, r->mean_loss, eval,
-                                               trainer_->Checkpoint());
-    engine_->Notify(seqs);
-    if (!seqs.ok()) return seqs.status();
-    CrashPoint(std::string("after_commit:") + kStepScrub);
-    // The log leaves the TD too: it shows what the API shows, no more.
-    auto trip = engine_->store_->GetTrip(plan_->trip);
-    if (trip.ok() && trip->reported_loss.has_value()) {
-      GT_LOG(1, "trip ", plan_->trip, ": trained ", r->tokens, " tokens; reported loss ",
-             Pct(*trip->reported_loss),
-             trip->reported_eval_loss ? ", held-out " + Pct(*trip->reported_eval_loss) : "");
-    } else {
-      GT_LOG(1, "trip ", plan_->trip, ": trained ", r->tokens, " tokens");
-    }
-    return true;
-  }
-
- private:
-  CampaignEngine* const engine_;
-  const TripPlan* const plan_;
-  DataLoader* const loader_;
-  BuiltinTrainer* const trainer_;
-  const double train_timeout_;
-  std::function<void()> on_rekeyed_;
 };
 
 CampaignEngine::CampaignEngine(const OrchestratorConfig* config, StateStore* store,
@@ -420,7 +314,7 @@ absl::StatusOr<CampaignRow> CampaignEngine::Cancel(const std::string& name) {
   auto c = store_->GetCampaign(name);
   if (!c.ok()) return c.status();
   if (c->state == kCampaignCancelling) return c;
-  if (IsTerminal(c->state)) {
+  if (IsTerminalCampaignState(c->state)) {
     return absl::FailedPreconditionError("campaign '" + name + "' is already " + c->state);
   }
   {
@@ -474,86 +368,6 @@ std::optional<std::string> CampaignEngine::PickCampaign(const std::string& gpu) 
   return std::nullopt;
 }
 
-bool CampaignEngine::RecoverTrips(Gpu* gpu, TripRunner* runner) {
-  auto trips = store_->UnfinishedTrips();
-  if (!trips.ok()) {
-    GT_LOG(0, "recovery: ", trips.status().message());
-    return false;
-  }
-  for (const TripRow& t : *trips) {
-    absl::Status injected = InjectedError("recovery_get_campaign");
-    auto c = injected.ok() ? store_->GetCampaign(t.campaign)
-                           : absl::StatusOr<CampaignRow>(injected);
-    if (!c.ok()) {
-      // Not knowing whose GPU the trip was on, skipping it could let another
-      // campaign start on a GPU a holder still has: retry instead.
-      GT_LOG(0, "recovery: trip ", t.id, " of campaign '", t.campaign, "': ",
-             c.status().message());
-      return false;
-    }
-    if (c->gpu != gpu->config.name) continue;
-    auto spec = SpecOf(*c);
-    if (!spec.ok()) {
-      GT_LOG(0, "recovery: ", spec.status().message());
-      return false;
-    }
-    GT_LOG(0, "recovery: trip ", t.id, " of campaign '", t.campaign, "' (", t.holder,
-           ") was interrupted at step ", t.step, "; making it safe");
-    auto token = store_->NextFencingToken();
-    if (!token.ok()) return false;
-    // The device the holder's key and the buffer are on, as recorded when
-    // the GPU left (or with the buffer): no other device's word counts.
-    const std::string serial = !t.gpu_serial.empty() ? t.gpu_serial : c->buffer_gpu_serial;
-    absl::Status s = runner->MakeSafe(*token, c->buffer_id, spec->buffer_bytes, serial);
-    if (!s.ok()) {
-      EventRow e;
-      e.campaign = t.campaign;
-      e.trip = t.id;
-      e.kind = "error";
-      e.step = t.step;
-      e.message = "recovery could not make the GPU safe yet (will retry): " +
-                  std::string(s.message());
-      auto seq = store_->AppendEvent(e);
-      if (seq.ok()) Notify(EventSeqs{*seq});
-      GT_LOG(0, "recovery: ", s.message());
-      return false;
-    }
-    EventRow e;
-    e.campaign = t.campaign;
-    e.trip = t.id;
-    e.kind = "recovery";
-    e.step = t.step;
-    TripFinish f;
-    f.scrub_verified = true;
-    f.rekeyed = true;
-    if (t.trained && t.step == std::string(kStepScrub)) {
-      // Training was committed with its checkpoint: the window counts.
-      f.outcome = kOutcomeOk;
-      f.advance_cursor = true;
-      e.message = "interrupted after training; GPU routed home, re-keyed, buffer scrubbed"
-                  " and verified; the trip counts as done";
-    } else {
-      f.outcome = kOutcomeAborted;
-      f.error = "interrupted at step " + t.step +
-                " by an orchestrator restart; made safe (routed home, re-keyed, scrubbed)";
-      e.message = f.error + "; the window will be planned again";
-    }
-    auto seq = store_->AppendEvent(e);
-    if (seq.ok()) Notify(EventSeqs{*seq});
-    Notify(store_->FinishTrip(t.id, f));
-  }
-  // Campaigns whose cancel was interrupted are now safe.
-  auto all = store_->ListCampaigns();
-  if (all.ok()) {
-    for (const auto& c : *all) {
-      if (c.gpu == gpu->config.name && c.state == kCampaignCancelling) {
-        Notify(store_->SetCampaignState(c.name, kCampaignCancelled, "", "cancelled"));
-      }
-    }
-  }
-  return true;
-}
-
 void CampaignEngine::Worker(Gpu* gpu) {
   SetLogPrefix("orchestrator");
   auto ca_pem = !gpu->config.device_ca_pem.empty()
@@ -575,7 +389,10 @@ void CampaignEngine::Worker(Gpu* gpu) {
       absl::MutexLock l(&mu_);
       if (stopping_) return;
     }
-    if (!RecoverTrips(gpu, &runner)) {
+    if (!RecoverTrips(
+            gpu->config.name, store_, &runner,
+            [this](const CampaignRow& row) { return SpecOf(row); },
+            [this](const absl::StatusOr<EventSeqs>& seqs) { Notify(seqs); })) {
       absl::MutexLock l(&mu_);
       mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Seconds(2));
       continue;
@@ -675,14 +492,16 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
 
   // The trainer, continuing from the last checkpoint.
   // The loader outlives the trainer (declared first, destroyed last).
-  DataLoader loader(spec->trainer.batch_tokens);
+  // Built from the terms the holders check at every hand-off, so what trains
+  // is exactly what they allowed.
+  DataLoader loader(terms.batch_tokens());
   std::unique_ptr<BuiltinTrainer> trainer;
-  if (spec->trainer.kind == "next-token") {
+  if (terms.trainer_kind() == "next-token") {
     NextTokenModelConfig mc;
-    mc.vocab = spec->trainer.vocab;
-    mc.dim = spec->trainer.dim;
-    mc.learning_rate = static_cast<float>(spec->trainer.learning_rate);
-    mc.seed = spec->trainer.seed;
+    mc.vocab = terms.vocab();
+    mc.dim = terms.dim();
+    mc.learning_rate = static_cast<float>(terms.learning_rate());
+    mc.seed = terms.seed();
     auto created = BuiltinTrainer::Create(mc);
     if (!created.ok()) {
       return fail(kCampaignFailed, "trainer: " + std::string(created.status().message()));
@@ -735,27 +554,13 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     }
     auto next = PickNextHolder(spec->schedule, progress, spec->rounds, last);
     if (!next) {
-      bool any_ok = false;
-      for (const auto& h : *holders) any_ok = any_ok || h.state == kHolderDone;
       (void)session->FreeBuffer(buffer_id);
       Notify(store_->SetCampaignBuffer(name, 0));
-      // A campaign that went without some holders says so where operators
-      // look first (its error, its final event): under the skip policy it
-      // completes, but those holders' data never trained the model.
-      std::string without;
-      for (const auto& h : *holders) {
-        if (h.state != kHolderFailed) continue;
-        without += (without.empty() ? "" : "; ") + h.name + " (" + h.error + ")";
-      }
-      if (any_ok && without.empty()) {
-        Notify(store_->SetCampaignState(name, kCampaignCompleted, "",
-                                        "every active holder did every round"));
-      } else if (any_ok) {
-        const std::string msg = "completed WITHOUT holders that failed and were skipped "
-                                "(their data did not train the model): " + without;
-        Notify(store_->SetCampaignState(name, kCampaignCompleted, msg, msg));
+      const Completion done = CompletionFor(*holders);
+      if (done.state == kCampaignFailed) {
+        fail(done.state, done.message);
       } else {
-        fail(kCampaignFailed, "every holder failed; nothing was trained");
+        Notify(store_->SetCampaignState(name, done.state, done.error, done.message));
       }
       break;
     }
@@ -785,7 +590,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
       fail(kCampaignPaused, std::string(begun.status().message()));
       break;
     }
-    CrashPoint(std::string("after_commit:") + kStepPlanned);
+    CrashPoint(std::string("after_commit:") + ToString(TripStep::kPlanned));
     TripPlan plan;
     plan.campaign = name;
     plan.trip = t.id;
@@ -807,8 +612,13 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     // A cancel that raced with BeginTrip.
     auto again = store_->GetCampaignState(name);
     if (again.ok() && *again == kCampaignCancelling) control.Cancel();
-    Hooks hooks(this, &plan, &loader, trainer.get(),
-                std::max(600.0, spec->holder_timeout_seconds));
+    StoreTripHooks hooks(
+        store_, [this](const absl::StatusOr<EventSeqs>& seqs) { Notify(seqs); },
+        [this, &plan](uint64_t bytes, uint64_t total) {
+          SetProgress(plan.campaign, plan.trip, plan.holder, bytes, total);
+        },
+        &plan, &loader, trainer.get(), &eval_tokens_,
+        std::max(600.0, spec->holder_timeout_seconds));
     std::optional<PreparedChannel> prepared;
     if (next_channel.valid()) {
       auto r = next_channel.get();
@@ -850,23 +660,10 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
                                 " else runs): " + std::string(outcome.status().message()));
       break;
     }
-    TripFinish f;
-    f.scrub_verified = outcome->scrub_verified;
-    f.rekeyed = outcome->rekeyed;
-    f.error = outcome->error;
-    f.duration_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                        std::chrono::steady_clock::now() - trip_t0)
-                        .count();
-    if (outcome->ok) {
-      f.outcome = kOutcomeOk;
-      f.advance_cursor = true;
-    } else if (outcome->cancelled) {
-      f.outcome = kOutcomeAborted;
-      if (f.error.empty()) f.error = "cancelled";
-    } else {
-      f.outcome = kOutcomeFailed;
-      f.fail_holder = outcome->holder_fault;
-    }
+    const TripFinish f =
+        FinishFor(*outcome, std::chrono::duration_cast<std::chrono::microseconds>(
+                                std::chrono::steady_clock::now() - trip_t0)
+                                .count());
     Notify(store_->FinishTrip(t.id, f));
     GT_LOG(1, "trip ", t.id, " ", h.name, ": ", f.outcome, ", scrub ",
            f.scrub_verified ? "verified" : "NOT verified", ", re-keyed ",
@@ -883,22 +680,18 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
       }
       buffer_id = *replaced;
     }
-    if (!outcome->ok && !outcome->cancelled) {
-      if (!outcome->holder_fault) {
-        // Not the holder's doing: retrying would fail the same way.
-        fail(kCampaignPaused, "trip " + std::to_string(t.id) + " failed: " + f.error);
-        break;
-      }
-      if (spec->on_holder_failure == HolderFailurePolicy::kPause) {
-        fail(kCampaignPaused, "holder " + h.name + " failed (policy: pause): " + f.error);
-        break;
-      }
+    const AfterTrip after_trip =
+        DecideAfterTrip(*outcome, f, t.id, h.name, spec->on_holder_failure);
+    if (after_trip.action == AfterTrip::Action::kPause) {
+      fail(kCampaignPaused, after_trip.message);
+      break;
+    }
+    if (after_trip.action == AfterTrip::Action::kSkipHolder) {
       EventRow e;
       e.campaign = name;
       e.trip = t.id;
       e.kind = "error";
-      e.message = "holder " + h.name + " failed and is skipped for the rest of the campaign"
-                  " (policy: skip): " + f.error;
+      e.message = after_trip.message;
       auto seq = store_->AppendEvent(e);
       if (seq.ok()) Notify(EventSeqs{*seq});
     }

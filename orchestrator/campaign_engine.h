@@ -84,12 +84,8 @@ class CampaignEngine {
 
  private:
   struct Gpu;
-  class Hooks;
 
   void Worker(Gpu* gpu);
-  // Brings unfinished trips of this GPU to a safe state; false if one could
-  // not be (the GPU is unusable until it can).
-  bool RecoverTrips(Gpu* gpu, TripRunner* runner);
   // Runs the campaign until it is not RUNNING any more.
   void RunCampaign(Gpu* gpu, const std::string& name, GpuSession* session,
                    TripRunner* runner);

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 
 #include "auth/authorize.h"
+#include "orchestrator/trip_steps.h"
 #include "util/grpc_status.h"
 #include "util/log.h"
 
@@ -20,24 +22,35 @@ grpc::Status AuthorizeControl(grpc::ServerContext* ctx) {
 }
 
 v1::CampaignState StateToProto(const std::string& s) {
-  static const std::map<std::string, v1::CampaignState> m = {
-      {kCampaignCreated, v1::CREATED},       {kCampaignRunning, v1::RUNNING},
-      {kCampaignPaused, v1::PAUSED},         {kCampaignCancelling, v1::CANCELLING},
-      {kCampaignCompleted, v1::COMPLETED},   {kCampaignFailed, v1::FAILED},
-      {kCampaignCancelled, v1::CANCELLED}};
-  auto it = m.find(s);
-  return it == m.end() ? v1::CAMPAIGN_STATE_UNSPECIFIED : it->second;
+  const std::optional<CampaignState> state = CampaignStateFromString(s);
+  if (!state.has_value()) return v1::CAMPAIGN_STATE_UNSPECIFIED;
+  switch (*state) {
+    case CampaignState::kCreated: return v1::CREATED;
+    case CampaignState::kRunning: return v1::RUNNING;
+    case CampaignState::kPaused: return v1::PAUSED;
+    case CampaignState::kCancelling: return v1::CANCELLING;
+    case CampaignState::kCompleted: return v1::COMPLETED;
+    case CampaignState::kFailed: return v1::FAILED;
+    case CampaignState::kCancelled: return v1::CANCELLED;
+  }
+  return v1::CAMPAIGN_STATE_UNSPECIFIED;
 }
 
 v1::TripStep StepToProto(const std::string& s) {
-  static const std::map<std::string, v1::TripStep> m = {
-      {kStepPlanned, v1::PLANNED},     {kStepRouteOut, v1::ROUTE_OUT},
-      {kStepProvision, v1::PROVISION}, {kStepRouteBack, v1::ROUTE_BACK},
-      {kStepRekey, v1::REKEY},         {kStepTrain, v1::TRAIN},
-      {kStepScrub, v1::SCRUB},         {kStepDone, v1::DONE},
-      {kStepAborted, v1::ABORTED}};
-  auto it = m.find(s);
-  return it == m.end() ? v1::TRIP_STEP_UNSPECIFIED : it->second;
+  const std::optional<TripStep> step = TripStepFromString(s);
+  if (!step.has_value()) return v1::TRIP_STEP_UNSPECIFIED;
+  switch (*step) {
+    case TripStep::kPlanned: return v1::PLANNED;
+    case TripStep::kRouteOut: return v1::ROUTE_OUT;
+    case TripStep::kProvision: return v1::PROVISION;
+    case TripStep::kRouteBack: return v1::ROUTE_BACK;
+    case TripStep::kRekey: return v1::REKEY;
+    case TripStep::kTrain: return v1::TRAIN;
+    case TripStep::kScrub: return v1::SCRUB;
+    case TripStep::kDone: return v1::DONE;
+    case TripStep::kAborted: return v1::ABORTED;
+  }
+  return v1::TRIP_STEP_UNSPECIFIED;
 }
 
 v1::EventKind KindToProto(const std::string& s) {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "orchestrator/schedule.h"
 #include "proto/training.pb.h"
 #include "trainer/training_policy.h"
 #include "util/status_macros.h"
@@ -237,34 +238,6 @@ constexpr int kBusyTimeoutMs = 5000;
 
 constexpr uint64_t kMaxStored =
     static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-
-// Trip steps in order; position is what "forward" means.
-constexpr const char* kSteps[] = {kStepPlanned,   kStepRouteOut, kStepProvision,
-                                  kStepRouteBack, kStepRekey,    kStepTrain,
-                                  kStepScrub,     kStepDone,     kStepAborted};
-
-int StepIndex(absl::string_view step) {
-  for (int i = 0; i < static_cast<int>(std::size(kSteps)); ++i) {
-    if (step == kSteps[i]) return i;
-  }
-  return -1;
-}
-
-bool IsFinalStep(absl::string_view step) {
-  return step == kStepDone || step == kStepAborted;
-}
-
-bool IsCampaignState(absl::string_view s) {
-  return s == kCampaignCreated || s == kCampaignRunning ||
-         s == kCampaignPaused || s == kCampaignCancelling ||
-         s == kCampaignCompleted || s == kCampaignFailed ||
-         s == kCampaignCancelled;
-}
-
-bool IsTerminalCampaignState(absl::string_view s) {
-  return s == kCampaignCompleted || s == kCampaignFailed ||
-         s == kCampaignCancelled;
-}
 
 bool IsHolderState(absl::string_view s) {
   return s == kHolderActive || s == kHolderDone || s == kHolderFailed;
@@ -1088,7 +1061,8 @@ absl::StatusOr<TripRow> StateStore::GetTrip(uint64_t trip_id) {
 absl::StatusOr<EventSeqs> StateStore::SetCampaignState(
     const std::string& name, const std::string& state, const std::string& error,
     const std::string& message) {
-  if (!IsCampaignState(state)) {
+  const std::optional<CampaignState> to = CampaignStateFromString(state);
+  if (!to.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "campaign ", Quote(name), ": unknown state ", Quote(state)));
   }
@@ -1097,7 +1071,8 @@ absl::StatusOr<EventSeqs> StateStore::SetCampaignState(
   GT_RETURN_IF_ERROR(
       InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
         GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(name, false));
-        if (IsTerminalCampaignState(c.state) && c.state != state) {
+        const std::optional<CampaignState> from = CampaignStateFromString(c.state);
+        if (from.has_value() && !CanMoveCampaign(*from, *to)) {
           return absl::FailedPreconditionError(
               absl::StrCat("campaign ", Quote(name), " is already ", c.state,
                            " and cannot become ", state));
@@ -1276,14 +1251,16 @@ absl::StatusOr<EventSeqs> StateStore::BeginTrip(const TripRow& t) {
 }
 
 absl::StatusOr<int64_t> StateStore::MoveStepLocked(
-    const TripRow& t, const std::string& step, int to, const std::string& message,
+    const TripRow& t, TripStep to, const std::string& message,
     const std::optional<TripCounterWindow>& window) {
-  if (IsFinalStep(t.step)) {
+  const std::string step = ToString(to);
+  const std::optional<TripStep> from = TripStepFromString(t.step);
+  if (from.has_value() && !CanFinish(*from)) {
     return absl::FailedPreconditionError(
         absl::StrCat(TripName(t), " already finished (", t.step,
                      "); it cannot move to ", step));
   }
-  if (to < StepIndex(t.step)) {
+  if (from.has_value() && !CanCommitStep(*from, to)) {
     return absl::FailedPreconditionError(
         absl::StrCat(TripName(t), " is at step ", t.step,
                      "; steps only move forward, not back to ", step));
@@ -1321,17 +1298,17 @@ absl::StatusOr<int64_t> StateStore::MoveStepLocked(
 absl::StatusOr<EventSeqs> StateStore::SetTripStep(
     uint64_t trip_id, const std::string& step, const std::string& message,
     const std::optional<TripCounterWindow>& window) {
-  const int to = StepIndex(step);
+  const std::optional<TripStep> to = TripStepFromString(step);
   if ((step == kStepRouteOut) != window.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "trip ", trip_id, ": the counter window is recorded with step route_out",
         " (before the GPU leaves), and only there"));
   }
-  if (to < 0) {
+  if (!to.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat("trip ", trip_id, ": unknown step ", Quote(step)));
   }
-  if (IsFinalStep(step)) {
+  if (IsFinal(*to)) {
     return absl::InvalidArgumentError(
         absl::StrCat("trip ", trip_id, ": step ", step,
                      " is set by FinishTrip, which also counts the trip"));
@@ -1341,7 +1318,7 @@ absl::StatusOr<EventSeqs> StateStore::SetTripStep(
   GT_RETURN_IF_ERROR(
       InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
         GT_ASSIGN_OR_RETURN(TripRow t, LoadTrip(trip_id));
-        GT_ASSIGN_OR_RETURN(int64_t seq, MoveStepLocked(t, step, to, message, window));
+        GT_ASSIGN_OR_RETURN(int64_t seq, MoveStepLocked(t, *to, message, window));
         seqs.push_back(seq);
         return absl::OkStatus();
       }, true, step == kStepRouteOut ? Durability::kFlush : Durability::kLazy));
@@ -1359,20 +1336,23 @@ absl::StatusOr<EventSeqs> StateStore::RecordProvisioned(uint64_t trip_id,
     return absl::InvalidArgumentError(absl::StrCat(
         "trip ", trip_id, ": provisioning time ", seconds, " is not valid"));
   }
-  if (then_step != nullptr && std::string(then_step) != kStepTrain &&
-      std::string(then_step) != kStepScrub) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "trip ", trip_id, ": after the provisioning report a trip moves to ", kStepTrain,
-        " or ", kStepScrub, ", not ", Quote(then_step)));
+  std::optional<TripStep> then;
+  if (then_step != nullptr) {
+    then = TripStepFromString(then_step);
+    if (then != StepAfterProvisioned(true) && then != StepAfterProvisioned(false)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "trip ", trip_id, ": after the provisioning report a trip moves to ",
+          ToString(StepAfterProvisioned(true)), " or ", ToString(StepAfterProvisioned(false)),
+          ", not ", Quote(then_step)));
+    }
   }
   absl::MutexLock lock(&mu_);
   EventSeqs seqs;
   GT_RETURN_IF_ERROR(
       InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
         GT_ASSIGN_OR_RETURN(TripRow t, LoadTrip(trip_id));
-        const int at = StepIndex(t.step);
-        if (IsFinalStep(t.step) || at < StepIndex(kStepProvision) ||
-            at > StepIndex(kStepRekey)) {
+        const std::optional<TripStep> at = TripStepFromString(t.step);
+        if (!at.has_value() || !AcceptsProvisioningReport(*at)) {
           return absl::FailedPreconditionError(absl::StrCat(
               TripName(t), " is at step ", t.step,
               "; a provisioning report belongs to steps provision..rekey"));
@@ -1398,10 +1378,9 @@ absl::StatusOr<EventSeqs> StateStore::RecordProvisioned(uint64_t trip_id,
         e.time_ms = now;
         GT_ASSIGN_OR_RETURN(int64_t seq, InsertEvent(e));
         seqs.push_back(seq);
-        if (then_step != nullptr) {
-          GT_ASSIGN_OR_RETURN(
-              int64_t step_seq,
-              MoveStepLocked(t, then_step, StepIndex(then_step), then_message, std::nullopt));
+        if (then.has_value()) {
+          GT_ASSIGN_OR_RETURN(int64_t step_seq,
+                                 MoveStepLocked(t, *then, then_message, std::nullopt));
           seqs.push_back(step_seq);
         }
         return absl::OkStatus();
@@ -1429,7 +1408,7 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
                        " was already trained and checkpointed; a window is "
                        "never trained twice"));
     }
-    if (t.step != kStepTrain) {
+    if (t.step != ToString(kStepOfTraining)) {
       return absl::FailedPreconditionError(
           absl::StrCat(TripName(t), " is at step ", t.step,
                        ", not train; commit step train before training"));
@@ -1487,7 +1466,7 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
                           "UPDATE trips SET loss = ?, eval_loss = ?, reported_loss = ?, "
                           "reported_eval_loss = ?, trained = 1, step = ? WHERE id = ?"));
       s.Real(loss).OptReal(eval_loss).OptReal(reported).OptReal(reported_eval)
-          .Text(kStepScrub).U64(trip_id);
+          .Text(ToString(StepAfterTrained())).U64(trip_id);
       GT_RETURN_IF_ERROR(s.Run());
     }
     if (reported) {
@@ -1525,7 +1504,7 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
     step.campaign = t.campaign;
     step.trip = trip_id;
     step.kind = "step";
-    step.step = kStepScrub;
+    step.step = ToString(StepAfterTrained());
     step.message = "scrub after training";
     step.time_ms = now;
     GT_ASSIGN_OR_RETURN(int64_t seq2, InsertEvent(step));
@@ -1563,15 +1542,15 @@ absl::StatusOr<EventSeqs> StateStore::FinishTrip(uint64_t trip_id,
   GT_RETURN_IF_ERROR(InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
                                           mu_) -> absl::Status {
     GT_ASSIGN_OR_RETURN(TripRow t, LoadTrip(trip_id));
-    if (IsFinalStep(t.step)) {
+    const std::optional<TripStep> from = TripStepFromString(t.step);
+    if (from.has_value() && !CanFinish(*from)) {
       return absl::FailedPreconditionError(
           absl::StrCat(TripName(t), " already finished with outcome ",
                        t.outcome, "; every trip is counted once"));
     }
     GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(t.campaign, false));
     GT_ASSIGN_OR_RETURN(HolderRow h, LoadHolder(t.campaign, t.holder));
-    const std::string final_step =
-        f.outcome == kOutcomeAborted ? kStepAborted : kStepDone;
+    const std::string final_step = ToString(FinalStep(f.outcome == kOutcomeAborted));
     const int64_t now = NowMs();
     {
       GT_ASSIGN_OR_RETURN(
@@ -1609,12 +1588,13 @@ absl::StatusOr<EventSeqs> StateStore::FinishTrip(uint64_t trip_id,
               h.cursor_offset, " of round ", h.round,
               "; the window does not advance the cursor"));
         }
-        h.cursor_offset += t.window_length;  // <= dataset_bytes (BeginTrip)
-        if (h.cursor_offset >= h.dataset_bytes) {
-          h.cursor_offset = 0;
-          h.round += 1;
-          if (h.round >= c.rounds) h.state = kHolderDone;
-        }
+        // The schedule's own bookkeeping (schedule.h), the one the engine
+        // plans with: a window reaching the end completes a pass.
+        const HolderProgress next = AdvanceProgress(
+            HolderProgress{h.dataset_bytes, h.cursor_offset, h.round, true}, t.window_length);
+        h.cursor_offset = next.cursor_offset;
+        h.round = next.round;
+        if (HolderFinished(next, c.rounds)) h.state = kHolderDone;
       }
     } else if (f.fail_holder) {
       h.state = kHolderFailed;

@@ -44,37 +44,19 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "orchestrator/trip_steps.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
 
 namespace gputravel {
 
-// Campaign states. Terminal: completed, failed, cancelled.
-inline constexpr char kCampaignCreated[] = "created";
-inline constexpr char kCampaignRunning[] = "running";
-inline constexpr char kCampaignPaused[] = "paused";
-inline constexpr char kCampaignCancelling[] = "cancelling";
-inline constexpr char kCampaignCompleted[] = "completed";
-inline constexpr char kCampaignFailed[] = "failed";
-inline constexpr char kCampaignCancelled[] = "cancelled";
+// Campaign states and trip steps (kCampaign*, kStep*): orchestrator/trip_steps.h.
 
 // Holder states.
 inline constexpr char kHolderActive[] = "active";
 inline constexpr char kHolderDone[] = "done";
 inline constexpr char kHolderFailed[] = "failed";
-
-// Trip steps, in the order a trip moves through them (ARCHITECTURE.md §4).
-// "done" and "aborted" are final and only FinishTrip sets them.
-inline constexpr char kStepPlanned[] = "planned";
-inline constexpr char kStepRouteOut[] = "route_out";
-inline constexpr char kStepProvision[] = "provision";
-inline constexpr char kStepRouteBack[] = "route_back";
-inline constexpr char kStepRekey[] = "rekey";
-inline constexpr char kStepTrain[] = "train";
-inline constexpr char kStepScrub[] = "scrub";
-inline constexpr char kStepDone[] = "done";
-inline constexpr char kStepAborted[] = "aborted";
 
 // Trip outcomes ("" while the trip runs).
 inline constexpr char kOutcomeOk[] = "ok";
@@ -197,6 +179,9 @@ struct EventRow {
 
 // Sequence numbers of the events a mutation appended, in order.
 using EventSeqs = std::vector<int64_t>;
+// Publishes the events a mutation committed (wakes watchers; logs a failed
+// commit): the engine's, handed to its parts.
+using CommitNotifier = std::function<void(const absl::StatusOr<EventSeqs>&)>;
 
 struct CreateResult {
   CampaignRow campaign;
@@ -394,10 +379,10 @@ class StateStore {
   absl::StatusOr<uint64_t> NextId(Durability durability);
   absl::StatusOr<int64_t> InsertEvent(const EventRow& e)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Inside a transaction: moves trip `t` to `step` (index `to`, checked by
-  // the caller to be a known, non-final step) if steps only move forward,
-  // records `window` with it, and appends the step event.
-  absl::StatusOr<int64_t> MoveStepLocked(const TripRow& t, const std::string& step, int to,
+  // Inside a transaction: moves trip `t` to step `to` (checked by the caller
+  // to be non-final) if trip_steps.h allows the move, records `window` with
+  // it, and appends the step event.
+  absl::StatusOr<int64_t> MoveStepLocked(const TripRow& t, TripStep to,
                                          const std::string& message,
                                          const std::optional<TripCounterWindow>& window)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -130,20 +130,6 @@ absl::Status TripRunner::ScrubOrGone(uint64_t buffer_id, uint64_t buffer_bytes, 
   return absl::OkStatus();
 }
 
-absl::Status TripRunner::SafeReturn(const TripPlan& plan, TripOutcome* out) {
-  absl::Status s = RouteHome(plan.trip);
-  if (!s.ok()) return s;
-  const uint64_t old_session = gpu_->session_id();
-  // Whatever happened, the session whose key the holder saw must end.
-  s = gpu_->Establish();
-  if (!s.ok()) return s;
-  out->rekeyed = gpu_->session_id() != old_session;
-  s = ScrubOrGone(plan.buffer_id, plan.buffer_bytes, &out->buffer_gone);
-  if (!s.ok()) return s;
-  out->scrub_verified = true;
-  return absl::OkStatus();
-}
-
 absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* holder,
                                    const v1::ProvisionRequest& req, TripHooks* hooks,
                                    TripControl* control, v1::ProvisionReport* report,
@@ -255,40 +241,192 @@ absl::StatusOr<PreparedChannel> TripRunner::PrepareChannel(const std::string& ho
   return out;
 }
 
+// Everything one trip carries from phase to phase.
+struct TripRunner::Trip {
+  Trip(const TripPlan& p, v1::HolderAgent::Stub* h, TripHooks* k, TripControl* c)
+      : plan(p), holder(h), hooks(k), control(c) {}
+  ~Trip() { Zeroize(&data[0], data.size()); }
+
+  // A failure before the GPU leaves: nothing needs making safe, the buffer
+  // is clean and no key has been handed out.
+  TripOutcome Fail(const std::string& msg, bool fault) {
+    out.error = msg;
+    out.holder_fault = fault;
+    out.cancelled = control->cancelled();
+    return out;
+  }
+
+  const TripPlan& plan;
+  v1::HolderAgent::Stub* const holder;
+  TripHooks* const hooks;
+  TripControl* const control;
+  TripOutcome out;
+  std::optional<PreparedChannel> channel;  // attested, with the holder
+  v1::ProvisionRequest request;            // our evidence, the wrapped hand-off
+  CounterWindow window;                    // handed to the holder (P4)
+  uint64_t handed_session = 0;             // the session whose key it was
+  // How the holder's provisioning went (OK, or why not), and whether a
+  // failure is the holder's.
+  absl::Status provisioned;
+  bool holder_fault = false;
+  v1::ProvisionReport report;
+  // The window's plaintext as read back: wiped on every way out.
+  std::string data;
+  absl::Status read;      // how reading it back went
+  bool at_scrub = false;  // step "scrub" is committed (with training or the report)
+};
+
+// What a trip must never leave behind, in one owner. The hand-off key (the
+// copy engine's key wrapped for the holder) is wiped once the trip no longer
+// needs it, and at the latest when the guard goes. Once the GPU has left,
+// the way back to a safe state (route home, re-key, scrub and verify, each
+// committed before it happens) runs on every way out: Finish() runs what the
+// trip's path has not, and a guard that goes without it (an exit path that
+// forgot it) runs it itself. A step of it that fails leaves the GPU to the
+// caller, which must stop using it (recovery makes it safe).
+class TripRunner::SafetyGuard {
+ public:
+  SafetyGuard(TripRunner* runner, Trip* trip) : runner_(runner), trip_(trip) {}
+  ~SafetyGuard() {
+    WipeKey();
+    if (stage_ != Stage::kHome && stage_ != Stage::kSafe && stage_ != Stage::kUnsafe) {
+      GT_LOG(0, "trip ", trip_->plan.trip, ": an exit path left GPU ", runner_->gpu_name_,
+             " without making it safe; doing it now");
+      absl::Status s = Finish();
+      if (!s.ok()) GT_LOG(0, "trip ", trip_->plan.trip, ": ", s.message());
+    }
+  }
+  SafetyGuard(const SafetyGuard&) = delete;
+  SafetyGuard& operator=(const SafetyGuard&) = delete;
+
+  void HoldKey(ChannelMaterial key) { key_ = std::move(key); }
+  const ChannelMaterial& key() const { return key_; }
+  void WipeKey() { key_.key.Clear(); }
+
+  // The GPU is about to leave (route_out is committed): from here on the
+  // safe path runs whatever happens.
+  void Departing() { stage_ = Stage::kAway; }
+
+  // Route home, committed first (a failed commit is logged: the GPU must
+  // come home regardless).
+  absl::Status RouteBack() {
+    Commit(TripStep::kRouteBack, "routing " + runner_->gpu_name_ + " home");
+    return Advance(runner_->RouteHome(trip_->plan.trip), Stage::kRoutedHome);
+  }
+  // The fresh key agreement (every key of the session the holder saw dies),
+  // with `prior` run under the old session first (see GpuSession).
+  absl::Status Rekey(const v1::DeviceCommand& prior, GpuSession::PriorOutcome* came_back) {
+    Commit(TripStep::kRekey, "same-device check and fresh key agreement");
+    absl::Status s = runner_->gpu_->EstablishAfter(prior, came_back);
+    if (s.ok()) trip_->out.rekeyed = runner_->gpu_->session_id() != trip_->handed_session;
+    return Advance(s, Stage::kRekeyed);
+  }
+  // Scrub and verify the buffer before any other holder can get the GPU
+  // (P2). A trip already at "scrub" (committed with its training or its
+  // report) is not moved there again.
+  absl::Status Scrub() {
+    if (!trip_->at_scrub) Commit(TripStep::kScrub, "zeroing and verifying the buffer");
+    absl::Status s = runner_->ScrubOrGone(trip_->plan.buffer_id, trip_->plan.buffer_bytes,
+                                          &trip_->out.buffer_gone);
+    if (s.ok()) trip_->out.scrub_verified = true;
+    return Advance(s, Stage::kSafe);
+  }
+  // Runs what the safe path still needs (nothing if the GPU never left);
+  // the first failure means the GPU cannot be shown safe.
+  absl::Status Finish() {
+    WipeKey();
+    if (stage_ == Stage::kUnsafe) {
+      return absl::FailedPreconditionError("trip " + std::to_string(trip_->plan.trip) +
+                                           ": GPU " + runner_->gpu_name_ +
+                                           " could not be made safe");
+    }
+    if (stage_ == Stage::kAway) {
+      absl::Status s = RouteBack();
+      if (!s.ok()) return s;
+    }
+    if (stage_ == Stage::kRoutedHome) {
+      v1::DeviceCommand query;
+      query.mutable_query();
+      GpuSession::PriorOutcome ignored;
+      absl::Status s = Rekey(query, &ignored);
+      if (!s.ok()) return s;
+    }
+    if (stage_ == Stage::kRekeyed) return Scrub();
+    return absl::OkStatus();
+  }
+
+ private:
+  enum class Stage { kHome, kAway, kRoutedHome, kRekeyed, kSafe, kUnsafe };
+
+  void Commit(TripStep step, const std::string& message) {
+    absl::Status s = trip_->hooks->Step(step, message);
+    if (!s.ok()) GT_LOG(0, "trip ", trip_->plan.trip, ": ", s.message());
+  }
+  absl::Status Advance(absl::Status s, Stage next) {
+    stage_ = s.ok() ? next : Stage::kUnsafe;
+    return s;
+  }
+
+  TripRunner* const runner_;
+  Trip* const trip_;
+  ChannelMaterial key_;
+  Stage stage_ = Stage::kHome;
+};
+
 absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
                                             v1::HolderAgent::Stub* holder,
                                             TripHooks* hooks, TripControl* control,
                                             std::optional<PreparedChannel> prepared) {
-  TripOutcome out;
   GT_LOG(1, "trip ", plan.trip, ": ", plan.holder, " window [", plan.window_offset, ", +",
          plan.window_length, ")");
-  // Before the GPU leaves nothing needs making safe: the buffer is clean and
-  // no key has been handed out.
-  auto fail_early = [&](const std::string& msg, bool holder_fault) {
-    out.error = msg;
-    out.holder_fault = holder_fault;
-    out.cancelled = control->cancelled();
-    return out;
-  };
+  Trip trip(plan, holder, hooks, control);
+  if (!OpenChannel(&trip, std::move(prepared))) return trip.out;
+  SafetyGuard guard(this, &trip);
+  auto ready = PrepareHandoff(&trip, &guard);
+  if (!ready.ok()) return ready.status();
+  if (!*ready) return trip.out;
+  if (!Leave(&trip, &guard)) return trip.out;
+  absl::Status home = ComeHome(&trip, &guard);
+  if (!home.ok()) return home;  // cannot prove a safe state
+  VerifyAndTrain(&trip, &guard);
+  absl::Status safe = guard.Finish();  // the scrub
+  if (!safe.ok()) return safe;  // residue cannot be ruled out
+  hooks->Scrubbed();
+  trip.out.cancelled = control->cancelled();
+  trip.out.ok = trip.out.error.empty() && trip.out.rekeyed && trip.out.scrub_verified;
+  return trip.out;
+}
 
+bool TripRunner::OpenChannel(Trip* trip, std::optional<PreparedChannel> prepared) {
   // The channel with the holder, mutually attested, before anything leaves:
   // the one prepared while the previous trip's GPU was scrubbed, if it is for
   // this holder and fresh, else a new one.
-  std::optional<PreparedChannel> ready;
+  const TripPlan& plan = trip->plan;
   if (prepared.has_value() && prepared->holder == plan.holder &&
       std::chrono::steady_clock::now() - prepared->opened < kPreparedChannelLifetime) {
-    ready = std::move(prepared);
+    trip->channel = std::move(prepared);
   }
   prepared.reset();
-  if (!ready.has_value()) {
-    auto opened = PrepareChannel(plan.holder, holder, plan.holder_timeout_seconds, control);
-    if (control->cancelled()) return fail_early("cancelled", false);
-    if (!opened.ok()) return fail_early(std::string(opened.status().message()), true);
-    ready = std::move(*opened);
+  if (trip->channel.has_value()) return true;
+  auto opened = PrepareChannel(plan.holder, trip->holder, plan.holder_timeout_seconds,
+                               trip->control);
+  if (trip->control->cancelled()) {
+    trip->Fail("cancelled", false);
+    return false;
   }
-  AttestedChannel* channel = &ready->channel;
-  v1::ProvisionRequest preq;
-  *preq.mutable_orchestrator_evidence() = ready->own_evidence;
+  if (!opened.ok()) {
+    trip->Fail(std::string(opened.status().message()), true);
+    return false;
+  }
+  trip->channel = std::move(*opened);
+  return true;
+}
+
+absl::StatusOr<bool> TripRunner::PrepareHandoff(Trip* trip, SafetyGuard* guard) {
+  const TripPlan& plan = trip->plan;
+  AttestedChannel* channel = &trip->channel->channel;
+  v1::ProvisionRequest& preq = trip->request;
+  *preq.mutable_orchestrator_evidence() = trip->channel->own_evidence;
 
   // The counter window on the session's LCE H2D key (P4). The session is
   // fresh for this trip and its key exists only in this process's memory.
@@ -297,22 +435,23 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   // home; after an earlier hand-off in the same session, a rotated one), so
   // the window starts at the first counter, and after a crash the key is gone
   // and recovery re-keys. The window is recorded with the route_out commit
-  // below, before it leaves.
+  // (Leave), before it leaves.
   const uint32_t chunks = H2dWriter::ChunksFor(plan.window_length, plan.chunk_bytes);
   auto window_or = CounterWindowAt(kFirstMessageCounter, chunks);
   if (!window_or.ok()) return window_or.status();
-  const CounterWindow window = *window_or;
+  trip->window = *window_or;
+  const CounterWindow& window = trip->window;
   auto lce_or = gpu_->LceH2dForHandoff();
   if (!lce_or.ok()) return lce_or.status();
-  ChannelMaterial lce = std::move(*lce_or);
+  guard->HoldKey(std::move(*lce_or));
   // The device accepts nothing past the window under this key: a holder that
   // keeps it can write no more than it was handed, even before the re-key.
   absl::Status bounded = gpu_->LimitH2d(window.first + window.count - 1);
   if (!bounded.ok()) {
-    lce.key.Clear();
-    return fail_early("bounding the copy engine to the trip's counter window: " +
-                          std::string(bounded.message()),
-                      false);
+    trip->Fail("bounding the copy engine to the trip's counter window: " +
+                   std::string(bounded.message()),
+               false);
+    return false;
   }
 
   v1::HandoffBinding* b = preq.mutable_binding();
@@ -328,11 +467,11 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   b->set_counter_count(window.count);
   b->set_chunk_size(plan.chunk_bytes);
   *b->mutable_terms() = plan.terms;
-  const uint64_t handed_session = gpu_->session_id();
-  auto blob = WrapHandoff(channel->handoff_key, *b, lce);
+  trip->handed_session = gpu_->session_id();
+  auto blob = WrapHandoff(channel->handoff_key, *b, guard->key());
   channel->handoff_key.Clear();
   if (!blob.ok()) return blob.status();
-  preq.set_channel_id(ready->channel_id);
+  preq.set_channel_id(trip->channel->channel_id);
   preq.set_wrapped_handoff(*blob);
 
   // With the heartbeat on, one now: the GPU then has two full periods before
@@ -340,34 +479,40 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   if (heartbeat_period_ > absl::ZeroDuration()) {
     absl::Status hb = gpu_->Heartbeat();
     if (!hb.ok()) {
-      lce.key.Clear();
-      return fail_early("heartbeat before the GPU leaves: " + std::string(hb.message()), false);
+      trip->Fail("heartbeat before the GPU leaves: " + std::string(hb.message()), false);
+      return false;
     }
   }
+  return true;
+}
 
+bool TripRunner::Leave(Trip* trip, SafetyGuard* guard) {
+  const TripPlan& plan = trip->plan;
+  TripControl* control = trip->control;
   // Route out: committed first, and from here on every exit goes through the
-  // safe path.
-  absl::Status s = hooks->RouteOut(
-      TripCounterWindow{handed_session, window.first, window.count, gpu_->serial()},
+  // safe path (the guard).
+  absl::Status s = trip->hooks->RouteOut(
+      TripCounterWindow{trip->handed_session, trip->window.first, trip->window.count,
+                        gpu_->serial()},
       "routing " + gpu_name_ + " to " + plan.holder_domain);
   if (s.ok() && control->cancelled()) s = absl::CancelledError("the campaign was cancelled");
   if (!s.ok()) {
-    lce.key.Clear();
-    return fail_early(std::string(s.message()), false);
+    trip->Fail(std::string(s.message()), false);
+    return false;
   }
+  guard->Departing();
   s = RouteTo(plan.holder_domain, plan.trip);
-  bool holder_fault = false;
-  v1::ProvisionReport prep;
-  if (s.ok()) s = hooks->Step(kStepProvision, "hand-off and provisioning");
+  if (s.ok()) s = trip->hooks->Step(TripStep::kProvision, "hand-off and provisioning");
   if (s.ok() && control->cancelled()) s = absl::CancelledError("the campaign was cancelled");
   if (s.ok()) {
     bool device_fault = false;
-    s = Provision(plan, holder, preq, hooks, control, &prep, &device_fault);
+    s = Provision(plan, trip->holder, trip->request, trip->hooks, control, &trip->report,
+                  &device_fault);
     // What goes wrong inside Provision is the holder's side (refused, timed
     // out, unreachable, a bad dataset), unless we cancelled it or the agent
     // (attested) says its write failed on the device path: the GPU, or the
     // way the host gives the holder's TD to it.
-    holder_fault = !s.ok() && !control->cancelled() && !device_fault;
+    trip->holder_fault = !s.ok() && !control->cancelled() && !device_fault;
     if (device_fault) {
       s = absl::Status(s.code(), "the GPU failed holder " + plan.holder +
                                      "'s write, or could not be reached from its TD (the "
@@ -375,15 +520,17 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
                                      std::string(s.message()));
     }
   }
-  preq.clear_wrapped_handoff();
+  trip->request.clear_wrapped_handoff();
+  trip->provisioned = s;
+  return true;
+}
 
+absl::Status TripRunner::ComeHome(Trip* trip, SafetyGuard* guard) {
+  const TripPlan& plan = trip->plan;
+  TripOutcome& out = trip->out;
   // Route back and re-key whether or not provisioning worked.
-  absl::Status commit = hooks->Step(kStepRouteBack, "routing " + gpu_name_ + " home");
-  if (!commit.ok()) GT_LOG(0, "trip ", plan.trip, ": ", commit.message());
-  absl::Status back = RouteHome(plan.trip);
+  absl::Status back = guard->RouteBack();
   if (!back.ok()) return back;
-  commit = hooks->Step(kStepRekey, "same-device check and fresh key agreement");
-  if (!commit.ok()) GT_LOG(0, "trip ", plan.trip, ": ", commit.message());
   // The GPU that came back must still hold the session H saw: a sealed
   // command on it must round-trip. That command rides on the re-key's own
   // request (the device runs it under the old session, then the exchange
@@ -393,17 +540,13 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   // H's key cannot be used meanwhile, and only this process holds the
   // session's control keys. A read the device refuses under that session
   // (an authenticated answer) is told apart from a lost session.
-  std::string data;  // the window's plaintext: wiped on every way out
-  struct WipeOnExit {
-    std::string* d;
-    ~WipeOnExit() { Zeroize(&(*d)[0], d->size()); }
-  } wipe_data{&data};
+  std::string& data = trip->data;
   constexpr uint64_t kReadPiece = 8u << 20;
-  absl::Status rd;
+  absl::Status& rd = trip->read;
   v1::DeviceCommand prior;
   bool reads_last_piece = false;
   uint64_t last_off = 0;
-  if (s.ok()) {
+  if (trip->provisioned.ok()) {
     data.reserve(plan.window_length);
     last_off = plan.window_length == 0 ? 0 : (plan.window_length - 1) / kReadPiece * kReadPiece;
     for (uint64_t off = 0; off < last_off && rd.ok(); off += kReadPiece) {
@@ -426,7 +569,7 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
     prior.mutable_query();
   }
   GpuSession::PriorOutcome came_back;
-  absl::Status rekey = gpu_->EstablishAfter(prior, &came_back);
+  absl::Status rekey = guard->Rekey(prior, &came_back);
   if (!rekey.ok()) return rekey;  // cannot prove a safe state
   const absl::Status same = came_back.session;
   if (!same.ok()) {
@@ -442,13 +585,14 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
       rd = came_back.reply.status();
     }
   }
-  out.rekeyed = gpu_->session_id() != handed_session;
-  hooks->Rekeyed();
+  trip->hooks->Rekeyed();
   // The device signed the new session's number: our own exchange right after
   // the one the holder was handed is handed_session + 1. A larger number
   // means that somebody else exchanged keys with this GPU while it was
   // routed to the holder, which ended the holder's session and wiped device
   // memory: the holder's doing, as far as the orchestrator can tell.
+  const uint64_t handed_session = trip->handed_session;
+  const absl::Status& s = trip->provisioned;
   const bool foreign_exchange =
       !came_back.retried && gpu_->session_id() > handed_session + 1;
   if (!same.ok() && foreign_exchange) {
@@ -465,64 +609,56 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
                                    std::string(s.message()) + ")");
   } else if (!s.ok()) {
     out.error = std::string(s.message());
-    out.holder_fault = holder_fault;
+    out.holder_fault = trip->holder_fault;
   }
-  bool trained = false;
-  bool at_scrub = false;  // step "scrub" is committed
-  if (out.error.empty()) {
-    // The window read back above: the device must hold exactly what the
-    // holder encrypted.
-    bool digest_match = false;
-    if (rd.ok()) {
-      auto digest = WindowDigest(lce, handed_session, plan.buffer_id, 0, data,
-                                 plan.chunk_bytes, window.first);
-      digest_match = digest.ok() && *digest == prep.digest() &&
-                     prep.bytes() == plan.window_length;
+  return absl::OkStatus();
+}
+
+void TripRunner::VerifyAndTrain(Trip* trip, SafetyGuard* guard) {
+  const TripPlan& plan = trip->plan;
+  TripOutcome& out = trip->out;
+  if (!out.error.empty()) return;
+  TripHooks* hooks = trip->hooks;
+  const absl::Status& rd = trip->read;
+  std::string& data = trip->data;
+  const v1::ProvisionReport& prep = trip->report;
+  // The window read back: the device must hold exactly what the holder
+  // encrypted.
+  bool digest_match = false;
+  if (rd.ok()) {
+    auto digest = WindowDigest(guard->key(), trip->handed_session, plan.buffer_id, 0, data,
+                               plan.chunk_bytes, trip->window.first);
+    digest_match = digest.ok() && *digest == prep.digest() &&
+                   prep.bytes() == plan.window_length;
+  }
+  // The report is committed with the next step: train when the window is
+  // good and a trainer waits, else straight to scrub.
+  const bool train = rd.ok() && digest_match && !trip->control->cancelled() && hooks->Trains();
+  absl::Status rec = hooks->Provisioned(
+      prep.bytes(), prep.chunks(), prep.seconds(), digest_match, StepAfterProvisioned(train),
+      train ? "training on the window" : "zeroing and verifying the buffer");
+  trip->at_scrub = rec.ok() && !train;
+  if (!rd.ok()) {
+    out.error = std::string(rd.message());
+  } else if (!digest_match) {
+    out.error = "digest mismatch: the device holds something other than what holder " +
+                plan.holder + " reported";
+    out.holder_fault = true;
+  } else if (!rec.ok()) {
+    out.error = std::string(rec.message());
+  } else if (trip->control->cancelled()) {
+    out.error = "cancelled";
+  } else if (train) {
+    // A trained trip is at "scrub", committed with the checkpoint.
+    auto t = hooks->Train(data);
+    if (t.ok()) {
+      trip->at_scrub = *t;
+      out.trained = *t;
+    } else {
+      out.error = std::string(t.status().message());
     }
-    // The report is committed with the next step: train when the window is
-    // good and a trainer waits, else straight to scrub.
-    const bool train = rd.ok() && digest_match && !control->cancelled() && hooks->Trains();
-    absl::Status rec = hooks->Provisioned(
-        prep.bytes(), prep.chunks(), prep.seconds(), digest_match,
-        train ? kStepTrain : kStepScrub,
-        train ? "training on the window" : "zeroing and verifying the buffer");
-    at_scrub = rec.ok() && !train;
-    if (!rd.ok()) {
-      out.error = std::string(rd.message());
-    } else if (!digest_match) {
-      out.error = "digest mismatch: the device holds something other than what holder " +
-                  plan.holder + " reported";
-      out.holder_fault = true;
-    } else if (!rec.ok()) {
-      out.error = std::string(rec.message());
-    } else if (control->cancelled()) {
-      out.error = "cancelled";
-    } else if (train) {
-      auto t = hooks->Train(data);
-      if (t.ok()) {
-        trained = *t;
-        out.trained = *t;
-      } else {
-        out.error = std::string(t.status().message());
-      }
-    }
-    Zeroize(&data[0], data.size());  // consumed; wiped again on the way out
   }
-  lce.key.Clear();
-  // Scrub before any other holder can get the GPU (P2). A trained trip is
-  // already at "scrub" (committed with the checkpoint), and so is one whose
-  // report was committed with it.
-  if (!trained && !at_scrub) {
-    commit = hooks->Step(kStepScrub, "zeroing and verifying the buffer");
-    if (!commit.ok()) GT_LOG(0, "trip ", plan.trip, ": ", commit.message());
-  }
-  absl::Status scrub = ScrubOrGone(plan.buffer_id, plan.buffer_bytes, &out.buffer_gone);
-  if (!scrub.ok()) return scrub;  // residue cannot be ruled out
-  out.scrub_verified = true;
-  hooks->Scrubbed();
-  out.cancelled = control->cancelled();
-  out.ok = out.error.empty() && out.rekeyed && out.scrub_verified;
-  return out;
+  Zeroize(&data[0], data.size());  // consumed; wiped again on the way out
 }
 
 }  // namespace gputravel

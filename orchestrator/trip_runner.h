@@ -13,6 +13,7 @@
 #include "keyxfer/attested_channel.h"
 #include "keyxfer/attester.h"
 #include "orchestrator/state_store.h"
+#include "orchestrator/trip_steps.h"
 #include "proto/holder.grpc.pb.h"
 #include "proto/mux.grpc.pb.h"
 #include "util/task_thread.h"
@@ -60,9 +61,9 @@ struct TripOutcome {
 class TripHooks {
  public:
   virtual ~TripHooks() = default;
-  // Commits the move to `step` (state_store.h kStep*) BEFORE its side effect.
-  // An error stops the trip, which then takes the safe path.
-  virtual absl::Status Step(const char* step, const std::string& message) = 0;
+  // Commits the move to `step` (orchestrator/trip_steps.h) BEFORE its side
+  // effect. An error stops the trip, which then takes the safe path.
+  virtual absl::Status Step(TripStep step, const std::string& message) = 0;
   // Commits step "route_out" together with the counter window about to be
   // handed to the holder (P4: recorded before it leaves), flushed to disk.
   virtual absl::Status RouteOut(const TripCounterWindow& window,
@@ -73,7 +74,7 @@ class TripHooks {
   // together with the move to `then_step` (train or scrub: the step that
   // follows, before its side effect) as one commit.
   virtual absl::Status Provisioned(uint64_t bytes, uint64_t chunks, double seconds,
-                                   bool digest_match, const char* then_step,
+                                   bool digest_match, TripStep then_step,
                                    const std::string& then_message) = 0;
   // Whether a trainer is configured (Train below trains and commits).
   virtual bool Trains() const = 0;
@@ -127,7 +128,10 @@ class TripControl {
 // route back, same-GPU check and fresh re-key, read-back + digest + training,
 // scrub and verify. Any failure after route-out takes the safe path (route
 // back, re-key, scrub, verify), so no holder keeps a working key and no other
-// party finds residue.
+// party finds residue. Run is its phases in order (OpenChannel,
+// PrepareHandoff, Leave, ComeHome, VerifyAndTrain, then the scrub); one guard
+// per trip (SafetyGuard) owns the hand-off key and the safe path, so no way
+// out of a trip can skip either.
 class TripRunner {
  public:
   // `heartbeat_period`: the device's CC heartbeat period (zero: off).
@@ -190,8 +194,26 @@ class TripRunner {
   // exchange wiped all device memory) counts as clean, and sets `*gone`
   // (may be null). A transport error never does.
   absl::Status ScrubOrGone(uint64_t buffer_id, uint64_t buffer_bytes, bool* gone);
-  // Route back, re-key, scrub + verify.
-  absl::Status SafeReturn(const TripPlan& plan, TripOutcome* out);
+  // One trip's state from phase to phase, and the guard that owns its
+  // hand-off key and its way back to a safe state (trip_runner.cc).
+  struct Trip;
+  class SafetyGuard;
+  // Run's phases, in order. false (or OpenChannel/PrepareHandoff/Leave
+  // returning false): the trip failed before the GPU left, with the outcome
+  // in trip->out. A non-OK status: the GPU cannot be shown safe.
+  // The attested channel with the holder: the prepared one, or a new one.
+  bool OpenChannel(Trip* trip, std::optional<PreparedChannel> prepared);
+  // The counter window, the copy-engine key (held by `guard`), the bound
+  // device, the wrapped hand-off; a heartbeat.
+  absl::StatusOr<bool> PrepareHandoff(Trip* trip, SafetyGuard* guard);
+  // Commits route_out (then the guard's safe path is armed), routes the GPU
+  // to the holder and streams its Provision; its result in trip->provisioned.
+  bool Leave(Trip* trip, SafetyGuard* guard);
+  // Route home, read back under the old session riding on the re-key, and
+  // whose fault a lost session or a failed provisioning is.
+  absl::Status ComeHome(Trip* trip, SafetyGuard* guard);
+  // The digest check, the report's commit and training.
+  void VerifyAndTrain(Trip* trip, SafetyGuard* guard);
   // Streams the holder's Provision, with the no-progress watchdog.
   // `*device_fault`: the (attested) agent said its write failed on the
   // device path, not on its own side (holder_agent/provision_fault.h).
