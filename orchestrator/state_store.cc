@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "orchestrator/schedule.h"
 #include "orchestrator/sqlite_db.h"
+#include "orchestrator/state_rows.h"
 #include "proto/training.pb.h"
 #include "trainer/training_policy.h"
 #include "util/status_macros.h"
@@ -29,116 +30,10 @@ int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 std::string Quote(absl::string_view s) { return absl::StrCat("\"", s, "\""); }
 
-// Column lists shared by the loaders; the Read* functions follow the order.
-#define GT_SS_CAMPAIGN_COLS                                             \
-  "name, request_id, spec_json, gpu, rounds, state, error, buffer_id, " \
-  "created_ms, updated_ms, trips_ok, trips_failed, trips_aborted, "     \
-  "bytes_provisioned, last_loss, last_holder, buffer_gpu_serial, "      \
-  "last_eval_loss, terms"
-#define GT_SS_HOLDER_COLS                                                  \
-  "campaign, name, position, dataset_bytes, cursor_offset, round, state, " \
-  "error, trips, bytes"
-#define GT_SS_TRIP_COLS                                                    \
-  "id, campaign, holder, window_offset, window_length, round, step, "      \
-  "outcome, error, bytes, chunks, digest_match, scrub_verified, rekeyed, " \
-  "trained, loss, provision_seconds, started_ms, ended_ms, gpu_session, "  \
-  "first_counter, counter_count, duration_us, gpu_serial, eval_loss, "  \
-  "reported_loss, reported_eval_loss"
-#define GT_SS_EVENT_COLS \
-  "seq, campaign, trip, kind, step, message, bytes, loss, time_ms, eval_loss"
-
-CampaignRow ReadCampaign(Stmt& s, bool with_model) {
-  CampaignRow c;
-  c.name = s.ColText(0);
-  c.request_id = s.ColText(1);
-  c.spec_json = s.ColText(2);
-  c.gpu = s.ColText(3);
-  c.rounds = static_cast<uint32_t>(s.ColInt(4));
-  c.state = s.ColText(5);
-  c.error = s.ColText(6);
-  c.buffer_id = s.ColU64(7);
-  c.created_ms = s.ColInt(8);
-  c.updated_ms = s.ColInt(9);
-  c.trips_ok = s.ColInt(10);
-  c.trips_failed = s.ColInt(11);
-  c.trips_aborted = s.ColInt(12);
-  c.bytes_provisioned = s.ColU64(13);
-  c.last_loss = s.ColOptReal(14);
-  c.last_holder = s.ColText(15);
-  c.buffer_gpu_serial = s.ColText(16);
-  c.last_eval_loss = s.ColOptReal(17);
-  c.terms = s.ColBlob(18);
-  if (with_model) c.model = s.ColBlob(19);
-  return c;
-}
-
-HolderRow ReadHolder(Stmt& s) {
-  HolderRow h;
-  h.campaign = s.ColText(0);
-  h.name = s.ColText(1);
-  h.position = static_cast<int32_t>(s.ColInt(2));
-  h.dataset_bytes = s.ColU64(3);
-  h.cursor_offset = s.ColU64(4);
-  h.round = static_cast<uint32_t>(s.ColInt(5));
-  h.state = s.ColText(6);
-  h.error = s.ColText(7);
-  h.trips = s.ColInt(8);
-  h.bytes = s.ColU64(9);
-  return h;
-}
-
-TripRow ReadTrip(Stmt& s) {
-  TripRow t;
-  t.id = s.ColU64(0);
-  t.campaign = s.ColText(1);
-  t.holder = s.ColText(2);
-  t.window_offset = s.ColU64(3);
-  t.window_length = s.ColU64(4);
-  t.round = static_cast<uint32_t>(s.ColInt(5));
-  t.step = s.ColText(6);
-  t.outcome = s.ColText(7);
-  t.error = s.ColText(8);
-  t.bytes = s.ColU64(9);
-  t.chunks = s.ColU64(10);
-  t.digest_match = s.ColBool(11);
-  t.scrub_verified = s.ColBool(12);
-  t.rekeyed = s.ColBool(13);
-  t.trained = s.ColBool(14);
-  t.loss = s.ColOptReal(15);
-  t.provision_seconds = s.ColReal(16);
-  t.started_ms = s.ColInt(17);
-  t.ended_ms = s.ColInt(18);
-  t.gpu_session = s.ColU64(19);
-  t.first_counter = static_cast<uint32_t>(s.ColInt(20));
-  t.counter_count = static_cast<uint32_t>(s.ColInt(21));
-  t.duration_us = s.ColInt(22);
-  t.gpu_serial = s.ColText(23);
-  t.eval_loss = s.ColOptReal(24);
-  t.reported_loss = s.ColOptReal(25);
-  t.reported_eval_loss = s.ColOptReal(26);
-  return t;
-}
-
-EventRow ReadEvent(Stmt& s) {
-  EventRow e;
-  e.seq = s.ColInt(0);
-  e.campaign = s.ColText(1);
-  e.trip = s.ColU64(2);
-  e.kind = s.ColText(3);
-  e.step = s.ColText(4);
-  e.message = s.ColText(5);
-  e.bytes = s.ColU64(6);
-  e.loss = s.ColOptReal(7);
-  e.time_ms = s.ColInt(8);
-  e.eval_loss = s.ColOptReal(9);
-  return e;
-}
-
 std::string TripName(const TripRow& t) {
   return absl::StrCat("trip ", t.id, " (campaign ", Quote(t.campaign),
                       ", holder ", Quote(t.holder), ")");
 }
-
 
 // An event of `campaign` (trip 0 = none) stamped `now`.
 EventRow Event(const std::string& campaign, uint64_t trip, const char* kind,
@@ -197,55 +92,6 @@ absl::Status StateStore::AppendLocked(const EventRow& e) {
 void StateStore::SetEventObserver(EventObserver observer) {
   absl::MutexLock lock(&mu_);
   observer_ = std::move(observer);
-}
-
-// ---------------------------------------------------------------------------
-// Loaders (inside the caller's transaction).
-
-absl::StatusOr<CampaignRow> StateStore::LoadCampaign(const std::string& name,
-                                                     bool with_model) {
-  const char* sql = with_model ? "SELECT " GT_SS_CAMPAIGN_COLS
-                                 ", model FROM campaigns WHERE name = ?"
-                               : "SELECT " GT_SS_CAMPAIGN_COLS
-                                 " FROM campaigns WHERE name = ?";
-  GT_ASSIGN_OR_RETURN(Stmt s, db_->Prepare(sql));
-  GT_ASSIGN_OR_RETURN(bool row, s.Bind(name).Step());
-  if (!row) {
-    return absl::NotFoundError(absl::StrCat("campaign ", Quote(name), " not found"));
-  }
-  return ReadCampaign(s, with_model);
-}
-
-absl::StatusOr<HolderRow> StateStore::LoadHolder(const std::string& campaign,
-                                                 const std::string& name) {
-  GT_ASSIGN_OR_RETURN(Stmt s, db_->Prepare("SELECT " GT_SS_HOLDER_COLS
-                                           " FROM holders WHERE campaign = ? AND name = ?"));
-  GT_ASSIGN_OR_RETURN(bool row, s.Bind(campaign, name).Step());
-  if (!row) {
-    return absl::NotFoundError(absl::StrCat(
-        "holder ", Quote(name), " is not part of campaign ", Quote(campaign)));
-  }
-  return ReadHolder(s);
-}
-
-absl::StatusOr<TripRow> StateStore::LoadTrip(uint64_t trip_id) {
-  GT_ASSIGN_OR_RETURN(Stmt s, db_->Prepare("SELECT " GT_SS_TRIP_COLS " FROM trips WHERE id = ?"));
-  GT_ASSIGN_OR_RETURN(bool row, s.Bind(trip_id).Step());
-  if (!row) return absl::NotFoundError(absl::StrCat("trip ", trip_id, " not found"));
-  return ReadTrip(s);
-}
-
-absl::StatusOr<std::vector<TripRow>> StateStore::QueryTrips(const char* sql,
-                                                            const std::string* campaign) {
-  GT_ASSIGN_OR_RETURN(Stmt s, db_->Prepare(sql));
-  if (campaign != nullptr) s.Text(*campaign);
-  std::vector<TripRow> out;
-  while (true) {
-    GT_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out.push_back(ReadTrip(s));
-  }
-  return out;
 }
 
 // ---------------------------------------------------------------------------
@@ -332,7 +178,7 @@ absl::StatusOr<CreateResult> StateStore::CreateCampaign(
         }
         // The same request again (a client retry): answer as the first time.
         result.created = false;
-        GT_ASSIGN_OR_RETURN(result.campaign, LoadCampaign(name, false));
+        GT_ASSIGN_OR_RETURN(result.campaign, LoadCampaign(*db_, name, false));
         return absl::OkStatus();
       }
     }
@@ -365,7 +211,7 @@ absl::StatusOr<CreateResult> StateStore::CreateCampaign(
                            " rounds, gpu ", Quote(c.gpu)),
               now)));
     result.created = true;
-    GT_ASSIGN_OR_RETURN(result.campaign, LoadCampaign(c.name, false));
+    GT_ASSIGN_OR_RETURN(result.campaign, LoadCampaign(*db_, c.name, false));
     return absl::OkStatus();
   });
   GT_RETURN_IF_ERROR(seqs.status());
@@ -375,12 +221,12 @@ absl::StatusOr<CreateResult> StateStore::CreateCampaign(
 
 absl::StatusOr<CampaignRow> StateStore::GetCampaign(const std::string& name) {
   absl::MutexLock lock(&mu_);
-  return LoadCampaign(name, true);
+  return LoadCampaign(*db_, name, true);
 }
 
 absl::StatusOr<CampaignRow> StateStore::GetCampaignSummary(const std::string& name) {
   absl::MutexLock lock(&mu_);
-  return LoadCampaign(name, false);
+  return LoadCampaign(*db_, name, false);
 }
 
 absl::StatusOr<std::string> StateStore::GetCampaignState(const std::string& name) {
@@ -393,15 +239,7 @@ absl::StatusOr<std::string> StateStore::GetCampaignState(const std::string& name
 
 absl::StatusOr<std::vector<CampaignRow>> StateStore::ListCampaigns() {
   absl::MutexLock lock(&mu_);
-  GT_ASSIGN_OR_RETURN(
-      Stmt s, db_->Prepare("SELECT " GT_SS_CAMPAIGN_COLS " FROM campaigns ORDER BY created_ms, name"));
-  std::vector<CampaignRow> out;
-  while (true) {
-    GT_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out.push_back(ReadCampaign(s, false));
-  }
-  return out;
+  return LoadCampaigns(*db_);
 }
 
 absl::StatusOr<std::vector<HolderRow>> StateStore::ListHolders(const std::string& campaign) {
@@ -410,16 +248,8 @@ absl::StatusOr<std::vector<HolderRow>> StateStore::ListHolders(const std::string
   std::vector<HolderRow> out;
   GT_RETURN_IF_ERROR(db_->InTransaction(
       [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-        GT_RETURN_IF_ERROR(LoadCampaign(campaign, false).status());
-        GT_ASSIGN_OR_RETURN(Stmt s, db_->Prepare("SELECT " GT_SS_HOLDER_COLS
-                                                 " FROM holders WHERE campaign = ? "
-                                                 "ORDER BY position"));
-        s.Bind(campaign);
-        while (true) {
-          GT_ASSIGN_OR_RETURN(bool row, s.Step());
-          if (!row) break;
-          out.push_back(ReadHolder(s));
-        }
+        GT_RETURN_IF_ERROR(LoadCampaign(*db_, campaign, false).status());
+        GT_ASSIGN_OR_RETURN(out, LoadHolders(*db_, campaign));
         return absl::OkStatus();
       },
       /*write=*/false));
@@ -431,10 +261,8 @@ absl::StatusOr<std::vector<TripRow>> StateStore::ListTrips(const std::string& ca
   std::vector<TripRow> out;
   GT_RETURN_IF_ERROR(db_->InTransaction(
       [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-        GT_RETURN_IF_ERROR(LoadCampaign(campaign, false).status());
-        GT_ASSIGN_OR_RETURN(
-            out, QueryTrips("SELECT " GT_SS_TRIP_COLS " FROM trips WHERE campaign = ? ORDER BY id",
-                            &campaign));
+        GT_RETURN_IF_ERROR(LoadCampaign(*db_, campaign, false).status());
+        GT_ASSIGN_OR_RETURN(out, LoadTrips(*db_, campaign));
         return absl::OkStatus();
       },
       /*write=*/false));
@@ -443,7 +271,7 @@ absl::StatusOr<std::vector<TripRow>> StateStore::ListTrips(const std::string& ca
 
 absl::StatusOr<TripRow> StateStore::GetTrip(uint64_t trip_id) {
   absl::MutexLock lock(&mu_);
-  return LoadTrip(trip_id);
+  return LoadTrip(*db_, trip_id);
 }
 
 absl::StatusOr<EventSeqs> StateStore::SetCampaignState(
@@ -455,7 +283,7 @@ absl::StatusOr<EventSeqs> StateStore::SetCampaignState(
         "campaign ", Quote(name), ": unknown state ", Quote(state)));
   }
   return Mutate(Durability::kFlush, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-    GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(name, false));
+    GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(*db_, name, false));
     const std::optional<CampaignState> from = CampaignStateFromString(c.state);
     if (from.has_value() && !CanMoveCampaign(*from, *to)) {
       return absl::FailedPreconditionError(
@@ -478,7 +306,7 @@ absl::StatusOr<EventSeqs> StateStore::SetCampaignBuffer(const std::string& name,
                                                         uint64_t buffer_id,
                                                         const std::string& gpu_serial) {
   return Mutate(Durability::kFlush, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-    GT_RETURN_IF_ERROR(LoadCampaign(name, false).status());
+    GT_RETURN_IF_ERROR(LoadCampaign(*db_, name, false).status());
     const int64_t now = NowMs();
     GT_RETURN_IF_ERROR(db_->Run("UPDATE campaigns SET buffer_id = ?, buffer_gpu_serial = ?, "
                                 "updated_ms = ? WHERE name = ?",
@@ -523,13 +351,13 @@ absl::StatusOr<EventSeqs> StateStore::BeginTrip(const TripRow& t) {
                                                      Quote(s.ColText(0)), "; take a new id"));
       }
     }
-    GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(t.campaign, false));
+    GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(*db_, t.campaign, false));
     if (c.state != kCampaignRunning) {
       return absl::FailedPreconditionError(
           absl::StrCat("campaign ", Quote(c.name), " is ", c.state,
                        ", not running; trip ", t.id, " cannot start"));
     }
-    GT_ASSIGN_OR_RETURN(HolderRow h, LoadHolder(t.campaign, t.holder));
+    GT_ASSIGN_OR_RETURN(HolderRow h, LoadHolder(*db_, t.campaign, t.holder));
     if (h.state != kHolderActive) {
       return absl::FailedPreconditionError(
           absl::StrCat(TripName(t), ": holder is ", h.state, ", not active"));
@@ -614,7 +442,7 @@ absl::StatusOr<EventSeqs> StateStore::SetTripStep(
   }
   return Mutate(step == kStepRouteOut ? Durability::kFlush : Durability::kLazy,
                 [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-                  GT_ASSIGN_OR_RETURN(TripRow t, LoadTrip(trip_id));
+                  GT_ASSIGN_OR_RETURN(TripRow t, LoadTrip(*db_, trip_id));
                   return MoveStepLocked(t, *to, message, window);
                 });
 }
@@ -639,7 +467,7 @@ absl::StatusOr<EventSeqs> StateStore::RecordProvisioned(uint64_t trip_id, uint64
     }
   }
   return Mutate(Durability::kLazy, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-    GT_ASSIGN_OR_RETURN(TripRow t, LoadTrip(trip_id));
+    GT_ASSIGN_OR_RETURN(TripRow t, LoadTrip(*db_, trip_id));
     const std::optional<TripStep> at = TripStepFromString(t.step);
     if (!at.has_value() || !AcceptsProvisioningReport(*at)) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -671,7 +499,7 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
         "of checkpointing it (the error is served: it names no loss)"));
   }
   return Mutate(Durability::kFlush, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-    GT_ASSIGN_OR_RETURN(TripRow t, LoadTrip(trip_id));
+    GT_ASSIGN_OR_RETURN(TripRow t, LoadTrip(*db_, trip_id));
     if (t.trained) {
       return absl::FailedPreconditionError(
           absl::StrCat(TripName(t),
@@ -781,15 +609,15 @@ absl::StatusOr<EventSeqs> StateStore::FinishTrip(uint64_t trip_id, const TripFin
         absl::StrCat("trip ", trip_id, ": an ok trip cannot fail its holder"));
   }
   return Mutate(Durability::kFlush, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-    GT_ASSIGN_OR_RETURN(TripRow t, LoadTrip(trip_id));
+    GT_ASSIGN_OR_RETURN(TripRow t, LoadTrip(*db_, trip_id));
     const std::optional<TripStep> from = TripStepFromString(t.step);
     if (from.has_value() && !CanFinish(*from)) {
       return absl::FailedPreconditionError(
           absl::StrCat(TripName(t), " already finished with outcome ",
                        t.outcome, "; every trip is counted once"));
     }
-    GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(t.campaign, false));
-    GT_ASSIGN_OR_RETURN(HolderRow h, LoadHolder(t.campaign, t.holder));
+    GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(*db_, t.campaign, false));
+    GT_ASSIGN_OR_RETURN(HolderRow h, LoadHolder(*db_, t.campaign, t.holder));
     const std::string final_step = ToString(FinalStep(f.outcome == kOutcomeAborted));
     const int64_t now = NowMs();
     GT_RETURN_IF_ERROR(db_->Run("UPDATE trips SET step = ?, outcome = ?, error = ?, "
@@ -859,9 +687,7 @@ absl::StatusOr<EventSeqs> StateStore::FinishTrip(uint64_t trip_id, const TripFin
 
 absl::StatusOr<std::vector<TripRow>> StateStore::UnfinishedTrips() {
   absl::MutexLock lock(&mu_);
-  return QueryTrips("SELECT " GT_SS_TRIP_COLS
-                    " FROM trips WHERE step NOT IN ('done', 'aborted') ORDER BY id",
-                    nullptr);
+  return LoadUnfinishedTrips(*db_);
 }
 
 absl::StatusOr<EventSeqs> StateStore::MarkHolderState(
@@ -873,7 +699,7 @@ absl::StatusOr<EventSeqs> StateStore::MarkHolderState(
                      ": unknown holder state ", Quote(state)));
   }
   return Mutate(Durability::kFlush, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-    GT_RETURN_IF_ERROR(LoadHolder(campaign, holder).status());
+    GT_RETURN_IF_ERROR(LoadHolder(*db_, campaign, holder).status());
     const int64_t now = NowMs();
     GT_RETURN_IF_ERROR(db_->Run(
         "UPDATE holders SET state = ?, error = ? WHERE campaign = ? AND name = ?", state, error,
@@ -907,22 +733,7 @@ absl::StatusOr<std::vector<EventRow>> StateStore::EventsAfter(
                                                    limit, " must be positive"));
   }
   absl::MutexLock lock(&mu_);
-  const char* sql =
-      campaign.empty()
-          ? "SELECT " GT_SS_EVENT_COLS
-            " FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
-          : "SELECT " GT_SS_EVENT_COLS
-            " FROM events WHERE campaign = ? AND seq > ? ORDER BY seq LIMIT ?";
-  GT_ASSIGN_OR_RETURN(Stmt s, db_->Prepare(sql));
-  if (!campaign.empty()) s.Text(campaign);
-  s.Bind(after_seq, limit);
-  std::vector<EventRow> out;
-  while (true) {
-    GT_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out.push_back(ReadEvent(s));
-  }
-  return out;
+  return LoadEvents(*db_, campaign, after_seq, limit);
 }
 
 absl::StatusOr<int64_t> StateStore::LastEventSeq() {

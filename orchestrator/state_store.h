@@ -377,18 +377,6 @@ class StateStore {
                               const std::optional<TripCounterWindow>& window)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  absl::StatusOr<CampaignRow> LoadCampaign(const std::string& name,
-                                           bool with_model)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<HolderRow> LoadHolder(const std::string& campaign,
-                                       const std::string& name)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<TripRow> LoadTrip(uint64_t trip_id)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::vector<TripRow>> QueryTrips(const char* sql,
-                                                  const std::string* campaign)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
   absl::Mutex mu_;
   const std::unique_ptr<SqliteDb> db_ ABSL_PT_GUARDED_BY(mu_);
   EventObserver observer_ ABSL_GUARDED_BY(mu_);
