@@ -35,7 +35,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -44,10 +43,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/functional/function_ref.h"
+#include "orchestrator/sqlite_db.h"
+#include "orchestrator/state_schema.h"
 #include "orchestrator/trip_steps.h"
-
-struct sqlite3;
-struct sqlite3_stmt;
 
 namespace gputravel {
 
@@ -205,16 +204,14 @@ struct TripFinish {
 
 class StateStore {
  public:
-  // Schema version kept in PRAGMA user_version.
-  // Version 2 added the trips' counter window and duration (migrated in place
-  // from version 1).
-  // Version 3 added the GPU serial of a trip's window and of a campaign's
-  // buffer.
-  static constexpr int kSchemaVersion = 4;
+  // Schema version kept in PRAGMA user_version (orchestrator/state_schema.h).
+  static constexpr int kSchemaVersion = kStateSchemaVersion;
 
   // Opens (creating with mode 0600 if missing) the database at `path`, turns
-  // on WAL, synchronous=FULL, foreign keys and a busy timeout, and creates the
-  // schema on first use. Refuses a database written by a newer schema.
+  // on WAL, synchronous=FULL, foreign keys and a busy timeout
+  // (orchestrator/sqlite_db.h), and creates or migrates the schema
+  // (orchestrator/state_schema.h). Refuses a database written by a newer
+  // schema.
   static absl::StatusOr<std::unique_ptr<StateStore>> Open(
       const std::string& path);
 
@@ -352,64 +349,40 @@ class StateStore {
   void SetEventObserver(EventObserver observer);
 
  private:
-  StateStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  explicit StateStore(std::unique_ptr<SqliteDb> db);
 
-  absl::Status Configure() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status EnsureSchema() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // How a write transaction reaches the disk.
-  //   kFlush: synchronous=FULL, the WAL is fsynced before COMMIT returns.
-  //   kLazy:  synchronous=NORMAL, the commit is in the WAL (safe from a
-  //           process crash) and fsynced with the next kFlush commit. Only
-  //           for records whose loss to a power cut recovery does not notice:
-  //           a trip's steps after route_out (recovery treats route_out ..
-  //           scrub alike unless training was committed, which is flushed),
-  //           the provisioning report, trip ids and BeginTrip (nothing has
-  //           left the orchestrator before the flushed route_out; tokens
-  //           sent without one come from NextFencingToken), and
-  //           free-form events.
-  enum class Durability { kFlush, kLazy };
-  // Runs `body` inside BEGIN IMMEDIATE (write) or BEGIN DEFERRED (read)
-  // .. COMMIT; rolls back if `body` or the commit fails.
-  template <typename Body>
-  absl::Status InTransaction(Body body, bool write = true,
-                             Durability durability = Durability::kFlush)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status SetSynchronous(Durability durability) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The one shape of every change: under the lock, in one write transaction
+  // committed with `durability` (sqlite_db.h), `change` checks and updates
+  // rows and appends the events that describe them (AppendLocked). Returns
+  // the events' seqs once committed, after telling the observer; a failed
+  // change leaves nothing, events included.
+  //
+  // Durability per commit: kFlush unless the record's loss to a power cut
+  // changes nothing recovery does. kLazy only for a trip's steps after
+  // route_out (recovery treats route_out .. scrub alike unless training was
+  // committed, which is flushed), the provisioning report, trip ids and
+  // BeginTrip (nothing has left the orchestrator before the flushed
+  // route_out; tokens sent without one come from NextFencingToken), and
+  // free-form events.
+  absl::StatusOr<EventSeqs> Mutate(Durability durability,
+                                   absl::FunctionRef<absl::Status()> change)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Inside Mutate: inserts event `e` (time_ms 0 = now) and remembers its seq.
+  absl::Status AppendLocked(const EventRow& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<uint64_t> NextId(Durability durability);
-  absl::StatusOr<int64_t> InsertEvent(const EventRow& e)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Inside a transaction: moves trip `t` to step `to` (checked by the caller
-  // to be non-final) if trip_steps.h allows the move, records `window` with
-  // it, and appends the step event.
-  absl::StatusOr<int64_t> MoveStepLocked(const TripRow& t, TripStep to,
-                                         const std::string& message,
-                                         const std::optional<TripCounterWindow>& window)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  absl::StatusOr<CampaignRow> LoadCampaign(const std::string& name,
-                                           bool with_model)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<HolderRow> LoadHolder(const std::string& campaign,
-                                       const std::string& name)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<TripRow> LoadTrip(uint64_t trip_id)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::vector<TripRow>> QueryTrips(const char* sql,
-                                                  const std::string* campaign)
+  // Inside Mutate: moves trip `t` to step `to` (checked by the caller to be
+  // non-final) if trip_steps.h allows the move, records `window` with it,
+  // and appends the step event.
+  absl::Status MoveStepLocked(const TripRow& t, TripStep to, const std::string& message,
+                              const std::optional<TripCounterWindow>& window)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
+  const std::unique_ptr<SqliteDb> db_ ABSL_PT_GUARDED_BY(mu_);
   EventObserver observer_ ABSL_GUARDED_BY(mu_);
-  // Events inserted by the open transaction, told to observer_ at its commit.
-  std::vector<std::pair<std::string, int64_t>> uncommitted_events_ ABSL_GUARDED_BY(mu_);
-  // The PRAGMA synchronous in force on the connection.
-  Durability synchronous_ ABSL_GUARDED_BY(mu_) = Durability::kFlush;
-  sqlite3* const db_;  // guarded by mu_ (the pointer itself never changes)
-  const std::string path_;
-  // Prepared statements by SQL text; keys are string literals of the .cc, so
-  // each statement is compiled once per connection.
-  std::unordered_map<const char*, sqlite3_stmt*> stmts_ ABSL_GUARDED_BY(mu_);
+  // (campaign, seq) of the events the open change appended, told to
+  // observer_ once it commits.
+  std::vector<std::pair<std::string, int64_t>> pending_events_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gputravel
