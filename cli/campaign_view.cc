@@ -89,6 +89,22 @@ std::string CampaignSummary(const v1::Campaign& c) {
   return out;
 }
 
+std::string AttestationTable(const google::protobuf::RepeatedPtrField<v1::HolderStatus>& hs) {
+  Table t({"HOLDER", "FORMAT", "TCB", "VERIFIED", "MRTD", "RTMR3"});
+  bool any = false;
+  for (const auto& h : hs) {
+    if (!h.has_attestation()) continue;
+    const v1::VerifiedAttestation& a = h.attestation();
+    any = true;
+    std::string tcb = a.tcb_status().empty() ? "-" : TerminalSafe(a.tcb_status());
+    for (const auto& id : a.advisory_ids()) tcb += " " + TerminalSafe(id);
+    t.Add({TerminalSafe(h.name()), TerminalSafe(a.format()), tcb,
+           FormatTime(a.verified_unix_ms(), false), TerminalSafe(a.mrtd()),
+           a.rtmr_size() > 3 ? TerminalSafe(a.rtmr(3)) : "-"});
+  }
+  return any ? t.Render() : "";
+}
+
 std::string HoldersTable(const google::protobuf::RepeatedPtrField<v1::HolderStatus>& hs,
                          bool with_campaign) {
   std::vector<std::string> head;

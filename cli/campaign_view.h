@@ -28,6 +28,11 @@ std::string ProgressText(const v1::Campaign& c);
 // The campaign as "Key          value" lines.
 std::string CampaignSummary(const v1::Campaign& c);
 // The holders table of `status` (with_campaign: `holders`, every campaign).
+// What the orchestrator verified of each holder's TD at its latest trip, a
+// table (HOLDER, FORMAT, TCB, VERIFIED, MRTD, RTMR3); "" when no holder has
+// been attested yet.
+std::string AttestationTable(const google::protobuf::RepeatedPtrField<v1::HolderStatus>& hs);
+
 std::string HoldersTable(const google::protobuf::RepeatedPtrField<v1::HolderStatus>& hs,
                          bool with_campaign);
 // Every trip of the campaign (status --trips).

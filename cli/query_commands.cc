@@ -26,6 +26,8 @@ int RunStatus(CommandContext& ctx) {
   std::string out = CampaignSummary(camp);
   out += "\nHolders:\n";
   out += camp.holders_size() == 0 ? "  (none yet)\n" : HoldersTable(camp.holders(), false);
+  const std::string attested = AttestationTable(camp.holders());
+  if (!attested.empty()) out += "\nAttested (latest trip):\n" + attested;
   if (req.include_trips()) {
     out += "\nTrips:\n";
     out += camp.trips_size() == 0 ? "  (none yet)\n" : TripsTable(camp);

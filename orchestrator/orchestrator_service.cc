@@ -85,6 +85,8 @@ void TripToProto(const TripRow& t, v1::Trip* out) {
   out->set_gpu_session(t.gpu_session);
   out->set_first_counter(t.first_counter);
   out->set_counter_count(t.counter_count);
+  // A record that does not parse is left out (it is informational).
+  if (!t.attestation.empty()) (void)out->mutable_attestation()->ParseFromString(t.attestation);
   out->set_digest_match(t.digest_match);
   out->set_scrub_verified(t.scrub_verified);
   out->set_rekeyed(t.rekeyed);
@@ -112,6 +114,7 @@ void HolderToProto(const HolderRow& h, const HolderSpec* spec, v1::HolderStatus*
   out->set_error(h.error);
   out->set_trips(h.trips);
   out->set_bytes(h.bytes);
+  if (!h.attestation.empty()) (void)out->mutable_attestation()->ParseFromString(h.attestation);
 }
 
 }  // namespace

@@ -14,13 +14,13 @@ namespace {
   "last_eval_loss, terms"
 #define GT_SS_HOLDER_COLS                                                  \
   "campaign, name, position, dataset_bytes, cursor_offset, round, state, " \
-  "error, trips, bytes"
+  "error, trips, bytes, attestation"
 #define GT_SS_TRIP_COLS                                                    \
   "id, campaign, holder, window_offset, window_length, round, step, "      \
   "outcome, error, bytes, chunks, digest_match, scrub_verified, rekeyed, " \
   "trained, loss, provision_seconds, started_ms, ended_ms, gpu_session, "  \
   "first_counter, counter_count, duration_us, gpu_serial, eval_loss, "  \
-  "reported_loss, reported_eval_loss"
+  "reported_loss, reported_eval_loss, attestation"
 #define GT_SS_EVENT_COLS \
   "seq, campaign, trip, kind, step, message, bytes, loss, time_ms, eval_loss"
 
@@ -61,6 +61,7 @@ HolderRow ReadHolder(Stmt& s) {
   h.error = s.ColText(7);
   h.trips = s.ColInt(8);
   h.bytes = s.ColU64(9);
+  h.attestation = s.ColBlob(10);
   return h;
 }
 
@@ -93,6 +94,7 @@ TripRow ReadTrip(Stmt& s) {
   t.eval_loss = s.ColOptReal(24);
   t.reported_loss = s.ColOptReal(25);
   t.reported_eval_loss = s.ColOptReal(26);
+  t.attestation = s.ColBlob(27);
   return t;
 }
 

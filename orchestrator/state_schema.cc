@@ -206,6 +206,8 @@ ALTER TABLE trips ADD COLUMN eval_loss REAL;
 ALTER TABLE trips ADD COLUMN reported_loss REAL;
 ALTER TABLE trips ADD COLUMN reported_eval_loss REAL;
 ALTER TABLE events ADD COLUMN eval_loss REAL;
+ALTER TABLE trips ADD COLUMN attestation BLOB NOT NULL DEFAULT x'';
+ALTER TABLE holders ADD COLUMN attestation BLOB NOT NULL DEFAULT x'';
 UPDATE events SET loss = NULL;
 UPDATE campaigns SET last_loss = NULL;
 )sql";

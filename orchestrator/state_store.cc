@@ -323,6 +323,22 @@ absl::StatusOr<EventSeqs> StateStore::SetCampaignBuffer(const std::string& name,
 // ---------------------------------------------------------------------------
 // Trips.
 
+absl::StatusOr<std::string> StateStore::RecordAttestation(uint64_t trip_id,
+                                                          const std::string& attestation) {
+  std::string previous;
+  auto done = Mutate(Durability::kLazy, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+    GT_ASSIGN_OR_RETURN(TripRow t, LoadTrip(*db_, trip_id));
+    GT_ASSIGN_OR_RETURN(HolderRow h, LoadHolder(*db_, t.campaign, t.holder));
+    previous = h.attestation;
+    GT_RETURN_IF_ERROR(
+        db_->Run("UPDATE trips SET attestation = ? WHERE id = ?", BlobRef{attestation}, trip_id));
+    return db_->Run("UPDATE holders SET attestation = ? WHERE campaign = ? AND name = ?",
+                    BlobRef{attestation}, t.campaign, t.holder);
+  });
+  if (!done.ok()) return done.status();
+  return previous;
+}
+
 absl::StatusOr<EventSeqs> StateStore::BeginTrip(const TripRow& t) {
   if (t.id == 0) {
     return absl::InvalidArgumentError(

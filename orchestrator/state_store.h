@@ -107,6 +107,9 @@ struct HolderRow {
   std::string error;
   int64_t trips = 0;   // ok trips
   uint64_t bytes = 0;  // bytes of ok trips
+  // What was verified of the holder's TD at its latest trip (serialized
+  // v1::VerifiedAttestation; empty before any).
+  std::string attestation;
 };
 
 struct TripRow {
@@ -134,6 +137,9 @@ struct TripRow {
   // completed a block of the campaign's terms, NULL on every other.
   std::optional<double> reported_loss;
   std::optional<double> reported_eval_loss;
+  // What was verified of the holder's TD for this trip's channel
+  // (serialized v1::VerifiedAttestation; empty before the channel).
+  std::string attestation;
   double provision_seconds = 0;
   int64_t started_ms = 0;
   int64_t ended_ms = 0;  // 0 while unfinished
@@ -283,6 +289,13 @@ class StateStore {
   absl::StatusOr<EventSeqs> SetTripStep(
       uint64_t trip_id, const std::string& step, const std::string& message,
       const std::optional<TripCounterWindow>& window = std::nullopt);
+
+  // What was verified of the holder's TD for this trip's channel
+  // (serialized v1::VerifiedAttestation), on the trip and as its holder's
+  // latest, in one lazy commit (nothing depends on it for recovery).
+  // Returns the holder's previous record ("" if none).
+  absl::StatusOr<std::string> RecordAttestation(uint64_t trip_id,
+                                                const std::string& attestation);
 
   // The holder's provisioning report. Allowed at steps provision..rekey.
   // With `then_step` (train or scrub, the step that follows the report) the

@@ -4,6 +4,8 @@
 #include <optional>
 #include <utility>
 
+#include "absl/time/clock.h"
+#include "orchestrator/attestation_record.h"
 #include "util/failpoint.h"
 #include "util/log.h"
 
@@ -74,6 +76,22 @@ void StoreTripHooks::Scrubbed() {
   e.bytes = plan_->buffer_bytes;
   auto seq = store_->AppendEvent(e);
   if (seq.ok()) notify_(EventSeqs{*seq});
+}
+
+void StoreTripHooks::Attested(const AttestedIdentity& peer) {
+  const v1::VerifiedAttestation record = RecordOf(peer, absl::ToUnixMillis(absl::Now()));
+  auto previous = store_->RecordAttestation(plan_->trip, record.SerializeAsString());
+  if (!previous.ok()) {
+    GT_LOG(0, "trip ", plan_->trip, ": recording holder ", plan_->holder,
+           "'s attestation: ", previous.status().message());
+    return;
+  }
+  // Logged when first seen and when it changes, not at every trip.
+  v1::VerifiedAttestation before;
+  if (previous->empty() || !before.ParseFromString(*previous) ||
+      !SameAttestation(before, record)) {
+    GT_LOG(1, "holder ", plan_->holder, " attested: ", DescribeAttestation(record));
+  }
 }
 
 absl::StatusOr<bool> StoreTripHooks::Train(const std::string& plaintext) {

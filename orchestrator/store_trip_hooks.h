@@ -37,6 +37,7 @@ class StoreTripHooks final : public TripHooks {
   bool Trains() const override;
   void Rekeyed() override;
   void Scrubbed() override;
+  void Attested(const AttestedIdentity& peer) override;
   absl::StatusOr<bool> Train(const std::string& plaintext) override;
   // Called once the GPU is home under a fresh session.
   void set_on_rekeyed(std::function<void()> f);

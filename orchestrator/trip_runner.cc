@@ -381,6 +381,7 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
          plan.window_length, ")");
   Trip trip(plan, holder, hooks, control);
   if (!OpenChannel(&trip, std::move(prepared))) return trip.out;
+  hooks->Attested(trip.channel->channel.peer);
   SafetyGuard guard(this, &trip);
   auto ready = PrepareHandoff(&trip, &guard);
   if (!ready.ok()) return ready.status();

@@ -90,6 +90,10 @@ class TripHooks {
   // where the next trip is prepared (not durable). Not while the GPU is away:
   // there the holder and the device need the CPUs to provision.
   virtual void Rekeyed() {}
+  // The holder's TD was verified for this trip's channel (`peer`: what its
+  // evidence showed and the policy accepted). Recorded, not durable for
+  // recovery.
+  virtual void Attested(const AttestedIdentity& peer) { (void)peer; }
 };
 
 // A mutually attested channel with a holder, opened ahead of its trip (it

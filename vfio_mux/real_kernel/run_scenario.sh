@@ -47,7 +47,7 @@ timeout --kill-after=10 "$timeout_s" "$qemu" \
   -netdev user,id=n1,restrict=on -device virtio-net-pci,bus=br1,addr=2,netdev=n1 \
   -drive file="$disk",format=raw,if=none,id=d0 -device virtio-blk-pci,drive=d0 \
   -kernel "$kernel" -initrd "$initrd" \
-  -append "console=ttyS0 intel_iommu=on quiet loglevel=3 panic=-1 gt.scenario=$scenario" \
+  -append "console=ttyS0 intel_iommu=on no_timer_check quiet loglevel=3 panic=-1 gt.scenario=$scenario" \
   -serial "file:$console" -serial "file:$results" > "$work/qemu.out" 2>&1
 qemu_rc=$?
 elapsed=$(echo "$(date +%s.%N) $start" | awk '{printf "%.1f", $1 - $2}')
