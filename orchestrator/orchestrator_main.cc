@@ -13,6 +13,7 @@
 #include "orchestrator/orchestrator_service.h"
 #include "orchestrator/state_store.h"
 #include "util/daemon_main.h"
+#include "util/exclusive_lock.h"
 #include "util/files.h"
 #include "util/hex.h"
 #include "util/log.h"
@@ -40,6 +41,11 @@ int main(int argc, char** argv) {
   if (::mkdir(cfg->state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     ExitStartupError(kProgram, "cannot create state_dir " + cfg->state_dir);
   }
+  // One orchestrator per state_dir, before anything reads it: a second
+  // one's recovery would abort the first's live trip. Held until exit.
+  auto state_lock = ExclusiveLock::Acquire(cfg->state_dir + "/orchestrator.lock",
+                                           "orchestrator on state_dir " + cfg->state_dir);
+  if (!state_lock.ok()) ExitStartupError(kProgram, std::string(state_lock.status().message()));
   // What this orchestrator trusts (its binary, this configuration, the CA
   // files it names), measured into RTMR3 by the TDX backend before anything
   // is served.

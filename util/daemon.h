@@ -14,7 +14,10 @@ void BlockTerminationSignals();
 // Returns the signal number once SIGINT or SIGTERM arrives.
 int WaitForTerminationSignal();
 
-// Removes a stale Unix socket file before binding (refuses non-sockets).
+// Removes a stale Unix socket file before binding. Refuses a path that is
+// not a socket, and a socket something answers on (FAILED_PRECONDITION
+// "another daemon is serving PATH"): only a socket whose connect is refused
+// is stale.
 absl::Status PrepareUnixSocketPath(const std::string& path);
 
 // Ends the process at once after a clean shutdown. gRPC 1.51's library

@@ -1,8 +1,12 @@
 // vfio_mux: the host daemon that routes GPUs between trust domains.
+#include <memory>
+#include <vector>
+
 #include "auth/identity.h"
 #include "auth/role_gate.h"
 #include "auth/tls_config.h"
 #include "util/daemon_main.h"
+#include "util/exclusive_lock.h"
 #include "util/files.h"
 #include "util/log.h"
 #include "vfio_mux/api_limits.h"
@@ -33,6 +37,15 @@ int main(int argc, char** argv) {
   auto audit = JsonString(*cfg, args.config, "audit_log");
   for (const absl::Status& s : {listen.status(), state.status(), audit.status()}) {
     if (!s.ok()) ExitStartupError(kProgram, std::string(s.message()));
+  }
+  // One MUX per route table and journal, before any GPU or file is touched:
+  // two would each accept fencing tokens the other never saw. Held until
+  // exit.
+  std::vector<std::unique_ptr<ExclusiveLock>> locks;
+  for (const std::string& path : {*state, *audit}) {
+    auto lock = ExclusiveLock::Acquire(path + ".lock", "MUX on " + path);
+    if (!lock.ok()) ExitStartupError(kProgram, std::string(lock.status().message()));
+    locks.push_back(*std::move(lock));
   }
   // Who this MUX is, before it touches a GPU or its journal: a certificate
   // of another role is a configuration error, refused with no side effect.
