@@ -595,6 +595,14 @@ absl::StatusOr<std::string> RouteTable::BeginDecisionLocked(const std::string& g
         "stale fencing token " + std::to_string(fencing_token) + " for " + what + gpu +
         ": token " + std::to_string(cur.fencing_token) + " was already accepted"));
   }
+  if (fencing_token > kMaxFencingToken ||
+      fencing_token - cur.fencing_token > kMaxFencingTokenStep) {
+    return ForCaller(absl::OutOfRangeError(
+        "fencing token " + std::to_string(fencing_token) + " for " + what + gpu +
+        " is too far ahead of the last accepted token " +
+        std::to_string(cur.fencing_token) + ": a token may be at most 2^32 above it and "
+        "never above 2^63-1"));
+  }
   absl::Status begun = BeginLocked(gpu);
   if (!begun.ok()) return begun;
   return cur.domain;
