@@ -75,6 +75,16 @@ absl::Status PrepareUnixSocketPath(const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::Status SetUnixSocketMode(const std::string& path, mode_t mode) {
+  if (::chmod(path.c_str(), mode) != 0) {
+    char m[8];
+    std::snprintf(m, sizeof(m), "%04o", static_cast<unsigned>(mode));
+    return absl::UnavailableError("cannot set mode " + std::string(m) + " on socket " + path +
+                                  ": " + std::strerror(errno));
+  }
+  return absl::OkStatus();
+}
+
 void ExitAfterShutdown(int code) {
   std::fflush(nullptr);
   ::_exit(code);

@@ -73,6 +73,11 @@ void ServeUntilSignal(const std::string& program,
     for (grpc::Service* service : e.services) b.RegisterService(service);
     auto server = b.BuildAndStart();
     if (!server) ExitStartupError(program, "cannot listen on " + e.address);
+    if (e.address.rfind("unix:", 0) == 0) {
+      absl::Status s =
+          SetUnixSocketMode(e.address.substr(5), e.credentials ? 0660 : 0600);
+      if (!s.ok()) ExitStartupError(program, std::string(s.message()));
+    }
     servers.push_back(std::move(server));
     // host:0 asks the kernel for a port: say which one it gave.
     std::string address = e.address;

@@ -9,6 +9,7 @@
 #include "util/exclusive_lock.h"
 #include "util/files.h"
 #include "util/log.h"
+#include "util/private_files.h"
 #include "vfio_mux/api_limits.h"
 #include "vfio_mux/backend_factory.h"
 #include "vfio_mux/mux_callers.h"
@@ -38,15 +39,6 @@ int main(int argc, char** argv) {
   for (const absl::Status& s : {listen.status(), state.status(), audit.status()}) {
     if (!s.ok()) ExitStartupError(kProgram, std::string(s.message()));
   }
-  // One MUX per route table and journal, before any GPU or file is touched:
-  // two would each accept fencing tokens the other never saw. Held until
-  // exit.
-  std::vector<std::unique_ptr<ExclusiveLock>> locks;
-  for (const std::string& path : {*state, *audit}) {
-    auto lock = ExclusiveLock::Acquire(path + ".lock", "MUX on " + path);
-    if (!lock.ok()) ExitStartupError(kProgram, std::string(lock.status().message()));
-    locks.push_back(*std::move(lock));
-  }
   // Who this MUX is, before it touches a GPU or its journal: a certificate
   // of another role is a configuration error, refused with no side effect.
   if (!cfg->contains("tls")) {
@@ -69,6 +61,21 @@ int main(int argc, char** argv) {
   auto creds = MakeServerCredentials(*tls);
   if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));
   InstallRoleGate(creds->get(), MuxApiRoles());  // roles before bodies (api_limits.h)
+  // One MUX per route table and journal, before any GPU or file is touched:
+  // two would each accept fencing tokens the other never saw. Held until
+  // exit.
+  std::vector<std::unique_ptr<ExclusiveLock>> locks;
+  for (const std::string& path : {*state, *audit}) {
+    // Whoever may write the directory could replace the route table.
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+    absl::Status private_dir =
+        RequirePrivateDirectory(dir, "MUX state directory (of " + path + ")");
+    if (!private_dir.ok()) ExitStartupError(kProgram, std::string(private_dir.message()));
+    auto lock = ExclusiveLock::Acquire(path + ".lock", "MUX on " + path);
+    if (!lock.ok()) ExitStartupError(kProgram, std::string(lock.status().message()));
+    locks.push_back(*std::move(lock));
+  }
   auto backend = MakeRoutingBackend(*cfg, args.config);
   if (!backend.ok()) ExitStartupError(kProgram, std::string(backend.status().message()));
   RouteTableOptions table_options;

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -139,6 +140,22 @@ TEST_F(RouteTableTest, TokenFarAheadIsRefusedAndCannotWedgeTheGpu) {
   ASSERT_TRUE(t->RouteTo("gpu0", "orch", 6).ok());
   ASSERT_TRUE(t->RouteTo("gpu0", "holder-b", 6 + kMaxFencingTokenStep).ok());
   EXPECT_EQ(t->Get("gpu0")->fencing_token, 6 + kMaxFencingTokenStep);
+}
+
+// A journal restored or rotated with a loose mode, and a snapshot's
+// leftover temporary file, are made 0600 when the table opens them.
+TEST_F(RouteTableTest, JournalAndSnapshotAre0600WhateverExistedBefore) {
+  ASSERT_TRUE(WriteFile(Audit(), "", 0644).ok());
+  ASSERT_TRUE(WriteFile(State() + ".tmp", "", 0644).ok());
+  ASSERT_EQ(::chmod(Audit().c_str(), 0644), 0);
+  ASSERT_EQ(::chmod((State() + ".tmp").c_str(), 0666), 0);
+  auto t = Open();
+  ASSERT_TRUE(t->RouteTo("gpu0", "holder-a", 1).ok());
+  for (const std::string& path : {Audit(), State()}) {
+    struct stat st;
+    ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << path;
+  }
 }
 
 TEST_F(RouteTableTest, RestartRemembersOwnerAndToken) {
