@@ -12,6 +12,7 @@
 #include "keyxfer/runtime_measurement.h"
 #include "trainer/training_policy.h"
 #include "util/daemon_main.h"
+#include "util/exclusive_lock.h"
 #include "util/files.h"
 #include "util/hex.h"
 #include "util/json_fields.h"
@@ -141,6 +142,12 @@ int main(int argc, char** argv) {
   // Only the orchestrator gets as far as a request body (api_limits.h).
   InstallRoleGate(creds->get(), HolderApiRoles());
 
+  // One agent per holder and ring directory: a second one would share (and
+  // on exit remove) the first's bounce ring. Held until exit.
+  auto ring_lock = ExclusiveLock::Acquire(
+      opts.writer.bounce_dir + "/gputravel-holder-" + opts.name + ".lock",
+      "holder agent '" + opts.name + "' with bounce_dir " + opts.writer.bounce_dir);
+  if (!ring_lock.ok()) Fail(std::string(ring_lock.status().message()));
   HolderService service(opts, std::move(*dataset), att->attester.get(),
                         att->verifier.get());
   ServeUntilSignal(kProgram, {{*listen, {&service}, *creds, HolderApiLimits()}}, args.ready_file,

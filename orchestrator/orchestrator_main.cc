@@ -1,6 +1,9 @@
 // orchestrator: the daemon inside the orchestrator TD.
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include "auth/role_gate.h"
 #include "auth/tls_config.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -13,9 +16,11 @@
 #include "orchestrator/orchestrator_service.h"
 #include "orchestrator/state_store.h"
 #include "util/daemon_main.h"
+#include "util/exclusive_lock.h"
 #include "util/files.h"
 #include "util/hex.h"
 #include "util/log.h"
+#include "util/private_files.h"
 
 int main(int argc, char** argv) {
   using namespace gputravel;
@@ -38,8 +43,16 @@ int main(int argc, char** argv) {
   auto cfg = ParseOrchestratorConfig(*json, args.config);
   if (!cfg.ok()) ExitStartupError(kProgram, std::string(cfg.status().message()));
   if (::mkdir(cfg->state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    ExitStartupError(kProgram, "cannot create state_dir " + cfg->state_dir);
+    ExitStartupError(kProgram, "cannot create state_dir " + cfg->state_dir + ": " +
+                                   std::strerror(errno));
   }
+  absl::Status private_dir = RequirePrivateDirectory(cfg->state_dir, "state_dir");
+  if (!private_dir.ok()) ExitStartupError(kProgram, std::string(private_dir.message()));
+  // One orchestrator per state_dir, before anything reads it: a second
+  // one's recovery would abort the first's live trip. Held until exit.
+  auto state_lock = ExclusiveLock::Acquire(cfg->state_dir + "/orchestrator.lock",
+                                           "orchestrator on state_dir " + cfg->state_dir);
+  if (!state_lock.ok()) ExitStartupError(kProgram, std::string(state_lock.status().message()));
   // What this orchestrator trusts (its binary, this configuration, the CA
   // files it names), measured into RTMR3 by the TDX backend before anything
   // is served.
@@ -63,7 +76,15 @@ int main(int argc, char** argv) {
                                        cfg->domain, *measurement);
   if (!att.ok()) ExitStartupError(kProgram, std::string(att.status().message()));
   GT_LOG(1, "attestation backend ", att->backend, ", RTMR3 ", HexEncode(measurement->rtmr3));
-  auto store = StateStore::Open(cfg->state_dir + "/orchestrator.db");
+  // The database holds model checkpoints: 0600 whatever mode a restored
+  // copy has, before SQLite opens it (its -wal and -shm files take the
+  // database's mode when created).
+  const std::string db_path = cfg->state_dir + "/orchestrator.db";
+  for (const std::string& path : {db_path, db_path + "-wal", db_path + "-shm"}) {
+    absl::Status s = MakeFilePrivate(path, /*create=*/path == db_path);
+    if (!s.ok()) ExitStartupError(kProgram, std::string(s.message()));
+  }
+  auto store = StateStore::Open(db_path);
   if (!store.ok()) ExitStartupError(kProgram, std::string(store.status().message()));
   auto creds = MakeServerCredentials(cfg->tls);
   if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));

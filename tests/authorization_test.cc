@@ -620,6 +620,8 @@ TEST_F(AuthorizationTest, DaemonsRefuseToStartWithAnotherIdentitysCertificate) {
   // The same holder configuration with its own certificate starts: the
   // refusals above were about the certificate alone.
   (*holder)["tls"] = tls_json(kHolderA);
+  // With a ring directory of its own: the stack's holder-a holds its own.
+  (*holder)["bounce_dir"] = t.path();
   const std::string cfg = t.path() + "/right.json";
   ASSERT_TRUE(WriteFile(cfg, holder->dump(), 0600).ok());
   Subprocess p;

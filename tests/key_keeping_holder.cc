@@ -183,7 +183,9 @@ absl::StatusOr<KeyKeepingHolder::Attempts> KeyKeepingHolder::TryKeptKeys(Emulate
   v1::RouteRequest rr;
   rr.set_gpu("gpu0");
   rr.set_domain(domain_);
-  rr.set_fencing_token(1ull << 40);
+  // Far ahead of the orchestrator's tokens, within the MUX's bound (2^32 above
+  // the last accepted).
+  rr.set_fencing_token(1ull << 31);
   v1::RouteResponse rresp;
   grpc::ClientContext rctx;
   absl::Status s = FromGrpc(mux->Route(&rctx, rr, &rresp), "MUX Route");

@@ -1,7 +1,9 @@
 #include "util/daemon.h"
 
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -41,10 +43,44 @@ absl::Status PrepareUnixSocketPath(const std::string& path) {
     if (!S_ISSOCK(st.st_mode)) {
       return absl::FailedPreconditionError(path + " exists and is not a socket");
     }
+    // A socket something still answers on belongs to a live daemon:
+    // replacing it would leave that daemon unreachable (and its exit would
+    // delete ours). Only a socket nobody listens on (ECONNREFUSED) is stale.
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      return absl::UnavailableError("cannot check socket " + path + ": " +
+                                    std::strerror(errno));
+    }
+    struct sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    const int rc = ::connect(fd, reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr));
+    const int e = errno;
+    ::close(fd);
+    if (rc == 0) {
+      return absl::FailedPreconditionError(
+          "another daemon is serving " + path + "; stop it first, or give this one "
+          "another listen path");
+    }
+    if (e != ECONNREFUSED) {
+      return absl::FailedPreconditionError("cannot tell whether a daemon serves " + path +
+                                           " (connect: " + std::strerror(e) +
+                                           "); refusing to replace it");
+    }
     if (::unlink(path.c_str()) != 0) {
       return absl::UnavailableError("cannot remove stale socket " + path + ": " +
                                     std::strerror(errno));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetUnixSocketMode(const std::string& path, mode_t mode) {
+  if (::chmod(path.c_str(), mode) != 0) {
+    char m[8];
+    std::snprintf(m, sizeof(m), "%04o", static_cast<unsigned>(mode));
+    return absl::UnavailableError("cannot set mode " + std::string(m) + " on socket " + path +
+                                  ": " + std::strerror(errno));
   }
   return absl::OkStatus();
 }

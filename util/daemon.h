@@ -1,6 +1,8 @@
 #ifndef GPUTRAVEL_UTIL_DAEMON_H_
 #define GPUTRAVEL_UTIL_DAEMON_H_
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -14,8 +16,15 @@ void BlockTerminationSignals();
 // Returns the signal number once SIGINT or SIGTERM arrives.
 int WaitForTerminationSignal();
 
-// Removes a stale Unix socket file before binding (refuses non-sockets).
+// Removes a stale Unix socket file before binding. Refuses a path that is
+// not a socket, and a socket something answers on (FAILED_PRECONDITION
+// "another daemon is serving PATH"): only a socket whose connect is refused
+// is stale.
 absl::Status PrepareUnixSocketPath(const std::string& path);
+
+// Sets who may connect to a bound Unix socket (connecting needs write
+// permission on it): 0600 the daemon's own user, 0660 also its group.
+absl::Status SetUnixSocketMode(const std::string& path, mode_t mode);
 
 // Ends the process at once after a clean shutdown. gRPC 1.51's library
 // teardown (in ~Server) can block for ~10 s joining an idle executor thread

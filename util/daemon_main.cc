@@ -52,11 +52,15 @@ void ServeUntilSignal(const std::string& program,
                       const std::function<void()>& before_shutdown) {
   std::vector<std::unique_ptr<grpc::Server>> servers;
   std::vector<std::string> served;
+  // Every socket path is checked before any is served: a daemon that finds
+  // one of its paths served by another instance touches none of them.
   for (const auto& e : endpoints) {
     if (e.address.rfind("unix:", 0) == 0) {
       absl::Status s = PrepareUnixSocketPath(e.address.substr(5));
       if (!s.ok()) ExitStartupError(program, std::string(s.message()));
     }
+  }
+  for (const auto& e : endpoints) {
     grpc::ServerBuilder b;
     int port = 0;
     b.AddListeningPort(e.address,
@@ -69,6 +73,11 @@ void ServeUntilSignal(const std::string& program,
     for (grpc::Service* service : e.services) b.RegisterService(service);
     auto server = b.BuildAndStart();
     if (!server) ExitStartupError(program, "cannot listen on " + e.address);
+    if (e.address.rfind("unix:", 0) == 0) {
+      absl::Status s =
+          SetUnixSocketMode(e.address.substr(5), e.credentials ? 0660 : 0600);
+      if (!s.ok()) ExitStartupError(program, std::string(s.message()));
+    }
     servers.push_back(std::move(server));
     // host:0 asks the kernel for a port: say which one it gave.
     std::string address = e.address;

@@ -41,10 +41,14 @@ struct ServedEndpoint {
   ServerLimits limits;
 };
 
-// Serves each endpoint on its own server (stale sockets removed) until
+// Serves each endpoint on its own server until
 // SIGINT/SIGTERM, announces readiness, then shuts every server down within
 // one short deadline, runs `after_shutdown` and exits 0. Exits 2 if an
-// endpoint cannot be served. `before_shutdown` runs first on a signal (stop
+// endpoint cannot be served, or if a Unix socket path is served by another
+// daemon (util/daemon.h PrepareUnixSocketPath; stale sockets are removed).
+// A Unix socket is made 0660 with mTLS (the daemon's user and group may
+// connect; the certificate decides what they may do) and 0600 plaintext
+// (the emulated device's sockets, its admin socket among them). `before_shutdown` runs first on a signal (stop
 // background work that holds streams open).
 [[noreturn]] void ServeUntilSignal(const std::string& program,
                                    const std::vector<ServedEndpoint>& endpoints,

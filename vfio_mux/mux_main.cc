@@ -1,10 +1,15 @@
 // vfio_mux: the host daemon that routes GPUs between trust domains.
+#include <memory>
+#include <vector>
+
 #include "auth/identity.h"
 #include "auth/role_gate.h"
 #include "auth/tls_config.h"
 #include "util/daemon_main.h"
+#include "util/exclusive_lock.h"
 #include "util/files.h"
 #include "util/log.h"
+#include "util/private_files.h"
 #include "vfio_mux/api_limits.h"
 #include "vfio_mux/backend_factory.h"
 #include "vfio_mux/mux_callers.h"
@@ -56,6 +61,21 @@ int main(int argc, char** argv) {
   auto creds = MakeServerCredentials(*tls);
   if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));
   InstallRoleGate(creds->get(), MuxApiRoles());  // roles before bodies (api_limits.h)
+  // One MUX per route table and journal, before any GPU or file is touched:
+  // two would each accept fencing tokens the other never saw. Held until
+  // exit.
+  std::vector<std::unique_ptr<ExclusiveLock>> locks;
+  for (const std::string& path : {*state, *audit}) {
+    // Whoever may write the directory could replace the route table.
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+    absl::Status private_dir =
+        RequirePrivateDirectory(dir, "MUX state directory (of " + path + ")");
+    if (!private_dir.ok()) ExitStartupError(kProgram, std::string(private_dir.message()));
+    auto lock = ExclusiveLock::Acquire(path + ".lock", "MUX on " + path);
+    if (!lock.ok()) ExitStartupError(kProgram, std::string(lock.status().message()));
+    locks.push_back(*std::move(lock));
+  }
   auto backend = MakeRoutingBackend(*cfg, args.config);
   if (!backend.ok()) ExitStartupError(kProgram, std::string(backend.status().message()));
   RouteTableOptions table_options;

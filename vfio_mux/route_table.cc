@@ -338,7 +338,14 @@ absl::Status RouteTable::LoadLocked() {
   if (!journal_existed && have_snapshot && !legacy && covered > 0 && !complete) {
     return not_continued(0);  // refused before creating an empty one
   }
-  journal_fd_ = ::open(audit_path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  journal_fd_ = ::open(audit_path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  // 0600 whatever mode a restored or rotated copy has.
+  if (journal_fd_ >= 0 && ::fchmod(journal_fd_, 0600) != 0) {
+    const int e = errno;
+    ::close(journal_fd_);
+    journal_fd_ = -1;
+    errno = e;
+  }
   if (journal_fd_ < 0) {
     return absl::UnavailableError("cannot open MUX audit log " + audit_path_ + ": " +
                                   Errno(errno) + " (check audit_log in the MUX configuration "
@@ -428,8 +435,10 @@ absl::Status RouteTable::WriteSnapshotLocked(bool complete, uint64_t covered) {
   const std::string text = Dump(j, 2) + "\n";
   const std::string tmp = state_path_ + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return absl::UnavailableError("cannot write MUX state " + tmp + ": " + Errno(errno));
+  if (fd < 0 || ::fchmod(fd, 0600) != 0) {  // a leftover tmp keeps its mode
+    const int e = errno;
+    if (fd >= 0) ::close(fd);
+    return absl::UnavailableError("cannot write MUX state " + tmp + ": " + Errno(e));
   }
   int e = WriteAll(fd, text);
   if (e == 0 && options_.sync(fd) != 0) e = errno;
@@ -517,7 +526,13 @@ void RouteTable::CompactJournalLocked() {
     return;
   }
   // 3. A new journal.
-  int fd = ::open(audit_path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  int fd = ::open(audit_path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd >= 0 && ::fchmod(fd, 0600) != 0) {
+    const int e = errno;
+    ::close(fd);
+    fd = -1;
+    errno = e;
+  }
   if (fd < 0) {
     unwritable_ = "could not start a new MUX audit log " + audit_path_ + " after moving the " +
                   "old one to " + previous + " (" + Errno(errno) + ")";
@@ -594,6 +609,14 @@ absl::StatusOr<std::string> RouteTable::BeginDecisionLocked(const std::string& g
     return ForCaller(absl::FailedPreconditionError(
         "stale fencing token " + std::to_string(fencing_token) + " for " + what + gpu +
         ": token " + std::to_string(cur.fencing_token) + " was already accepted"));
+  }
+  if (fencing_token > kMaxFencingToken ||
+      fencing_token - cur.fencing_token > kMaxFencingTokenStep) {
+    return ForCaller(absl::OutOfRangeError(
+        "fencing token " + std::to_string(fencing_token) + " for " + what + gpu +
+        " is too far ahead of the last accepted token " +
+        std::to_string(cur.fencing_token) + ": a token may be at most 2^32 above it and "
+        "never above 2^63-1"));
   }
   absl::Status begun = BeginLocked(gpu);
   if (!begun.ok()) return begun;

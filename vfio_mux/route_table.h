@@ -19,6 +19,14 @@ struct Route {
   uint64_t fencing_token = 0;
 };
 
+// The bounds on a fencing token. The orchestrator's tokens are its trip ids,
+// consecutive from one int64 counter, so a token beyond int64's largest, or
+// more than 2^32 above the GPU's last accepted one, is never legitimate: it
+// is refused (OUT_OF_RANGE, before any work and without a journal line).
+// Accepted, one such token would make every later token stale for good.
+inline constexpr uint64_t kMaxFencingToken = (uint64_t{1} << 63) - 1;
+inline constexpr uint64_t kMaxFencingTokenStep = uint64_t{1} << 32;
+
 // How a RouteTable reaches stable storage.
 struct RouteTableOptions {
   // Flushes one file descriptor to stable storage (a regular file's data and
@@ -39,7 +47,8 @@ struct RouteTableOptions {
 // Ordering and fencing of GPU moves, durable across restarts: one owner per
 // GPU; a move carrying a token older than the last accepted one is refused,
 // so an orchestrator that lost its lease (or a replayed request) cannot move
-// the GPU behind a newer trip. Thread-safe.
+// the GPU behind a newer trip; a token too far ahead is refused too
+// (kMaxFencingToken, kMaxFencingTokenStep). Thread-safe.
 //
 // Requests are checked before any work and before the lock: names
 // (ValidateMuxName), the GPU (configured), the domain (in

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -110,6 +111,51 @@ TEST_F(RouteTableTest, StaleTokenRefused) {
   EXPECT_NE(st.status().message().find("stale fencing token 4"), std::string::npos);
   EXPECT_EQ(t->Get("gpu0")->domain, "holder-a");
   EXPECT_FALSE(t->Reset("gpu0", 3).ok());
+}
+
+// One route with a token far ahead (2^64-1 from a compromised or buggy
+// orchestrator) would make every later token stale for good: it is refused
+// before any work, leaves no journal line, and the GPU stays routable with
+// the tokens that follow the last accepted one. The bound is
+// kMaxFencingTokenStep above the last accepted, and never above int64's
+// largest (the orchestrator's counter).
+TEST_F(RouteTableTest, TokenFarAheadIsRefusedAndCannotWedgeTheGpu) {
+  auto t = Open();
+  ASSERT_TRUE(t->RouteTo("gpu0", "holder-a", 5).ok());
+  const size_t lines = AuditLines().size();
+  for (uint64_t bad : {~uint64_t{0}, kMaxFencingToken + 1, 5 + kMaxFencingTokenStep + 1}) {
+    SCOPED_TRACE(bad);
+    auto r = t->RouteTo("gpu0", "orch", bad);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kOutOfRange) << r.status();
+    EXPECT_TRUE(IsForCaller(r.status()));
+    EXPECT_NE(r.status().message().find("too far ahead of the last accepted token 5"),
+              std::string::npos) << r.status();
+    EXPECT_EQ(t->Reset("gpu0", bad).code(), absl::StatusCode::kOutOfRange);
+  }
+  EXPECT_EQ(AuditLines().size(), lines);
+  EXPECT_EQ(backend_.moves, (std::vector<std::string>{">holder-a"}));
+  EXPECT_EQ(backend_.resets, 0);
+  EXPECT_EQ(t->Get("gpu0")->fencing_token, 5u);
+  // The next token still works, and so does the largest step allowed.
+  ASSERT_TRUE(t->RouteTo("gpu0", "orch", 6).ok());
+  ASSERT_TRUE(t->RouteTo("gpu0", "holder-b", 6 + kMaxFencingTokenStep).ok());
+  EXPECT_EQ(t->Get("gpu0")->fencing_token, 6 + kMaxFencingTokenStep);
+}
+
+// A journal restored or rotated with a loose mode, and a snapshot's
+// leftover temporary file, are made 0600 when the table opens them.
+TEST_F(RouteTableTest, JournalAndSnapshotAre0600WhateverExistedBefore) {
+  ASSERT_TRUE(WriteFile(Audit(), "", 0644).ok());
+  ASSERT_TRUE(WriteFile(State() + ".tmp", "", 0644).ok());
+  ASSERT_EQ(::chmod(Audit().c_str(), 0644), 0);
+  ASSERT_EQ(::chmod((State() + ".tmp").c_str(), 0666), 0);
+  auto t = Open();
+  ASSERT_TRUE(t->RouteTo("gpu0", "holder-a", 1).ok());
+  for (const std::string& path : {Audit(), State()}) {
+    struct stat st;
+    ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << path;
+  }
 }
 
 TEST_F(RouteTableTest, RestartRemembersOwnerAndToken) {

@@ -1,0 +1,67 @@
+#include "util/private_files.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "util/files.h"
+
+namespace gputravel {
+namespace {
+
+std::string TempDir() {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/pf-XXXXXX";
+  return ::mkdtemp(&tmpl[0]) != nullptr ? tmpl : "";
+}
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0;
+}
+
+TEST(RequirePrivateDirectoryTest, RefusesGroupOrOtherWritable) {
+  const std::string d = TempDir();
+  for (mode_t m : {0700, 0750, 0755}) {
+    ASSERT_EQ(::chmod(d.c_str(), m), 0);
+    EXPECT_TRUE(RequirePrivateDirectory(d, "state_dir").ok()) << std::oct << m;
+  }
+  for (mode_t m : {0770, 0777, 0702, 01777}) {
+    ASSERT_EQ(::chmod(d.c_str(), m), 0);
+    absl::Status s = RequirePrivateDirectory(d, "state_dir");
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << std::oct << m;
+    EXPECT_NE(s.message().find("state_dir " + d + " may be written by group or others"),
+              std::string::npos) << s;
+  }
+  ASSERT_EQ(::chmod(d.c_str(), 0700), 0);
+  EXPECT_FALSE(RequirePrivateDirectory(d + "/missing", "state_dir").ok());
+}
+
+// A file restored with a loose mode is made 0600; a missing one is created
+// only when asked.
+TEST(MakeFilePrivateTest, LooseModesBecome0600) {
+  const std::string d = TempDir();
+  const std::string db = d + "/orchestrator.db";
+  ASSERT_TRUE(WriteFile(db, "x", 0644).ok());
+  ASSERT_EQ(::chmod(db.c_str(), 0644), 0);
+  ASSERT_TRUE(MakeFilePrivate(db, /*create=*/false).ok());
+  EXPECT_EQ(ModeOf(db), 0600u);
+  auto text = ReadFile(db);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "x");  // contents untouched
+
+  ASSERT_TRUE(MakeFilePrivate(d + "/absent-wal", /*create=*/false).ok());
+  EXPECT_EQ(ModeOf(d + "/absent-wal"), 0u);
+  ASSERT_TRUE(MakeFilePrivate(d + "/new.db", /*create=*/true).ok());
+  EXPECT_EQ(ModeOf(d + "/new.db"), 0600u);
+
+  // A symbolic link is not followed.
+  ASSERT_EQ(::symlink(db.c_str(), (d + "/link").c_str()), 0);
+  EXPECT_FALSE(MakeFilePrivate(d + "/link", /*create=*/false).ok());
+}
+
+}  // namespace
+}  // namespace gputravel
