@@ -201,6 +201,11 @@ TEST(EndToEndTest, ThreeHoldersEveryTripVerifiedAndTheLossFalls) {
     EXPECT_TRUE(t.scrub_verified()) << t.holder();
     EXPECT_TRUE(t.rekeyed()) << t.holder();
     EXPECT_TRUE(t.has_loss()) << t.holder();
+    // What was verified of the holder's TD is recorded with the trip.
+    EXPECT_EQ(t.attestation().format(), "dev-attester-v1") << t.holder();
+    EXPECT_EQ(t.attestation().mrtd().size(), 96u) << t.holder();
+    EXPECT_EQ(t.attestation().rtmr_size(), 4) << t.holder();
+    EXPECT_GT(t.attestation().verified_unix_ms(), 0) << t.holder();
     EXPECT_EQ(t.step(), v1::DONE);
     EXPECT_GT(t.bytes(), 0u);
     sizes.insert(t.bytes());
@@ -208,6 +213,12 @@ TEST(EndToEndTest, ThreeHoldersEveryTripVerifiedAndTheLossFalls) {
   }
   EXPECT_EQ(sizes.size(), 3u) << "datasets must differ in size";
   EXPECT_EQ(trips.size(), 3u) << "trip ids are unique";
+  // And on each holder's status, as of its latest trip.
+  ASSERT_EQ(report->holders_size(), 3);
+  for (const auto& h : report->holders()) {
+    EXPECT_EQ(h.attestation().format(), "dev-attester-v1") << h.name();
+    EXPECT_EQ(h.attestation().mrtd().size(), 96u) << h.name();
+  }
   // The model learns the holders' shared language as the GPU travels.
   EXPECT_LT(report->trips(2).loss(), report->trips(0).loss());
   EXPECT_LT(report->trips(0).loss(), 6.0) << "an untrained model scores ln(512) = 6.24";
