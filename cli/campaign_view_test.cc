@@ -1,0 +1,38 @@
+#include "cli/campaign_view.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace gputravel {
+namespace {
+
+TEST(CampaignViewTest, AttestationTableShowsEachAttestedHolder) {
+  google::protobuf::RepeatedPtrField<v1::HolderStatus> hs;
+  v1::HolderStatus* a = hs.Add();
+  a->set_name("hospital-a");
+  v1::VerifiedAttestation* at = a->mutable_attestation();
+  at->set_format("tdx-quote-v4");
+  at->set_mrtd(std::string(96, 'a'));
+  for (char c : {'0', '1', '2', '3'}) at->add_rtmr(std::string(96, c));
+  at->set_tcb_status("OutOfDate");
+  at->add_advisory_ids("INTEL-SA-00837");
+  at->set_verified_unix_ms(1735732800000);  // 2025-01-01T12:00:00Z
+  hs.Add()->set_name("hospital-b");         // not attested yet: no row
+  const std::string t = AttestationTable(hs);
+  EXPECT_NE(t.find("HOLDER"), std::string::npos) << t;
+  EXPECT_NE(t.find("hospital-a  tdx-quote-v4  OutOfDate INTEL-SA-00837  2025-01-01T12:00:00Z  " +
+                   std::string(96, 'a') + "  " + std::string(96, '3')),
+            std::string::npos)
+      << t;
+  EXPECT_EQ(t.find("hospital-b"), std::string::npos) << t;
+}
+
+TEST(CampaignViewTest, NoAttestationTableBeforeAnyTrip) {
+  google::protobuf::RepeatedPtrField<v1::HolderStatus> hs;
+  hs.Add()->set_name("hospital-a");
+  EXPECT_EQ(AttestationTable(hs), "");
+}
+
+}  // namespace
+}  // namespace gputravel
