@@ -9,6 +9,6 @@ out="${1:-docs}"
 shift || true
 [ "${1:-}" = "--" ] && shift
 bazel build -c opt //bench:headline_bench
-bazel-bin/bench/headline_bench --json_out "$out/headline.json" "$@" | tee "$out/headline.txt"
+"$(bazel info -c opt bazel-bin 2>/dev/null)/bench/headline_bench" --json_out "$out/headline.json" "$@" | tee "$out/headline.txt"
 /usr/bin/python3 bench/plot_headline.py "$out/headline.json" "$out/headline.png"
 echo "plot: $out/headline.png"
