@@ -26,7 +26,8 @@ std::unique_ptr<grpc::Server> ServeOn(const std::string& socket_path,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DeviceRig>> DeviceRig::Start(
-    uint64_t memory_bytes, const std::string& holder_shared_dir) {
+    uint64_t memory_bytes, const std::string& holder_shared_dir,
+    const std::string& orch_shared_dir) {
   std::unique_ptr<DeviceRig> rig(new DeviceRig());
   char tmpl[] = "/tmp/gputravel-bench-XXXXXX";  // short: socket paths are limited
   if (::mkdtemp(tmpl) == nullptr) {
@@ -48,6 +49,7 @@ absl::StatusOr<std::unique_ptr<DeviceRig>> DeviceRig::Start(
   options.serial = kSerial;
   options.memory_bytes = memory_bytes;
   options.shared_dirs["holder"] = holder_shared_dir;
+  if (!orch_shared_dir.empty()) options.shared_dirs["orch"] = orch_shared_dir;
   rig->holder_shared_dir_ = holder_shared_dir;
   rig->gpu_ = std::make_unique<EmulatedGpu>(options, std::move(*identity), *cert);
   rig->orch_service_ = std::make_unique<DeviceServiceImpl>(rig->gpu_.get(), "orch");
@@ -63,12 +65,14 @@ absl::StatusOr<std::unique_ptr<DeviceRig>> DeviceRig::Start(
   absl::Status s = rig->session_->Establish();
   if (!s.ok()) return s;
   rig->holder_channel_ = MakeChannel(rig->holder_endpoint());
+  rig->orch_channel_ = MakeChannel(rig->orch_endpoint());
   return rig;
 }
 
 DeviceRig::~DeviceRig() {
   session_.reset();
   holder_channel_.reset();
+  orch_channel_.reset();
   for (auto* server : {orch_server_.get(), holder_server_.get()}) {
     if (server != nullptr) server->Shutdown();
   }
@@ -99,6 +103,19 @@ absl::StatusOr<RigHandoff> DeviceRig::HandToHolder() {
   h.session_id = session_->session_id();
   h.next_counter = kFirstMessageCounter;  // a hand-off's window starts there
   gpu_->SetOwner("holder");
+  return h;
+}
+
+absl::StatusOr<RigHandoff> DeviceRig::KeyForOrchestrator() {
+  RouteHome();
+  absl::Status s = session_->Establish();
+  if (!s.ok()) return s;
+  auto key = session_->LceH2dForHandoff();
+  if (!key.ok()) return key.status();
+  RigHandoff h;
+  h.key = std::move(*key);
+  h.session_id = session_->session_id();
+  h.next_counter = kFirstMessageCounter;
   return h;
 }
 

@@ -32,8 +32,11 @@ struct RigHandoff {
 // memory: the only directory the device maps rings from for it).
 class DeviceRig {
  public:
+  // With `orch_shared_dir` set, the orchestrator's domain has shared
+  // memory too, and may write device memory itself (KeyForOrchestrator).
   static absl::StatusOr<std::unique_ptr<DeviceRig>> Start(
-      uint64_t memory_bytes, const std::string& holder_shared_dir = "/dev/shm");
+      uint64_t memory_bytes, const std::string& holder_shared_dir = "/dev/shm",
+      const std::string& orch_shared_dir = "");
   ~DeviceRig();
 
   EmulatedGpu& gpu() { return *gpu_; }
@@ -49,6 +52,11 @@ class DeviceRig {
   // Routes home, establishes a fresh session (the device's H2D counter
   // restarts), takes its LCE H2D key, and routes the device to the holder.
   absl::StatusOr<RigHandoff> HandToHolder();
+  // The orchestrator loading device memory over its own CC channel: routed
+  // home, a fresh session, and its LCE H2D key for a writer on
+  // orch_channel() (rings in orch_shared_dir).
+  absl::StatusOr<RigHandoff> KeyForOrchestrator();
+  std::shared_ptr<grpc::Channel> orch_channel() { return orch_channel_; }
   // Routes the device back to the orchestrator.
   void RouteHome() { gpu_->SetOwner("orch"); }
 
@@ -63,7 +71,7 @@ class DeviceRig {
   std::unique_ptr<DeviceServiceImpl> orch_service_, holder_service_;
   std::unique_ptr<grpc::Server> orch_server_, holder_server_;
   std::unique_ptr<GpuSession> session_;
-  std::shared_ptr<grpc::Channel> holder_channel_;
+  std::shared_ptr<grpc::Channel> holder_channel_, orch_channel_;
 };
 
 }  // namespace bench

@@ -116,7 +116,9 @@ absl::StatusOr<TripBenchResult> MeasureTrips(const TripBenchOptions& options) {
   so.holders = 1;
   so.dataset_bytes = {options.window_bytes};
   so.buffer_bytes = options.window_bytes;
-  so.chunk_bytes = static_cast<uint32_t>(options.window_bytes);
+  so.chunk_bytes = options.chunk_bytes != 0 ? options.chunk_bytes
+                                            : static_cast<uint32_t>(options.window_bytes);
+  if (options.gpu_memory_bytes != 0) so.gpu_memory_bytes = options.gpu_memory_bytes;
   // The trip's cost at any window size: nothing is trained, so the holders'
   // minimum window (a bound on what a loss tells) is the smallest there is.
   so.holder_training_policy["min_window_bytes"] = 32;

@@ -13,7 +13,9 @@ namespace bench {
 
 struct TripBenchOptions {
   uint32_t rounds = 100;          // trips (one holder, one window per round)
-  uint64_t window_bytes = 4096;   // dataset = buffer = chunk = one window
+  uint64_t window_bytes = 4096;   // dataset = buffer = one window
+  uint32_t chunk_bytes = 0;       // 0: the window (one chunk)
+  uint64_t gpu_memory_bytes = 0;  // 0: the stack's default
   int route_samples = 50;         // MUX Route calls timed after the campaign
   std::string bin_dir;            // daemons; empty: Bazel runfiles
   // The network links (orchestrator API, MUX, holder agent) over TCP on
