@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gputravel {
+namespace gputravel::cli {
 namespace {
 
 TEST(CampaignViewTest, AttestationTableShowsEachAttestedHolder) {
@@ -35,4 +35,4 @@ TEST(CampaignViewTest, NoAttestationTableBeforeAnyTrip) {
 }
 
 }  // namespace
-}  // namespace gputravel
+}  // namespace gputravel::cli
