@@ -15,6 +15,7 @@
 #include "keyxfer/x509.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
+#include "util/json_fields.h"
 
 namespace gputravel {
 namespace {
@@ -161,12 +162,8 @@ absl::StatusOr<TlsFiles> ParseTlsConfig(const nlohmann::json& j, const std::stri
     return absl::InvalidArgumentError(
         where + ": must be an object {\"ca\": PATH, \"cert\": PATH, \"key\": PATH}");
   }
-  for (const auto& item : j.items()) {
-    if (item.key() != "ca" && item.key() != "cert" && item.key() != "key") {
-      return absl::InvalidArgumentError(where + "." + item.key() +
-                                        ": unknown field (allowed: ca, cert, key)");
-    }
-  }
+  absl::Status known = RefuseUnknownFields(j, {"ca", "cert", "key"}, where);
+  if (!known.ok()) return known;
   TlsFiles out;
   const std::pair<const char*, std::string*> fields[] = {
       {"ca", &out.ca}, {"cert", &out.cert}, {"key", &out.key}};

@@ -97,7 +97,7 @@ TEST_F(TlsConfigTest, FieldErrorsNameTheField) {
   EXPECT_EQ(ParseError(j), "orch.json: tls.key: empty path");
   j = Json(TestFiles(Pki(), kOrch));
   j["certs"] = "x";
-  EXPECT_EQ(ParseError(j), "orch.json: tls.certs: unknown field (allowed: ca, cert, key)");
+  EXPECT_EQ(ParseError(j), "orch.json: tls: unknown field 'certs' (did you mean 'cert'? accepted: ca, cert, key)");
   EXPECT_NE(ParseError(nlohmann::json()).find("orch.json: tls: missing"), std::string::npos);
   EXPECT_NE(ParseError(nlohmann::json("x")).find("orch.json: tls: must be an object"),
             std::string::npos);

@@ -9,6 +9,7 @@
 #include "cli/watch.h"
 #include "nlohmann/json.hpp"
 #include "util/files.h"
+#include "util/json_text.h"
 
 namespace gputravel::cli {
 namespace {
@@ -17,11 +18,10 @@ int RunCreate(CommandContext& ctx) {
   const std::string path = ctx.flags().positional()[0];
   auto text = ReadFile(path);
   if (!text.ok()) return ctx.Fail(kExitUsage, std::string(text.status().message()));
-  nlohmann::json spec = nlohmann::json::parse(*text, nullptr, false);
-  if (spec.is_discarded()) {
-    return ctx.Fail(kExitUsage, path + " is not valid JSON (checked before sending)");
-  }
-  if (!spec.is_object()) {
+  // Checked before sending, as the orchestrator will (syntax, duplicate keys).
+  auto spec = ParseJsonText(*text, path);
+  if (!spec.ok()) return ctx.Fail(kExitUsage, std::string(spec.status().message()));
+  if (!spec->is_object()) {
     return ctx.Fail(kExitUsage, path + ": the specification must be a JSON object");
   }
   std::string request_id = ctx.flags().Get("request_id");

@@ -754,7 +754,10 @@ TEST_F(ClientCommandsTest, CreateChecksSpecLocally) {
   int before = service_->create_calls();
   Result r = Run({"create", WriteSpec("bad.json", "{\"name\": \"x\",")});
   EXPECT_EQ(r.code, 2);
-  EXPECT_HAS(r.err, "bad.json is not valid JSON");
+  EXPECT_HAS(r.err, "bad.json: invalid JSON at byte");
+  r = Run({"create", WriteSpec("twice.json", "{\"name\": \"x\", \"name\": \"y\"}")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_HAS(r.err, "twice.json: name: appears twice in the same object");
   r = Run({"create", WriteSpec("arr.json", "[1, 2]")});
   EXPECT_EQ(r.code, 2);
   EXPECT_HAS(r.err, "must be a JSON object");

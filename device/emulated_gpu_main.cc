@@ -37,27 +37,20 @@ int Run(int argc, char** argv) {
       "without one cannot attach a ring), \"admin_socket\", and, optional,\n"
       "\"rotation_threshold\" and \"heartbeat_period_seconds\"}.");
   const std::string where = args.config;
-  auto cfg = ReadJsonFile(where);
-  if (!cfg.ok()) {
-    std::fprintf(stderr, "emulated_gpu: %s\n", std::string(cfg.status().message()).c_str());
-    return 2;
-  }
+  nlohmann::json cfg = ReadConfigOrExit(kProgram, where);
   absl::Status unknown = RefuseUnknownFields(
-      *cfg,
+      cfg,
       {"serial", "memory_bytes", "identity_key", "identity_cert", "socket_dir", "domains",
        "shared_dirs", "admin_socket", "rotation_threshold", "heartbeat_period_seconds"},
       where);
-  if (!unknown.ok()) {
-    std::fprintf(stderr, "emulated_gpu: %s\n", std::string(unknown.message()).c_str());
-    return 2;
-  }
+  if (!unknown.ok()) ExitStartupError(kProgram, std::string(unknown.message()));
   EmulatedGpuOptions opts;
-  auto serial = JsonString(*cfg, where, "serial");
-  auto mem = JsonUint(*cfg, where, "memory_bytes");
-  auto key_path = JsonString(*cfg, where, "identity_key");
-  auto cert_path = JsonString(*cfg, where, "identity_cert");
-  auto socket_dir = JsonString(*cfg, where, "socket_dir");
-  auto admin = JsonString(*cfg, where, "admin_socket");
+  auto serial = JsonString(cfg, where, "serial");
+  auto mem = JsonUint(cfg, where, "memory_bytes");
+  auto key_path = JsonString(cfg, where, "identity_key");
+  auto cert_path = JsonString(cfg, where, "identity_cert");
+  auto socket_dir = JsonString(cfg, where, "socket_dir");
+  auto admin = JsonString(cfg, where, "admin_socket");
   for (const absl::Status& s : {serial.status(), mem.status(), key_path.status(),
                                 cert_path.status(), socket_dir.status(), admin.status()}) {
     if (!s.ok()) {
@@ -65,16 +58,16 @@ int Run(int argc, char** argv) {
       return 2;
     }
   }
-  if (!cfg->contains("domains") || !(*cfg)["domains"].is_array() ||
-      (*cfg)["domains"].empty()) {
+  if (!cfg.contains("domains") || !cfg["domains"].is_array() ||
+      cfg["domains"].empty()) {
     std::fprintf(stderr, "emulated_gpu: %s: 'domains' must be a non-empty array\n",
                  where.c_str());
     return 2;
   }
   opts.serial = *serial;
   opts.memory_bytes = *mem;
-  if (cfg->contains("shared_dirs")) {
-    const auto& sd = (*cfg)["shared_dirs"];
+  if (cfg.contains("shared_dirs")) {
+    const auto& sd = cfg["shared_dirs"];
     if (!sd.is_object()) {
       std::fprintf(stderr, "emulated_gpu: %s: 'shared_dirs' must be an object "
                    "{DOMAIN: DIRECTORY}\n", where.c_str());
@@ -82,7 +75,7 @@ int Run(int argc, char** argv) {
     }
     for (const auto& [dom, dir] : sd.items()) {
       bool listed = false;
-      for (const auto& d : (*cfg)["domains"]) listed = listed || (d.is_string() && d == dom);
+      for (const auto& d : cfg["domains"]) listed = listed || (d.is_string() && d == dom);
       if (!listed || !dir.is_string() || dir.get<std::string>().empty() ||
           dir.get<std::string>()[0] != '/') {
         std::fprintf(stderr, "emulated_gpu: %s: 'shared_dirs' entry '%s' must name a domain "
@@ -119,16 +112,16 @@ int Run(int argc, char** argv) {
       opts.shared_dirs[dom] = path;
     }
   }
-  if (cfg->contains("rotation_threshold")) {
-    auto t = JsonUint(*cfg, where, "rotation_threshold");
+  if (cfg.contains("rotation_threshold")) {
+    auto t = JsonUint(cfg, where, "rotation_threshold");
     if (!t.ok()) {
       std::fprintf(stderr, "emulated_gpu: %s\n", std::string(t.status().message()).c_str());
       return 2;
     }
     opts.rotation_threshold = *t;
   }
-  if (cfg->contains("heartbeat_period_seconds")) {
-    auto t = JsonUint(*cfg, where, "heartbeat_period_seconds");
+  if (cfg.contains("heartbeat_period_seconds")) {
+    auto t = JsonUint(cfg, where, "heartbeat_period_seconds");
     if (!t.ok() || (*t != 0 && (*t < 4 || *t > 255))) {
       std::fprintf(stderr, "emulated_gpu: %s: 'heartbeat_period_seconds' must be 0 (off) "
                    "or 4..255, as the driver's RmConfComputeHeartbeatPeriod\n", where.c_str());
@@ -166,7 +159,7 @@ int Run(int argc, char** argv) {
 
   std::vector<std::unique_ptr<DeviceServiceImpl>> services;
   std::vector<ServedEndpoint> endpoints;  // the emulated PCIe bus: plaintext
-  for (const auto& d : (*cfg)["domains"]) {
+  for (const auto& d : cfg["domains"]) {
     if (!d.is_string() || d.get<std::string>().empty() ||
         d.get<std::string>().find('/') != std::string::npos) {
       std::fprintf(stderr, "emulated_gpu: %s: every domain must be a plain name\n",

@@ -36,8 +36,7 @@ int main(int argc, char** argv) {
       "{...}} (see docs/operations.md).");
   auto Fail = [&kProgram](const std::string& m) { ExitStartupError(kProgram, m); };
   const std::string where = args.config;
-  auto cfg = ReadJsonFile(where);
-  if (!cfg.ok()) Fail(std::string(cfg.status().message()));
+  nlohmann::json cfg = ReadConfigOrExit(kProgram, where);
   // A misspelt optional field would otherwise be a default silently taken.
   // (Every configuration cli/emulated_stack.cc writes, and
   // deploy/examples/holder-tdx.json, use only these.)
@@ -46,41 +45,41 @@ int main(int argc, char** argv) {
       "bounce_slots", "bounce_dir", "dataset", "attestation",     "tls",
       "training_policy"};
   const std::set<std::string> kDatasetFields = {"name", "path", "format"};
-  absl::Status known = RefuseUnknownFields(*cfg, kFields, where);
+  absl::Status known = RefuseUnknownFields(cfg, kFields, where);
   if (!known.ok()) Fail(std::string(known.message()));
   HolderOptions opts;
-  auto name = JsonString(*cfg, where, "name");
-  auto domain = JsonString(*cfg, where, "domain");
-  auto listen = JsonString(*cfg, where, "listen");
-  auto device = JsonString(*cfg, where, "device_endpoint");
+  auto name = JsonString(cfg, where, "name");
+  auto domain = JsonString(cfg, where, "domain");
+  auto listen = JsonString(cfg, where, "listen");
+  auto device = JsonString(cfg, where, "device_endpoint");
   for (const absl::Status& s : {name.status(), domain.status(), listen.status(), device.status()}) {
     if (!s.ok()) Fail(std::string(s.message()));
   }
   opts.name = *name;
   opts.domain = *domain;
   opts.device_endpoint = *device;
-  if (cfg->contains("threads")) {
-    auto t = JsonUint(*cfg, where, "threads");
+  if (cfg.contains("threads")) {
+    auto t = JsonUint(cfg, where, "threads");
     if (!t.ok() || *t == 0 || *t > kMaxWriterThreads) {
       Fail(where + ": 'threads' must be 1.." + std::to_string(kMaxWriterThreads));
     }
     opts.writer.threads = static_cast<int>(*t);
   }
-  if (cfg->contains("bounce_slots")) {
-    auto t = JsonUint(*cfg, where, "bounce_slots");
+  if (cfg.contains("bounce_slots")) {
+    auto t = JsonUint(cfg, where, "bounce_slots");
     if (!t.ok() || *t == 0 || *t > 64) Fail(where + ": 'bounce_slots' must be 1..64");
     opts.writer.slots = static_cast<uint32_t>(*t);
   }
-  if (cfg->contains("bounce_dir")) {
-    auto d = JsonString(*cfg, where, "bounce_dir");
+  if (cfg.contains("bounce_dir")) {
+    auto d = JsonString(cfg, where, "bounce_dir");
     if (!d.ok()) Fail(std::string(d.status().message()));
     opts.writer.bounce_dir = *d;
   }
-  if (!cfg->contains("dataset") || !(*cfg)["dataset"].is_object()) {
+  if (!cfg.contains("dataset") || !cfg["dataset"].is_object()) {
     Fail(where + ": missing object 'dataset' ({\"name\", \"path\", \"format\"}: format "
          "optional, auto|llmc-tokens|raw)");
   }
-  const auto& ds = (*cfg)["dataset"];
+  const auto& ds = cfg["dataset"];
   known = RefuseUnknownFields(ds, kDatasetFields, where + ": dataset");
   if (!known.ok()) Fail(std::string(known.message()));
   auto ds_path = JsonString(ds, where + ": dataset", "path");
@@ -96,19 +95,19 @@ int main(int argc, char** argv) {
     }
     fmt = *f;
   }
-  if (cfg->contains("training_policy")) {
-    auto policy = ParseTrainingPolicy((*cfg)["training_policy"], where + ": training_policy");
+  if (cfg.contains("training_policy")) {
+    auto policy = ParseTrainingPolicy(cfg["training_policy"], where + ": training_policy");
     if (!policy.ok()) Fail(std::string(policy.status().message()));
     opts.training_policy = *policy;
   }
   auto dataset = Dataset::Open(*ds_path, fmt);
   if (!dataset.ok()) Fail(std::string(dataset.status().message()));
-  if (!cfg->contains("attestation")) Fail(where + ": missing object 'attestation'");
+  if (!cfg.contains("attestation")) Fail(where + ": missing object 'attestation'");
   // What this agent trusts (its binary, this configuration, the CA files it
   // names), measured into RTMR3 by the TDX backend before anything is served.
-  auto measurement = MeasureDaemon(kProgram, "/proc/self/exe", *cfg, where);
+  auto measurement = MeasureDaemon(kProgram, "/proc/self/exe", cfg, where);
   if (!measurement.ok()) Fail(std::string(measurement.status().message()));
-  auto att = MakeAttestationFromConfig((*cfg)["attestation"], where + ": attestation",
+  auto att = MakeAttestationFromConfig(cfg["attestation"], where + ": attestation",
                                        opts.domain, *measurement);
   if (!att.ok()) Fail(std::string(att.status().message()));
   SetLogPrefix("holder " + opts.name);
@@ -116,10 +115,10 @@ int main(int argc, char** argv) {
          (*dataset)->payload_bytes(), " bytes), attestation backend ", att->backend,
          ", RTMR3 ", HexEncode(measurement->rtmr3));
 
-  if (!cfg->contains("tls")) {
+  if (!cfg.contains("tls")) {
     Fail(where + ": missing object 'tls' ({\"ca\", \"cert\", \"key\"}): every connection is mTLS");
   }
-  auto tls = ParseTlsConfig((*cfg)["tls"], where + ": tls");
+  auto tls = ParseTlsConfig(cfg["tls"], where + ": tls");
   if (!tls.ok()) Fail(std::string(tls.status().message()));
   // The campaign CA this agent trusts is the one it measured.
   {

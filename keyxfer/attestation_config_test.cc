@@ -209,7 +209,7 @@ TEST(AttestationConfigTest, UnknownFieldsAreRefusedAndNamed) {
       "h.json: attestation", "d");
   EXPECT_EQ(dev.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(dev.status().message().find(
-                "unknown field 'dev_keys' (accepted: allow_debug, "
+                "unknown field 'dev_keys' (did you mean 'dev_key'? accepted: allow_debug, "
                 "allow_insecure_dev_attestation, backend, dev_cert, dev_key, dev_root_ca, "
                 "peer_mrtd, peer_rtmr3)"),
             std::string::npos)

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "util/files.h"
 #include "util/hex.h"
+#include "util/json_fields.h"
 
 namespace gputravel {
 namespace {
@@ -61,13 +62,8 @@ absl::StatusOr<Rtmr3Policy> Rtmr3Policy::FromJson(const nlohmann::json& j,
     return absl::InvalidArgumentError(
         where + ": must be an object {\"binary\", \"config\", \"peer_pins\"}");
   }
-  static const std::set<std::string> kFields = {"binary", "config", "peer_pins"};
-  for (const auto& item : j.items()) {
-    if (!kFields.count(item.key())) {
-      return absl::InvalidArgumentError(where + "." + item.key() +
-                                        ": unknown field (known: binary, config, peer_pins)");
-    }
-  }
+  absl::Status known = RefuseUnknownFields(j, {"binary", "config", "peer_pins"}, where);
+  if (!known.ok()) return known;
   Rtmr3Policy p;
   for (auto [field, out] : {std::pair<const char*, std::vector<std::string>*>{"binary", &p.binary},
                             {"config", &p.config},

@@ -157,7 +157,7 @@ TEST_F(RuntimePolicyTest, PolicyMustPinBinaryAndConfig) {
   EXPECT_THAT(std::string(p.status().message()),
               HasSubstr("h.json: attestation.peer_rtmr3: must pin \"binary\" and \"config\""));
   p = Rtmr3Policy::FromJson({{"binary", h}, {"config", h}, {"bianry", h}}, "w");
-  EXPECT_THAT(std::string(p.status().message()), HasSubstr("w.bianry: unknown field"));
+  EXPECT_THAT(std::string(p.status().message()), HasSubstr("w: unknown field 'bianry' (did you mean 'binary'? accepted: binary, config, peer_pins)"));
   p = Rtmr3Policy::FromJson({{"binary", h}, {"config", {h, "xyz"}}}, "w");
   EXPECT_THAT(std::string(p.status().message()), HasSubstr("w.config[1]: must be 96 hex digits"));
   p = Rtmr3Policy::FromJson({{"binary", h}, {"config", nlohmann::json::array()}}, "w");

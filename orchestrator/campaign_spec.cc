@@ -6,6 +6,9 @@
 #include <set>
 #include <utility>
 
+#include "util/json_fields.h"
+#include "util/json_text.h"
+
 namespace gputravel {
 namespace {
 
@@ -18,13 +21,13 @@ constexpr size_t kMaxHolders = 256;
 constexpr size_t kMaxUnixPath = 107;  // sun_path is 108 bytes, NUL included
 constexpr size_t kMaxDatasetName = 256;
 
-const std::vector<std::string> kTopFields = {
+const std::set<std::string> kTopFields = {
     "name",   "gpu",   "buffer_bytes", "chunk_bytes", "rounds", "schedule", "holder_timeout_seconds",
     "on_holder_failure", "holders", "trainer"};
-const std::vector<std::string> kHolderFields = {"name", "endpoint", "domain", "dataset"};
-const std::vector<std::string> kDatasetFields = {"name", "format"};
-const std::vector<std::string> kTrainerFields = {"kind", "vocab", "dim", "learning_rate",
-                                                 "batch_tokens", "seed"};
+const std::set<std::string> kHolderFields = {"name", "endpoint", "domain", "dataset"};
+const std::set<std::string> kDatasetFields = {"name", "format"};
+const std::set<std::string> kTrainerFields = {"kind", "vocab", "dim", "learning_rate",
+                                              "batch_tokens", "seed"};
 const std::vector<std::string> kFormats = {"auto", "llmc-tokens", "raw"};
 const std::vector<std::string> kSchedules = {"round-robin", "proportional"};
 const std::vector<std::string> kFailurePolicies = {"skip", "pause"};
@@ -42,6 +45,15 @@ std::string Index(const std::string& path, size_t i) {
 // `where` already ends with its own separator ("campaign.json: ").
 absl::Status Err(const std::string& where, const std::string& path, const std::string& msg) {
   return absl::InvalidArgumentError(where + (path.empty() ? "" : path + ": ") + msg);
+}
+
+// `where` + `path` as util/json_fields and util/json_text name a location
+// (no trailing separator).
+std::string Location(const std::string& where, const std::string& path) {
+  if (!path.empty()) return where + path;
+  std::string w = where;
+  if (w.size() >= 2 && w.compare(w.size() - 2, 2, ": ") == 0) w.resize(w.size() - 2);
+  return w;
 }
 
 std::string Quote(const std::string& s) { return json(s).dump(); }
@@ -63,36 +75,12 @@ std::string Join(const std::vector<std::string>& v) {
   return out;
 }
 
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 // Unknown fields are errors: a misspelt optional field would otherwise be
-// silently replaced by its default. A near miss gets a suggestion.
+// silently replaced by its default. util/json_fields words the error (with
+// a hint for a near miss) as for every other configuration file.
 absl::Status CheckFields(const json& obj, const std::string& where, const std::string& path,
-                         const std::vector<std::string>& allowed) {
-  for (const auto& item : obj.items()) {
-    const std::string& key = item.key();
-    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
-    std::string msg = "unknown field";
-    for (const auto& a : allowed) {
-      if (EditDistance(key, a) <= 2) {
-        msg += " (did you mean " + Quote(a) + "?)";
-        break;
-      }
-    }
-    return Err(where, Sub(path, key), msg);
-  }
-  return absl::OkStatus();
+                         const std::set<std::string>& allowed) {
+  return RefuseUnknownFields(obj, allowed, Location(where, path));
 }
 
 // Typed accessors. Each returns true in *present when the field exists, and
@@ -329,84 +317,6 @@ absl::Status ParseTrainer(const json& t, const std::string& where, const std::st
   return GetUint(t, where, path, "seed", false, 0, UINT64_MAX, &out->seed);
 }
 
-// Checks JSON text event by event before it becomes a DOM: records where a
-// syntax error is (byte position) and rejects keys that appear twice in one
-// object, with their path.
-class TextChecker : public nlohmann::json_sax<json> {
- public:
-  explicit TextChecker(std::string where) : where_(std::move(where)) {}
-  const absl::Status& status() const { return status_; }
-
-  bool null() override { return Value(); }
-  bool boolean(bool) override { return Value(); }
-  bool number_integer(number_integer_t) override { return Value(); }
-  bool number_unsigned(number_unsigned_t) override { return Value(); }
-  bool number_float(number_float_t, const string_t&) override { return Value(); }
-  bool string(string_t&) override { return Value(); }
-  bool binary(binary_t&) override { return Value(); }
-  bool start_object(std::size_t) override {
-    frames_.push_back(Frame{false, 0, "", {}, Begin()});
-    return true;
-  }
-  bool key(string_t& k) override {
-    Frame& f = frames_.back();
-    if (!f.keys.insert(k).second) {
-      status_ = Err(where_, Sub(f.path, k), "appears twice in the same object");
-      return false;
-    }
-    f.key = k;
-    return true;
-  }
-  bool end_object() override {
-    frames_.pop_back();
-    return true;
-  }
-  bool start_array(std::size_t) override {
-    frames_.push_back(Frame{true, 0, "", {}, Begin()});
-    return true;
-  }
-  bool end_array() override {
-    frames_.pop_back();
-    return true;
-  }
-  bool parse_error(std::size_t position, const std::string&,
-                   const nlohmann::detail::exception& ex) override {
-    // ex.what() is "[json.exception.parse_error.101] parse error at line L,
-    // column C: ..."; keep the human part.
-    std::string what = ex.what();
-    size_t close = what.find("] ");
-    if (close != std::string::npos) what = what.substr(close + 2);
-    status_ = absl::InvalidArgumentError(where_ + "invalid JSON at byte " +
-                                         std::to_string(position) + ": " + what);
-    return false;
-  }
-
- private:
-  struct Frame {
-    bool is_array;
-    size_t index;           // next element index (arrays)
-    std::string key;        // current key (objects)
-    std::set<std::string> keys;
-    std::string path;
-  };
-
-  // The path of the value that starts now; advances the enclosing array.
-  std::string Begin() {
-    if (frames_.empty()) return "";
-    Frame& f = frames_.back();
-    if (f.is_array) return Index(f.path, f.index++);
-    return Sub(f.path, f.key);
-  }
-  bool Value() {
-    Begin();
-    return true;
-  }
-
-  std::string where_;
-  std::vector<Frame> frames_;
-  absl::Status status_;
-};
-
 }  // namespace
 
 bool operator==(const DatasetSpec& a, const DatasetSpec& b) {
@@ -547,14 +457,9 @@ absl::StatusOr<CampaignSpec> ParseCampaignSpec(const json& j, const std::string&
 absl::StatusOr<CampaignSpec> ParseCampaignSpecText(const std::string& text,
                                                    const std::string& where,
                                                    const SpecOptions& opts) {
-  TextChecker checker(where);
-  if (!json::sax_parse(text, &checker)) {
-    if (!checker.status().ok()) return checker.status();
-    return absl::InvalidArgumentError(where + "invalid JSON");
-  }
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::InvalidArgumentError(where + "invalid JSON");
-  return ParseCampaignSpec(j, where, opts);
+  absl::StatusOr<json> j = ParseJsonText(text, Location(where, ""));
+  if (!j.ok()) return j.status();
+  return ParseCampaignSpec(*j, where, opts);
 }
 
 json CampaignSpecToJson(const CampaignSpec& spec) {

@@ -320,8 +320,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"NotAnObject", [](json& j) { j = json::array(); },
                 "the spec must be a JSON object (got an array)"},
         BadCase{"UnknownTopField", SET(["bufer_bytes"], 64),
-                "bufer_bytes: unknown field (did you mean \"buffer_bytes\"?)"},
-        BadCase{"UnknownTopFieldNoSuggestion", SET(["color"], "red"), "color: unknown field"},
+                "unknown field 'bufer_bytes' (did you mean 'buffer_bytes'? accepted: buffer_bytes, "
+                "chunk_bytes, gpu, holder_timeout_seconds, holders, name, on_holder_failure, "
+                "rounds, schedule, trainer)"},
+        BadCase{"UnknownTopFieldNoSuggestion", SET(["color"], "red"),
+                "unknown field 'color' (accepted: "},
         // name
         BadCase{"NameMissing", ERASE(, "name"), "name: missing (required)"},
         BadCase{"NameWrongType", SET(["name"], 5), "name: must be a string (got 5)"},
@@ -409,7 +412,8 @@ INSTANTIATE_TEST_SUITE_P(
                   H(j, 0)["endpiont"] = H(j, 0)["endpoint"];
                   H(j, 0).erase("endpoint");
                 },
-                "holders[0].endpiont: unknown field (did you mean \"endpoint\"?)"},
+                "holders[0]: unknown field 'endpiont' (did you mean 'endpoint'? accepted: "
+                "dataset, domain, endpoint, name)"},
         // holders[].name
         BadCase{"HolderNameMissing", ERASE(["holders"][2], "name"),
                 "holders[2].name: missing (required)"},
@@ -482,7 +486,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"DatasetWrongType", SET(["holders"][2]["dataset"], "notes"),
                 "holders[2].dataset: must be an object (got \"notes\")"},
         BadCase{"DatasetUnknownField", SET(["holders"][2]["dataset"]["fromat"], "raw"),
-                "holders[2].dataset.fromat: unknown field (did you mean \"format\"?)"},
+                "holders[2].dataset: unknown field 'fromat' (did you mean 'format'? "
+                "accepted: format, name)"},
         BadCase{"DatasetNameMissing", ERASE(["holders"][2]["dataset"], "name"),
                 "holders[2].dataset.name: missing (required)"},
         BadCase{"DatasetNameWrongType", SET(["holders"][2]["dataset"]["name"], 3),
@@ -498,7 +503,9 @@ INSTANTIATE_TEST_SUITE_P(
         // trainer
         BadCase{"TrainerWrongType", SET(["trainer"], "next-token"),
                 "trainer: must be an object (got \"next-token\")"},
-        BadCase{"TrainerUnknownField", SET(["trainer"]["lr"], 0.1), "trainer.lr: unknown field"},
+        BadCase{"TrainerUnknownField", SET(["trainer"]["lr"], 0.1),
+                "trainer: unknown field 'lr' (accepted: batch_tokens, dim, kind, learning_rate, "
+                "seed, vocab)"},
         BadCase{"TrainerKindUnknown", SET(["trainer"]["kind"], "gpt2"),
                 "trainer.kind: must be one of next-token, none (got \"gpt2\")"},
         BadCase{"TrainerVocabTooSmall", SET(["trainer"]["vocab"], 1),

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "util/files.h"
+#include "util/json_fields.h"
 #include "util/status_macros.h"
 
 namespace gputravel {
@@ -14,23 +15,12 @@ const std::set<std::string> kKnownFields = {"listen",      "domain", "state_dir"
 const std::set<std::string> kKnownGpuFields = {"name", "device_endpoint", "device_ca",
                                                "serial", "heartbeat_period_seconds"};
 
-// Errors read "PREFIX" + field + ": unknown field".
-absl::Status CheckKnown(const nlohmann::json& j, const std::set<std::string>& known,
-                        const std::string& prefix) {
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (!known.count(it.key())) {
-      return absl::InvalidArgumentError(prefix + it.key() + ": unknown field");
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<OrchestratorConfig> ParseOrchestratorConfig(const nlohmann::json& j,
                                                            const std::string& where) {
   if (!j.is_object()) return absl::InvalidArgumentError(where + ": must be a JSON object");
-  absl::Status s = CheckKnown(j, kKnownFields, where + ": ");
+  absl::Status s = RefuseUnknownFields(j, kKnownFields, where);
   if (!s.ok()) return s;
   OrchestratorConfig cfg;
   GT_ASSIGN_OR_RETURN(cfg.listen, JsonString(j, where, "listen"));
@@ -51,7 +41,7 @@ absl::StatusOr<OrchestratorConfig> ParseOrchestratorConfig(const nlohmann::json&
     const auto& g = j["gpus"][i];
     const std::string gat = where + ": gpus[" + std::to_string(i) + "]";
     if (!g.is_object()) return absl::InvalidArgumentError(gat + ": must be an object");
-    s = CheckKnown(g, kKnownGpuFields, gat + ".");
+    s = RefuseUnknownFields(g, kKnownGpuFields, gat);
     if (!s.ok()) return s;
     GpuConfig gc;
     GT_ASSIGN_OR_RETURN(gc.name, JsonString(g, gat, "name"));

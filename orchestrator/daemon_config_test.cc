@@ -81,7 +81,7 @@ struct BadCase {
 TEST_F(DaemonConfigTest, EveryBadFieldIsNamed) {
   const std::vector<BadCase> cases = {
       {"NotObject", [](nlohmann::json& j) { j = nlohmann::json::array(); }, "o.json: must be"},
-      {"UnknownField", [](nlohmann::json& j) { j["campaigns"] = 1; }, "o.json: campaigns: unknown field"},
+      {"UnknownField", [](nlohmann::json& j) { j["campaigns"] = 1; }, "o.json: unknown field 'campaigns' (accepted: attestation, domain, eval_tokens, gpus, listen, mux_endpoint, mux_name, state_dir, tls)"},
       {"MissingListen", [](nlohmann::json& j) { j.erase("listen"); }, "listen"},
       {"ListenNotString", [](nlohmann::json& j) { j["listen"] = 5; }, "listen"},
       {"MissingDomain", [](nlohmann::json& j) { j.erase("domain"); }, "domain"},
@@ -91,7 +91,7 @@ TEST_F(DaemonConfigTest, EveryBadFieldIsNamed) {
       {"NoGpus", [](nlohmann::json& j) { j.erase("gpus"); }, "gpus: must be a non-empty array"},
       {"EmptyGpus", [](nlohmann::json& j) { j["gpus"] = nlohmann::json::array(); }, "gpus: must be"},
       {"GpuNotObject", [](nlohmann::json& j) { j["gpus"][0] = 3; }, "gpus[0]: must be an object"},
-      {"GpuUnknownField", [](nlohmann::json& j) { j["gpus"][0]["bus"] = "x"; }, "gpus[0].bus: unknown field"},
+      {"GpuUnknownField", [](nlohmann::json& j) { j["gpus"][0]["bus"] = "x"; }, "o.json: gpus[0]: unknown field 'bus' (accepted: device_ca, device_endpoint, heartbeat_period_seconds, name, serial)"},
       {"GpuMissingName", [](nlohmann::json& j) { j["gpus"][0].erase("name"); }, "gpus[0]"},
       {"GpuEmptyName", [](nlohmann::json& j) { j["gpus"][0]["name"] = ""; }, "gpus[0].name: must not be empty"},
       {"GpuDuplicate", [](nlohmann::json& j) { j["gpus"][1]["name"] = "gpu0"; }, "gpus[1].name: GPU 'gpu0' appears twice"},

@@ -38,9 +38,8 @@ int main(int argc, char** argv) {
       "\"tls\": {\"ca\", \"cert\", \"key\"}}\n"
       "(docs/operations.md). Campaigns are created through the API\n"
       "(`gputravel create`).");
-  auto json = ReadJsonFile(args.config);
-  if (!json.ok()) ExitStartupError(kProgram, std::string(json.status().message()));
-  auto cfg = ParseOrchestratorConfig(*json, args.config);
+  const nlohmann::json json = ReadConfigOrExit(kProgram, args.config);
+  auto cfg = ParseOrchestratorConfig(json, args.config);
   if (!cfg.ok()) ExitStartupError(kProgram, std::string(cfg.status().message()));
   if (::mkdir(cfg->state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     ExitStartupError(kProgram, "cannot create state_dir " + cfg->state_dir + ": " +
@@ -56,7 +55,7 @@ int main(int argc, char** argv) {
   // What this orchestrator trusts (its binary, this configuration, the CA
   // files it names), measured into RTMR3 by the TDX backend before anything
   // is served.
-  auto measurement = MeasureDaemon(kProgram, "/proc/self/exe", *json, args.config);
+  auto measurement = MeasureDaemon(kProgram, "/proc/self/exe", json, args.config);
   if (!measurement.ok()) ExitStartupError(kProgram, std::string(measurement.status().message()));
   // The device CAs trusted from now on are the bytes just measured.
   for (size_t i = 0; i < cfg->gpus.size(); ++i) {

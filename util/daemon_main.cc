@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <utility>
 
 #include "grpcpp/resource_quota.h"
 #include "util/daemon.h"
+#include "util/files.h"
 #include "util/flags.h"
 #include "util/grpc_status.h"
 #include "util/log.h"
@@ -17,6 +19,12 @@ namespace gputravel {
 void ExitStartupError(const std::string& program, const std::string& message) {
   std::fprintf(stderr, "%s: %s\n", program.c_str(), message.c_str());
   std::exit(2);
+}
+
+nlohmann::json ReadConfigOrExit(const std::string& program, const std::string& path) {
+  absl::StatusOr<nlohmann::json> config = ReadJsonFile(path);
+  if (!config.ok()) ExitStartupError(program, std::string(config.status().message()));
+  return *std::move(config);
 }
 
 DaemonArgs ParseDaemonArgsOrExit(int argc, char** argv, const std::string& program,

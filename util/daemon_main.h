@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "grpcpp/grpcpp.h"
+#include "nlohmann/json.hpp"
 #include "util/server_limits.h"
 
 namespace gputravel {
@@ -27,6 +28,11 @@ DaemonArgs ParseDaemonArgsOrExit(int argc, char** argv, const std::string& progr
 
 // Prints "program: message" and exits 2 (start-up errors).
 [[noreturn]] void ExitStartupError(const std::string& program, const std::string& message);
+
+// The configuration at `path` (--config), read by util/files.h ReadJsonFile
+// (a JSON object, no key given twice); otherwise exits 2 with the error,
+// which names the file.
+nlohmann::json ReadConfigOrExit(const std::string& program, const std::string& path);
 
 // One listening endpoint of a daemon.
 struct ServedEndpoint {

@@ -9,6 +9,9 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
+
+#include "util/json_text.h"
 
 namespace gputravel {
 
@@ -86,14 +89,13 @@ absl::Status WriteNewFile(const std::string& path, const std::string& contents, 
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
   auto text = ReadFile(path);
   if (!text.ok()) return text.status();
-  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded()) {
-    return absl::InvalidArgumentError(path + " is not valid JSON");
-  }
+  absl::StatusOr<nlohmann::json> parsed = ParseJsonText(*text, path);
+  if (!parsed.ok()) return parsed.status();
+  nlohmann::json& j = *parsed;
   if (!j.is_object()) {
     return absl::InvalidArgumentError(path + ": top level must be a JSON object");
   }
-  return j;
+  return std::move(j);
 }
 
 absl::StatusOr<std::string> JsonString(const nlohmann::json& j,

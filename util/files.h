@@ -20,7 +20,8 @@ absl::Status WriteFile(const std::string& path, const std::string& contents,
 // already exists"). If a write or the close fails, the partial file is
 // removed.
 absl::Status WriteNewFile(const std::string& path, const std::string& contents, int mode);
-// Parses JSON without exceptions; errors name the file.
+// Reads a configuration file whose top level is a JSON object, refusing a
+// syntax error or a duplicate key (util/json_text.h); errors name the file.
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path);
 
 // Typed field access for configuration: errors name `where` + field.

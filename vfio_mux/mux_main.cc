@@ -31,21 +31,20 @@ int main(int argc, char** argv) {
       "files], ...} (docs/operations-host.md). A caller's certificate must be\n"
       "one the host's administrator pinned in \"callers\": role orchestrator to\n"
       "route or reset, orchestrator or operator to read.");
-  auto cfg = ReadJsonFile(args.config);
-  if (!cfg.ok()) ExitStartupError(kProgram, std::string(cfg.status().message()));
-  auto listen = JsonString(*cfg, args.config, "listen");
-  auto state = JsonString(*cfg, args.config, "state_file");
-  auto audit = JsonString(*cfg, args.config, "audit_log");
+  nlohmann::json cfg = ReadConfigOrExit(kProgram, args.config);
+  auto listen = JsonString(cfg, args.config, "listen");
+  auto state = JsonString(cfg, args.config, "state_file");
+  auto audit = JsonString(cfg, args.config, "audit_log");
   for (const absl::Status& s : {listen.status(), state.status(), audit.status()}) {
     if (!s.ok()) ExitStartupError(kProgram, std::string(s.message()));
   }
   // Who this MUX is, before it touches a GPU or its journal: a certificate
   // of another role is a configuration error, refused with no side effect.
-  if (!cfg->contains("tls")) {
+  if (!cfg.contains("tls")) {
     ExitStartupError(kProgram, args.config + ": missing object 'tls' ({\"ca\", \"cert\", "
                                "\"key\"}): every connection is mTLS");
   }
-  auto tls = ParseTlsConfig((*cfg)["tls"], args.config + ": tls");
+  auto tls = ParseTlsConfig(cfg["tls"], args.config + ": tls");
   if (!tls.ok()) ExitStartupError(kProgram, std::string(tls.status().message()));
   auto me = LocalIdentity(*tls);
   if (!me.ok()) ExitStartupError(kProgram, std::string(me.status().message()));
@@ -54,9 +53,9 @@ int main(int argc, char** argv) {
                                    "; the MUX needs a certificate of role mux");
   }
   // What the administrator allows, before any GPU is touched.
-  auto domains = ParseMuxDomains(*cfg, args.config);
+  auto domains = ParseMuxDomains(cfg, args.config);
   if (!domains.ok()) ExitStartupError(kProgram, std::string(domains.status().message()));
-  auto callers = MuxCallers::FromConfig(*cfg, args.config);
+  auto callers = MuxCallers::FromConfig(cfg, args.config);
   if (!callers.ok()) ExitStartupError(kProgram, std::string(callers.status().message()));
   auto creds = MakeServerCredentials(*tls);
   if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));
@@ -76,7 +75,7 @@ int main(int argc, char** argv) {
     if (!lock.ok()) ExitStartupError(kProgram, std::string(lock.status().message()));
     locks.push_back(*std::move(lock));
   }
-  auto backend = MakeRoutingBackend(*cfg, args.config);
+  auto backend = MakeRoutingBackend(cfg, args.config);
   if (!backend.ok()) ExitStartupError(kProgram, std::string(backend.status().message()));
   RouteTableOptions table_options;
   table_options.domains = *domains;

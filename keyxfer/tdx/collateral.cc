@@ -4,6 +4,7 @@
 #include <openssl/x509.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -12,6 +13,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "util/hex.h"
+#include "util/json_fields.h"
+#include "util/json_text.h"
 #include "keyxfer/tdx/openssl_util.h"
 #include "nlohmann/json.hpp"
 
@@ -145,20 +148,17 @@ std::shared_ptr<X509_CRL> Share(OsslPtr<X509_CRL> crl) {
 
 absl::StatusOr<CollateralBundle> ParseCollateralBundle(
     absl::string_view json, absl::string_view where) {
-  Json j = Json::parse(json.begin(), json.end(), nullptr,
-                       /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
+  const std::string at = absl::StrCat(where, ": TDX collateral");
+  absl::StatusOr<Json> parsed = ParseJsonText(std::string(json), at);
+  if (!parsed.ok()) return parsed.status();
+  const Json& j = *parsed;
+  if (!j.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": TDX collateral is not a JSON object"));
   }
-  for (const auto& item : j.items()) {
-    if (std::find(std::begin(kBundleFields), std::end(kBundleFields),
-                  item.key()) == std::end(kBundleFields)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": TDX collateral: unknown field \"", item.key(),
-          "\" (known: ", absl::StrJoin(kBundleFields, ", "), ")"));
-    }
-  }
+  absl::Status known = RefuseUnknownFields(
+      j, std::set<std::string>(std::begin(kBundleFields), std::end(kBundleFields)), at);
+  if (!known.ok()) return known;
   for (const char* field : kBundleFields) {
     if (!j.contains(field) || !j.at(field).is_string()) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -67,7 +67,7 @@ TEST(CollateralStoreTest, DirectoryIsRereadWhenItChanges) {
   Write(dir + "/c.json", "{not json");
   auto missing = (*store)->ForFmspc(kUpToDateFmspc);
   EXPECT_THAT(std::string(missing.status().message()),
-              HasSubstr("c.json: TDX collateral is not a JSON object"));
+              HasSubstr("c.json: TDX collateral: invalid JSON at byte 3: "));
   EXPECT_TRUE((*store)->ForFmspc(kOutdatedFmspc).ok());
 }
 

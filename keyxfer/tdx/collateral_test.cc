@@ -150,13 +150,18 @@ TEST(CollateralBundleTest, ParseErrorsNameTheField) {
   auto extra = ParseCollateralBundle(
       absl::StrReplaceAll(json, {{"\"pck_crl\"", "\"pck_crlx\""}}), "f.json");
   EXPECT_THAT(std::string(extra.status().message()),
-              HasSubstr("f.json: TDX collateral: unknown field \"pck_crlx\""));
+              HasSubstr("f.json: TDX collateral: unknown field 'pck_crlx' (did you mean 'pck_crl'? accepted: "));
   nlohmann::json j = nlohmann::json::parse(json);
   j["tcb_info_signature"] = "zz";
   auto bad_sig = ParseCollateralBundle(j.dump(), "f.json");
   EXPECT_THAT(std::string(bad_sig.status().message()),
               HasSubstr("\"tcb_info_signature\""));
   EXPECT_FALSE(ParseCollateralBundle("[]", "f.json").ok());
+  auto twice = ParseCollateralBundle(
+      absl::StrReplaceAll(json, {{"\"pck_crl\"", "\"root_ca_crl\": \"\", \"pck_crl\""}}),
+      "f.json");
+  EXPECT_EQ(twice.status().message(),
+            "f.json: TDX collateral: root_ca_crl: appears twice in the same object");
 }
 
 // Revocation needs CRLs that list something; Intel's do not list these

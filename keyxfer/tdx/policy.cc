@@ -3,6 +3,7 @@
 #include <openssl/crypto.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "util/hex.h"
+#include "util/json_fields.h"
+#include "util/json_text.h"
 #include "keyxfer/tdx/pck_extensions.h"
 #include "keyxfer/tdx/tcb_info.h"
 #include "nlohmann/json.hpp"
@@ -196,27 +199,19 @@ absl::Status CheckAllowed(absl::string_view name,
 }  // namespace
 
 absl::StatusOr<Policy> Policy::FromJson(absl::string_view json) {
-  Json j = Json::parse(json.begin(), json.end(), nullptr,
-                       /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return absl::InvalidArgumentError("TDX policy is not valid JSON");
-  }
-  return FromJsonValue(j);
+  absl::StatusOr<Json> j = ParseJsonText(std::string(json), "TDX policy");
+  if (!j.ok()) return j.status();
+  return FromJsonValue(*j);
 }
 
 absl::StatusOr<Policy> Policy::FromJsonValue(const Json& j) {
   if (!j.is_object()) {
     return absl::InvalidArgumentError("TDX policy must be a JSON object");
   }
-  for (const auto& item : j.items()) {
-    const std::string& key = item.key();
-    if (std::find(std::begin(kKnownFields), std::end(kKnownFields), key) ==
-        std::end(kKnownFields)) {
-      return FieldError(key, absl::StrCat("unknown field (known: ",
-                                          absl::StrJoin(kKnownFields, ", "),
-                                          ")"));
-    }
-  }
+  absl::Status known = RefuseUnknownFields(
+      j, std::set<std::string>(std::begin(kKnownFields), std::end(kKnownFields)),
+      "TDX policy");
+  if (!known.ok()) return known;
   Policy p;
   absl::Status s;
   auto collect = [&s](absl::Status st) {

@@ -221,12 +221,18 @@ TEST_F(PolicyTest, FromJsonValueTakesAParsedSection) {
 
 TEST_F(PolicyTest, RefusesUnknownFieldByName) {
   std::string e = ParseError(R"({"mrdt": "00"})");
-  EXPECT_THAT(e, HasSubstr("TDX policy field \"mrdt\": unknown field"));
+  EXPECT_THAT(e, HasSubstr("TDX policy: unknown field 'mrdt' (did you mean 'mrtd'? accepted: "));
   EXPECT_THAT(e, HasSubstr("mrtd"));  // lists the known ones
 }
 
+TEST_F(PolicyTest, RefusesAKeyGivenTwiceByPath) {
+  // JSON would keep the last silently: here a relaxed debug setting.
+  EXPECT_EQ(ParseError(R"({"allow_debug": false, "allow_debug": true})"),
+            "TDX policy: allow_debug: appears twice in the same object");
+}
+
 TEST_F(PolicyTest, RefusesNonJsonAndNonObject) {
-  EXPECT_THAT(ParseError("{\"mrtd\": "), HasSubstr("not valid JSON"));
+  EXPECT_THAT(ParseError("{\"mrtd\": "), HasSubstr("TDX policy: invalid JSON at byte"));
   EXPECT_THAT(ParseError("[1, 2]"), HasSubstr("must be a JSON object"));
   EXPECT_THAT(ParseError("\"mrtd\""), HasSubstr("must be a JSON object"));
 }
