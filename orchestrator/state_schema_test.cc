@@ -90,6 +90,8 @@ TEST_F(StateSchemaTest, MigratesVersionOneToTheCurrentVersion) {
                      "ALTER TABLE trips DROP COLUMN eval_loss;"
                      "ALTER TABLE trips DROP COLUMN reported_loss;"
                      "ALTER TABLE trips DROP COLUMN reported_eval_loss;"
+                     "ALTER TABLE trips DROP COLUMN attestation;"
+                     "ALTER TABLE holders DROP COLUMN attestation;"
                      "ALTER TABLE campaigns DROP COLUMN buffer_gpu_serial;"
                      "ALTER TABLE campaigns DROP COLUMN terms;"
                      "ALTER TABLE campaigns DROP COLUMN last_eval_loss;"

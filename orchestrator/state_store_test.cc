@@ -178,6 +178,19 @@ class StateStoreTest : public ::testing::Test {
     return out;
   }
 
+  // Takes the database back to what version 3 wrote (before training terms,
+  // held-out and reported losses, and attestation records).
+  void DropVersion4Columns() {
+    for (const char* col :
+         {"eval_loss", "reported_loss", "reported_eval_loss", "attestation"}) {
+      RawPragma(absl::StrCat("ALTER TABLE trips DROP COLUMN ", col));
+    }
+    RawPragma("ALTER TABLE campaigns DROP COLUMN terms");
+    RawPragma("ALTER TABLE campaigns DROP COLUMN last_eval_loss");
+    RawPragma("ALTER TABLE events DROP COLUMN eval_loss");
+    RawPragma("ALTER TABLE holders DROP COLUMN attestation");
+  }
+
   std::string dir_;
   std::string path_;
 };
@@ -317,12 +330,7 @@ TEST_F(StateStoreTest, MigratesVersionOneInPlace) {
     RawPragma(absl::StrCat("ALTER TABLE trips DROP COLUMN ", col));
   }
   RawPragma("ALTER TABLE campaigns DROP COLUMN buffer_gpu_serial");
-  for (const char* col : {"eval_loss", "reported_loss", "reported_eval_loss"}) {
-    RawPragma(absl::StrCat("ALTER TABLE trips DROP COLUMN ", col));
-  }
-  RawPragma("ALTER TABLE campaigns DROP COLUMN terms");
-  RawPragma("ALTER TABLE campaigns DROP COLUMN last_eval_loss");
-  RawPragma("ALTER TABLE events DROP COLUMN eval_loss");
+  DropVersion4Columns();
   RawPragma("PRAGMA user_version = 1");
   ASSERT_EQ(RawPragma("PRAGMA user_version"), "1");
   auto store = OpenOrDie();
@@ -484,12 +492,7 @@ TEST_F(StateStoreTest, MigrationStopsServingLossesReportedBeforeTheTerms) {
   RawPragma("UPDATE events SET loss = 2.718281828 WHERE kind IN ('trained', 'trip_finished')");
   RawPragma("UPDATE campaigns SET last_loss = 2.718281828");
   RawPragma("UPDATE trips SET reported_loss = NULL");
-  for (const char* col : {"eval_loss", "reported_loss", "reported_eval_loss"}) {
-    RawPragma(absl::StrCat("ALTER TABLE trips DROP COLUMN ", col));
-  }
-  RawPragma("ALTER TABLE campaigns DROP COLUMN terms");
-  RawPragma("ALTER TABLE campaigns DROP COLUMN last_eval_loss");
-  RawPragma("ALTER TABLE events DROP COLUMN eval_loss");
+  DropVersion4Columns();
   RawPragma("PRAGMA user_version = 3");
   ASSERT_EQ(RawPragma("PRAGMA user_version"), "3");
   auto store = OpenOrDie();
