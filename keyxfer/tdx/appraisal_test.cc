@@ -95,6 +95,26 @@ TEST_F(AppraisalTest, PolicyNeedingCollateralRefusesWithoutIt) {
                   .ok());
 }
 
+// A policy that spells out the default TCB fields ("allowed_tcb_statuses":
+// ["UpToDate"], "allowed_advisory_ids": []) asks for a TCB evaluation; without
+// collateral it must refuse rather than accept an OutOfDate platform unseen.
+TEST_F(AppraisalTest, ExplicitDefaultTcbFieldsStillNeedCollateral) {
+  Quote q = Q(testing::DcapOutdatedQuote());
+  for (const char* json : {R"({"allowed_tcb_statuses": ["UpToDate"]})",
+                           R"({"allowed_advisory_ids": []})"}) {
+    auto p = Policy::FromJson(json);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_TRUE(p->NeedsCollateral()) << json;
+    Appraisal a = Appraise(q, *verifier_, nullptr, *p, nullptr,
+                           testing::DcapOutdatedQuoteValidTime());
+    EXPECT_TRUE(a.authenticity.ok()) << a.authenticity;
+    EXPECT_THAT(std::string(a.Verdict().message()),
+                HasSubstr("actual none (no collateral given)"))
+        << json;
+  }
+  EXPECT_FALSE(Policy{}.NeedsCollateral());
+}
+
 TEST_F(AppraisalTest, StoreWithoutThePlatformRefuses) {
   std::string path = std::string(getenv("TEST_TMPDIR")) + "/other.json";
   {

@@ -235,6 +235,9 @@ absl::StatusOr<Policy> Policy::FromJsonValue(const Json& j) {
   collect(ReadMeasurements(j, "mrservicetd", &p.mrservicetd));
   collect(ReadSvn(j, "min_qe_svn", &p.min_qe_svn));
   collect(ReadSvn(j, "min_pce_svn", &p.min_pce_svn));
+  p.tcb_fields_given = j.contains("allowed_tcb_statuses") ||
+                       j.contains("allowed_advisory_ids") ||
+                       j.contains("max_collateral_age");
   collect(ReadStrings(j, "allowed_tcb_statuses", &p.allowed_tcb_statuses));
   collect(ReadStrings(j, "allowed_advisory_ids", &p.allowed_advisory_ids));
   if (s.ok()) {
@@ -337,7 +340,8 @@ absl::Status Policy::Check(
 }
 
 bool Policy::NeedsCollateral() const {
-  return allowed_tcb_statuses != std::vector<std::string>{"UpToDate"} ||
+  return tcb_fields_given ||
+         allowed_tcb_statuses != std::vector<std::string>{"UpToDate"} ||
          !allowed_advisory_ids.empty() || max_collateral_age.has_value();
 }
 

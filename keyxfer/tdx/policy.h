@@ -82,6 +82,10 @@ struct Policy {
   std::vector<std::string> allowed_tcb_statuses = {"UpToDate"};
   std::vector<std::string> allowed_advisory_ids;
   std::optional<absl::Duration> max_collateral_age;
+  // Whether the policy text named any of the three fields above, even at its
+  // default: a policy that writes "allowed_tcb_statuses": ["UpToDate"] asks
+  // for a TCB evaluation, which must not be skipped for want of collateral.
+  bool tcb_fields_given = false;
 
   static absl::StatusOr<Policy> FromJson(absl::string_view json);
   // The same from an already parsed JSON value (e.g. a section of a daemon's
@@ -108,7 +112,8 @@ struct Policy {
       const Quote& quote, const std::array<uint8_t, 64>* expected_report_data,
       const TcbEvaluation* tcb, absl::Time at) const;
 
-  // True if a field that needs collateral differs from its default.
+  // True if a field that needs collateral is given or differs from its
+  // default.
   bool NeedsCollateral() const;
 
  private:
