@@ -28,6 +28,12 @@ absl::Status RequirePrivateDirectory(const std::string& dir, const std::string& 
   if (!S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(what + " " + dir + " is not a directory");
   }
+  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+    return absl::FailedPreconditionError(
+        what + " " + dir + " is owned by uid " + std::to_string(st.st_uid) + ", not by this "
+        "daemon's user (uid " + std::to_string(::geteuid()) + ") or root: its owner could "
+        "replace the daemon's state; chown it to the daemon's user");
+  }
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     return absl::FailedPreconditionError(
         what + " " + dir + " may be written by group or others (mode " + Mode(st.st_mode) +

@@ -10,8 +10,8 @@ namespace gputravel {
 // The modes of a daemon's durable state, whatever they were before (a file
 // restored with `cp` under umask 022 is 0644).
 
-// Refuses (FAILED_PRECONDITION) a `dir` that is not a directory, or that its
-// group or others may write: whoever may write it may replace the daemon's
+// Refuses (FAILED_PRECONDITION) a `dir` that is not a directory, that neither
+// this process's user nor root owns, or that its group or others may write: whoever may write it may replace the daemon's
 // state under it. `what` names it in the message (e.g. "state_dir").
 absl::Status RequirePrivateDirectory(const std::string& dir, const std::string& what);
 

@@ -40,6 +40,20 @@ TEST(RequirePrivateDirectoryTest, RefusesGroupOrOtherWritable) {
   EXPECT_FALSE(RequirePrivateDirectory(d + "/missing", "state_dir").ok());
 }
 
+// A directory another user owns is theirs to rewrite whatever its mode: a
+// 0700 state directory of another account would hand them the daemon's state.
+TEST(RequirePrivateDirectoryTest, RefusesAnotherUsersDirectory) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give the directory away";
+  const std::string d = TempDir();
+  ASSERT_EQ(::chmod(d.c_str(), 0700), 0);
+  ASSERT_EQ(::chown(d.c_str(), 65534, 65534), 0);
+  absl::Status s = RequirePrivateDirectory(d, "state_dir");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("is owned by uid 65534"), std::string::npos) << s;
+  ASSERT_EQ(::chown(d.c_str(), 0, 0), 0);
+  EXPECT_TRUE(RequirePrivateDirectory(d, "state_dir").ok());
+}
+
 // A file restored with a loose mode is made 0600; a missing one is created
 // only when asked.
 TEST(MakeFilePrivateTest, LooseModesBecome0600) {
