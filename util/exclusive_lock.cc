@@ -46,6 +46,18 @@ absl::StatusOr<std::unique_ptr<ExclusiveLock>> ExclusiveLock::Acquire(
         ": another " + what + " is running on this state; stop it first (two daemons on "
         "one state would each act on it as their own)");
   }
+  // A lock file is ours alone: a hard link planted to another file (the lock
+  // may live in a shared directory) would otherwise be truncated below.
+  struct stat st = {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+    const bool linked = S_ISREG(st.st_mode) && st.st_nlink > 1;
+    const std::string links = std::to_string(st.st_nlink);
+    ::close(fd);
+    return absl::FailedPreconditionError(
+        lock_path + " (" + what + ") is " +
+        (linked ? "a file with " + links + " hard links" : "not a plain file") +
+        ": something else was planted at the lock path; remove it and start again");
+  }
   // Ours now: whatever mode the file had, only its owner reads it.
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::fchmod(fd, 0600) != 0 || ::ftruncate(fd, 0) != 0 ||

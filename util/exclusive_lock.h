@@ -23,8 +23,9 @@ class ExclusiveLock {
   // waiting. Held by another process (or another ExclusiveLock of this
   // one): FAILED_PRECONDITION "PATH is locked by pid N: another WHAT is
   // running on this state", where `what` names the daemon's state (e.g.
-  // "orchestrator on state_dir /var/lib/gputravel"). Other errors name the
-  // path and errno.
+  // "orchestrator on state_dir /var/lib/gputravel"). A lock path that is not
+  // a plain file with one link (a planted hard link): FAILED_PRECONDITION,
+  // nothing written. Other errors name the path and errno.
   static absl::StatusOr<std::unique_ptr<ExclusiveLock>> Acquire(const std::string& lock_path,
                                                                 const std::string& what);
   ~ExclusiveLock();

@@ -89,5 +89,22 @@ TEST(ExclusiveLockTest, LockFileIsMadePrivate) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
+// A lock path planted as a hard link to another file (in a shared directory
+// such as /dev/shm) is refused before anything is written: taking it would
+// truncate that file and write a pid into it.
+TEST(ExclusiveLockTest, HardLinkedLockFileIsRefusedAndItsTargetKept) {
+  const std::string victim = TempPath("victim.db");
+  const std::string path = TempPath("planted.lock");
+  ASSERT_TRUE(WriteFile(victim, "precious state", 0600).ok());
+  ASSERT_EQ(::link(victim.c_str(), path.c_str()), 0);
+  auto lock = ExclusiveLock::Acquire(path, "holder");
+  EXPECT_EQ(lock.status().code(), absl::StatusCode::kFailedPrecondition) << lock.status();
+  EXPECT_NE(lock.status().message().find("2 hard links"), std::string::npos)
+      << lock.status();
+  auto kept = ReadFile(victim);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(*kept, "precious state");
+}
+
 }  // namespace
 }  // namespace gputravel
