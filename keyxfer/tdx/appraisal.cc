@@ -70,6 +70,8 @@ Appraisal Appraise(const Quote& quote, const QuoteVerifier& verifier,
     a.tcb = e.status();
     if (!e.ok()) return a;
     a.tcb_evaluation = std::move(*e);
+    a.tcb_evaluation->pck_crl_this_update =
+        a.verified_collateral->pck_crl.this_update;
   }
   a.violations = policy.Violations(
       quote, expected_report_data,

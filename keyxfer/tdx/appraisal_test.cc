@@ -37,6 +37,10 @@ TEST_F(AppraisalTest, RealQuoteIsAuthenticUpToDateAndAccepted) {
   EXPECT_TRUE(a.Verdict().ok()) << a.Verdict();
   ASSERT_TRUE(a.tcb_evaluation.has_value());
   EXPECT_EQ(a.tcb_evaluation->status, "UpToDate");
+  // The PCK CRL's date reaches the policy's collateral age check.
+  ASSERT_TRUE(a.verified_collateral.has_value());
+  EXPECT_EQ(a.tcb_evaluation->pck_crl_this_update,
+            a.verified_collateral->pck_crl.this_update);
   ASSERT_THAT(a.pck_chain, SizeIs(3));
   EXPECT_THAT(a.pck_chain[0].subject, HasSubstr("Intel SGX PCK Certificate"));
 }

@@ -402,7 +402,8 @@ std::vector<std::string> Policy::Violations(
   }
   if (max_collateral_age.has_value()) {
     const absl::Time oldest =
-        std::min(tcb->tcb_info_issue_date, tcb->qe_identity_issue_date);
+        std::min({tcb->tcb_info_issue_date, tcb->qe_identity_issue_date,
+                  tcb->pck_crl_this_update});
     if (at - oldest > *max_collateral_age) {
       out.push_back(absl::StrFormat(
           "TDX policy: collateral too old: expected issued within %s of %s, "

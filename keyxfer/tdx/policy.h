@@ -43,6 +43,7 @@ namespace gputravel::tdx {
 //     "allowed_tcb_statuses": ["UpToDate"],  // default ["UpToDate"]
 //     "allowed_advisory_ids": ["INTEL-SA-00837", ...],  // default none
 //     "max_collateral_age": "720h"       // TCB info / QE identity issueDate
+//                                        //   and PCK CRL thisUpdate
 //   }                                    //   at most this old at `at`
 // A list lets both the old and the new image pass while a fleet is upgraded.
 struct Policy {

@@ -113,6 +113,24 @@ TEST(PolicyTcbTest, CollateralAgeIsLimited) {
               IsEmpty());
 }
 
+// A PCK CRL older than the limit is too old even when the TCB info and QE
+// identity are fresh: the host could otherwise pair fresh TCB info with a
+// still-unexpired PCK CRL from before the PCK certificate's revocation.
+TEST(PolicyTcbTest, CollateralAgeCoversThePckCrl) {
+  Quote q = MustQuote(testing::DcapQuote());
+  TcbEvaluation e = UpToDateEvaluation(q);
+  Policy p = MustParse(R"({"max_collateral_age": "720h"})");
+  EXPECT_THAT(p.Violations(q, nullptr, &e, testing::DcapQuoteValidTime()),
+              IsEmpty());
+  e.pck_crl_this_update = absl::FromCivil(absl::CivilSecond(2025, 5, 1, 0, 0, 0),
+                                          absl::UTCTimeZone());
+  auto v = p.Violations(q, nullptr, &e, testing::DcapQuoteValidTime());
+  ASSERT_THAT(v, SizeIs(1));
+  EXPECT_THAT(v[0], HasSubstr("collateral too old: expected issued within "
+                              "720h of 2025-07-01T00:00:00+00:00, actual "
+                              "issued 2025-05-01T00:00:00+00:00"));
+}
+
 TEST(PolicyTcbTest, FixedBitsNameFieldExpectedAndActual) {
   Quote q = MustQuote(testing::DcapQuote());
   // XFAM e7 02 06 00.. (little-endian) is 0x00000000000602e7; TD attributes

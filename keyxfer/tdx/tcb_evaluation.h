@@ -43,6 +43,10 @@ struct TcbEvaluation {
   absl::Time tcb_info_next_update;
   absl::Time qe_identity_issue_date;
   absl::Time qe_identity_next_update;
+  // thisUpdate of the PCK CRL the PCK certificate was checked against (set by
+  // Appraise, which verified that CRL; infinite future when not known). Intel
+  // reissues it with the TCB info, so an old one may predate a revocation.
+  absl::Time pck_crl_this_update = absl::InfiniteFuture();
   int tcb_evaluation_data_number = 0;
 };
 
