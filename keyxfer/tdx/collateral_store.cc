@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -95,6 +97,7 @@ absl::Status CollateralStore::RefreshLocked() {
   if (fingerprint == fingerprint_) return absl::OkStatus();
   by_fmspc_.clear();
   problems_.clear();
+  std::map<std::array<uint8_t, 6>, TcbInfo> newest;
   for (const std::string& file : files) {
     struct stat st;
     if (stat(file.c_str(), &st) == 0 && st.st_size > kMaxBundleBytes) {
@@ -118,6 +121,18 @@ absl::Status CollateralStore::RefreshLocked() {
       problems_.push_back(absl::StrCat(file, ": ", info.status().message()));
       continue;
     }
+    // Two bundles for one platform (a refresh written beside the old file):
+    // the newer TCB info wins, whatever the files' names, so a stale bundle
+    // cannot shadow a TCB recovery or a newer PCK CRL.
+    auto held = newest.find(info->fmspc);
+    if (held != newest.end() &&
+        std::make_pair(held->second.tcb_evaluation_data_number,
+                       held->second.issue_date) >=
+            std::make_pair(info->tcb_evaluation_data_number,
+                           info->issue_date)) {
+      continue;
+    }
+    newest[info->fmspc] = *info;
     by_fmspc_[info->fmspc] =
         std::make_shared<const CollateralBundle>(std::move(*bundle));
   }

@@ -9,7 +9,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "keyxfer/tdx/collateral.h"
 #include "keyxfer/tdx/testdata.h"
+#include "nlohmann/json.hpp"
 
 namespace gputravel::tdx {
 namespace {
@@ -69,6 +71,28 @@ TEST(CollateralStoreTest, DirectoryIsRereadWhenItChanges) {
   EXPECT_THAT(std::string(missing.status().message()),
               HasSubstr("c.json: TDX collateral: invalid JSON at byte 3: "));
   EXPECT_TRUE((*store)->ForFmspc(kOutdatedFmspc).ok());
+}
+
+// An older bundle for the same platform left beside a refreshed one is not
+// used, whichever name sorts last.
+TEST(CollateralStoreTest, NewestBundleOfAPlatformWins) {
+  std::string dir = TempDir("dup");
+  const std::string fresh = testing::DcapQuoteCollateral();
+  auto b = ParseCollateralBundle(fresh, "test");
+  ASSERT_TRUE(b.ok()) << b.status();
+  nlohmann::json tcb = nlohmann::json::parse(b->tcb_info);
+  tcb["issueDate"] = "2025-05-01T00:00:00Z";
+  tcb["tcbEvaluationDataNumber"] =
+      tcb["tcbEvaluationDataNumber"].get<int>() - 1;
+  nlohmann::json stale = nlohmann::json::parse(fresh);
+  stale["tcb_info"] = tcb.dump();
+  Write(dir + "/a-fresh.json", fresh);
+  Write(dir + "/z-stale.json", stale.dump());
+  auto store = CollateralStore::Open(dir);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto got = (*store)->ForFmspc(kUpToDateFmspc);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)->tcb_info, b->tcb_info);
 }
 
 TEST(CollateralStoreTest, MissingPathAndBrokenFileFailToOpen) {
