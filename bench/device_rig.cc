@@ -93,16 +93,8 @@ absl::StatusOr<uint64_t> DeviceRig::ResetAndAlloc(uint64_t bytes) {
 }
 
 absl::StatusOr<RigHandoff> DeviceRig::HandToHolder() {
-  RouteHome();
-  absl::Status s = session_->Establish();
-  if (!s.ok()) return s;
-  auto key = session_->LceH2dForHandoff();
-  if (!key.ok()) return key.status();
-  RigHandoff h;
-  h.key = std::move(*key);
-  h.session_id = session_->session_id();
-  h.next_counter = kFirstMessageCounter;  // a hand-off's window starts there
-  gpu_->SetOwner("holder");
+  auto h = KeyForOrchestrator();
+  if (h.ok()) gpu_->SetOwner("holder");
   return h;
 }
 
@@ -115,7 +107,7 @@ absl::StatusOr<RigHandoff> DeviceRig::KeyForOrchestrator() {
   RigHandoff h;
   h.key = std::move(*key);
   h.session_id = session_->session_id();
-  h.next_counter = kFirstMessageCounter;
+  h.next_counter = kFirstMessageCounter;  // a hand-off's window starts there
   return h;
 }
 

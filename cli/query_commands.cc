@@ -116,9 +116,11 @@ std::vector<CommandInfo> QueryCommands() {
   return {
       {"status", "NAME", 1, 1, "Show a campaign: state, progress, holders (and trips).",
        "Prints campaign NAME (GetCampaign): state, GPU, trips ok/failed, bytes\n"
-       "provisioned of the total with a percentage, the last training loss, and a\n"
-       "table of its holders (state, round, cursor, trips, bytes, error). With\n"
-       "--trips also a table of every trip (id, holder, round, window, step,\n"
+       "provisioned of the total with a percentage, the last reported training\n"
+       "and held-out losses (as the holders' training policies allow), a table of\n"
+       "its holders (state, round, cursor, trips, bytes, error) and, once holders\n"
+       "have travelled, what was verified of each holder's TD at its latest trip.\n"
+       "With --trips also a table of every trip (id, holder, round, window, step,\n"
        "outcome, bytes, MB/s, loss, digest/scrub/re-key checks, error).",
        [](Flags& f) { f.Bool("trips", "Also list every trip of the campaign."); },
        RunStatus},

@@ -146,7 +146,7 @@ void RunUntilPausedOrCompleted(EmulatedStack* stack, v1::Campaign* report) {
   ASSERT_TRUE(stub->GetCampaign(&ctx, g, report).ok());
 }
 
-// Issue 33, through the whole system: six holders, two rounds, the demo's
+// The model learns through the whole system: six holders, two rounds, the demo's
 // trainer. No trip reports a loss above the untrained model's, and the
 // held-out loss (the orchestrator's own evaluation set) ends clearly below
 // the first trip's training loss; both are reported per trip, as the stack's
