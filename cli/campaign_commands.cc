@@ -176,6 +176,34 @@ int RunCancel(CommandContext& ctx) {
                                    ", not CANCELLED" + (why.empty() ? "" : ": " + why));
 }
 
+int RunSkipHolder(CommandContext& ctx) {
+  const std::string campaign = ctx.flags().positional()[0];
+  const std::string holder = ctx.flags().positional()[1];
+  const std::string reason = ctx.flags().Get("reason");
+  if (reason.empty()) {
+    return ctx.Fail(kExitUsage, "--reason is required: say why holder '" + holder +
+                                    "' is taken out (it is recorded with the holder)");
+  }
+  if (int rc = ctx.Connect()) return rc;
+  v1::SkipHolderRequest req;
+  req.set_campaign(campaign);
+  req.set_holder(holder);
+  req.set_reason(reason);
+  v1::Campaign camp;
+  auto c = ctx.Call();
+  grpc::Status s = ctx.stub().SkipHolder(c.get(), req, &camp);
+  if (!s.ok()) return ctx.RpcError(s, "SkipHolder '" + holder + "' of '" + campaign + "'");
+  if (ctx.json()) {
+    ctx.PrintJson(ToJson(camp));
+  } else {
+    std::printf("Skipped holder '%s' of campaign '%s': its remaining windows will not be "
+                "trained. Resume the campaign to go on without it.\n\n%s",
+                TerminalSafe(holder).c_str(), TerminalSafe(campaign).c_str(),
+                CampaignSummary(camp).c_str());
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 std::vector<CommandInfo> CampaignCommands() {
@@ -225,6 +253,21 @@ std::vector<CommandInfo> CampaignCommands() {
                         "only if that is CANCELLED.");
        },
        RunCancel},
+      {"skip-holder", "CAMPAIGN HOLDER", 2, 2,
+       "Take a holder out of a PAUSED campaign for good (operators only).",
+       "Takes active holder HOLDER out of PAUSED campaign CAMPAIGN (SkipHolder): its\n"
+       "state becomes \"skipped\", resume does not bring it back, and its remaining\n"
+       "windows are not trained; the campaign's final state says it went without\n"
+       "it. A trip that failed without evidence against its holder (or the host)\n"
+       "pauses the campaign instead of dropping the holder, so that the host cannot\n"
+       "choose whose data trains: this is the operator's way on without it. Only\n"
+       "the operator role may call it. Refused (exit 4) unless the campaign is\n"
+       "PAUSED with no trip in flight and the holder active. Resume afterwards.",
+       [](Flags& f) {
+         f.String("reason", "", "Why the holder is taken out (required; recorded with the "
+                                "holder and in the campaign's events).");
+       },
+       RunSkipHolder},
   };
 }
 

@@ -297,6 +297,23 @@ class FakeOrchestrator final : public v1::Orchestrator::Service {
     return Transition(ctx, req->name(), out, "resumed", {v1::PAUSED, v1::CREATED}, {},
                       v1::RUNNING);
   }
+  grpc::Status SkipHolder(grpc::ServerContext* ctx, const v1::SkipHolderRequest* req,
+                          v1::Campaign* out) override {
+    std::unique_lock<std::mutex> l(mu_, std::defer_lock);
+    v1::Campaign* c = nullptr;
+    grpc::Status s = Lookup(ctx, req->campaign(), &l, &c);
+    if (!s.ok()) return s;
+    if (c->state() != v1::PAUSED) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "campaign '" + req->campaign() + "' is not paused");
+    }
+    v1::HolderStatus* h = c->add_holders();
+    h->set_name(req->holder());
+    h->set_state("skipped");
+    h->set_error("skipped by operator: " + req->reason());
+    *out = *c;
+    return grpc::Status::OK;
+  }
   grpc::Status CancelCampaign(grpc::ServerContext* ctx, const v1::CampaignRef* req,
                               v1::Campaign* out) override {
     grpc::Status s = Transition(ctx, req->name(), out, "cancelled",
@@ -571,15 +588,15 @@ json ParseOne(const Result& r) {
 
 TEST(ClientCommands, IsClientCommandAndSummaries) {
   std::string help = ClientCommandsHelp();
-  for (const char* c : {"create", "start", "pause", "resume", "cancel", "status", "watch", "list",
-                        "holders", "gpus"}) {
+  for (const char* c : {"create", "start", "pause", "resume", "cancel", "skip-holder", "status",
+                        "watch", "list", "holders", "gpus"}) {
     EXPECT_TRUE(IsClientCommand(c)) << c;
     EXPECT_HAS(help, std::string("  ") + c + " ");
   }
   EXPECT_FALSE(IsClientCommand("demo"));
   EXPECT_FALSE(IsClientCommand("pki"));
   EXPECT_FALSE(IsClientCommand(""));
-  EXPECT_EQ(Lines(help).size(), 10u) << help;
+  EXPECT_EQ(Lines(help).size(), 11u) << help;
 }
 
 TEST_F(ClientCommandsTest, HelpOfEveryCommandNamesEveryFlagAndExitCode) {
@@ -593,6 +610,7 @@ TEST_F(ClientCommandsTest, HelpOfEveryCommandNamesEveryFlagAndExitCode) {
       {"pause", {"NAME"}},
       {"resume", {"NAME"}},
       {"cancel", {"NAME", "--wait"}},
+      {"skip-holder", {"CAMPAIGN HOLDER", "--reason"}},
       {"status", {"NAME", "--trips"}},
       {"watch", {"NAME", "--after_seq", "--no_progress"}},
       {"list", {}},
@@ -794,6 +812,23 @@ TEST_F(ClientCommandsTest, StartPauseResume) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_HAS(r.out, "Resumed campaign 'p1'.");
   EXPECT_HAS(r.out, "RUNNING");
+}
+
+TEST_F(ClientCommandsTest, SkipHolderNeedsAReasonAndAPausedCampaign) {
+  Result r = Run({"skip-holder", "p1", "hospital-b"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_HAS(r.err, "--reason is required");
+  r = Run({"skip-holder", "p1", "hospital-b", "--reason", "gone"});
+  EXPECT_EQ(r.code, 4);
+  EXPECT_HAS(r.err, "SkipHolder 'hospital-b' of 'p1': FAILED_PRECONDITION");
+  ASSERT_EQ(Run({"pause", "p1"}).code, 0);
+  r = Run({"skip-holder", "p1", "hospital-b", "--reason", "its TD is gone"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_HAS(r.out, "Skipped holder 'hospital-b' of campaign 'p1'");
+  EXPECT_HAS(r.out, "skipped");
+  r = Run({"skip-holder", "p1", "hospital-c", "--reason", "gone", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(ParseOne(r)["state"], "PAUSED");
 }
 
 TEST_F(ClientCommandsTest, FailedPreconditionAndNotFound) {

@@ -129,6 +129,34 @@ struct H2dCancelPoint {
   }
 };
 
+// How long the device has held a doorbell without acknowledging it: set
+// when a doorbell goes out with none outstanding, moved on by each ack that
+// leaves others outstanding, cleared by the ack of the last one. Read from
+// any thread (H2dWriter::DeviceWait).
+class DeviceWaitClock {
+ public:
+  // A doorbell is about to go out; `outstanding_before`: earlier ones are
+  // still unacknowledged (their wait goes on).
+  void Rang(bool outstanding_before) {
+    if (!outstanding_before) since_ns_.store(NowNs());
+  }
+  // The device acknowledged a chunk; `still_outstanding`: others wait.
+  void Acked(bool still_outstanding) { since_ns_.store(still_outstanding ? NowNs() : 0); }
+  void Clear() { since_ns_.store(0); }
+  absl::Duration Wait() const {
+    const int64_t since = since_ns_.load();
+    return since == 0 ? absl::ZeroDuration() : absl::Nanoseconds(NowNs() - since);
+  }
+
+ private:
+  static int64_t NowNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  std::atomic<int64_t> since_ns_{0};
+};
+
 namespace {
 
 absl::Status Cancelled() {
@@ -141,7 +169,7 @@ absl::Status Cancelled() {
 absl::StatusOr<std::string> WriteOneChunk(const WindowPlan& p,
                                           const v1::AttachBounceRequest& attach,
                                           v1::Device::Stub& stub, H2dCancelPoint& cancel,
-                                          double* source_seconds) {
+                                          DeviceWaitClock& wait, double* source_seconds) {
   auto cipher = ChannelCipher::Create(*p.key);
   if (!cipher.ok()) return cipher.status();
   std::vector<uint8_t> staging;
@@ -160,7 +188,9 @@ absl::StatusOr<std::string> WriteOneChunk(const WindowPlan& p,
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   if (!cancel.Enter(&ctx)) return Cancelled();
+  wait.Rang(false);
   st = FromGrpc(stub.SubmitH2D(&ctx, req, &resp), "GPU SubmitH2D");
+  wait.Clear();
   cancel.Leave();
   // A chunk that landed before the cancel is a success; a call the cancel
   // stopped is CANCELLED.
@@ -195,7 +225,9 @@ class StreamPipeline {
   // `*released` is set once the device acknowledged the last chunk, whose
   // doorbell released the ring.
   absl::StatusOr<std::string> Run(v1::Device::Stub& stub, H2dCancelPoint& cancel,
-                                  double* source_seconds, bool* released) {
+                                  DeviceWaitClock& wait, double* source_seconds,
+                                  bool* released) {
+    wait_ = &wait;
     std::vector<std::unique_ptr<ChannelCipher>> ciphers;
     for (int t = 0; t < threads_; ++t) {
       auto c = ChannelCipher::Create(*p_.key);
@@ -253,6 +285,7 @@ class StreamPipeline {
       std::lock_guard<std::mutex> l(mu_);
       digest.Add(tags_[s].data());  // the slot is reused only after this ack
       acked_ = ++acked;
+      wait.Acked(acked_ < rung_);
       slot_free_[s].notify_one();
     }
     {
@@ -322,6 +355,7 @@ class StreamPipeline {
       const uint32_t ks = k % slots_;
       ready_[ks] = -1;
       v1::SubmitH2DRequest req = p_.Doorbell(k, ks);
+      wait_->Rang(rung_ > acked_);
       rung_ = k + 1;  // before the write: its ack can come before it returns
       l.unlock();
       const bool last = k + 1 == p_.n_chunks;
@@ -369,6 +403,7 @@ class StreamPipeline {
   uint64_t rung_ = 0;  // doorbells handed to the stream (an ack needs one)
   bool ringing_ = false;
   bool stop_ = false;
+  DeviceWaitClock* wait_ = nullptr;  // set by Run
   absl::Status error_;  // first failure on this side
 };
 
@@ -377,11 +412,14 @@ class StreamPipeline {
 H2dWriter::H2dWriter(std::shared_ptr<grpc::Channel> device, H2dWriterOptions options)
     : stub_(v1::Device::NewStub(device)),
       options_(std::move(options)),
-      cancel_(std::make_unique<H2dCancelPoint>()) {}
+      cancel_(std::make_unique<H2dCancelPoint>()),
+      wait_(std::make_unique<DeviceWaitClock>()) {}
 
 H2dWriter::~H2dWriter() = default;
 
 void H2dWriter::Cancel() { cancel_->Cancel(); }
+
+absl::Duration H2dWriter::DeviceWait() const { return wait_->Wait(); }
 
 uint32_t H2dWriter::ChunksFor(uint64_t length, uint32_t chunk_size) {
   return static_cast<uint32_t>((length + chunk_size - 1) / chunk_size);
@@ -484,9 +522,10 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
   bool released = false;
   absl::StatusOr<std::string> digest =
       n_chunks == 1
-          ? WriteOneChunk(plan, attach, *stub_, *cancel_, &source_seconds)
+          ? WriteOneChunk(plan, attach, *stub_, *cancel_, *wait_, &source_seconds)
           : StreamPipeline(plan, slots, threads)
-                .Run(*stub_, *cancel_, &source_seconds, &released);
+                .Run(*stub_, *cancel_, *wait_, &source_seconds, &released);
+  wait_->Clear();
   if (n_chunks > 1 && !released) {
     // The last doorbell never reached the device. Best effort: the device
     // also drops rings when the session ends.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "device/bounce_pool.h"
 #include "device/h2d_source.h"
 #include "keyxfer/cc_channel.h"
@@ -17,6 +18,7 @@
 namespace gputravel {
 
 struct H2dCancelPoint;  // where Cancel() reaches the call in progress
+class DeviceWaitClock;  // how long the device has held a doorbell
 
 // The most encryption workers a write uses: more only contend for the same
 // cores and ring (and the ring, one slot per worker plus one, has at most 64
@@ -103,10 +105,17 @@ class H2dWriter {
   // returns at once instead of at its deadline. Callable from any thread.
   void Cancel();
 
+  // How long the device has held a chunk of the write in progress without
+  // acknowledging it (zero when none is outstanding or no write runs): a
+  // copy engine that stops answering, or doorbells the host holds back.
+  // Callable from any thread.
+  absl::Duration DeviceWait() const;
+
  private:
   std::unique_ptr<v1::Device::Stub> stub_;
   H2dWriterOptions options_;
   std::unique_ptr<H2dCancelPoint> cancel_;
+  std::unique_ptr<DeviceWaitClock> wait_;
 };
 
 }  // namespace gputravel

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include "auth/authorize.h"
 #include "holder_agent/error_filter.h"
@@ -138,11 +139,42 @@ grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
     u.mutable_progress()->set_window_length(total);
     return out->Write(u);
   };
-  bool device_fault = false;
-  auto r = DoProvision(*req, progress, [ctx] { return ctx->IsCancelled(); }, &device_fault);
+  // While the device holds a chunk unacknowledged, `bytes` stops moving:
+  // progress keeps coming, saying how long the device has waited, so the
+  // orchestrator can tell a stalled device from a stopped holder.
+  absl::Mutex keepalive_mu;
+  bool provisioning_done = false;
+  std::thread keepalive([&] {
+    absl::MutexLock kl(&keepalive_mu);
+    const absl::Duration period = std::max(absl::Seconds(interval.count()), absl::Milliseconds(50));
+    while (!keepalive_mu.AwaitWithTimeout(absl::Condition(&provisioning_done), period)) {
+      const double wait = absl::ToDoubleSeconds(DeviceWait());
+      if (wait <= 0 || ctx->IsCancelled()) continue;
+      absl::MutexLock l(&write_mu);
+      auto now = std::chrono::steady_clock::now();
+      if (now - last < interval) continue;
+      last = now;
+      v1::ProvisionUpdate u;
+      u.mutable_progress()->set_bytes(done.load());
+      u.mutable_progress()->set_window_length(total);
+      u.mutable_progress()->set_device_wait_seconds(wait);
+      out->Write(u);
+    }
+  });
+  ProvisionFault fault = ProvisionFault::kNone;
+  auto r = DoProvision(*req, progress, [ctx] { return ctx->IsCancelled(); }, &fault);
+  {
+    absl::MutexLock kl(&keepalive_mu);
+    provisioning_done = true;
+  }
+  keepalive.join();
   if (!r.ok()) {
     GT_LOG(0, "provisioning refused or failed: ", r.status().message());
-    if (device_fault) ctx->AddTrailingMetadata(kProvisionFaultKey, kProvisionFaultDevice);
+    if (fault == ProvisionFault::kDevice) {
+      ctx->AddTrailingMetadata(kProvisionFaultKey, kProvisionFaultDevice);
+    } else if (fault == ProvisionFault::kHolder) {
+      ctx->AddTrailingMetadata(kProvisionFaultKey, kProvisionFaultHolder);
+    }
     // The orchestrator passes trip errors on to operators: no local path
     // (dataset file, bounce ring, shared memory) leaves in them.
     return ToGrpc(ForOrchestrator(r.status(), dataset_->path(), options_.dataset_name));
@@ -163,6 +195,11 @@ grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
+absl::Duration HolderService::DeviceWait() {
+  absl::MutexLock l(&watch_mu_);
+  return watched_ == nullptr ? absl::ZeroDuration() : watched_->DeviceWait();
+}
+
 absl::Status HolderService::CheckFresh(const v1::HandoffBinding& b) {
   auto it = last_trip_.find(b.campaign());
   if (it != last_trip_.end() && b.trip() <= it->second) {
@@ -175,7 +212,7 @@ absl::Status HolderService::CheckFresh(const v1::HandoffBinding& b) {
 
 absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
     const v1::ProvisionRequest& req, const std::function<bool(uint64_t)>& progress,
-    const std::function<bool()>& cancelled, bool* device_fault) {
+    const std::function<bool()>& cancelled, ProvisionFault* fault) {
   // The channel is claimed as the call arrives, before waiting behind
   // another trip: from here it is this call's alone, out of reach of the
   // pending channels' lifetime and cap (OpenChannel), which so bound only
@@ -213,6 +250,7 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
   if (!channel.ok()) return channel.status();
   const v1::HandoffBinding& b = req.binding();
   if (b.holder() != options_.name) {
+    *fault = ProvisionFault::kHolder;  // this agent is not the one the campaign names
     return absl::PermissionDeniedError("hand-off is for holder '" + b.holder() +
                                        "', this is '" + options_.name + "'");
   }
@@ -229,6 +267,7 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
   // changed in transit fails there (it is in the hand-off's AAD).
   if (b.window_length() == 0 || b.window_offset() > dataset_->payload_bytes() ||
       b.window_length() > dataset_->payload_bytes() - b.window_offset()) {
+    *fault = ProvisionFault::kHolder;  // its dataset is shorter than it said
     return absl::OutOfRangeError(
         "window [" + std::to_string(b.window_offset()) + ", +" +
         std::to_string(b.window_length()) + ") is outside the dataset '" +
@@ -241,7 +280,10 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
   // checked at create, the agent decides.
   absl::Status allowed = CheckTerms(options_.training_policy, b.terms(), options_.name);
   if (allowed.ok()) allowed = CheckWindow(options_.training_policy, b.window_length(), options_.name);
-  if (!allowed.ok()) return allowed;
+  if (!allowed.ok()) {
+    *fault = ProvisionFault::kHolder;  // its own policy says no
+    return allowed;
+  }
   auto key = UnwrapHandoff(channel->handoff_key, b, req.wrapped_handoff());
   channel->handoff_key.Clear();
   if (!key.ok()) return key.status();
@@ -282,7 +324,7 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
   if (!stats.ok()) {
     // Nothing on this side failed: the GPU refused, or could not be reached
     // from this TD (the host's route), or stopped answering.
-    *device_fault = !source.failed() && !cancelled();
+    if (!cancelled()) *fault = source.failed() ? ProvisionFault::kHolder : ProvisionFault::kDevice;
     return stats.status();
   }
   v1::ProvisionReport rep;

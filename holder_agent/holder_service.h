@@ -14,6 +14,7 @@
 #include "device/h2d_writer.h"
 #include "grpcpp/grpcpp.h"
 #include "holder_agent/dataset.h"
+#include "holder_agent/provision_fault.h"
 #include "keyxfer/attested_channel.h"
 #include "keyxfer/attester.h"
 #include "proto/holder.grpc.pb.h"
@@ -79,11 +80,17 @@ class HolderService final : public v1::HolderAgent::Service {
   // `progress(bytes)` is called from the encryption threads as chunks are
   // mapped or read; it returns false once the caller has gone (cancel), and
   // so does `cancelled()`, which the watcher below also polls.
-  // `*device_fault` is set when the write failed on the device path while
-  // the dataset did not (provision_fault.h).
+  // On failure `*fault` says whose side failed (provision_fault.h): the
+  // holder's own (its dataset, its policy, a hand-off for another holder),
+  // the device path (the write failed while the dataset did not), or
+  // neither for certain.
   absl::StatusOr<v1::ProvisionReport> DoProvision(
       const v1::ProvisionRequest& req, const std::function<bool(uint64_t)>& progress,
-      const std::function<bool()>& cancelled, bool* device_fault);
+      const std::function<bool()>& cancelled, ProvisionFault* fault);
+
+  // How long the write in progress has waited on the device (zero when no
+  // write runs).
+  absl::Duration DeviceWait();
 
   // Cancels the write in progress once its caller has gone. A write waiting
   // on a stalled device reads no chunk, so the source's check would not see

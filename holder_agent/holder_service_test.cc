@@ -193,6 +193,11 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     }
     grpc::Status s = reader->Finish();
     if (s.ok()) next_counter_ += static_cast<uint32_t>(report->chunks());
+    const auto& trailers = ctx.GetServerTrailingMetadata();
+    auto fault = trailers.find(kProvisionFaultKey);
+    last_fault_ = fault == trailers.end()
+                      ? ""
+                      : std::string(fault->second.data(), fault->second.size());
     return s;
   }
   grpc::Status Provision(const Channel& c, const v1::HandoffBinding& b,
@@ -215,6 +220,7 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
   std::unique_ptr<RunningServer> server_;
   std::unique_ptr<v1::HolderAgent::Stub> stub_;
   uint32_t next_counter_ = 1;  // the LCE H2D channel's next counter on the device
+  std::string last_fault_;     // the last Provision's "gputravel-fault" trailer
   EmulatedGpuOptions device_options_;  // a test may set them in its constructor
   // How long the agent keeps a channel no Provision has claimed (likewise).
   std::chrono::steady_clock::duration pending_channel_lifetime_ = kPendingChannelLifetime;
@@ -481,6 +487,35 @@ TEST_F(HolderServiceTest, DatasetErrorsReachTheOrchestratorWithoutTheLocalPath) 
   EXPECT_EQ(s.error_message().find(dir_), std::string::npos) << s.error_message();
 }
 
+// A failed Provision says whose side failed, and only on the agent's own
+// evidence: its dataset or its window ("holder"); a replayed or stale
+// hand-off, or a channel it does not know, blames nobody (the host can
+// cause those by delaying or replaying the orchestrator's calls).
+TEST_F(HolderServiceTest, FailureSaysWhoseSideFailedOnlyOnEvidence) {
+  ExpectRefused(Provision(Open(), Binding("c1", 5, 4)), grpc::StatusCode::OUT_OF_RANGE,
+                "outside the dataset");
+  EXPECT_EQ(last_fault_, kProvisionFaultHolder);
+  v1::HandoffBinding other = Binding("c1", 5, 0);
+  other.set_holder("holder-z");
+  ExpectRefused(Provision(Open(), other), grpc::StatusCode::PERMISSION_DENIED, "holder-z");
+  EXPECT_EQ(last_fault_, kProvisionFaultHolder);
+
+  ASSERT_TRUE(Provision(Open(), Binding("c1", 5, 0)).ok());
+  EXPECT_EQ(last_fault_, "");
+  ExpectRefused(Provision(Open(), Binding("c1", 5, 1)), grpc::StatusCode::PERMISSION_DENIED,
+                "is not fresh");
+  EXPECT_EQ(last_fault_, "") << "a replayed hand-off is not the holder's failure";
+  Channel unknown = Open();
+  unknown.id = "0123456789abcdef";
+  ExpectRefused(Provision(unknown, Binding("c1", 6, 1)), grpc::StatusCode::FAILED_PRECONDITION,
+                "unknown or already used channel");
+  EXPECT_EQ(last_fault_, "") << "an expired or unknown channel is not the holder's failure";
+
+  ASSERT_EQ(truncate((dir_ + "/data.raw").c_str(), kWindow), 0);
+  EXPECT_FALSE(Provision(Open(), Binding("c1", 7, 3)).ok());
+  EXPECT_EQ(last_fault_, kProvisionFaultHolder) << "its own dataset failed it";
+}
+
 // The device stalls with the first chunk of a trip, and the orchestrator
 // gives up on the trip: the agent's write stops at once (not at its
 // deadline, minutes later for a large window), so the key goes and the next
@@ -531,6 +566,40 @@ TEST_F(StalledDeviceTest, CancelledProvisionStopsTheWriteAtOnce) {
   release_ = true;
   second.join();
   EXPECT_TRUE(through) << "the second trip never reached the device";
+}
+
+// While the device holds a chunk, the agent's bytes stand still; its
+// progress keeps coming and says for how long the device has held it, so
+// the orchestrator can charge a stalled device to the host's side rather
+// than cut off the holder as if it had stopped.
+TEST_F(StalledDeviceTest, ProgressSaysHowLongTheDeviceHasHeldAChunk) {
+  Channel c = Open();
+  v1::ProvisionRequest req;
+  req.set_channel_id(c.id);
+  *req.mutable_orchestrator_evidence() = c.orchestrator_evidence;
+  *req.mutable_binding() = Binding("c1", 1, 0);
+  req.set_wrapped_handoff(*WrapHandoff(c.keys.handoff_key, req.binding(), keys_.lce_h2d));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto reader = stub_->Provision(&ctx, req);
+  v1::ProvisionUpdate u;
+  double longest = 0;
+  int waits = 0;
+  while (longest < 1.0 && reader->Read(&u)) {
+    if (!u.has_progress() || u.progress().device_wait_seconds() == 0) continue;
+    EXPECT_GE(u.progress().device_wait_seconds(), longest) << "the wait only grows";
+    longest = u.progress().device_wait_seconds();
+    ++waits;
+  }
+  EXPECT_TRUE(entered_);
+  EXPECT_GE(longest, 1.0) << "the agent stopped saying that the device holds its chunk";
+  EXPECT_GE(waits, 2);
+  release_ = true;
+  // Released, the device acknowledges and the write completes.
+  bool reported = false;
+  while (reader->Read(&u)) reported = reported || u.has_report();
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_TRUE(reported);
 }
 
 }  // namespace

@@ -4,12 +4,20 @@
 namespace gputravel {
 
 // Trailing metadata of a failed Provision (proto/holder.proto): the agent,
-// which is attested, says the write failed on the device path (the GPU's
-// answers, or the way the host gives its TD to the GPU) while its own side
-// (the dataset, the hand-off) did not. The orchestrator then does not charge
-// the holder for it.
+// whose answers reach the orchestrator over mTLS under its own certificate
+// (the host relays them but cannot forge them), says whose side failed.
+// "holder": its own side refused or failed (its dataset, its training
+// policy, a hand-off for another holder); the orchestrator applies the
+// campaign's holder-failure policy. "device": its write to the GPU failed
+// while its own side did not (the GPU's answers, or the way the host gives
+// its TD to the GPU); the host's side is charged. Without the key nobody is
+// charged (orchestrator/trip_runner.h TripFault).
 inline constexpr char kProvisionFaultKey[] = "gputravel-fault";
+inline constexpr char kProvisionFaultHolder[] = "holder";
 inline constexpr char kProvisionFaultDevice[] = "device";
+
+// Whose side a failed Provision blames (the value it sends, if any).
+enum class ProvisionFault { kNone, kHolder, kDevice };
 
 }  // namespace gputravel
 

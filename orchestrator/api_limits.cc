@@ -23,6 +23,7 @@ MethodRoles OrchestratorApiRoles() {
     m[std::string("/gputravel.v1.Orchestrator/") + method] = control;
   }
   m["/gputravel.v1.Orchestrator/ListHolders"] = {kRoleOperator, kRoleScheduler, kRoleHolder};
+  m["/gputravel.v1.Orchestrator/SkipHolder"] = {kRoleOperator};
   m["/grpc.health.v1.Health/*"] = control;
   m["/grpc.reflection.v1alpha.ServerReflection/*"] = control;
   m["/grpc.reflection.v1.ServerReflection/*"] = control;

@@ -356,6 +356,26 @@ absl::StatusOr<CampaignRow> CampaignEngine::Cancel(const std::string& name) {
   return store_->GetCampaign(name);
 }
 
+absl::StatusOr<CampaignRow> CampaignEngine::SkipHolder(const std::string& name,
+                                                       const std::string& holder,
+                                                       const std::string& reason,
+                                                       const std::string& who) {
+  if (reason.empty() || reason.size() > 500) {
+    return absl::InvalidArgumentError("reason: say in 1-500 characters why holder '" + holder +
+                                      "' is skipped (it is recorded with the holder)");
+  }
+  // The store checks in the same commit that the campaign is paused, the
+  // holder active and no trip of the campaign unfinished; a trip is planned
+  // only for an active holder of a running campaign.
+  auto seqs = store_->SkipHolder(name, holder,
+                                 "skipped by " + who + ": " + reason +
+                                     " (its remaining windows are not trained)");
+  if (!seqs.ok()) return seqs.status();
+  Notify(seqs);
+  GT_LOG(0, "campaign '", name, "': holder '", holder, "' skipped by ", who, ": ", reason);
+  return store_->GetCampaign(name);
+}
+
 std::optional<std::string> CampaignEngine::PickCampaign(const std::string& gpu) {
   auto all = store_->ListCampaigns();
   if (!all.ok()) {
@@ -549,7 +569,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     for (size_t i = 0; i < holders->size(); ++i) {
       const HolderRow& h = (*holders)[i];
       progress.push_back(HolderProgress{h.dataset_bytes, h.cursor_offset, h.round,
-                                        h.state != kHolderFailed});
+                                        h.state == kHolderActive || h.state == kHolderDone});
       if (h.name == c->last_holder) last = i;
     }
     auto next = PickNextHolder(spec->schedule, progress, spec->rounds, last);

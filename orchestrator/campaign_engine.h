@@ -69,6 +69,11 @@ class CampaignEngine {
   absl::StatusOr<CampaignRow> Pause(const std::string& name);
   absl::StatusOr<CampaignRow> Resume(const std::string& name);
   absl::StatusOr<CampaignRow> Cancel(const std::string& name);
+  // Takes active holder `holder` of PAUSED campaign `name` out for good
+  // (proto SkipHolder); `who` (the caller) and `reason` are recorded.
+  // FAILED_PRECONDITION while a trip of the campaign is still in flight.
+  absl::StatusOr<CampaignRow> SkipHolder(const std::string& name, const std::string& holder,
+                                         const std::string& reason, const std::string& who);
 
   // True once Shutdown began (watch streams end).
   bool stopping();

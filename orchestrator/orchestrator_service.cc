@@ -221,6 +221,19 @@ GT_CONTROL_RPC(CancelCampaign, Cancel, "cancelled")
 
 #undef GT_CONTROL_RPC
 
+grpc::Status OrchestratorService::SkipHolder(grpc::ServerContext* ctx,
+                                             const v1::SkipHolderRequest* req,
+                                             v1::Campaign* out) {
+  // Dropping a holder's data from a campaign is an operator's decision.
+  Identity who;
+  grpc::Status auth = Authorize(*ctx, {kRoleOperator}, &who);
+  if (!auth.ok()) return auth;
+  auto row = engine_->SkipHolder(req->campaign(), req->holder(), req->reason(),
+                                 DescribeIdentity(who));
+  if (!row.ok()) return ToGrpc(row.status());
+  return Fill(*row, false, out);
+}
+
 grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
                                                 const v1::WatchCampaignRequest* req,
                                                 grpc::ServerWriter<v1::Event>* out) {

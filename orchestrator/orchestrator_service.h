@@ -29,6 +29,8 @@ class OrchestratorService final : public v1::Orchestrator::Service {
                               v1::Campaign* out) override;
   grpc::Status CancelCampaign(grpc::ServerContext* ctx, const v1::CampaignRef* req,
                               v1::Campaign* out) override;
+  grpc::Status SkipHolder(grpc::ServerContext* ctx, const v1::SkipHolderRequest* req,
+                          v1::Campaign* out) override;
   grpc::Status WatchCampaign(grpc::ServerContext* ctx, const v1::WatchCampaignRequest* req,
                              grpc::ServerWriter<v1::Event>* out) override;
   grpc::Status ListHolders(grpc::ServerContext* ctx, const v1::ListHoldersRequest* req,

@@ -16,7 +16,7 @@ TripFinish FinishFor(const TripOutcome& outcome, int64_t duration_us) {
     if (f.error.empty()) f.error = "cancelled";
   } else {
     f.outcome = kOutcomeFailed;
-    f.fail_holder = outcome.holder_fault;
+    f.fail_holder = outcome.fault == TripFault::kHolder;
   }
   return f;
 }
@@ -26,7 +26,23 @@ AfterTrip DecideAfterTrip(const TripOutcome& outcome, const TripFinish& finish,
                           HolderFailurePolicy policy) {
   AfterTrip a;
   if (outcome.ok || outcome.cancelled) return a;
-  if (!outcome.holder_fault) {
+  if (outcome.fault == TripFault::kHost) {
+    a.action = AfterTrip::Action::kPause;
+    a.message = "trip " + std::to_string(trip) + " failed on the host's side (the GPU or its "
+                "route; holder " + holder + " is not charged): " + finish.error;
+    return a;
+  }
+  if (outcome.fault == TripFault::kUndetermined) {
+    // The host can cause whatever leaves no evidence: skipping the holder
+    // would let it choose whose data trains. An operator decides instead.
+    a.action = AfterTrip::Action::kPause;
+    a.message = "trip " + std::to_string(trip) + " failed, and neither holder " + holder +
+                " nor the host can be shown to have caused it (holder " + holder +
+                " is not charged): " + finish.error +
+                ". Resume to retry it, or skip the holder (gputravel skip-holder)";
+    return a;
+  }
+  if (outcome.fault != TripFault::kHolder) {
     // Not the holder's doing: retrying would fail the same way.
     a.action = AfterTrip::Action::kPause;
     a.message = "trip " + std::to_string(trip) + " failed: " + finish.error;
@@ -51,14 +67,14 @@ Completion CompletionFor(const std::vector<HolderRow>& holders) {
   // completes, but those holders' data never trained the model.
   std::string without;
   for (const auto& h : holders) {
-    if (h.state != kHolderFailed) continue;
+    if (h.state != kHolderFailed && h.state != kHolderSkipped) continue;
     without += (without.empty() ? "" : "; ") + h.name + " (" + h.error + ")";
   }
   if (any_ok && without.empty()) {
     return {kCampaignCompleted, "", "every active holder did every round"};
   }
   if (any_ok) {
-    const std::string msg = "completed WITHOUT holders that failed and were skipped "
+    const std::string msg = "completed WITHOUT holders that failed or were skipped "
                             "(their data did not train the model): " + without;
     return {kCampaignCompleted, msg, msg};
   }

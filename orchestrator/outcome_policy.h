@@ -32,15 +32,17 @@ struct AfterTrip {
   Action action = Action::kContinue;
   std::string message;
 };
-// A failure that is not the holder's pauses (retrying would fail the same
-// way); a holder's failure pauses or skips the holder per `policy`.
+// A failure charged to the holder (TripFault::kHolder: on evidence) pauses
+// or skips the holder per `policy`; any other failure pauses, naming whose
+// side it was (the host's, or undetermined, where an operator resumes or
+// skips the holder).
 AfterTrip DecideAfterTrip(const TripOutcome& outcome, const TripFinish& finish,
                           uint64_t trip, const std::string& holder,
                           HolderFailurePolicy policy);
 
 // The campaign's final state once no active holder has anything left:
 // completed if at least one holder finished (saying in `error` which holders
-// failed and were skipped, so their data did not train the model), failed
+// failed or were skipped, so their data did not train the model), failed
 // if every holder failed.
 struct Completion {
   std::string state;  // kCampaignCompleted or kCampaignFailed

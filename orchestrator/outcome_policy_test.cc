@@ -17,10 +17,10 @@ TripOutcome Ok() {
   return o;
 }
 
-TripOutcome Failed(const std::string& error, bool holder_fault) {
+TripOutcome Failed(const std::string& error, TripFault fault) {
   TripOutcome o;
   o.error = error;
-  o.holder_fault = holder_fault;
+  o.fault = fault;
   o.rekeyed = true;
   o.scrub_verified = true;
   return o;
@@ -42,7 +42,7 @@ TEST(OutcomePolicyTest, OkTripAdvancesTheCursor) {
 TEST(OutcomePolicyTest, CancelledTripIsAbortedAndLeavesTheHolderAlone) {
   TripOutcome o;
   o.cancelled = true;
-  o.holder_fault = true;  // a cancelled call looks like the holder's; it is not
+  o.fault = TripFault::kHolder;  // a cancelled call looks like the holder's; it is not
   o.scrub_verified = true;
   const TripFinish f = FinishFor(o, 0);
   EXPECT_EQ(f.outcome, kOutcomeAborted);
@@ -57,7 +57,7 @@ TEST(OutcomePolicyTest, CancelledTripIsAbortedAndLeavesTheHolderAlone) {
 }
 
 TEST(OutcomePolicyTest, HolderFaultFailsTheHolderAndSkipsOrPauses) {
-  const TripOutcome o = Failed("digest mismatch", true);
+  const TripOutcome o = Failed("digest mismatch", TripFault::kHolder);
   const TripFinish f = FinishFor(o, 5);
   EXPECT_EQ(f.outcome, kOutcomeFailed);
   EXPECT_TRUE(f.fail_holder);
@@ -75,15 +75,41 @@ TEST(OutcomePolicyTest, HolderFaultFailsTheHolderAndSkipsOrPauses) {
 }
 
 TEST(OutcomePolicyTest, OrchestratorSideFailurePausesWhateverThePolicy) {
-  const TripOutcome o = Failed("GPU substitution detected: x", false);
+  const TripOutcome o = Failed("committing: disk full", TripFault::kNone);
   const TripFinish f = FinishFor(o, 5);
   EXPECT_EQ(f.outcome, kOutcomeFailed);
   EXPECT_FALSE(f.fail_holder);
   for (HolderFailurePolicy p : {HolderFailurePolicy::kSkip, HolderFailurePolicy::kPause}) {
     const AfterTrip a = DecideAfterTrip(o, f, 42, "h1", p);
     EXPECT_EQ(a.action, AfterTrip::Action::kPause);
-    EXPECT_EQ(a.message, "trip 42 failed: GPU substitution detected: x");
+    EXPECT_EQ(a.message, "trip 42 failed: committing: disk full");
   }
+}
+
+// The host's side (the device path, the route) and failures that leave no
+// evidence never charge the holder, whatever the policy: skipping would let
+// the host choose whose data trains the model.
+TEST(OutcomePolicyTest, HostOrUndeterminedFailureNeverChargesTheHolder) {
+  for (TripFault fault : {TripFault::kHost, TripFault::kUndetermined}) {
+    const TripOutcome o = Failed("x", fault);
+    const TripFinish f = FinishFor(o, 5);
+    EXPECT_EQ(f.outcome, kOutcomeFailed);
+    EXPECT_FALSE(f.fail_holder) << TripFaultName(fault);
+    for (HolderFailurePolicy p : {HolderFailurePolicy::kSkip, HolderFailurePolicy::kPause}) {
+      const AfterTrip a = DecideAfterTrip(o, f, 42, "h1", p);
+      EXPECT_EQ(a.action, AfterTrip::Action::kPause) << TripFaultName(fault);
+      EXPECT_NE(a.message.find("h1 is not charged"), std::string::npos) << a.message;
+    }
+  }
+  const TripOutcome host = Failed("x", TripFault::kHost);
+  EXPECT_EQ(DecideAfterTrip(host, FinishFor(host, 0), 42, "h1", HolderFailurePolicy::kSkip)
+                .message,
+            "trip 42 failed on the host's side (the GPU or its route; holder h1 is not "
+            "charged): x");
+  const TripOutcome unknown = Failed("x", TripFault::kUndetermined);
+  EXPECT_NE(DecideAfterTrip(unknown, FinishFor(unknown, 0), 42, "h1", HolderFailurePolicy::kSkip)
+                .message.find("gputravel skip-holder"),
+            std::string::npos);
 }
 
 HolderRow Holder(const std::string& name, const std::string& state,
@@ -108,7 +134,7 @@ TEST(OutcomePolicyTest, CompletionNamesTheSkippedHolders) {
                      Holder("c", kHolderFailed, "refused")});
   EXPECT_EQ(c.state, kCampaignCompleted);
   EXPECT_EQ(c.error,
-            "completed WITHOUT holders that failed and were skipped (their data did not "
+            "completed WITHOUT holders that failed or were skipped (their data did not "
             "train the model): a (timed out); c (refused)");
   EXPECT_EQ(c.message, c.error);
 }

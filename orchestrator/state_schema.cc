@@ -47,7 +47,7 @@ namespace {
 //   dataset_bytes     size of the holder's dataset (> 0).
 //   cursor_offset     start of the next window to train; < dataset_bytes.
 //   round             completed passes over the dataset.
-//   state             active|done|failed.
+//   state             active|done|failed|skipped (schema 5: skipped).
 //   error             why the holder failed ("" if none).
 //   trips, bytes      ok trips of this holder and their provisioned bytes.
 // trips: one row per trip, inserted at "planned" before anything happens.
@@ -212,9 +212,38 @@ UPDATE events SET loss = NULL;
 UPDATE campaigns SET last_loss = NULL;
 )sql";
 
+// Version 4 -> 5: a holder can be "skipped" (by an operator). SQLite cannot
+// change a CHECK constraint in place: the table is rebuilt under the same
+// name, rows kept, in the migration's transaction, with foreign keys off
+// for it (SQLite's documented procedure: dropping the old table would
+// otherwise orphan the trips' references) and checked before it commits.
+constexpr char kMigrateV4ToV5[] = R"sql(
+CREATE TABLE holders_v5 (
+  campaign TEXT NOT NULL REFERENCES campaigns (name),
+  name TEXT NOT NULL,
+  position INTEGER NOT NULL,
+  dataset_bytes INTEGER NOT NULL CHECK (dataset_bytes > 0),
+  cursor_offset INTEGER NOT NULL DEFAULT 0
+      CHECK (cursor_offset >= 0 AND cursor_offset < dataset_bytes),
+  round INTEGER NOT NULL DEFAULT 0 CHECK (round >= 0),
+  state TEXT NOT NULL CHECK (state IN ('active', 'done', 'failed', 'skipped')),
+  error TEXT NOT NULL DEFAULT '',
+  trips INTEGER NOT NULL DEFAULT 0,
+  bytes INTEGER NOT NULL DEFAULT 0,
+  attestation BLOB NOT NULL DEFAULT x'',
+  PRIMARY KEY (campaign, name)
+) STRICT;
+INSERT INTO holders_v5 (campaign, name, position, dataset_bytes, cursor_offset, round, state,
+                        error, trips, bytes, attestation)
+  SELECT campaign, name, position, dataset_bytes, cursor_offset, round, state, error, trips,
+         bytes, attestation FROM holders;
+DROP TABLE holders;
+ALTER TABLE holders_v5 RENAME TO holders;
+)sql";
+
 // PRAGMA arguments cannot be bound; this is kStateSchemaVersion spelled out.
-constexpr char kSetUserVersion[] = "PRAGMA user_version = 4";
-static_assert(kStateSchemaVersion == 4, "update kSetUserVersion and add a migration");
+constexpr char kSetUserVersion[] = "PRAGMA user_version = 5";
+static_assert(kStateSchemaVersion == 5, "update kSetUserVersion and add a migration");
 
 absl::StatusOr<int64_t> ReadVersion(SqliteDb& db) {
   GT_ASSIGN_OR_RETURN(Stmt s, db.Prepare("PRAGMA user_version"));
@@ -246,7 +275,10 @@ absl::Status EnsureStateSchema(SqliteDb& db) {
   // First open or an older schema: create or migrate under the write lock,
   // re-checking in case another process did it meanwhile. DDL is
   // transactional in SQLite: a failed migration leaves the old version.
-  return db.InTransaction([&]() -> absl::Status {
+  // Foreign keys are off for this connection while it migrates (a table is
+  // rebuilt), checked before the commit, and on again whatever happens.
+  GT_RETURN_IF_ERROR(db.Exec("PRAGMA foreign_keys = OFF"));
+  absl::Status migrated = db.InTransaction([&]() -> absl::Status {
     GT_ASSIGN_OR_RETURN(int64_t v, ReadVersion(db));
     GT_RETURN_IF_ERROR(CheckVersion(db, v));
     if (v == kStateSchemaVersion) return absl::OkStatus();
@@ -274,8 +306,23 @@ absl::Status EnsureStateSchema(SqliteDb& db) {
       GT_RETURN_IF_ERROR(
           db.ExecScript(kMigrateV3ToV4, "migrating the schema from version 3 to 4"));
     }
+    if (v <= 4) {
+      GT_RETURN_IF_ERROR(
+          db.ExecScript(kMigrateV4ToV5, "migrating the schema from version 4 to 5"));
+    }
+    GT_ASSIGN_OR_RETURN(Stmt check, db.Prepare("PRAGMA foreign_key_check"));
+    GT_ASSIGN_OR_RETURN(bool orphan, check.Step());
+    if (orphan) {
+      return absl::DataLossError(absl::StrCat(
+          "state database ", db.path(), ": migrating to schema version ", kStateSchemaVersion,
+          " found a row of table ", check.ColText(0),
+          " whose reference is broken; nothing was changed"));
+    }
     return db.Exec(kSetUserVersion);
   });
+  absl::Status on = db.Exec("PRAGMA foreign_keys = ON");
+  if (!migrated.ok()) return migrated;
+  return on;
 }
 
 }  // namespace gputravel

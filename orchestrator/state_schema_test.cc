@@ -75,12 +75,16 @@ TEST_F(StateSchemaTest, CreatesTheCurrentSchemaOnceInAnEmptyDatabase) {
   EXPECT_EQ(Version(), kStateSchemaVersion);
 }
 
-// Version 1's tables, as the current schema minus what versions 2..4 added,
+// Version 1's tables, as the current schema minus what versions 2..4 added
+// (version 5 changed a constraint only),
 // are migrated in place, rows kept.
 TEST_F(StateSchemaTest, MigratesVersionOneToTheCurrentVersion) {
   ASSERT_TRUE(EnsureStateSchema(*db_).ok());
   ASSERT_TRUE(Script("INSERT INTO campaigns (name, request_id, spec_json, gpu, rounds, state, "
                      "created_ms, updated_ms) VALUES ('c', 'r', '{}', 'g', 1, 'created', 1, 1);")
+                  .ok());
+  ASSERT_TRUE(Script("INSERT INTO holders (campaign, name, position, dataset_bytes, state) "
+                     "VALUES ('c', 'h', 0, 100, 'active');")
                   .ok());
   ASSERT_TRUE(Script("ALTER TABLE trips DROP COLUMN gpu_session;"
                      "ALTER TABLE trips DROP COLUMN first_counter;"
@@ -115,6 +119,14 @@ TEST_F(StateSchemaTest, MigratesVersionOneToTheCurrentVersion) {
   auto row = s->Step();
   ASSERT_TRUE(row.ok() && *row);
   EXPECT_EQ(s->ColInt(0), 1) << "rows survive the migration";
+  // Version 5: the holder survives the rebuild of its table, and may be
+  // skipped; an unknown state is still refused, and so is a holder of a
+  // campaign that does not exist.
+  EXPECT_TRUE(Script("UPDATE holders SET state = 'skipped' WHERE name = 'h';").ok());
+  EXPECT_FALSE(Script("UPDATE holders SET state = 'gone' WHERE name = 'h';").ok());
+  EXPECT_FALSE(Script("INSERT INTO holders (campaign, name, position, dataset_bytes, state) "
+                      "VALUES ('nope', 'h', 0, 100, 'active');")
+                   .ok());
 }
 
 TEST_F(StateSchemaTest, RefusesANewerVersionNamingTheFile) {

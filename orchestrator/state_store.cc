@@ -23,7 +23,7 @@ namespace {
 constexpr char kTripCounter[] = "trip";
 
 bool IsHolderState(absl::string_view s) {
-  return s == kHolderActive || s == kHolderDone || s == kHolderFailed;
+  return s == kHolderActive || s == kHolderDone || s == kHolderFailed || s == kHolderSkipped;
 }
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
@@ -724,6 +724,44 @@ absl::StatusOr<EventSeqs> StateStore::MarkHolderState(
                               error.empty() ? absl::StrCat("holder ", Quote(holder))
                                             : absl::StrCat("holder ", Quote(holder), ": ", error),
                               now));
+  });
+}
+
+absl::StatusOr<EventSeqs> StateStore::SkipHolder(const std::string& campaign,
+                                                 const std::string& holder,
+                                                 const std::string& error) {
+  return Mutate(Durability::kFlush, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+    GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(*db_, campaign, false));
+    if (c.state != kCampaignPaused) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("campaign ", Quote(campaign), " is ", c.state,
+                       "; a holder can be skipped only while the campaign is paused"));
+    }
+    GT_ASSIGN_OR_RETURN(HolderRow h, LoadHolder(*db_, campaign, holder));
+    if (h.state != kHolderActive) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("holder ", Quote(holder), " of campaign ", Quote(campaign), " is ",
+                       h.state, "; only an active holder can be skipped"));
+    }
+    // A trip planned before the pause may still run (or wait for recovery):
+    // its holder's row must not change under it.
+    GT_ASSIGN_OR_RETURN(Stmt running,
+                        db_->Prepare("SELECT id FROM trips WHERE campaign = ? AND step NOT IN "
+                                     "('done', 'aborted') LIMIT 1"));
+    running.Bind(campaign);
+    GT_ASSIGN_OR_RETURN(bool in_flight, running.Step());
+    if (in_flight) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("campaign ", Quote(campaign), " still has trip ", running.ColInt(0),
+                       " in flight; skip the holder once it is finished (it is made safe "
+                       "first)"));
+    }
+    const int64_t now = NowMs();
+    GT_RETURN_IF_ERROR(db_->Run(
+        "UPDATE holders SET state = ?, error = ? WHERE campaign = ? AND name = ?",
+        kHolderSkipped, error, campaign, holder));
+    return AppendLocked(Event(campaign, 0, "holder_state", kHolderSkipped,
+                              absl::StrCat("holder ", Quote(holder), ": ", error), now));
   });
 }
 

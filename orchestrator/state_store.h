@@ -55,7 +55,8 @@ namespace gputravel {
 // Holder states.
 inline constexpr char kHolderActive[] = "active";
 inline constexpr char kHolderDone[] = "done";
-inline constexpr char kHolderFailed[] = "failed";
+inline constexpr char kHolderFailed[] = "failed";    // on evidence, per the policy
+inline constexpr char kHolderSkipped[] = "skipped";  // by an operator, for good
 
 // Trip outcomes ("" while the trip runs).
 inline constexpr char kOutcomeOk[] = "ok";
@@ -343,6 +344,15 @@ class StateStore {
                                             const std::string& holder,
                                             const std::string& state,
                                             const std::string& error);
+
+  // Marks active holder `holder` of PAUSED campaign `campaign` "skipped"
+  // with `error`, with its event, in one commit: FAILED_PRECONDITION, naming
+  // the state, unless the campaign is PAUSED and the holder active (checked
+  // in the same transaction, so a concurrent resume either comes first and
+  // refuses this, or sees the holder skipped).
+  absl::StatusOr<EventSeqs> SkipHolder(const std::string& campaign,
+                                       const std::string& holder,
+                                       const std::string& error);
 
   // Appends one free-form event (e.g. "recovery", "error"); returns its seq.
   absl::StatusOr<int64_t> AppendEvent(const EventRow& e);

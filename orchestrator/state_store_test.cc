@@ -250,11 +250,12 @@ TEST_F(StateStoreTest, UsesWalModeAndPrivateFile) {
 }
 
 TEST_F(StateStoreTest, RefusesNewerSchemaVersion) {
-  EXPECT_EQ(RawPragma("PRAGMA user_version = 5"), "");
+  EXPECT_EQ(RawPragma(absl::StrCat("PRAGMA user_version = ", kStateSchemaVersion + 1)), "");
   auto store = StateStore::Open(path_);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(store.status().message(), HasSubstr("schema version 5"));
+  EXPECT_THAT(store.status().message(),
+              HasSubstr(absl::StrCat("schema version ", kStateSchemaVersion + 1)));
   EXPECT_THAT(store.status().message(), HasSubstr(path_));
 }
 

@@ -133,18 +133,25 @@ absl::Status TripRunner::ScrubOrGone(uint64_t buffer_id, uint64_t buffer_bytes, 
 absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* holder,
                                    const v1::ProvisionRequest& req, TripHooks* hooks,
                                    TripControl* control, v1::ProvisionReport* report,
-                                   bool* device_fault) {
+                                   TripFault* fault) {
   grpc::ClientContext ctx;
   // With the heartbeat on, the GPU must be home and re-keyed before it misses
   // two periods: the hand-off ends by then, whatever the holder's progress.
   const absl::Duration away = MaxTimeAway();
   if (away != absl::InfiniteDuration()) ctx.set_deadline(absl::ToChronoTime(absl::Now() + away));
   control->SetCall(&ctx);
-  // Watchdog: a holder that sends nothing for holder_timeout_seconds (it
-  // streams progress while it writes) is cut off.
+  // Watchdog: a holder that sends nothing, or whose bytes do not move, for
+  // holder_timeout_seconds is cut off (nobody is charged: the host can stop
+  // either). While its agent says the device holds its chunks, its bytes may
+  // stand still: the call is cut off once the device has held them for
+  // holder_timeout_seconds, and the host's side is charged.
   absl::Mutex mu;
   bool done = false, timed_out = false;
-  auto last = std::chrono::steady_clock::now();
+  auto last = std::chrono::steady_clock::now();  // the bytes last moved
+  auto last_word = last;                          // the holder last sent anything
+  uint64_t last_bytes = 0;
+  double device_wait = 0;  // as the agent last said
+  bool device_stalled = false;
   const auto limit = std::chrono::duration<double>(plan.holder_timeout_seconds);
   // On the runner's long-lived thread (waited for below, so the references
   // it holds stay valid).
@@ -152,7 +159,14 @@ absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* 
     absl::MutexLock l(&mu);
     while (!done) {
       mu.AwaitWithTimeout(absl::Condition(&done), absl::Milliseconds(50));
-      if (!done && std::chrono::steady_clock::now() - last > limit) {
+      if (done) break;
+      if (device_wait > plan.holder_timeout_seconds) {
+        device_stalled = true;
+        ctx.TryCancel();
+        return;
+      }
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_word > limit || (now - last > limit && device_wait == 0)) {
         timed_out = true;
         ctx.TryCancel();
         return;
@@ -165,7 +179,13 @@ absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* 
   while (reader->Read(&u)) {
     {
       absl::MutexLock l(&mu);
-      last = std::chrono::steady_clock::now();
+      last_word = std::chrono::steady_clock::now();
+      if (u.has_report() || u.progress().bytes() != last_bytes ||
+          u.progress().device_wait_seconds() == 0) {
+        last = std::chrono::steady_clock::now();
+      }
+      last_bytes = u.progress().bytes();
+      device_wait = u.has_report() ? 0 : u.progress().device_wait_seconds();
     }
     if (u.has_progress()) hooks->Progress(u.progress().bytes(), u.progress().window_length());
     if (u.has_report()) {
@@ -178,39 +198,71 @@ absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* 
     absl::MutexLock l(&mu);
     done = true;
   }
+  // Whose side failed, as the agent said it (over mTLS: the host relays it
+  // but cannot forge it). Without its word nobody is charged.
+  *fault = TripFault::kUndetermined;
   if (!st.ok()) {
     const auto& trailers = ctx.GetServerTrailingMetadata();
-    auto fault = trailers.find(kProvisionFaultKey);
-    *device_fault = fault != trailers.end() &&
-                    std::string(fault->second.data(), fault->second.size()) ==
-                        kProvisionFaultDevice;
+    auto said = trailers.find(kProvisionFaultKey);
+    const std::string word = said == trailers.end()
+                                 ? ""
+                                 : std::string(said->second.data(), said->second.size());
+    if (word == kProvisionFaultDevice) *fault = TripFault::kHost;
+    if (word == kProvisionFaultHolder) *fault = TripFault::kHolder;
   }
   watchdog.wait();
   control->SetCall(nullptr);
-  if (timed_out) {
-    return absl::DeadlineExceededError("holder " + plan.holder + " made no progress for " +
-                                       Seconds(plan.holder_timeout_seconds) +
-                                       " (holder_timeout_seconds)");
+  if (device_stalled) {
+    *fault = TripFault::kHost;
+    return absl::DeadlineExceededError(
+        "GPU " + gpu_name_ + " held holder " + plan.holder + "'s chunks unacknowledged for " +
+        Seconds(plan.holder_timeout_seconds) +
+        " (holder_timeout_seconds), as its agent reported: the device, or the host's route "
+        "to it, stopped");
   }
-  if (control->cancelled()) return absl::CancelledError("the campaign was cancelled");
+  if (timed_out) {
+    *fault = TripFault::kUndetermined;
+    return absl::DeadlineExceededError(
+        "holder " + plan.holder + " made no progress for " +
+        Seconds(plan.holder_timeout_seconds) +
+        " (holder_timeout_seconds); the holder or the network between it and the "
+        "orchestrator stopped");
+  }
+  if (control->cancelled()) {
+    *fault = TripFault::kNone;
+    return absl::CancelledError("the campaign was cancelled");
+  }
   if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && away != absl::InfiniteDuration()) {
+    *fault = TripFault::kUndetermined;
     return absl::DeadlineExceededError(
         "holder " + plan.holder + " did not finish within " + absl::FormatDuration(away) +
         ", the longest GPU " + gpu_name_ + " may stay away with a CC heartbeat period of " +
         absl::FormatDuration(heartbeat_period_) + " (use smaller windows, or a longer period)");
   }
   absl::Status s = FromGrpc(st, "holder " + plan.holder + " Provision");
+  if (!s.ok() && *fault == TripFault::kHost) {
+    return absl::Status(s.code(), "the GPU failed holder " + plan.holder +
+                                      "'s write, or could not be reached from its TD (the "
+                                      "host's route or the device): " +
+                                      std::string(s.message()));
+  }
   if (!s.ok()) return s;
   if (!got_report) {
+    *fault = TripFault::kHolder;  // its agent said OK and sent nothing
     return absl::InternalError("holder " + plan.holder + " ended Provision without a report");
   }
+  *fault = TripFault::kNone;
   return absl::OkStatus();
 }
 
 absl::StatusOr<PreparedChannel> TripRunner::PrepareChannel(const std::string& holder_name,
                                                            v1::HolderAgent::Stub* holder,
                                                            double timeout_seconds,
-                                                           TripControl* control) {
+                                                           TripControl* control,
+                                                           TripFault* fault) {
+  TripFault ignored;
+  if (fault == nullptr) fault = &ignored;
+  *fault = TripFault::kUndetermined;
   auto initiator = ChannelInitiator::Create();
   if (!initiator.ok()) return initiator.status();
   v1::OpenChannelRequest oreq;
@@ -233,6 +285,7 @@ absl::StatusOr<PreparedChannel> TripRunner::PrepareChannel(const std::string& ho
                                      oresp.evidence(), *verifier_, *attester_,
                                      &out.own_evidence);
   if (!channel.ok()) {
+    *fault = TripFault::kHolder;  // its evidence, under its certificate, did not verify
     return absl::Status(channel.status().code(),
                         "holder " + holder_name + ": " + std::string(channel.status().message()));
   }
@@ -249,9 +302,9 @@ struct TripRunner::Trip {
 
   // A failure before the GPU leaves: nothing needs making safe, the buffer
   // is clean and no key has been handed out.
-  TripOutcome Fail(const std::string& msg, bool fault) {
+  TripOutcome Fail(const std::string& msg, TripFault fault) {
     out.error = msg;
-    out.holder_fault = fault;
+    out.fault = fault;
     out.cancelled = control->cancelled();
     return out;
   }
@@ -265,10 +318,10 @@ struct TripRunner::Trip {
   v1::ProvisionRequest request;            // our evidence, the wrapped hand-off
   CounterWindow window;                    // handed to the holder (P4)
   uint64_t handed_session = 0;             // the session whose key it was
-  // How the holder's provisioning went (OK, or why not), and whether a
-  // failure is the holder's.
+  // How the holder's provisioning went (OK, or why not), and whose side a
+  // failure is charged to.
   absl::Status provisioned;
-  bool holder_fault = false;
+  TripFault provision_fault = TripFault::kNone;
   v1::ProvisionReport report;
   // The window's plaintext as read back: wiped on every way out.
   std::string data;
@@ -409,14 +462,15 @@ bool TripRunner::OpenChannel(Trip* trip, std::optional<PreparedChannel> prepared
   }
   prepared.reset();
   if (trip->channel.has_value()) return true;
+  TripFault fault = TripFault::kNone;
   auto opened = PrepareChannel(plan.holder, trip->holder, plan.holder_timeout_seconds,
-                               trip->control);
+                               trip->control, &fault);
   if (trip->control->cancelled()) {
-    trip->Fail("cancelled", false);
+    trip->Fail("cancelled", TripFault::kNone);
     return false;
   }
   if (!opened.ok()) {
-    trip->Fail(std::string(opened.status().message()), true);
+    trip->Fail(std::string(opened.status().message()), fault);
     return false;
   }
   trip->channel = std::move(*opened);
@@ -451,7 +505,7 @@ absl::StatusOr<bool> TripRunner::PrepareHandoff(Trip* trip, SafetyGuard* guard) 
   if (!bounded.ok()) {
     trip->Fail("bounding the copy engine to the trip's counter window: " +
                    std::string(bounded.message()),
-               false);
+               TripFault::kNone);
     return false;
   }
 
@@ -480,7 +534,8 @@ absl::StatusOr<bool> TripRunner::PrepareHandoff(Trip* trip, SafetyGuard* guard) 
   if (heartbeat_period_ > absl::ZeroDuration()) {
     absl::Status hb = gpu_->Heartbeat();
     if (!hb.ok()) {
-      trip->Fail("heartbeat before the GPU leaves: " + std::string(hb.message()), false);
+      trip->Fail("heartbeat before the GPU leaves: " + std::string(hb.message()),
+                 TripFault::kNone);
       return false;
     }
   }
@@ -498,28 +553,23 @@ bool TripRunner::Leave(Trip* trip, SafetyGuard* guard) {
       "routing " + gpu_name_ + " to " + plan.holder_domain);
   if (s.ok() && control->cancelled()) s = absl::CancelledError("the campaign was cancelled");
   if (!s.ok()) {
-    trip->Fail(std::string(s.message()), false);
+    trip->Fail(std::string(s.message()), TripFault::kNone);
     return false;
   }
   guard->Departing();
   s = RouteTo(plan.holder_domain, plan.trip);
+  // The MUX is the host's: a route it refused or failed is the host's side.
+  if (!s.ok() && !control->cancelled()) trip->provision_fault = TripFault::kHost;
   if (s.ok()) s = trip->hooks->Step(TripStep::kProvision, "hand-off and provisioning");
   if (s.ok() && control->cancelled()) s = absl::CancelledError("the campaign was cancelled");
   if (s.ok()) {
-    bool device_fault = false;
+    TripFault fault = TripFault::kNone;
     s = Provision(plan, trip->holder, trip->request, trip->hooks, control, &trip->report,
-                  &device_fault);
-    // What goes wrong inside Provision is the holder's side (refused, timed
-    // out, unreachable, a bad dataset), unless we cancelled it or the agent
-    // (attested) says its write failed on the device path: the GPU, or the
-    // way the host gives the holder's TD to it.
-    trip->holder_fault = !s.ok() && !control->cancelled() && !device_fault;
-    if (device_fault) {
-      s = absl::Status(s.code(), "the GPU failed holder " + plan.holder +
-                                     "'s write, or could not be reached from its TD (the "
-                                     "host's route or the device): " +
-                                     std::string(s.message()));
-    }
+                  &fault);
+    // Whose side a failure is: the holder's only on its agent's word (or
+    // its OK without a report), the host's when the agent (attested) says
+    // the device path failed or stalled, nobody's otherwise.
+    trip->provision_fault = s.ok() || control->cancelled() ? TripFault::kNone : fault;
   }
   trip->request.clear_wrapped_handoff();
   trip->provisioned = s;
@@ -591,7 +641,8 @@ absl::Status TripRunner::ComeHome(Trip* trip, SafetyGuard* guard) {
   // the one the holder was handed is handed_session + 1. A larger number
   // means that somebody else exchanged keys with this GPU while it was
   // routed to the holder, which ended the holder's session and wiped device
-  // memory: the holder's doing, as far as the orchestrator can tell.
+  // memory: the holder's TD, or the host (it can route the GPU anywhere in
+  // between). Nobody owns up to it, so nobody is charged.
   const uint64_t handed_session = trip->handed_session;
   const absl::Status& s = trip->provisioned;
   const bool foreign_exchange =
@@ -600,17 +651,20 @@ absl::Status TripRunner::ComeHome(Trip* trip, SafetyGuard* guard) {
     out.error = "while GPU " + gpu_name_ + " was routed to holder " + plan.holder +
                 ", a key exchange the orchestrator did not make ended the session the "
                 "holder was handed (device session " + std::to_string(handed_session) +
-                " -> " + std::to_string(gpu_->session_id()) + ") and wiped device memory";
-    out.holder_fault = true;
+                " -> " + std::to_string(gpu_->session_id()) +
+                ") and wiped device memory (holder " + plan.holder +
+                "'s TD or the host made it)";
+    out.fault = TripFault::kUndetermined;
   } else if (!same.ok()) {
     // The session was lost without an exchange the device counted (a reset,
     // or another device): the host's doing, whatever the holder saw.
     out.error = "GPU substitution detected: " + std::string(same.message()) +
                 (s.ok() ? "" : " (holder " + plan.holder + " reported: " +
                                    std::string(s.message()) + ")");
+    out.fault = TripFault::kHost;
   } else if (!s.ok()) {
     out.error = std::string(s.message());
-    out.holder_fault = trip->holder_fault;
+    out.fault = trip->provision_fault;
   }
   return absl::OkStatus();
 }
@@ -644,7 +698,7 @@ void TripRunner::VerifyAndTrain(Trip* trip, SafetyGuard* guard) {
   } else if (!digest_match) {
     out.error = "digest mismatch: the device holds something other than what holder " +
                 plan.holder + " reported";
-    out.holder_fault = true;
+    out.fault = TripFault::kHolder;
   } else if (!rec.ok()) {
     out.error = std::string(rec.message());
   } else if (trip->control->cancelled()) {
@@ -660,6 +714,20 @@ void TripRunner::VerifyAndTrain(Trip* trip, SafetyGuard* guard) {
     }
   }
   Zeroize(&data[0], data.size());  // consumed; wiped again on the way out
+}
+
+const char* TripFaultName(TripFault fault) {
+  switch (fault) {
+    case TripFault::kNone:
+      return "none";
+    case TripFault::kHolder:
+      return "holder";
+    case TripFault::kHost:
+      return "host";
+    case TripFault::kUndetermined:
+      return "undetermined";
+  }
+  return "none";
 }
 
 }  // namespace gputravel

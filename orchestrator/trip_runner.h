@@ -39,14 +39,36 @@ struct TripPlan {
   v1::TrainingTerms terms;
 };
 
+// Whose side a failed trip is charged to. The host relays every message and
+// can cut, delay or withhold any of them, so a failure is the holder's only
+// on evidence the host cannot forge.
+enum class TripFault {
+  // Not charged to a party: a cancel, or this orchestrator's own side (a
+  // commit, a heartbeat).
+  kNone,
+  // Evidence the holder failed: its agent said so (Provision's
+  // "gputravel-fault: holder", over mTLS under its certificate), its
+  // attestation evidence failed verification, it ended Provision without a
+  // report, or its report does not match what the device holds.
+  kHolder,
+  // The device path explains it: the agent (attested) says its write failed
+  // on the GPU or did not reach it, or that the GPU held its chunks
+  // unacknowledged past holder_timeout_seconds; or the GPU came home without
+  // the session it was handed out with.
+  kHost,
+  // No evidence either way: a holder that did not answer, a stream that
+  // broke, a deadline, a key exchange nobody owns up to. The host can cause
+  // each of these, so the holder is not charged.
+  kUndetermined,
+};
+const char* TripFaultName(TripFault fault);  // "holder", "host", ...
+
 // How a trip ended. `ok` means: provisioned, digest matched, trained (if a
 // trainer is configured), re-keyed, scrubbed and verified.
 struct TripOutcome {
   bool ok = false;
   std::string error;
-  // The failure is the holder's (unreachable, timed out, refused, wrong
-  // digest), as opposed to a cancel or an orchestrator-side problem.
-  bool holder_fault = false;
+  TripFault fault = TripFault::kNone;
   bool cancelled = false;
   bool rekeyed = false;
   bool scrub_verified = false;
@@ -165,11 +187,14 @@ class TripRunner {
                                   std::optional<PreparedChannel> prepared = std::nullopt);
 
   // Opens the attested channel with `holder` and completes it (verifies the
-  // holder's evidence, makes ours). `control` (may be null) cancels it.
+  // holder's evidence, makes ours). `control` (may be null) cancels it. On
+  // failure `*fault` (may be null) is kHolder when the holder's evidence
+  // failed verification, kUndetermined when the call failed.
   absl::StatusOr<PreparedChannel> PrepareChannel(const std::string& holder_name,
                                                  v1::HolderAgent::Stub* holder,
                                                  double timeout_seconds,
-                                                 TripControl* control);
+                                                 TripControl* control,
+                                                 TripFault* fault = nullptr);
 
   // Routes the GPU home with `token`, establishes a fresh session (every key
   // of the previous one dies) and scrubs + verifies `buffer_id` if it is not
@@ -224,7 +249,7 @@ class TripRunner {
   absl::Status Provision(const TripPlan& plan, v1::HolderAgent::Stub* holder,
                          const v1::ProvisionRequest& req, TripHooks* hooks,
                          TripControl* control, v1::ProvisionReport* report,
-                         bool* device_fault);
+                         TripFault* fault);
 
   const std::string domain_, gpu_name_;
   v1::Mux::Stub* const mux_;

@@ -550,6 +550,42 @@ TEST_F(AuthorizationTest, TrainerRoleIsDeniedEverywhere) {
   EXPECT_EQ(Gpu0Route(), before);
 }
 
+// Taking a holder's data out of a campaign is an operator's decision: a
+// scheduler, a holder (even the one concerned) and a trainer are refused
+// before the engine is asked; an operator's call reaches it, which checks
+// the reason and the campaign's state.
+TEST_F(AuthorizationTest, OnlyOperatorsSkipHolders) {
+  auto op = As(kOperator, stack_->orchestrator_endpoint(), kOrch);
+  grpc::Status s = CreateCampaign(op, "skip-view");
+  ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+  auto skip = [](std::shared_ptr<grpc::Channel> ch, const std::string& reason) {
+    v1::SkipHolderRequest req;
+    req.set_campaign("skip-view");
+    req.set_holder("holder-a");
+    req.set_reason(reason);
+    v1::Campaign out;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    return v1::Orchestrator::NewStub(ch)->SkipHolder(&ctx, req, &out);
+  };
+  const std::string only_operator = "allowed roles: operator";
+  ExpectDenied(skip(As(kScheduler, stack_->orchestrator_endpoint(), kOrch), "gone"), kScheduler,
+               only_operator, "scheduler SkipHolder");
+  ExpectDenied(skip(As(kHolderA, stack_->orchestrator_endpoint(), kOrch), "gone"), kHolderA,
+               only_operator, "holder-a SkipHolder");
+  ExpectDenied(skip(As(kTrainer, stack_->orchestrator_endpoint(), kOrch), "gone"), kTrainer,
+               only_operator, "trainer SkipHolder");
+  s = skip(op, "");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  s = skip(op, "its TD is gone for good");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_NE(s.error_message().find("only while the campaign is paused"), std::string::npos)
+      << s.error_message();
+  v1::Campaign after;
+  ASSERT_TRUE(GetCampaign(op, "skip-view", &after).ok());
+  for (const auto& h : after.holders()) EXPECT_EQ(h.state(), "active") << h.name();
+}
+
 // A daemon runs as the identity in its certificate: one configured with
 // another identity's certificate (and its matching key) refuses to start,
 // exit status 2, naming both, before it serves or, for the MUX, touches a GPU
