@@ -253,7 +253,7 @@ std::vector<CommandInfo> CampaignCommands() {
                         "only if that is CANCELLED.");
        },
        RunCancel},
-      {"skip-holder", "CAMPAIGN HOLDER", 2, 2,
+      {"skip", "CAMPAIGN HOLDER", 2, 2,
        "Take a holder out of a PAUSED campaign for good (operators only).",
        "Takes active holder HOLDER out of PAUSED campaign CAMPAIGN (SkipHolder): its\n"
        "state becomes \"skipped\", resume does not bring it back, and its remaining\n"

@@ -307,11 +307,11 @@ class FakeOrchestrator final : public v1::Orchestrator::Service {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           "campaign '" + req->campaign() + "' is not paused");
     }
-    v1::HolderStatus* h = c->add_holders();
+    *out = *c;  // the answer only: the fake's campaigns serve every test
+    v1::HolderStatus* h = out->add_holders();
     h->set_name(req->holder());
     h->set_state("skipped");
     h->set_error("skipped by operator: " + req->reason());
-    *out = *c;
     return grpc::Status::OK;
   }
   grpc::Status CancelCampaign(grpc::ServerContext* ctx, const v1::CampaignRef* req,
@@ -588,7 +588,7 @@ json ParseOne(const Result& r) {
 
 TEST(ClientCommands, IsClientCommandAndSummaries) {
   std::string help = ClientCommandsHelp();
-  for (const char* c : {"create", "start", "pause", "resume", "cancel", "skip-holder", "status",
+  for (const char* c : {"create", "start", "pause", "resume", "cancel", "skip", "status",
                         "watch", "list", "holders", "gpus"}) {
     EXPECT_TRUE(IsClientCommand(c)) << c;
     EXPECT_HAS(help, std::string("  ") + c + " ");
@@ -610,7 +610,7 @@ TEST_F(ClientCommandsTest, HelpOfEveryCommandNamesEveryFlagAndExitCode) {
       {"pause", {"NAME"}},
       {"resume", {"NAME"}},
       {"cancel", {"NAME", "--wait"}},
-      {"skip-holder", {"CAMPAIGN HOLDER", "--reason"}},
+      {"skip", {"CAMPAIGN HOLDER", "--reason"}},
       {"status", {"NAME", "--trips"}},
       {"watch", {"NAME", "--after_seq", "--no_progress"}},
       {"list", {}},
@@ -815,20 +815,27 @@ TEST_F(ClientCommandsTest, StartPauseResume) {
 }
 
 TEST_F(ClientCommandsTest, SkipHolderNeedsAReasonAndAPausedCampaign) {
-  Result r = Run({"skip-holder", "p1", "hospital-b"});
+  Result r = Run({"skip", "p1", "hospital-b"});
   EXPECT_EQ(r.code, 2);
   EXPECT_HAS(r.err, "--reason is required");
-  r = Run({"skip-holder", "p1", "hospital-b", "--reason", "gone"});
+  r = Run({"skip", "p1", "hospital-b", "--reason", "gone"});  // p1 is RUNNING
   EXPECT_EQ(r.code, 4);
   EXPECT_HAS(r.err, "SkipHolder 'hospital-b' of 'p1': FAILED_PRECONDITION");
   ASSERT_EQ(Run({"pause", "p1"}).code, 0);
-  r = Run({"skip-holder", "p1", "hospital-b", "--reason", "its TD is gone"});
+  r = Run({"skip", "p1", "hospital-b", "--reason", "its TD is gone"});
+  Result j = Run({"skip", "p1", "hospital-c", "--reason", "gone", "--json"});
+  ASSERT_EQ(Run({"resume", "p1"}).code, 0);  // p1 is RUNNING again for the other tests
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_HAS(r.out, "Skipped holder 'hospital-b' of campaign 'p1'");
-  EXPECT_HAS(r.out, "skipped");
-  r = Run({"skip-holder", "p1", "hospital-c", "--reason", "gone", "--json"});
-  ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(ParseOne(r)["state"], "PAUSED");
+  ASSERT_EQ(j.code, 0) << j.err;
+  const nlohmann::json c = ParseOne(j);
+  EXPECT_EQ(c["state"], "PAUSED");
+  bool skipped = false;
+  for (const auto& h : c["holders"]) {
+    skipped = skipped || (h["name"] == "hospital-c" && h["state"] == "skipped" &&
+                          h["error"] == "skipped by operator: gone");
+  }
+  EXPECT_TRUE(skipped) << c.dump();
 }
 
 TEST_F(ClientCommandsTest, FailedPreconditionAndNotFound) {

@@ -39,7 +39,7 @@ AfterTrip DecideAfterTrip(const TripOutcome& outcome, const TripFinish& finish,
     a.message = "trip " + std::to_string(trip) + " failed, and neither holder " + holder +
                 " nor the host can be shown to have caused it (holder " + holder +
                 " is not charged): " + finish.error +
-                ". Resume to retry it, or skip the holder (gputravel skip-holder)";
+                ". Resume to retry it, or skip the holder (gputravel skip)";
     return a;
   }
   if (outcome.fault != TripFault::kHolder) {
