@@ -68,7 +68,7 @@ def main():
                        + ["uncapped"])
     ax.minorticks_off()
     ax.set_xlabel("link rate (bit/s)")
-    ax.set_ylabel(f"transmission of one {mib} MiB window (s)")
+    ax.set_ylabel(f"s: transmission of one {mib} MiB window; training per run")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
