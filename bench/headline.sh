@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The seed's headline table and its plot in one command (needs root):
+# The seed's headline table (per run of the seed's training time, and of the
+# built-in trainer's, measured on the same window) and its plot in one
+# command (needs root):
 #   bench/headline.sh [OUT_DIR] [-- headline_bench flags]
 # writes OUT_DIR/headline.json, OUT_DIR/headline.txt and OUT_DIR/headline.png
 # (default OUT_DIR: docs).

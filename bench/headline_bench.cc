@@ -1,9 +1,11 @@
 // The seed's headline table measured here: a window streamed over a shaped
-// network (gRPC + mTLS between two network namespaces) against travelling
-// (docs/performance.md).
+// network (gRPC + mTLS between two network namespaces) against travelling,
+// per training run of the seed's training time and of the built-in trainer's,
+// measured on the same windows (docs/performance.md).
 //   sudo bazel run -c opt //bench:headline_bench -- [--json] [--json_out F]
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +19,7 @@
 #include "bench/machine_info.h"
 #include "bench/netns_link.h"
 #include "bench/network_baseline.h"
+#include "bench/training_time.h"
 #include "bench/travel_cost.h"
 #include "nlohmann/json.hpp"
 #include "util/flags.h"
@@ -87,7 +90,8 @@ int Main(int argc, char** argv) {
   Flags flags("headline_bench",
               "Transmission of a window over a shaped network (gRPC + mTLS between two "
               "network namespaces, then into the emulated GPU) against travelling, in the "
-              "seed's table. Needs root.");
+              "seed's table: per training run of the seed's training time, and of the "
+              "built-in trainer's time on the same window, measured. Needs root.");
   flags.Bool("json", "Print one JSON object instead of the text table.");
   flags.String("json_out", "", "Also write the JSON object to this file.");
   flags.String("caps", "4M,20M,100M,500M,1G,10G,0", "Link rates (K/M/G bit/s; 0: unshaped).");
@@ -100,8 +104,14 @@ int Main(int argc, char** argv) {
   flags.String("delay_ms", "0", "netem delay added to the round trip, ms.");
   flags.String("travel_sizes", "", "Window sizes of travelling, MiB (default: the sizes).");
   flags.Int("travel_rounds", 3, 1, 1000, "Trips per travelling size.");
-  flags.Bool("skip_travel", "Only the network baseline.");
-  flags.String("training_seconds", "1230", "Training time per run in the table, s.");
+  flags.Bool("skip_travel", "Only the network baseline (and no training measurement).");
+  flags.String("training_sizes", "",
+               "Windows the built-in trainer is timed on, MiB (KiB with --sizes_kib), "
+               "ascending; the table's must be one (default: half the table's and the "
+               "table's, to show the time is proportional to the window).");
+  flags.String("training_seconds", "1230",
+               "Training time per run in the first table (the seed's), s. The second "
+               "table's is measured: the built-in trainer on each travelling window.");
   flags.String("bin_dir", "", "Where the daemons are (default: Bazel runfiles).");
   // The helpers (this binary inside a namespace; set by the driver).
   flags.String("role", "", "holder | orchestrator: run as a helper inside a namespace.");
@@ -156,6 +166,17 @@ int Main(int argc, char** argv) {
     travel_sizes = *t;
   }
 
+  std::vector<uint64_t> training_sizes = {table_bytes / 2, table_bytes};
+  if (!flags.Get("training_sizes").empty()) {
+    auto t = ParseSizes(flags.Get("training_sizes"), kib ? 1024 : 1u << 20, "--training_sizes");
+    if (!t.ok()) return Fail(t.status());
+    training_sizes = *t;
+  }
+  if (std::find(training_sizes.begin(), training_sizes.end(), table_bytes) ==
+      training_sizes.end()) {
+    return Fail(absl::InvalidArgumentError("--training_sizes must include --table_size"));
+  }
+
   NetnsLink::InstallSignalCleanup();
   char tmpl[] = "/tmp/gtbench-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return Fail(absl::UnavailableError("cannot make a temp dir"));
@@ -201,6 +222,16 @@ int Main(int argc, char** argv) {
       if (!t.ok()) return Fail(t.status());
       std::fprintf(stderr, "travelling: %llu bytes done\n", static_cast<unsigned long long>(size));
       in.travel.push_back(*t);
+    }
+    // The built-in trainer on the windows travelling provisions (the second
+    // table's training time), after the trips so it does not share the cores
+    // with them.
+    for (uint64_t size : training_sizes) {
+      auto t = MeasureTraining(size);
+      if (!t.ok()) return Fail(t.status());
+      std::fprintf(stderr, "training: %llu bytes in %.3f s\n",
+                   static_cast<unsigned long long>(size), t->seconds);
+      in.training.push_back(*t);
     }
   }
 

@@ -1,5 +1,6 @@
 // A small run of //bench:headline_bench (three caps, 2 and 4 MiB windows,
-// two trips): the table's structure, every window verified on the device,
+// two trips): both tables' structure (the seed's training time and the
+// built-in trainer's, measured), every window verified on the device,
 // and each shaped baseline no faster than the link allows (bytes x 8 /
 // rate), so a traffic-control set-up that does not shape fails here. No
 // timing assertion on travelling. Needs root (CI runs as root): where the
@@ -75,6 +76,39 @@ TEST(HeadlineBenchTest, SmallRunHasTheTableAndRespectsTheLink) {
   EXPECT_EQ(rows[2].at("seed_seconds").get<double>(), 15.86);
   EXPECT_EQ(rows[3].at("design"), "travelling");
   EXPECT_GT(rows[3].at("transmission_seconds").get<double>(), 0);
+
+  // The same rows per training run of the built-in trainer's measured time
+  // on the same window.
+  const json& trained = j.at("training_measured");
+  ASSERT_TRUE(trained.is_object());
+  EXPECT_EQ(trained.at("trainer").at("kind"), "next-token");
+  EXPECT_EQ(trained.at("window_bytes").get<uint64_t>(), 4u << 20);
+  // Half the table's window and the table's, the latter in the table.
+  ASSERT_EQ(trained.at("sizes").size(), 2u);
+  EXPECT_EQ(trained.at("sizes")[0].at("bytes").get<uint64_t>(), 2u << 20);
+  EXPECT_GT(trained.at("linearity").get<double>(), 0);
+  const json& at_table = trained.at("sizes")[1];
+  EXPECT_EQ(at_table.at("bytes").get<uint64_t>(), 4u << 20);
+  EXPECT_EQ(at_table.at("tokens").get<uint64_t>(), 2u << 20);
+  EXPECT_EQ(at_table.at("batches").get<uint64_t>(), (2u << 20) / 65536);
+  // It learned: below an untrained model's ln(512) = 6.24 nats.
+  EXPECT_LT(at_table.at("mean_loss").get<double>(), 6.0);
+  const double training = trained.at("seconds").get<double>();
+  EXPECT_GT(training, 0);
+  EXPECT_EQ(training, at_table.at("seconds").get<double>());
+  const json& measured_rows = j.at("table_measured_training");
+  ASSERT_EQ(measured_rows.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(measured_rows[i].at("design"), rows[i].at("design"));
+    EXPECT_EQ(measured_rows[i].at("cap"), rows[i].at("cap"));
+    EXPECT_EQ(measured_rows[i].at("training_seconds").get<double>(), training);
+    const double t = measured_rows[i].at("transmission_seconds").get<double>();
+    EXPECT_EQ(t, rows[i].at("transmission_seconds").get<double>());
+    EXPECT_NEAR(measured_rows[i].at("transmission_share").get<double>(), t / (training + t),
+                1e-9);
+    EXPECT_FALSE(measured_rows[i].contains("seed_seconds"));
+  }
 
   const json& travel = j.at("travelling");
   ASSERT_EQ(travel.size(), 1u);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bench/network_baseline.h"
+#include "bench/training_time.h"
 #include "bench/travel_cost.h"
 #include "nlohmann/json.hpp"
 
@@ -28,6 +29,9 @@ inline constexpr double kSeedTravelMaxSeconds = 1.03;
 struct HeadlineInputs {
   std::vector<CapResult> caps;
   std::vector<TravelCost> travel;
+  // The built-in trainer on the travelling windows (MeasureTraining), by
+  // size: at table_bytes it gives the second table's training time.
+  std::vector<TrainingTime> training;
   uint64_t table_bytes = 256u << 20;
   double training_seconds = kSeedTrainingSeconds;
   int cores = 0;
@@ -38,9 +42,12 @@ struct HeadlineInputs {
 // Transmission share of a run: seconds / (training + seconds), as the seed.
 double TransmissionShare(double seconds, double training_seconds);
 
-// Everything as one JSON object ("table": the rows at table_bytes).
+// Everything as one JSON object: "table", the rows at table_bytes for
+// training_seconds (the seed's), with the seed's figures beside them, and
+// "table_measured_training", the same rows for the training time measured
+// here (null without a training measurement at table_bytes).
 nlohmann::json HeadlineJson(const HeadlineInputs& in);
-// The table and the per-size figures as text.
+// The two tables and the per-size figures as text.
 std::string HeadlineText(const HeadlineInputs& in);
 
 }  // namespace bench

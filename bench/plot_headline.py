@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Plots headline_bench's JSON: transmission time against link rate for the
-network baseline and travelling, with the seed's points beside ours.
+network baseline and travelling, with the seed's points beside ours, and the
+training time per run (the seed's and the built-in trainer's, measured) as
+lines to compare with.
 
 usage: /usr/bin/python3 bench/plot_headline.py HEADLINE.json OUT.png
 """
@@ -48,6 +50,15 @@ def main():
     lo, hi = h["seed"]["travelling_seconds"]
     ax.fill_between(xs, [lo, lo], [hi, hi], color="tab:olive", alpha=0.4,
                     label=f"travelling, seed ({lo}-{hi} s)")
+    # Training per run beside transmission: the seed's and the built-in
+    # trainer's, measured on the same window.
+    ts = h["seed"]["training_seconds"]
+    ax.plot(xs, [ts, ts], ":", color="tab:red", label=f"training per run, seed ({ts:.0f} s)")
+    trained = h.get("training_measured") or {}
+    if trained.get("seconds"):
+        tm = trained["seconds"]
+        ax.plot(xs, [tm, tm], "-.", color="tab:red",
+                label=f"training per run, built-in trainer, measured ({tm:.1f} s)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(xs)
@@ -57,7 +68,7 @@ def main():
                        + ["uncapped"])
     ax.minorticks_off()
     ax.set_xlabel("link rate (bit/s)")
-    ax.set_ylabel(f"transmission of one {mib} MiB window (s)")
+    ax.set_ylabel(f"s: transmission of one {mib} MiB window; training per run")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

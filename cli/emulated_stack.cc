@@ -299,7 +299,7 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
       path = options.dataset_files[i];
       format = "auto";
     } else {
-      std::vector<uint16_t> tokens = GenerateCorpus(1000 + i, bytes / 2);
+      std::vector<uint16_t> tokens = GenerateCorpus(StackCorpusSeed(i), bytes / 2);
       if (i == 2) {
         s = WriteFile(path, std::string(reinterpret_cast<char*>(tokens.data()), bytes), 0600);
       } else {

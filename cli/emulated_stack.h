@@ -25,6 +25,11 @@ struct StackHolder {
   std::string dataset;  // dataset name the agent serves
 };
 
+// The seed of holder i's generated dataset (trainer/synthetic_corpus.h
+// GenerateCorpus(StackCorpusSeed(i), bytes / 2)): what a benchmark trains on
+// when it wants the very window the stack provisions.
+inline uint64_t StackCorpusSeed(int holder) { return 1000 + static_cast<uint64_t>(holder); }
+
 struct StackOptions {
   int holders = 3;
   // Payload bytes per holder; empty: 3 MiB + 2.5 MiB * i (all different).

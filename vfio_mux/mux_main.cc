@@ -1,4 +1,5 @@
 // vfio_mux: the host daemon that routes GPUs between trust domains.
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -15,11 +16,17 @@
 #include "vfio_mux/mux_callers.h"
 #include "vfio_mux/mux_policy.h"
 #include "vfio_mux/mux_service.h"
+#include "vfio_mux/prepare_command.h"
 #include "vfio_mux/route_table.h"
 
 int main(int argc, char** argv) {
   using namespace gputravel;
   const std::string kProgram = "vfio_mux";
+  // The host's preparation is a command of the same binary: the daemon's
+  // sysfs code, run once by the administrator (deploy/host/prepare_host.sh).
+  if (argc >= 2 && std::strcmp(argv[1], "prepare") == 0) {
+    return RunPrepareCommand(argc - 1, argv + 1);
+  }
   DaemonArgs args = ParseDaemonArgsOrExit(
       argc, argv, kProgram,
       "Host PCIe MUX: routes each GPU to one trust domain at a time, with\n"
@@ -30,7 +37,10 @@ int main(int argc, char** argv) {
       "\"domains\": [TD names it may route to], \"callers\": [pinned certificate\n"
       "files], ...} (docs/operations-host.md). A caller's certificate must be\n"
       "one the host's administrator pinned in \"callers\": role orchestrator to\n"
-      "route or reset, orchestrator or operator to read.");
+      "route or reset, orchestrator or operator to read.\n"
+      "'vfio_mux prepare --bdf=BDF [--dry_run]' instead prepares the host for\n"
+      "a GPU (IOMMU check, vfio-pci binding, reset disabled) and exits; see\n"
+      "'vfio_mux prepare --help'.");
   nlohmann::json cfg = ReadConfigOrExit(kProgram, args.config);
   auto listen = JsonString(cfg, args.config, "listen");
   auto state = JsonString(cfg, args.config, "state_file");

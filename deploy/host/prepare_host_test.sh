@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Tests prepare_host.sh against fake sysfs trees (and a fake /proc/cmdline)
+# Tests prepare_host.sh, and through it `vfio_mux prepare` (the MUX's own
+# preparation code), against fake sysfs trees (and a fake /proc/cmdline)
 # built in a temporary directory. Nothing here touches the real /sys.
 set -euo pipefail
 
-find_script() {
+find_file() { # RELATIVE-PATH
   local c
-  for c in "${TEST_SRCDIR:-}/${TEST_WORKSPACE:-gputravel}/deploy/host/prepare_host.sh" \
-           "$(dirname "$0")/prepare_host.sh"; do
+  for c in "${TEST_SRCDIR:-}/${TEST_WORKSPACE:-gputravel}/$1" \
+           "$(dirname "$0")/../../$1" "$(dirname "$0")/../../bazel-bin/$1"; do
     if [[ -f "$c" ]]; then echo "$c"; return; fi
   done
-  echo "prepare_host.sh not found" >&2
+  echo "$1 not found" >&2
   exit 1
 }
-SCRIPT=$(find_script)
+SCRIPT=$(find_file deploy/host/prepare_host.sh)
+MUX=$(find_file vfio_mux/vfio_mux)
+export GPUTRAVEL_VFIO_MUX=$MUX
 
 TMP=$(mktemp -d /tmp/prepare_host_test.XXXXXX)
 KERNEL_PID=""
@@ -121,6 +124,31 @@ expect_out "Usage: prepare_host.sh --bdf"
 expect_out "--dry-run"
 expect_out "--sysfs-root"
 
+CASE="binary-help-names-the-steps-and-flags"
+RC=0
+OUT=$("$MUX" prepare --help 2>&1) || RC=$?
+expect_rc 0
+expect_out "Usage: vfio_mux prepare"
+expect_out "--dry_run"
+expect_out "--sysfs_root"
+expect_out "binds it to vfio-pci (driver_override, unbind, drivers_probe)"
+expect_out "disables its reset"
+RC=0
+OUT=$("$MUX" --help 2>&1) || RC=$?
+expect_rc 0
+expect_out "vfio_mux prepare --bdf=BDF"
+
+CASE="binary-not-found"
+run --mux "$TMP/no-such-vfio_mux" --bdf "$GPU" --dry-run
+expect_rc 1
+expect_out "vfio_mux not found"
+expect_out "bazel build //vfio_mux"
+
+CASE="bad-timeout-is-bad-usage"
+run --bdf "$GPU" --timeout 0 --dry-run
+expect_rc 2
+expect_out "--timeout"
+
 CASE="missing-bdf"
 run --dry-run
 expect_rc 2
@@ -217,7 +245,8 @@ expect_out "is not an NVIDIA GPU"
 CASE="non-viable-group"
 run_on --bdf "$GPU" --dry-run   # same host: the audio function is in group 42
 expect_rc 1
-expect_out "IOMMU group 42 of $GPU is not viable: 0000:98:00.1 (class 0x040300) bound to snd_hda_intel"
+expect_out "IOMMU group 42 of GPU $GPU is not viable: 0000:98:00.1 (class 0x040300) is bound to snd_hda_intel"
+expect_file "$H/sys/devices/pci0000:00/$GPU/driver_override" "(null)"
 
 CASE="bridge-and-unbound-members-are-fine"
 new_host bridge
@@ -261,7 +290,7 @@ CASE="driver-that-will-not-unbind"
 new_host stuck   # no fake kernel: the unbind write lands but nothing changes
 run_on --bdf "$GPU" --timeout 1
 expect_rc 1
-expect_out "still bound to 'nvidia' 1s after the unbind"
+expect_out "driver link $H/sys/bus/pci/devices/$GPU/driver still reads 'nvidia' after 1s"
 expect_out "will not let go"
 
 CASE="full-bind-with-fake-kernel"
@@ -296,7 +325,8 @@ kill "$KERNEL_PID" 2>/dev/null || true
 wait "$KERNEL_PID" 2>/dev/null || true
 KERNEL_PID=""
 expect_rc 1
-expect_out "vfio-pci did not claim $GPU"
+expect_out "GPU $GPU: probing for vfio-pci"
+expect_out "vfio-pci did not claim the device"
 expect_no_out "disabled reset"
 
 CASE="missing-reset-method"
@@ -312,4 +342,4 @@ if [[ $FAILURES -gt 0 ]]; then
   echo "$FAILURES check(s) failed"
   exit 1
 fi
-echo "all prepare_host.sh checks passed"
+echo "all prepare_host.sh / vfio_mux prepare checks passed"

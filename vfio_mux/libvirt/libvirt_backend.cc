@@ -509,13 +509,10 @@ absl::Status LibvirtBackend::CheckSysfsLocked(const std::string& gpu_name,
   }
   absl::Status s = sysfs_.CheckGroupViable(g.bdf);
   if (!s.ok()) return s;
-  absl::StatusOr<std::string> resets = sysfs_.ReadResetMethod(g.bdf);
+  // QEMU's vfio release would otherwise reset the GPU at the next detach.
+  absl::StatusOr<std::string> resets = sysfs_.DisableReset(g.bdf);
   if (!resets.ok()) return resets.status();
-  if (!resets->empty()) {
-    // QEMU's vfio release would otherwise reset the GPU at the next detach.
-    g.saved_resets = *resets;
-    return sysfs_.WriteResetMethod(g.bdf, "");
-  }
+  if (!resets->empty()) g.saved_resets = *resets;
   return absl::OkStatus();
 }
 

@@ -1,6 +1,8 @@
 #include "vfio_mux/real_kernel/function_trace.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -12,8 +14,21 @@ namespace {
 
 constexpr char kTracing[] = "/sys/kernel/tracing/";
 
+// One write(2), opened O_APPEND as `echo DATA >> FILE`: tracefs clears
+// set_ftrace_filter on O_TRUNC (which SysfsFs::WriteFile uses), and appends
+// to it otherwise.
 absl::Status Write(const std::string& file, const std::string& data) {
-  return RealSysfsFs()->WriteFile(kTracing + file, data);
+  const std::string path = kTracing + file;
+  int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) return SysfsErrnoError(errno, "cannot open for writing", path);
+  ssize_t n;
+  do {
+    n = write(fd, data.data(), data.size());
+  } while (n < 0 && errno == EINTR);
+  const int err = errno;
+  close(fd);
+  if (n < 0) return SysfsErrnoError(err, absl::StrCat("writing '", data, "' to"), path);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -21,8 +36,8 @@ absl::Status Write(const std::string& file, const std::string& data) {
 absl::StatusOr<FunctionTrace> FunctionTrace::Start(const std::vector<std::string>& functions) {
   absl::Status s = Write("tracing_on", "0");
   if (s.ok()) s = Write("current_tracer", "nop");
-  // One function per write (the kernel takes one name per write call); a
-  // write without O_TRUNC adds to the filter, empty at boot.
+  // One function per write (the kernel takes one name per write call); each
+  // appends to the filter, empty at boot.
   std::vector<std::string> traced;
   for (const std::string& f : functions) {
     if (!s.ok()) break;

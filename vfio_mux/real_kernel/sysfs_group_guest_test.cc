@@ -68,10 +68,17 @@ TEST_F(SysfsGroup, ASiblingOnAHostDriverMakesTheGroupNotViableAndIsNamed) {
   EXPECT_THAT(msg, HasSubstr(absl::StrCat(sibling_, " (class 0x020000) is bound to virtio-pci")));
   EXPECT_THAT(msg, HasSubstr(absl::StrCat("IOMMU group ", group_)));
   EXPECT_THAT(msg, Not(HasSubstr(bridge_))) << "a bridge may keep its driver";
-  // The GPU itself did bind; the sibling was left alone.
-  EXPECT_EQ(PciDriver(gpu_), "vfio-pci");
+  // Refused before any write: the GPU and the sibling were left alone.
+  EXPECT_EQ(PciDriver(gpu_), "");
+  EXPECT_EQ(PciAttr(gpu_, "driver_override"), "(null)");
   EXPECT_EQ(PciDriver(sibling_), "virtio-pci");
 
+  // Bound by hand, the group is still not viable, for the MUX and the kernel.
+  ASSERT_TRUE(backend_->sysfs().BindToVfio(gpu_).ok());
+  EXPECT_EQ(PciDriver(gpu_), "vfio-pci");
+  s = backend_->sysfs().CheckGroupViable(gpu_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr(absl::StrCat(sibling_, " (class 0x020000) is bound to virtio-pci")));
   s = backend_->Move("gpu1", "", "td-a");
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr(sibling_));

@@ -18,10 +18,12 @@
 #include "vfio_mux/route_table.h"
 #include "vfio_mux/sysfs/sysfs_backend.h"
 #include "vfio_mux/sysfs/sysfs_fs.h"
+#include "vfio_mux/sysfs/vfio_preparation.h"
 
 namespace gputravel {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 class SysfsRoute : public ::testing::Test {
@@ -68,6 +70,41 @@ TEST_F(SysfsRoute, CreateOnlyInspectsAndMoveNeedsAPreparedHost) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("bound to 'virtio-pci', not vfio-pci"));
   EXPECT_EQ(PciDriver(bdf_), "virtio-pci");
   EXPECT_EQ(PciAttr(bdf_, "reset_method"), "flr pm bus");
+}
+
+// The sequence `vfio_mux prepare` (deploy/host/prepare_host.sh) runs: its dry
+// run changes nothing and names the writes Prepare then makes.
+TEST_F(SysfsRoute, PrepareDryRunNamesTheWritesAndChangesNothing) {
+  std::vector<std::string> planned;
+  VfioPreparationOptions dry;
+  dry.dry_run = true;
+  dry.report = [&](const std::string& line) {
+    if (line.rfind("DRY-RUN: ", 0) == 0) planned.push_back(line);
+  };
+  auto p = PrepareGpuForVfio(backend_->sysfs(), bdf_, dry);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->found.driver, "virtio-pci");
+  EXPECT_EQ(p->reset_methods, "flr pm bus");
+  const std::string dev = "/sys/bus/pci/devices/" + bdf_;
+  EXPECT_THAT(planned,
+              ElementsAre(absl::StrCat("DRY-RUN: would write 'vfio-pci' to ", dev,
+                                       "/driver_override (setting driver_override to vfio-pci)"),
+                          absl::StrCat("DRY-RUN: would write '", bdf_, "' to ", dev,
+                                       "/driver/unbind (unbinding from virtio-pci)"),
+                          absl::StrCat("DRY-RUN: would write '", bdf_,
+                                       "' to /sys/bus/pci/drivers_probe (probing for vfio-pci)"),
+                          absl::StrCat("DRY-RUN: would write '\\n' to ", dev,
+                                       "/reset_method (disabling reset)")));
+  EXPECT_EQ(PciDriver(bdf_), "virtio-pci");
+  EXPECT_EQ(PciAttr(bdf_, "driver_override"), "(null)");
+  EXPECT_EQ(PciAttr(bdf_, "reset_method"), "flr pm bus");
+
+  auto done = PrepareGpuForVfio(backend_->sysfs(), bdf_);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(PciDriver(bdf_), "vfio-pci");
+  EXPECT_EQ(PciAttr(bdf_, "reset_method"), "");
+  // Release restores the kernel's list ("default": the backend did not
+  // prepare this one, so it saved none).
 }
 
 TEST_F(SysfsRoute, PrepareBindsToVfioPciAndReleaseGivesItBack) {

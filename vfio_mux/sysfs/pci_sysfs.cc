@@ -147,7 +147,8 @@ absl::StatusOr<PciDeviceInfo> PciSysfs::InspectNvidiaGpu(
         "PCI device ", info->bdf, " at ", DevicePath(info->bdf),
         " is not an NVIDIA GPU (vendor ", info->vendor, ", class ",
         info->class_code, "; expected vendor 0x10de and class 0x03xxxx): fix "
-        "the BDF in the MUX config (`lspci -D -d 10de:` lists NVIDIA devices)"));
+        "the BDF (in the MUX config, or given to `vfio_mux prepare`; `lspci -D "
+        "-d 10de:` lists NVIDIA devices)"));
   }
   return info;
 }
@@ -179,6 +180,15 @@ absl::StatusOr<std::vector<PciDeviceInfo>> PciSysfs::DiscoverNvidiaGpus() {
 }
 
 absl::Status PciSysfs::CheckGroupViable(absl::string_view bdf) {
+  return CheckGroup(bdf, /*count_self_as_bound=*/false);
+}
+
+absl::Status PciSysfs::CheckGroupViableOnceBound(absl::string_view bdf) {
+  return CheckGroup(bdf, /*count_self_as_bound=*/true);
+}
+
+absl::Status PciSysfs::CheckGroup(absl::string_view bdf,
+                                  bool count_self_as_bound) {
   absl::StatusOr<PciDeviceInfo> info = Inspect(bdf);
   if (!info.ok()) return info.status();
   const std::string dir = DevicePath(info->bdf);
@@ -199,6 +209,7 @@ absl::Status PciSysfs::CheckGroupViable(absl::string_view bdf) {
   for (const std::string& member : *members) {
     absl::StatusOr<PciDeviceInfo> m = Inspect(member);
     if (!m.ok()) return m.status();
+    if (count_self_as_bound && m->bdf == info->bdf) continue;
     if (m->driver.empty() || m->driver == kVfioPci) continue;
     // Bridges and root ports stay with pcieport; VFIO tolerates them.
     if (absl::StartsWith(m->class_code, "0x0604")) continue;
@@ -311,8 +322,7 @@ absl::Status PciSysfs::WaitForDriver(const std::string& bdf,
 absl::Status PciSysfs::Unbind(const std::string& bdf,
                               const std::string& driver) {
   const std::string step = absl::StrCat("unbinding from ", driver);
-  absl::Status s =
-      BoundedWrite(DevicePath(bdf) + "/driver/unbind", bdf, bdf, step);
+  absl::Status s = BoundedWrite(UnbindPath(bdf), bdf, bdf, step);
   if (!s.ok()) return s;
   std::string last;
   s = WaitForDriver(bdf, "", step, &last);
@@ -329,8 +339,7 @@ absl::Status PciSysfs::Unbind(const std::string& bdf,
 
 absl::Status PciSysfs::Probe(const std::string& bdf, absl::string_view want) {
   const std::string step = absl::StrCat("probing for ", want);
-  absl::Status s = BoundedWrite(options_.sysfs_root + "/bus/pci/drivers_probe",
-                                bdf, bdf, step);
+  absl::Status s = BoundedWrite(ProbePath(), bdf, bdf, step);
   if (!s.ok()) return s;
   std::string last;
   s = WaitForDriver(bdf, want, step, &last);
@@ -347,43 +356,83 @@ absl::Status PciSysfs::Probe(const std::string& bdf, absl::string_view want) {
       "/driver_override and udev rules"));
 }
 
-absl::Status PciSysfs::BindToVfio(absl::string_view bdf_in) {
+std::string PciSysfs::UnbindPath(const std::string& bdf) const {
+  return DevicePath(bdf) + "/driver/unbind";
+}
+
+std::string PciSysfs::ProbePath() const {
+  return options_.sysfs_root + "/bus/pci/drivers_probe";
+}
+
+absl::StatusOr<std::vector<PciSysfsWrite>> PciSysfs::PlanBindToVfio(
+    absl::string_view bdf_in) {
   absl::StatusOr<PciDeviceInfo> info = InspectNvidiaGpu(bdf_in);
   if (!info.ok()) return info.status();
   const std::string& bdf = info->bdf;
+  std::vector<PciSysfsWrite> plan;
+  // The override goes first so that, between unbind and probe, no other
+  // driver (nvidia via udev) can claim the device.
+  plan.push_back({PciSysfsWrite::Kind::kSetDriverOverride,
+                  DevicePath(bdf) + "/driver_override", std::string(kVfioPci),
+                  "setting driver_override to vfio-pci", std::string(kVfioPci)});
+  if (info->driver == kVfioPci) return plan;
+  if (!info->driver.empty()) {
+    plan.push_back({PciSysfsWrite::Kind::kUnbind, UnbindPath(bdf), bdf,
+                    absl::StrCat("unbinding from ", info->driver), info->driver});
+  }
+  plan.push_back({PciSysfsWrite::Kind::kProbe, ProbePath(), bdf,
+                  absl::StrCat("probing for ", kVfioPci), std::string(kVfioPci)});
+  return plan;
+}
+
+absl::Status PciSysfs::SetDriverOverride(const PciSysfsWrite& w,
+                                         const std::string& bdf) {
+  absl::Status s = TimedWrite(bdf, w.path, w.data);
+  if (!s.ok()) {
+    return StepError(s, bdf, w.step, "see `dmesg`; the MUX must run as root");
+  }
+  absl::StatusOr<std::string> readback = fs_->ReadFile(w.path);
+  if (!readback.ok()) {
+    return StepError(readback.status(), bdf, "reading driver_override back",
+                     "see `dmesg`");
+  }
+  if (Trim(*readback) != w.data) {
+    return absl::InternalError(absl::StrCat(
+        "GPU ", bdf, ": wrote '", w.data, "' to ", w.path, " but it reads '",
+        Trim(*readback), "'; another agent (udev, libvirt managed='yes') is "
+        "changing it, stop it and retry"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PciSysfs::BindToVfio(absl::string_view bdf_in) {
+  absl::StatusOr<std::vector<PciSysfsWrite>> plan = PlanBindToVfio(bdf_in);
+  if (!plan.ok()) return plan.status();
+  const std::string bdf = *CanonicalBdf(bdf_in);
   const std::string vfio_dir =
       absl::StrCat(options_.sysfs_root, "/bus/pci/drivers/", kVfioPci);
   if (!fs_->Exists(vfio_dir)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "GPU ", bdf, ": cannot bind to vfio-pci: ", vfio_dir,
         " does not exist, the vfio-pci module is not loaded; run `modprobe "
-        "vfio-pci` (deploy/host/prepare_host.sh does)"));
+        "vfio-pci` (`vfio_mux prepare` does)"));
   }
-  // The override goes first so that, between unbind and probe, no other
-  // driver (nvidia via udev) can claim the device.
-  const std::string override_path = DevicePath(bdf) + "/driver_override";
-  absl::Status s = TimedWrite(bdf, override_path, kVfioPci);
-  if (!s.ok()) {
-    return StepError(s, bdf, "setting driver_override to vfio-pci",
-                     "see `dmesg`; the MUX must run as root");
-  }
-  absl::StatusOr<std::string> readback = fs_->ReadFile(override_path);
-  if (!readback.ok()) {
-    return StepError(readback.status(), bdf, "reading driver_override back",
-                     "see `dmesg`");
-  }
-  if (Trim(*readback) != kVfioPci) {
-    return absl::InternalError(absl::StrCat(
-        "GPU ", bdf, ": wrote 'vfio-pci' to ", override_path, " but it reads '",
-        Trim(*readback), "'; another agent (udev, libvirt managed='yes') is "
-        "changing it, stop it and retry"));
-  }
-  if (info->driver == kVfioPci) return absl::OkStatus();
-  if (!info->driver.empty()) {
-    s = Unbind(bdf, info->driver);
+  for (const PciSysfsWrite& w : *plan) {
+    absl::Status s;
+    switch (w.kind) {
+      case PciSysfsWrite::Kind::kSetDriverOverride:
+        s = SetDriverOverride(w, bdf);
+        break;
+      case PciSysfsWrite::Kind::kUnbind:
+        s = Unbind(bdf, w.driver);
+        break;
+      case PciSysfsWrite::Kind::kProbe:
+        s = Probe(bdf, w.driver);
+        break;
+    }
     if (!s.ok()) return s;
   }
-  return Probe(bdf, kVfioPci);
+  return absl::OkStatus();
 }
 
 absl::Status PciSysfs::ReturnToHost(absl::string_view bdf_in) {
@@ -412,8 +461,7 @@ absl::Status PciSysfs::ReturnToHost(absl::string_view bdf_in) {
     s = Unbind(bdf, info->driver);
     if (!s.ok()) return s;
   }
-  s = BoundedWrite(options_.sysfs_root + "/bus/pci/drivers_probe", bdf, bdf,
-                   "probing for the native driver");
+  s = BoundedWrite(ProbePath(), bdf, bdf, "probing for the native driver");
   if (!s.ok()) return s;
   absl::StatusOr<std::string> driver = CurrentDriver(bdf);
   if (!driver.ok()) return driver.status();
@@ -478,6 +526,15 @@ absl::Status PciSysfs::WriteResetMethod(absl::string_view bdf_in,
         "reset was disabled, or 'default'"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> PciSysfs::DisableReset(absl::string_view bdf) {
+  absl::StatusOr<std::string> current = ReadResetMethod(bdf);
+  if (!current.ok()) return current.status();
+  if (current->empty()) return std::string();
+  absl::Status s = WriteResetMethod(bdf, "");
+  if (!s.ok()) return s;
+  return *current;
 }
 
 absl::Status PciSysfs::FunctionReset(absl::string_view bdf_in) {

@@ -35,6 +35,20 @@ struct PciDeviceInfo {
   std::string iommu_group;  // "42", "" when the IOMMU is off
 };
 
+// One sysfs write of a sequence, as PciSysfs makes it.
+struct PciSysfsWrite {
+  enum class Kind {
+    kSetDriverOverride,  // read back
+    kUnbind,             // then wait for the driver link to go
+    kProbe,              // then wait for the driver link to name `driver`
+  };
+  Kind kind;
+  std::string path;
+  std::string data;
+  std::string step;    // "unbinding from nvidia", for messages
+  std::string driver;  // kUnbind: the driver let go of; kProbe: the one wanted
+};
+
 // A process that has a VFIO device file of the GPU open.
 struct VfioHolder {
   int pid = 0;
@@ -66,9 +80,19 @@ class PciSysfs {
   // to no driver (PCI bridges, class 0x0604, may keep theirs): only then can
   // VFIO hand the group to a consumer.
   absl::Status CheckGroupViable(absl::string_view bdf);
+  // The same rule with the device itself counted as bound to vfio-pci: will
+  // the group be viable once BindToVfio has run? Checked before the first
+  // write, so a group that cannot work is refused with nothing changed.
+  absl::Status CheckGroupViableOnceBound(absl::string_view bdf);
+
+  // The writes BindToVfio makes for the device as it is now, in order:
+  // driver_override, then (unless already on vfio-pci) unbind from the
+  // current driver if any, and drivers_probe. Reads only.
+  absl::StatusOr<std::vector<PciSysfsWrite>> PlanBindToVfio(absl::string_view bdf);
 
   // driver_override=vfio-pci, unbind the current driver, drivers_probe, and
-  // wait for the driver link to read vfio-pci. Idempotent.
+  // wait for the driver link to read vfio-pci: PlanBindToVfio's writes, each
+  // checked as its kind says. Needs the vfio-pci module. Idempotent.
   absl::Status BindToVfio(absl::string_view bdf);
   // Clears driver_override, unbinds, drivers_probe: the native driver (if
   // loaded) takes the device back. Idempotent.
@@ -82,6 +106,10 @@ class PciSysfs {
   // and "default" yields what works now, possibly nothing (read it back).
   absl::Status WriteResetMethod(absl::string_view bdf,
                                 absl::string_view methods);
+  // Disables every reset (WriteResetMethod(bdf, "")) unless reset_method is
+  // already empty, and returns the list it found ("" when already disabled),
+  // which restores it later.
+  absl::StatusOr<std::string> DisableReset(absl::string_view bdf);
   // Writes "1" to reset. Fails (FailedPrecondition) while reset_method is
   // empty or none of its methods works for the device at reset time.
   absl::Status FunctionReset(absl::string_view bdf);
@@ -118,8 +146,12 @@ class PciSysfs {
   struct PendingWrites;
 
   absl::StatusOr<std::string> CurrentDriver(const std::string& bdf);
+  absl::Status CheckGroup(absl::string_view bdf, bool count_self_as_bound);
   absl::Status Unbind(const std::string& bdf, const std::string& driver);
   absl::Status Probe(const std::string& bdf, absl::string_view want);
+  absl::Status SetDriverOverride(const PciSysfsWrite& w, const std::string& bdf);
+  std::string UnbindPath(const std::string& bdf) const;
+  std::string ProbePath() const;
   // One SysfsFs write for device `bdf`, given up after driver_timeout
   // (DEADLINE_EXCEEDED; the writer thread is then left to the kernel and
   // recorded as pending until it returns); every write of this class goes

@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "vfio_mux/mux_policy.h"
 #include "vfio_mux/sysfs/pci_address.h"
+#include "vfio_mux/sysfs/vfio_preparation.h"
 
 namespace gputravel {
 namespace {
@@ -70,9 +71,7 @@ absl::StatusOr<std::unique_ptr<SysfsBackend>> SysfsBackend::Create(
   if (b->options_.prepare_on_start) {
     for (auto& [name, g] : b->gpus_) {
       absl::MutexLock lock(g.mu);
-      absl::Status s = b->sysfs_.BindToVfio(g.bdf);
-      if (s.ok()) s = b->sysfs_.CheckGroupViable(g.bdf);
-      if (s.ok()) s = b->DisableResetLocked(name, g);
+      absl::Status s = b->PrepareLocked(g);
       if (!s.ok()) return s;
     }
   }
@@ -104,11 +103,17 @@ absl::StatusOr<std::vector<GpuDevice>> SysfsBackend::ListGpus() {
 
 absl::Status SysfsBackend::DisableResetLocked(const std::string& name,
                                               Gpu& g) {
-  absl::StatusOr<std::string> current = sysfs_.ReadResetMethod(g.bdf);
-  if (!current.ok()) return current.status();
-  if (current->empty()) return absl::OkStatus();
-  g.saved_resets = *current;
-  return sysfs_.WriteResetMethod(g.bdf, "");
+  absl::StatusOr<std::string> before = sysfs_.DisableReset(g.bdf);
+  if (!before.ok()) return before.status();
+  if (!before->empty()) g.saved_resets = *before;
+  return absl::OkStatus();
+}
+
+absl::Status SysfsBackend::PrepareLocked(Gpu& g) {
+  absl::StatusOr<VfioPreparation> p = PrepareGpuForVfio(sysfs_, g.bdf);
+  if (!p.ok()) return p.status();
+  if (!p->reset_methods.empty()) g.saved_resets = p->reset_methods;
+  return absl::OkStatus();
 }
 
 absl::Status SysfsBackend::CheckNoHoldersLocked(const std::string& name,
@@ -208,10 +213,7 @@ absl::Status SysfsBackend::Prepare(const std::string& gpu) {
   absl::MutexLock lock((*g)->mu);
   absl::Status s = sysfs_.CheckNoWritePending((*g)->bdf);
   if (!s.ok()) return s;
-  s = sysfs_.BindToVfio((*g)->bdf);
-  if (s.ok()) s = sysfs_.CheckGroupViable((*g)->bdf);
-  if (s.ok()) s = DisableResetLocked(gpu, **g);
-  return s;
+  return PrepareLocked(**g);
 }
 
 absl::Status SysfsBackend::Release(const std::string& gpu) {

@@ -30,8 +30,8 @@ struct SysfsBackendOptions {
   std::vector<SysfsGpuConfig> gpus;
   // The only domains Move routes to (the MUX configuration's "domains").
   std::set<std::string> domains;
-  // Bind every GPU to vfio-pci and disable its reset at Create (what
-  // deploy/host/prepare_host.sh does). Off: Create only inspects, and Move
+  // Bind every GPU to vfio-pci and disable its reset at Create (Prepare,
+  // the sequence `vfio_mux prepare` and deploy/host/prepare_host.sh run). Off: Create only inspects, and Move
   // fails until the host has been prepared.
   bool prepare_on_start = false;
 };
@@ -72,8 +72,9 @@ class SysfsBackend : public RoutingBackend {
   // holds, is refused untouched.
   absl::Status Reset(const std::string& gpu) override;
 
-  // Binds `gpu` to vfio-pci, checks its IOMMU group, disables its reset
-  // (remembering the kernel's list for Reset and Release). Idempotent.
+  // PrepareGpuForVfio (vfio_mux/sysfs/vfio_preparation.h): checks the IOMMU
+  // group, binds `gpu` to vfio-pci, disables its reset (remembering the
+  // kernel's list for Reset and Release). Idempotent.
   absl::Status Prepare(const std::string& gpu);
   // End of a campaign: restores reset_method (the saved list, or what the
   // kernel finds works now if it refuses that) and hands the GPU back to its
@@ -101,6 +102,7 @@ class SysfsBackend : public RoutingBackend {
   absl::StatusOr<Gpu*> Find(const std::string& gpu);
   absl::Status DisableResetLocked(const std::string& name, Gpu& g)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
+  absl::Status PrepareLocked(Gpu& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
   absl::Status CheckNoHoldersLocked(const std::string& name, const Gpu& g,
                                     const std::string& from_domain)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);

@@ -46,7 +46,9 @@ class RealFs : public SysfsFs {
 
   absl::Status WriteFile(const std::string& path,
                          absl::string_view data) override {
-    int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    // O_TRUNC as `echo VALUE > ATTR` opens it: sysfs ignores the
+    // truncation, and a tree of plain files then holds just the value.
+    int fd = open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
     if (fd < 0) return ErrnoError(errno, "cannot open for writing", path);
     ssize_t n;
     do {

@@ -24,9 +24,12 @@ class SysfsFs {
 
   // The whole file.
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
-  // Exactly one write(2) of `data` to an existing file (no O_CREAT, no
-  // O_TRUNC): a sysfs attribute acts once per write call and reports failure
-  // through that call's errno. May block for as long as the kernel does.
+  // Exactly one write(2) of `data` to an existing file (no O_CREAT): a sysfs
+  // attribute acts once per write call and reports failure through that
+  // call's errno. The real file system opens it O_TRUNC, as the shell's
+  // `echo VALUE > ATTR` does (sysfs ignores it; a plain file, as in
+  // deploy/host/prepare_host_test.sh's fake tree, then holds just the value).
+  // May block for as long as the kernel does.
   virtual absl::Status WriteFile(const std::string& path,
                                  absl::string_view data) = 0;
   // The target of a symbolic link, as stored (often relative).
