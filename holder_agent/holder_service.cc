@@ -11,6 +11,7 @@
 #include "holder_agent/provision_fault.h"
 #include "keyxfer/handoff.h"
 #include "keyxfer/random.h"
+#include "keyxfer/report_seal.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
 #include "util/hex.h"
@@ -148,7 +149,7 @@ grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
     return ToGrpc(ForOrchestrator(r.status(), dataset_->path(), options_.dataset_name));
   }
   v1::ProvisionUpdate u;
-  *u.mutable_report() = std::move(*r);
+  u.set_sealed_report(std::move(*r));
   absl::MutexLock l(&write_mu);
   if (ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "caller went away");
   // The report is the last message: it leaves with the status, in one write.
@@ -173,7 +174,7 @@ absl::Status HolderService::CheckFresh(const v1::HandoffBinding& b) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
+absl::StatusOr<std::string> HolderService::DoProvision(
     const v1::ProvisionRequest& req, const std::function<bool(uint64_t)>& progress,
     const std::function<bool()>& cancelled, bool* device_fault) {
   // The channel is claimed as the call arrives, before waiting behind
@@ -293,9 +294,14 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
   rep.set_import_key_seconds(import_seconds);
   rep.set_read_seconds(stats->read_seconds);
   rep.set_write_seconds(stats->total_seconds);
+  // Sealed under the channel that carried the hand-off: the orchestrator
+  // takes only a report this TD made for this trip.
+  auto sealed = SealReport(channel->report_key, b, rep);
+  channel->report_key.Clear();
+  if (!sealed.ok()) return sealed.status();
   GT_LOG(1, "trip ", b.trip(), ": provisioned ", stats->bytes, " bytes in ",
          stats->chunks, " chunks; key zeroized");
-  return rep;
+  return sealed;
 }
 
 }  // namespace gputravel

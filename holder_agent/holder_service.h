@@ -81,7 +81,8 @@ class HolderService final : public v1::HolderAgent::Service {
   // so does `cancelled()`, which the watcher below also polls.
   // `*device_fault` is set when the write failed on the device path while
   // the dataset did not (provision_fault.h).
-  absl::StatusOr<v1::ProvisionReport> DoProvision(
+  // Returns the report, sealed under the channel's report key.
+  absl::StatusOr<std::string> DoProvision(
       const v1::ProvisionRequest& req, const std::function<bool(uint64_t)>& progress,
       const std::function<bool()>& cancelled, bool* device_fault);
 

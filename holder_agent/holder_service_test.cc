@@ -25,6 +25,7 @@
 #include "keyxfer/attested_channel.h"
 #include "keyxfer/dev_attester.h"
 #include "keyxfer/handoff.h"
+#include "keyxfer/report_seal.h"
 #include "keyxfer/x509.h"
 #include "proto/holder.grpc.pb.h"
 #include "util/files.h"
@@ -188,10 +189,17 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(15));
     auto reader = stub_->Provision(&ctx, req);
     v1::ProvisionUpdate u;
+    std::string sealed;
     while (reader->Read(&u)) {
-      if (u.has_report()) *report = u.report();
+      if (u.has_sealed_report()) sealed = u.sealed_report();
     }
     grpc::Status s = reader->Finish();
+    if (s.ok()) {
+      // Sealed under this channel's report key, for this hand-off.
+      auto opened = OpenReport(c.keys.report_key, sent, sealed);
+      EXPECT_TRUE(opened.ok()) << opened.status();
+      if (opened.ok()) *report = *opened;
+    }
     if (s.ok()) next_counter_ += static_cast<uint32_t>(report->chunks());
     return s;
   }

@@ -8,6 +8,7 @@
 #include "device/window_digest.h"
 #include "holder_agent/provision_fault.h"
 #include "keyxfer/attested_channel.h"
+#include "keyxfer/report_seal.h"
 #include "keyxfer/counter_window.h"
 #include "keyxfer/handoff.h"
 #include "keyxfer/secret_bytes.h"
@@ -132,8 +133,8 @@ absl::Status TripRunner::ScrubOrGone(uint64_t buffer_id, uint64_t buffer_bytes, 
 
 absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* holder,
                                    const v1::ProvisionRequest& req, TripHooks* hooks,
-                                   TripControl* control, v1::ProvisionReport* report,
-                                   bool* device_fault) {
+                                   const SecretBytes& report_key, TripControl* control,
+                                   v1::ProvisionReport* report, bool* device_fault) {
   grpc::ClientContext ctx;
   // With the heartbeat on, the GPU must be home and re-keyed before it misses
   // two periods: the hand-off ends by then, whatever the holder's progress.
@@ -162,14 +163,15 @@ absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* 
   auto reader = holder->Provision(&ctx, req);
   v1::ProvisionUpdate u;
   bool got_report = false;
+  std::string sealed;
   while (reader->Read(&u)) {
     {
       absl::MutexLock l(&mu);
       last = std::chrono::steady_clock::now();
     }
     if (u.has_progress()) hooks->Progress(u.progress().bytes(), u.progress().window_length());
-    if (u.has_report()) {
-      *report = u.report();
+    if (u.has_sealed_report()) {
+      sealed = u.sealed_report();
       got_report = true;
     }
   }
@@ -204,6 +206,11 @@ absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* 
   if (!got_report) {
     return absl::InternalError("holder " + plan.holder + " ended Provision without a report");
   }
+  // Only the holder's attested TD holds the channel's report key: a report
+  // anyone else made, changed or replayed from another trip does not open.
+  auto opened = OpenReport(report_key, req.binding(), sealed);
+  if (!opened.ok()) return opened.status();
+  *report = *std::move(opened);
   return absl::OkStatus();
 }
 
@@ -507,8 +514,8 @@ bool TripRunner::Leave(Trip* trip, SafetyGuard* guard) {
   if (s.ok() && control->cancelled()) s = absl::CancelledError("the campaign was cancelled");
   if (s.ok()) {
     bool device_fault = false;
-    s = Provision(plan, trip->holder, trip->request, trip->hooks, control, &trip->report,
-                  &device_fault);
+    s = Provision(plan, trip->holder, trip->request, trip->hooks,
+                  trip->channel->channel.report_key, control, &trip->report, &device_fault);
     // What goes wrong inside Provision is the holder's side (refused, timed
     // out, unreachable, a bad dataset), unless we cancelled it or the agent
     // (attested) says its write failed on the device path: the GPU, or the
@@ -522,6 +529,7 @@ bool TripRunner::Leave(Trip* trip, SafetyGuard* guard) {
     }
   }
   trip->request.clear_wrapped_handoff();
+  trip->channel->channel.report_key.Clear();  // one report per channel
   trip->provisioned = s;
   return true;
 }
