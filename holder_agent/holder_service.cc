@@ -118,7 +118,8 @@ grpc::Status HolderService::OpenChannel(grpc::ServerContext* ctx,
 grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
                                       const v1::ProvisionRequest* req,
                                       grpc::ServerWriter<v1::ProvisionUpdate>* out) {
-  grpc::Status auth = Authorize(*ctx, {kRoleOrchestrator});
+  Identity caller;
+  grpc::Status auth = Authorize(*ctx, {kRoleOrchestrator}, &caller);
   if (!auth.ok()) return auth;
   // Progress comes from the encryption threads; one writer at a time, at most
   // one message per interval.
@@ -140,7 +141,7 @@ grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
     return out->Write(u);
   };
   bool device_fault = false;
-  auto r = DoProvision(*req, progress, [ctx] { return ctx->IsCancelled(); }, &device_fault);
+  auto r = DoProvision(caller.name, *req, progress, [ctx] { return ctx->IsCancelled(); }, &device_fault);
   if (!r.ok()) {
     GT_LOG(0, "provisioning refused or failed: ", r.status().message());
     if (device_fault) ctx->AddTrailingMetadata(kProvisionFaultKey, kProvisionFaultDevice);
@@ -164,18 +165,8 @@ grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-absl::Status HolderService::CheckFresh(const v1::HandoffBinding& b) {
-  auto it = last_trip_.find(b.campaign());
-  if (it != last_trip_.end() && b.trip() <= it->second) {
-    return absl::PermissionDeniedError(
-        "hand-off for trip " + std::to_string(b.trip()) + " of campaign '" + b.campaign() +
-        "' is not fresh (trip " + std::to_string(it->second) + " was already accepted)");
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::string> HolderService::DoProvision(
-    const v1::ProvisionRequest& req, const std::function<bool(uint64_t)>& progress,
+    const std::string& orchestrator, const v1::ProvisionRequest& req, const std::function<bool(uint64_t)>& progress,
     const std::function<bool()>& cancelled, bool* device_fault) {
   // The channel is claimed as the call arrives, before waiting behind
   // another trip: from here it is this call's alone, out of reach of the
@@ -217,14 +208,17 @@ absl::StatusOr<std::string> HolderService::DoProvision(
     return absl::PermissionDeniedError("hand-off is for holder '" + b.holder() +
                                        "', this is '" + options_.name + "'");
   }
-  // Freshness (P5): a trip of this campaign not newer than the last one
-  // accepted is refused before its key is opened. Checked again, and the
-  // trip recorded, in one step once every check has passed below.
-  {
-    absl::MutexLock l(&mu_);
-    absl::Status fresh = CheckFresh(b);
-    if (!fresh.ok()) return fresh;
+  // Freshness (P5): a trip from this orchestrator on this GPU not newer
+  // than the last one accepted (by this agent or before its restart) is
+  // refused before its key is opened. Checked again, and the trip recorded
+  // on disk, in one step once every check has passed below.
+  if (options_.freshness == nullptr) {
+    return absl::FailedPreconditionError(
+        "this agent has no trip freshness record (state_dir): it accepts no hand-off");
   }
+  absl::Status fresh = options_.freshness->Check(orchestrator, b.gpu_serial(), b.trip(),
+                                                 b.campaign());
+  if (!fresh.ok()) return fresh;
   // The window must lie in the dataset; checked before the key is opened.
   // The binding is not authenticated yet, but the unwrap below is: a window
   // changed in transit fails there (it is in the hand-off's AAD).
@@ -247,16 +241,13 @@ absl::StatusOr<std::string> HolderService::DoProvision(
   channel->handoff_key.Clear();
   if (!key.ok()) return key.status();
   double import_seconds = Since(t0);
-  {
-    // Every check passed and the key is open: the trip counts from here,
-    // whatever the write's outcome, so this hand-off is never accepted again.
-    absl::MutexLock l(&mu_);
-    absl::Status fresh = CheckFresh(b);
-    if (!fresh.ok()) {
-      key->key.Clear();
-      return fresh;
-    }
-    last_trip_[b.campaign()] = b.trip();
+  // Every check passed and the key is open: the trip counts from here,
+  // whatever the write's outcome, so this hand-off is never accepted again,
+  // not even by a restarted agent: it is on disk before the key is used.
+  fresh = options_.freshness->Accept(orchestrator, b.gpu_serial(), b.trip(), b.campaign());
+  if (!fresh.ok()) {
+    key->key.Clear();
+    return fresh;
   }
   H2dWriterOptions wo = options_.writer;
   wo.chunk_size = b.chunk_size();
