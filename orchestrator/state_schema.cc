@@ -29,7 +29,13 @@ namespace {
 //   error             why the campaign failed or was cancelled ("" if none).
 //   buffer_id         device dataset buffer in use, 0 = none.
 //   model             latest checkpoint, written with the trip that trained
-//                     it (empty = no training yet).
+//                     it (empty = no training yet); from schema 5 sealed
+//                     (orchestrator/checkpoint_seal.h) under a key kept
+//                     outside the database, bound to the campaign and
+//                     model_trip.
+//   model_trip        (schema 5) the trip whose training wrote `model`; 0
+//                     with no model, and for a model a version before 5
+//                     wrote in the clear, which StateStore::Open seals.
 //   created_ms        creation time, Unix ms.
 //   updated_ms        last change to the row, Unix ms.
 //   trips_ok          trips finished ok.
@@ -212,9 +218,17 @@ UPDATE events SET loss = NULL;
 UPDATE campaigns SET last_loss = NULL;
 )sql";
 
+// Version 4 -> 5: checkpoints are sealed, bound to the trip that wrote
+// them. Rows keep their clear model with model_trip 0 until StateStore::Open,
+// which has the key, seals them.
+constexpr char kMigrateV4ToV5[] = R"sql(
+ALTER TABLE campaigns ADD COLUMN model_trip INTEGER NOT NULL DEFAULT 0
+    CHECK (model_trip >= 0);
+)sql";
+
 // PRAGMA arguments cannot be bound; this is kStateSchemaVersion spelled out.
-constexpr char kSetUserVersion[] = "PRAGMA user_version = 4";
-static_assert(kStateSchemaVersion == 4, "update kSetUserVersion and add a migration");
+constexpr char kSetUserVersion[] = "PRAGMA user_version = 5";
+static_assert(kStateSchemaVersion == 5, "update kSetUserVersion and add a migration");
 
 absl::StatusOr<int64_t> ReadVersion(SqliteDb& db) {
   GT_ASSIGN_OR_RETURN(Stmt s, db.Prepare("PRAGMA user_version"));
@@ -273,6 +287,10 @@ absl::Status EnsureStateSchema(SqliteDb& db) {
     if (v <= 3) {
       GT_RETURN_IF_ERROR(
           db.ExecScript(kMigrateV3ToV4, "migrating the schema from version 3 to 4"));
+    }
+    if (v <= 4) {
+      GT_RETURN_IF_ERROR(
+          db.ExecScript(kMigrateV4ToV5, "migrating the schema from version 4 to 5"));
     }
     return db.Exec(kSetUserVersion);
   });

@@ -75,7 +75,7 @@ TEST_F(StateSchemaTest, CreatesTheCurrentSchemaOnceInAnEmptyDatabase) {
   EXPECT_EQ(Version(), kStateSchemaVersion);
 }
 
-// Version 1's tables, as the current schema minus what versions 2..4 added,
+// Version 1's tables, as the current schema minus what versions 2..5 added,
 // are migrated in place, rows kept.
 TEST_F(StateSchemaTest, MigratesVersionOneToTheCurrentVersion) {
   ASSERT_TRUE(EnsureStateSchema(*db_).ok());
@@ -95,6 +95,7 @@ TEST_F(StateSchemaTest, MigratesVersionOneToTheCurrentVersion) {
                      "ALTER TABLE campaigns DROP COLUMN buffer_gpu_serial;"
                      "ALTER TABLE campaigns DROP COLUMN terms;"
                      "ALTER TABLE campaigns DROP COLUMN last_eval_loss;"
+                     "ALTER TABLE campaigns DROP COLUMN model_trip;"
                      "ALTER TABLE events DROP COLUMN eval_loss;"
                      "PRAGMA user_version = 1;")
                   .ok());
@@ -106,7 +107,7 @@ TEST_F(StateSchemaTest, MigratesVersionOneToTheCurrentVersion) {
                           "gpu_serial", "eval_loss", "reported_loss", "reported_eval_loss"}) {
     EXPECT_EQ(Columns("trips").count(col), 1u) << col;
   }
-  for (const char* col : {"buffer_gpu_serial", "terms", "last_eval_loss"}) {
+  for (const char* col : {"buffer_gpu_serial", "terms", "last_eval_loss", "model_trip"}) {
     EXPECT_EQ(Columns("campaigns").count(col), 1u) << col;
   }
   EXPECT_EQ(Columns("events").count("eval_loss"), 1u);
