@@ -141,7 +141,8 @@ grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
     return out->Write(u);
   };
   bool device_fault = false;
-  auto r = DoProvision(caller.name, *req, progress, [ctx] { return ctx->IsCancelled(); }, &device_fault);
+  auto r = DoProvision(caller.name, *req, progress, [ctx] { return ctx->IsCancelled(); },
+                       &device_fault);
   if (!r.ok()) {
     GT_LOG(0, "provisioning refused or failed: ", r.status().message());
     if (device_fault) ctx->AddTrailingMetadata(kProvisionFaultKey, kProvisionFaultDevice);
@@ -166,8 +167,9 @@ grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
 }
 
 absl::StatusOr<std::string> HolderService::DoProvision(
-    const std::string& orchestrator, const v1::ProvisionRequest& req, const std::function<bool(uint64_t)>& progress,
-    const std::function<bool()>& cancelled, bool* device_fault) {
+    const std::string& orchestrator, const v1::ProvisionRequest& req,
+    const std::function<bool(uint64_t)>& progress, const std::function<bool()>& cancelled,
+    bool* device_fault) {
   // The channel is claimed as the call arrives, before waiting behind
   // another trip: from here it is this call's alone, out of reach of the
   // pending channels' lifetime and cap (OpenChannel), which so bound only

@@ -40,7 +40,9 @@ absl::StatusOr<std::unique_ptr<TripFreshness>> TripFreshness::Open(const std::st
   }
   if (!S_ISREG(st.st_mode)) return NotARecord(path, "is not a regular file");
   auto j = ReadJsonFile(path);
-  if (!j.ok()) return NotARecord(path, "cannot be read (" + std::string(j.status().message()) + ")");
+  if (!j.ok()) {
+    return NotARecord(path, "cannot be read (" + std::string(j.status().message()) + ")");
+  }
   if (!j->contains("version") || !(*j)["version"].is_number_unsigned() ||
       (*j)["version"].get<uint64_t>() != kVersion) {
     return NotARecord(path, "has no version " + std::to_string(kVersion));

@@ -60,7 +60,8 @@ TEST(TripFreshnessTest, DamagedRecordRefusedNamingTheFile) {
   const std::string dir = TempDir();
   const std::string path = dir + "/freshness.json";
   for (const std::string& text :
-       {std::string("{"), std::string("{\"version\": 1}"), std::string("{\"version\": 2, \"accepted\": []}"),
+       {std::string("{"), std::string("{\"version\": 1}"),
+        std::string("{\"version\": 2, \"accepted\": []}"),
         std::string("{\"version\": 1, \"accepted\": [{\"gpu\": \"G\", \"trip\": 3}]}"),
         std::string("[]")}) {
     ASSERT_TRUE(WriteFile(path, text, 0600).ok());
