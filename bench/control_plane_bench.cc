@@ -198,7 +198,7 @@ absl::StatusOr<std::vector<ComponentTiming>> MeasureControlPlaneComponents(
   }
   const std::string scratch = tmpl;
   {
-    auto store = StateStore::Open(scratch + "/orchestrator.db");
+    auto store = StateStore::Open(scratch + "/orchestrator.db", scratch + "/checkpoint.key");
     if (!store.ok()) return store.status();
     CampaignRow c;
     c.name = "bench";

@@ -316,6 +316,7 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
          {"device_endpoint", st->device_socket(h.domain)},
          {"threads", options.threads},
          {"bounce_dir", st->shared_dir(h.domain)},
+         {"state_dir", d + "/state-" + h.name},
          {"training_policy", options.holder_training_policy},
          {"attestation", DevAttestation(st->pki_, h.domain, {HexEncode(*orch_mrtd)})}});
   }

@@ -1,10 +1,15 @@
 // holder_agent: the data holder's agent inside its TD.
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <set>
 #include <string>
 
 #include "holder_agent/api_limits.h"
 #include "holder_agent/dataset.h"
 #include "holder_agent/holder_service.h"
+#include "holder_agent/trip_freshness.h"
 #include "auth/identity.h"
 #include "auth/role_gate.h"
 #include "auth/tls_config.h"
@@ -17,6 +22,7 @@
 #include "util/hex.h"
 #include "util/json_fields.h"
 #include "util/log.h"
+#include "util/private_files.h"
 
 int main(int argc, char** argv) {
   using namespace gputravel;
@@ -31,6 +37,8 @@ int main(int argc, char** argv) {
       "auto|llmc-tokens|raw}, \"tls\": {\"ca\", \"cert\", \"key\"} (certificate of\n"
       "role holder for this name; only the orchestrator may call),\n"
       "\"device_endpoint\", \"threads\", \"bounce_slots\", \"bounce_dir\",\n"
+      "\"state_dir\" (private directory: the last trip accepted per\n"
+      "orchestrator and GPU), "
       "\"training_policy\": {...} (what campaigns may do with this holder's\n"
       "windows and report about them; defaults are strict), \"attestation\":\n"
       "{...}} (see docs/operations.md).");
@@ -43,7 +51,7 @@ int main(int argc, char** argv) {
   const std::set<std::string> kFields = {
       "name",         "domain",     "listen",  "device_endpoint", "threads",
       "bounce_slots", "bounce_dir", "dataset", "attestation",     "tls",
-      "training_policy"};
+      "training_policy", "state_dir"};
   const std::set<std::string> kDatasetFields = {"name", "path", "format"};
   absl::Status known = RefuseUnknownFields(cfg, kFields, where);
   if (!known.ok()) Fail(std::string(known.message()));
@@ -52,7 +60,9 @@ int main(int argc, char** argv) {
   auto domain = JsonString(cfg, where, "domain");
   auto listen = JsonString(cfg, where, "listen");
   auto device = JsonString(cfg, where, "device_endpoint");
-  for (const absl::Status& s : {name.status(), domain.status(), listen.status(), device.status()}) {
+  auto state_dir = JsonString(cfg, where, "state_dir");
+  for (const absl::Status& s : {name.status(), domain.status(), listen.status(), device.status(),
+                                state_dir.status()}) {
     if (!s.ok()) Fail(std::string(s.message()));
   }
   opts.name = *name;
@@ -147,6 +157,20 @@ int main(int argc, char** argv) {
       opts.writer.bounce_dir + "/gputravel-holder-" + opts.name + ".lock",
       "holder agent '" + opts.name + "' with bounce_dir " + opts.writer.bounce_dir);
   if (!ring_lock.ok()) Fail(std::string(ring_lock.status().message()));
+  // Hand-off freshness across restarts: the last trip accepted per
+  // orchestrator and GPU, in a private directory only this agent uses.
+  if (::mkdir(state_dir->c_str(), 0700) != 0 && errno != EEXIST) {
+    Fail("cannot create state_dir " + *state_dir + ": " + std::strerror(errno));
+  }
+  absl::Status private_dir = RequirePrivateDirectory(*state_dir, "state_dir");
+  if (!private_dir.ok()) Fail(std::string(private_dir.message()));
+  auto state_lock = ExclusiveLock::Acquire(*state_dir + "/holder.lock",
+                                           "holder agent '" + opts.name + "' with state_dir " +
+                                               *state_dir);
+  if (!state_lock.ok()) Fail(std::string(state_lock.status().message()));
+  auto freshness = TripFreshness::Open(*state_dir + "/freshness.json");
+  if (!freshness.ok()) Fail(std::string(freshness.status().message()));
+  opts.freshness = std::move(*freshness);
   HolderService service(opts, std::move(*dataset), att->attester.get(),
                         att->verifier.get());
   ServeUntilSignal(kProgram, {{*listen, {&service}, *creds, HolderApiLimits()}}, args.ready_file,

@@ -12,6 +12,7 @@
 #include "holder_agent/provision_fault.h"
 #include "keyxfer/handoff.h"
 #include "keyxfer/random.h"
+#include "keyxfer/report_seal.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
 #include "util/hex.h"
@@ -118,7 +119,8 @@ grpc::Status HolderService::OpenChannel(grpc::ServerContext* ctx,
 grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
                                       const v1::ProvisionRequest* req,
                                       grpc::ServerWriter<v1::ProvisionUpdate>* out) {
-  grpc::Status auth = Authorize(*ctx, {kRoleOrchestrator});
+  Identity caller;
+  grpc::Status auth = Authorize(*ctx, {kRoleOrchestrator}, &caller);
   if (!auth.ok()) return auth;
   // Progress comes from the encryption threads; one writer at a time, at most
   // one message per interval.
@@ -162,7 +164,8 @@ grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
     }
   });
   ProvisionFault fault = ProvisionFault::kNone;
-  auto r = DoProvision(*req, progress, [ctx] { return ctx->IsCancelled(); }, &fault);
+  auto r = DoProvision(caller.name, *req, progress, [ctx] { return ctx->IsCancelled(); },
+                       &fault);
   {
     absl::MutexLock kl(&keepalive_mu);
     provisioning_done = true;
@@ -180,7 +183,7 @@ grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
     return ToGrpc(ForOrchestrator(r.status(), dataset_->path(), options_.dataset_name));
   }
   v1::ProvisionUpdate u;
-  *u.mutable_report() = std::move(*r);
+  u.set_sealed_report(std::move(*r));
   absl::MutexLock l(&write_mu);
   if (ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "caller went away");
   // The report is the last message: it leaves with the status, in one write.
@@ -200,19 +203,10 @@ absl::Duration HolderService::DeviceWait() {
   return watched_ == nullptr ? absl::ZeroDuration() : watched_->DeviceWait();
 }
 
-absl::Status HolderService::CheckFresh(const v1::HandoffBinding& b) {
-  auto it = last_trip_.find(b.campaign());
-  if (it != last_trip_.end() && b.trip() <= it->second) {
-    return absl::PermissionDeniedError(
-        "hand-off for trip " + std::to_string(b.trip()) + " of campaign '" + b.campaign() +
-        "' is not fresh (trip " + std::to_string(it->second) + " was already accepted)");
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
-    const v1::ProvisionRequest& req, const std::function<bool(uint64_t)>& progress,
-    const std::function<bool()>& cancelled, ProvisionFault* fault) {
+absl::StatusOr<std::string> HolderService::DoProvision(
+    const std::string& orchestrator, const v1::ProvisionRequest& req,
+    const std::function<bool(uint64_t)>& progress, const std::function<bool()>& cancelled,
+    ProvisionFault* fault) {
   // The channel is claimed as the call arrives, before waiting behind
   // another trip: from here it is this call's alone, out of reach of the
   // pending channels' lifetime and cap (OpenChannel), which so bound only
@@ -254,14 +248,18 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
     return absl::PermissionDeniedError("hand-off is for holder '" + b.holder() +
                                        "', this is '" + options_.name + "'");
   }
-  // Freshness (P5): a trip of this campaign not newer than the last one
-  // accepted is refused before its key is opened. Checked again, and the
-  // trip recorded, in one step once every check has passed below.
-  {
-    absl::MutexLock l(&mu_);
-    absl::Status fresh = CheckFresh(b);
-    if (!fresh.ok()) return fresh;
+  // Freshness (P5): a trip from this orchestrator on this GPU not newer
+  // than the last one accepted (by this agent or before its restart) is
+  // refused before its key is opened. Checked again, and the trip recorded
+  // on disk, in one step once every check has passed below.
+  if (options_.freshness == nullptr) {
+    *fault = ProvisionFault::kHolder;  // its own configuration
+    return absl::FailedPreconditionError(
+        "this agent has no trip freshness record (state_dir): it accepts no hand-off");
   }
+  absl::Status fresh = options_.freshness->Check(orchestrator, b.gpu_serial(), b.trip(),
+                                                 b.campaign());
+  if (!fresh.ok()) return fresh;
   // The window must lie in the dataset; checked before the key is opened.
   // The binding is not authenticated yet, but the unwrap below is: a window
   // changed in transit fails there (it is in the hand-off's AAD).
@@ -288,16 +286,14 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
   channel->handoff_key.Clear();
   if (!key.ok()) return key.status();
   double import_seconds = Since(t0);
-  {
-    // Every check passed and the key is open: the trip counts from here,
-    // whatever the write's outcome, so this hand-off is never accepted again.
-    absl::MutexLock l(&mu_);
-    absl::Status fresh = CheckFresh(b);
-    if (!fresh.ok()) {
-      key->key.Clear();
-      return fresh;
-    }
-    last_trip_[b.campaign()] = b.trip();
+  // Every check passed and the key is open: the trip counts from here,
+  // whatever the write's outcome, so this hand-off is never accepted again,
+  // not even by a restarted agent: it is on disk before the key is used.
+  fresh = options_.freshness->Accept(orchestrator, b.gpu_serial(), b.trip(), b.campaign());
+  if (!fresh.ok()) {
+    key->key.Clear();
+    *fault = ProvisionFault::kHolder;  // its own record could not be kept
+    return fresh;
   }
   H2dWriterOptions wo = options_.writer;
   wo.chunk_size = b.chunk_size();
@@ -322,8 +318,9 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
   // The key dies here, whatever the outcome (SecretBytes zeroizes).
   key->key.Clear();
   if (!stats.ok()) {
-    // Nothing on this side failed: the GPU refused, or could not be reached
-    // from this TD (the host's route), or stopped answering.
+    // Unless its dataset failed it, nothing on this side failed: the GPU
+    // refused, or could not be reached from this TD (the host's route), or
+    // stopped answering.
     if (!cancelled()) *fault = source.failed() ? ProvisionFault::kHolder : ProvisionFault::kDevice;
     return stats.status();
   }
@@ -335,9 +332,14 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
   rep.set_import_key_seconds(import_seconds);
   rep.set_read_seconds(stats->read_seconds);
   rep.set_write_seconds(stats->total_seconds);
+  // Sealed under the channel that carried the hand-off: the orchestrator
+  // takes only a report this TD made for this trip.
+  auto sealed = SealReport(channel->report_key, b, rep);
+  channel->report_key.Clear();
+  if (!sealed.ok()) return sealed.status();
   GT_LOG(1, "trip ", b.trip(), ": provisioned ", stats->bytes, " bytes in ",
          stats->chunks, " chunks; key zeroized");
-  return rep;
+  return sealed;
 }
 
 }  // namespace gputravel

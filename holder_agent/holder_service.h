@@ -15,6 +15,7 @@
 #include "grpcpp/grpcpp.h"
 #include "holder_agent/dataset.h"
 #include "holder_agent/provision_fault.h"
+#include "holder_agent/trip_freshness.h"
 #include "keyxfer/attested_channel.h"
 #include "keyxfer/attester.h"
 #include "proto/holder.grpc.pb.h"
@@ -49,6 +50,9 @@ struct HolderOptions {
   // them (trainer/training_policy.h): reported in GetInfo, and every
   // hand-off's terms and window are checked against it.
   v1::TrainingPolicy training_policy = DefaultTrainingPolicy();
+  // The last trip accepted per orchestrator and GPU, on disk
+  // (trip_freshness.h). Required: without it every hand-off is refused.
+  std::shared_ptr<TripFreshness> freshness;
   // Tests shorten it; see kPendingChannelLifetime.
   std::chrono::steady_clock::duration pending_channel_lifetime = kPendingChannelLifetime;
 };
@@ -84,8 +88,12 @@ class HolderService final : public v1::HolderAgent::Service {
   // holder's own (its dataset, its policy, a hand-off for another holder),
   // the device path (the write failed while the dataset did not), or
   // neither for certain.
-  absl::StatusOr<v1::ProvisionReport> DoProvision(
-      const v1::ProvisionRequest& req, const std::function<bool(uint64_t)>& progress,
+  // Returns the report, sealed under the channel's report key.
+  // `orchestrator`: the caller's certificate name (freshness is kept per
+  // orchestrator and GPU).
+  absl::StatusOr<std::string> DoProvision(
+      const std::string& orchestrator, const v1::ProvisionRequest& req,
+      const std::function<bool(uint64_t)>& progress,
       const std::function<bool()>& cancelled, ProvisionFault* fault);
 
   // How long the write in progress has waited on the device (zero when no
@@ -102,10 +110,6 @@ class HolderService final : public v1::HolderAgent::Service {
   bool WatcherHasWork() const ABSL_SHARED_LOCKS_REQUIRED(watch_mu_) {
     return stopping_ || watched_ != nullptr;
   }
-
-  // Refuses a hand-off for a trip of its campaign not newer than the last
-  // one accepted (freshness, P5).
-  absl::Status CheckFresh(const v1::HandoffBinding& b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const HolderOptions options_;
   const std::unique_ptr<Dataset> dataset_;
@@ -124,9 +128,6 @@ class HolderService final : public v1::HolderAgent::Service {
     std::chrono::steady_clock::time_point opened;
   };
   std::map<std::string, PendingChannel> pending_ ABSL_GUARDED_BY(mu_);
-  // Highest trip accepted per campaign: a hand-off for an older or the same
-  // trip is refused (freshness, P5).
-  std::map<std::string, uint64_t> last_trip_ ABSL_GUARDED_BY(mu_);
   absl::Mutex provision_mu_;  // one provisioning at a time
 
   absl::Mutex watch_mu_;

@@ -22,9 +22,11 @@
 #include "device/emulated_gpu_fixture.h"
 #include "gtest/gtest.h"
 #include "holder_agent/dataset.h"
+#include "holder_agent/trip_freshness.h"
 #include "keyxfer/attested_channel.h"
 #include "keyxfer/dev_attester.h"
 #include "keyxfer/handoff.h"
+#include "keyxfer/report_seal.h"
 #include "keyxfer/x509.h"
 #include "proto/holder.grpc.pb.h"
 #include "util/files.h"
@@ -70,11 +72,18 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     dataset_.resize(4 * kWindow);
     for (size_t i = 0; i < dataset_.size(); ++i) dataset_[i] = static_cast<char>(i * 131 + 7);
     ASSERT_TRUE(WriteFile(dir_ + "/data.raw", dataset_).ok());
-    auto ds = Dataset::Open(dir_ + "/data.raw", "raw");
-    ASSERT_TRUE(ds.ok()) << ds.status();
 
     // The agent, served with mTLS as the holder-a identity.
     ASSERT_TRUE(MakeTestPki(pki_.path(), {kOrch, kHolderA}).ok());
+    ASSERT_NO_FATAL_FAILURE(StartAgent());
+  }
+  // Serves a new agent (its freshness record read from the file the
+  // previous one wrote, as a restarted daemon reads it).
+  void StartAgent() {
+    auto ds = Dataset::Open(dir_ + "/data.raw", "raw");
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    auto freshness = TripFreshness::Open(pki_.path() + "/freshness.json");
+    ASSERT_TRUE(freshness.ok()) << freshness.status();
     HolderOptions o;
     o.name = "holder-a";
     o.dataset_name = "pattern";
@@ -83,6 +92,7 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     o.writer.bounce_dir = dir_ + bounce_subdir_;  // where the device maps rings
     o.pending_channel_lifetime = pending_channel_lifetime_;
     o.training_policy = Policy();
+    o.freshness = std::move(*freshness);
     auto service = std::make_unique<HolderService>(o, std::move(*ds), holder_attester_.get(),
                                                    holder_verifier_.get());
     agent_ = service.get();
@@ -95,12 +105,16 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     ASSERT_TRUE(ch.ok()) << ch.status();
     stub_ = v1::HolderAgent::NewStub(*ch);
   }
-  void TearDown() override {
+  // Stops the agent as the daemon stops.
+  void StopAgent() {
     if (server_ != nullptr) {
       server_->server->Shutdown();
       agent_->RemoveBounceRing();  // as the daemon does after shutdown
       server_.reset();             // (destroys the agent)
     }
+  }
+  void TearDown() override {
+    StopAgent();
     if (!dir_.empty()) unlink((dir_ + "/data.raw").c_str());
     EmulatedGpuFixture::TearDown();
   }
@@ -188,10 +202,17 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(15));
     auto reader = stub_->Provision(&ctx, req);
     v1::ProvisionUpdate u;
+    std::string sealed;
     while (reader->Read(&u)) {
-      if (u.has_report()) *report = u.report();
+      if (u.has_sealed_report()) sealed = u.sealed_report();
     }
     grpc::Status s = reader->Finish();
+    if (s.ok()) {
+      // Sealed under this channel's report key, for this hand-off.
+      auto opened = OpenReport(c.keys.report_key, sent, sealed);
+      EXPECT_TRUE(opened.ok()) << opened.status();
+      if (opened.ok()) *report = *opened;
+    }
     if (s.ok()) next_counter_ += static_cast<uint32_t>(report->chunks());
     const auto& trailers = ctx.GetServerTrailingMetadata();
     auto fault = trailers.find(kProvisionFaultKey);
@@ -263,24 +284,51 @@ TEST_F(HolderServiceTest, HandoffBoundToAnotherHolderIsRefusedBeforeAnyWrite) {
   EXPECT_EQ(DeviceWindow(), Window(0));
 }
 
-TEST_F(HolderServiceTest, TripNotNewerThanTheLastAcceptedIsRefusedPerCampaign) {
+TEST_F(HolderServiceTest, TripNotNewerThanTheLastAcceptedIsRefusedPerOrchestratorAndGpu) {
   ASSERT_TRUE(Provision(Open(), Binding("c1", 7, 0)).ok());
   ASSERT_EQ(DeviceWindow(), Window(0));
   // The same trip again and an older trip, each correctly wrapped on its own
   // attested channel: refused, the buffer keeps trip 7's window.
   ExpectRefused(Provision(Open(), Binding("c1", 7, 1)), grpc::StatusCode::PERMISSION_DENIED,
-                "hand-off for trip 7 of campaign 'c1' is not fresh (trip 7 was already accepted)");
+                "hand-off for trip 7 of campaign 'c1' is not fresh (trip 7 from orchestrator "
+                "'orchestrator' on GPU 'EMU-1' was already accepted)");
   ExpectRefused(Provision(Open(), Binding("c1", 6, 1)), grpc::StatusCode::PERMISSION_DENIED,
                 "hand-off for trip 6 of campaign 'c1' is not fresh");
   EXPECT_EQ(DeviceWindow(), Window(0));
-  // A newer trip is accepted; freshness is counted per campaign.
+  // A newer trip is accepted. Trip ids come from one counter of the
+  // orchestrator, whatever the campaign: an older one of another campaign
+  // on the same GPU is refused too.
   ASSERT_TRUE(Provision(Open(), Binding("c1", 8, 1)).ok());
   EXPECT_EQ(DeviceWindow(), Window(1));
-  ASSERT_TRUE(Provision(Open(), Binding("c2", 1, 3)).ok());
+  ExpectRefused(Provision(Open(), Binding("c2", 5, 2)), grpc::StatusCode::PERMISSION_DENIED,
+                "hand-off for trip 5 of campaign 'c2' is not fresh");
+  ASSERT_TRUE(Provision(Open(), Binding("c2", 9, 3)).ok());
   EXPECT_EQ(DeviceWindow(), Window(3));
-  ExpectRefused(Provision(Open(), Binding("c2", 1, 2)), grpc::StatusCode::PERMISSION_DENIED,
-                "hand-off for trip 1 of campaign 'c2' is not fresh");
-  EXPECT_EQ(DeviceWindow(), Window(3));
+  // Another GPU's trips are counted apart.
+  v1::HandoffBinding other_gpu = Binding("c3", 2, 2);
+  other_gpu.set_gpu_serial("EMU-2");
+  ASSERT_TRUE(Provision(Open(), other_gpu).ok());
+  EXPECT_EQ(DeviceWindow(), Window(2));
+}
+
+// Freshness survives a restart of the agent: the trip it accepted is on
+// disk before the key is used, and an older hand-off, correctly wrapped
+// on a new attested channel to the restarted agent, is refused before its
+// key is opened.
+TEST_F(HolderServiceTest, OlderHandoffReplayedToARestartedAgentIsRefused) {
+  ASSERT_TRUE(Provision(Open(), Binding("c1", 7, 0)).ok());
+  ASSERT_EQ(DeviceWindow(), Window(0));
+  StopAgent();
+  ASSERT_NO_FATAL_FAILURE(StartAgent());
+  for (uint64_t trip : {6, 7}) {
+    ExpectRefused(Provision(Open(), Binding("c1", trip, 1)), grpc::StatusCode::PERMISSION_DENIED,
+                  "hand-off for trip " + std::to_string(trip) +
+                      " of campaign 'c1' is not fresh (trip 7 from orchestrator "
+                      "'orchestrator' on GPU 'EMU-1' was already accepted)");
+  }
+  EXPECT_EQ(DeviceWindow(), Window(0));
+  ASSERT_TRUE(Provision(Open(), Binding("c1", 8, 1)).ok());
+  EXPECT_EQ(DeviceWindow(), Window(1));
 }
 
 TEST_F(HolderServiceTest, BindingAlteredInTransitIsRefusedAndTakesNoTrip) {
@@ -597,7 +645,7 @@ TEST_F(StalledDeviceTest, ProgressSaysHowLongTheDeviceHasHeldAChunk) {
   release_ = true;
   // Released, the device acknowledges and the write completes.
   bool reported = false;
-  while (reader->Read(&u)) reported = reported || u.has_report();
+  while (reader->Read(&u)) reported = reported || !u.sealed_report().empty();
   EXPECT_TRUE(reader->Finish().ok());
   EXPECT_TRUE(reported);
 }

@@ -7,11 +7,20 @@
 namespace gputravel {
 namespace {
 
-absl::StatusOr<SecretBytes> DeriveHandoffKey(const SecretBytes& secret,
-                                             absl::string_view transcript) {
+// One key per direction, both expanded from the channel's ECDH secret
+// salted with its transcript: the hand-off key (orchestrator to holder) and
+// the report key (holder to orchestrator).
+absl::StatusOr<AttestedChannel> DeriveChannelKeys(const SecretBytes& secret,
+                                                  absl::string_view transcript,
+                                                  AttestedIdentity peer) {
   auto prk = HkdfSha384Extract(Sha384(transcript), secret);
   if (!prk.ok()) return prk.status();
-  return HkdfSha384Expand(*prk, "gputravel-o2h-handoff-key", 32);
+  auto handoff = HkdfSha384Expand(*prk, "gputravel-o2h-handoff-key", 32);
+  if (!handoff.ok()) return handoff.status();
+  auto report = HkdfSha384Expand(*prk, "gputravel-h2o-report-key", 32);
+  if (!report.ok()) return report.status();
+  return AttestedChannel{std::move(*handoff), std::move(*report), Sha384(transcript),
+                         std::move(peer)};
 }
 
 }  // namespace
@@ -68,9 +77,7 @@ absl::StatusOr<AttestedChannel> ChannelInitiator::Complete(
   auto own = attester.Attest(ChannelReportData(ChannelRole::kOrchestrator, transcript));
   if (!own.ok()) return own.status();
   *own_evidence = std::move(*own);
-  auto k = DeriveHandoffKey(*secret, transcript);
-  if (!k.ok()) return k.status();
-  return AttestedChannel{std::move(*k), Sha384(transcript), std::move(*peer)};
+  return DeriveChannelKeys(*secret, transcript, std::move(*peer));
 }
 
 absl::StatusOr<ChannelResponder> ChannelResponder::Respond(
@@ -106,10 +113,9 @@ absl::StatusOr<AttestedChannel> ChannelResponder::Confirm(
     return absl::PermissionDeniedError("orchestrator attestation refused: " +
                                        std::string(peer.status().message()));
   }
-  auto k = DeriveHandoffKey(secret_, transcript_);
+  auto channel = DeriveChannelKeys(secret_, transcript_, std::move(*peer));
   secret_.Clear();
-  if (!k.ok()) return k.status();
-  return AttestedChannel{std::move(*k), Sha384(transcript_), std::move(*peer)};
+  return channel;
 }
 
 }  // namespace gputravel

@@ -34,10 +34,12 @@ std::string ChannelTranscript(absl::string_view initiator_public_key,
 enum class ChannelRole { kOrchestrator, kHolder };
 ReportData ChannelReportData(ChannelRole role, absl::string_view transcript);
 
-// The result: a key for wrapping hand-offs (orchestrator -> holder) and what
-// attestation proved about the peer.
+// The result: a key for wrapping hand-offs (orchestrator -> holder), a key
+// for sealing the holder's provisioning report (holder -> orchestrator,
+// keyxfer/report_seal.h), and what attestation proved about the peer.
 struct AttestedChannel {
   SecretBytes handoff_key;
+  SecretBytes report_key;
   std::string transcript_hash;  // SHA-384 of the transcript (channel id)
   AttestedIdentity peer;
 };

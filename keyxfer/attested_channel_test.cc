@@ -44,6 +44,11 @@ TEST_F(AttestedChannelTest, MutualAgreementYieldsSameKey) {
   auto hc = resp.Confirm(orch_ev, ov);
   ASSERT_TRUE(hc.ok()) << hc.status();
   EXPECT_TRUE(oc->handoff_key.Equals(hc->handoff_key));
+  // The report key (holder to orchestrator) is the same on both sides and
+  // is not the hand-off key.
+  EXPECT_TRUE(oc->report_key.Equals(hc->report_key));
+  EXPECT_EQ(oc->report_key.size(), 32u);
+  EXPECT_FALSE(oc->report_key.Equals(oc->handoff_key));
   EXPECT_EQ(oc->transcript_hash, hc->transcript_hash);
   // A channel is confirmed once.
   EXPECT_FALSE(resp.Confirm(orch_ev, ov).ok());

@@ -527,8 +527,16 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
       return fail(kCampaignFailed, "trainer: " + std::string(created.status().message()));
     }
     trainer = std::move(*created);
-    if (!row->model.empty()) {
-      absl::Status rs = trainer->Restore(row->model);
+    // A checkpoint that does not authenticate (swapped, altered, or another
+    // key file) pauses the campaign: restoring the right key file and
+    // resuming continues it.
+    auto checkpoint = store_->GetCheckpoint(name);
+    if (!checkpoint.ok()) {
+      return fail(kCampaignPaused,
+                  "trainer checkpoint: " + std::string(checkpoint.status().message()));
+    }
+    if (!checkpoint->empty()) {
+      absl::Status rs = trainer->Restore(*checkpoint);
       if (!rs.ok()) {
         return fail(kCampaignFailed, "trainer checkpoint: " + std::string(rs.message()));
       }
@@ -557,7 +565,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
       absl::MutexLock l(&mu_);
       if (stopping_) break;
     }
-    auto c = store_->GetCampaignSummary(name);
+    auto c = store_->GetCampaign(name);
     if (!c.ok() || c->state != kCampaignRunning) break;
     auto holders = store_->ListHolders(name);
     if (!holders.ok()) {

@@ -9,9 +9,10 @@
 namespace gputravel {
 namespace {
 
-const std::set<std::string> kKnownFields = {"listen",      "domain", "state_dir",
-                                            "mux_endpoint", "mux_name", "gpus",
-                                            "attestation",  "tls",      "eval_tokens"};
+const std::set<std::string> kKnownFields = {"listen",      "domain",     "state_dir",
+                                            "mux_endpoint", "mux_name",   "gpus",
+                                            "attestation",  "tls",        "eval_tokens",
+                                            "checkpoint_key_file"};
 const std::set<std::string> kKnownGpuFields = {"name", "device_endpoint", "device_ca",
                                                "serial", "heartbeat_period_seconds"};
 
@@ -32,6 +33,10 @@ absl::StatusOr<OrchestratorConfig> ParseOrchestratorConfig(const nlohmann::json&
   }
   if (j.contains("eval_tokens")) {
     GT_ASSIGN_OR_RETURN(cfg.eval_tokens, JsonString(j, where, "eval_tokens"));
+  }
+  cfg.checkpoint_key_file = cfg.state_dir + "/checkpoint.key";
+  if (j.contains("checkpoint_key_file")) {
+    GT_ASSIGN_OR_RETURN(cfg.checkpoint_key_file, JsonString(j, where, "checkpoint_key_file"));
   }
   if (!j.contains("gpus") || !j["gpus"].is_array() || j["gpus"].empty()) {
     return absl::InvalidArgumentError(where + ": gpus: must be a non-empty array");

@@ -35,6 +35,10 @@ struct OrchestratorConfig {
   std::string listen;       // scheduler/operator API endpoint (mTLS)
   std::string domain;       // the orchestrator TD's name at the MUX
   std::string state_dir;    // SQLite database and counter-window files
+  // The key the database's model checkpoints are sealed under
+  // (orchestrator/checkpoint_seal.h); default <state_dir>/checkpoint.key.
+  // Elsewhere when state_dir is on storage others can read.
+  std::string checkpoint_key_file;
   std::string mux_endpoint;
   std::string mux_name = "mux";  // name in the MUX's certificate
   std::vector<GpuConfig> gpus;

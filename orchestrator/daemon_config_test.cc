@@ -60,6 +60,12 @@ TEST_F(DaemonConfigTest, GoodConfigParses) {
   EXPECT_EQ(c->gpus[1].heartbeat_period_seconds, 20u);
   EXPECT_EQ(c->mux_name, "mux");
   EXPECT_EQ(c->tls.ca, CaCertPath(*dir_));
+  EXPECT_EQ(c->checkpoint_key_file, "/tmp/s/checkpoint.key") << "beside the database by default";
+  auto j = Good();
+  j["checkpoint_key_file"] = "/secrets/checkpoint.key";
+  auto elsewhere = ParseOrchestratorConfig(j, "o.json");
+  ASSERT_TRUE(elsewhere.ok()) << elsewhere.status();
+  EXPECT_EQ(elsewhere->checkpoint_key_file, "/secrets/checkpoint.key");
 }
 
 // Only a development configuration may leave a GPU's serial unpinned.
@@ -81,7 +87,7 @@ struct BadCase {
 TEST_F(DaemonConfigTest, EveryBadFieldIsNamed) {
   const std::vector<BadCase> cases = {
       {"NotObject", [](nlohmann::json& j) { j = nlohmann::json::array(); }, "o.json: must be"},
-      {"UnknownField", [](nlohmann::json& j) { j["campaigns"] = 1; }, "o.json: unknown field 'campaigns' (accepted: attestation, domain, eval_tokens, gpus, listen, mux_endpoint, mux_name, state_dir, tls)"},
+      {"UnknownField", [](nlohmann::json& j) { j["campaigns"] = 1; }, "o.json: unknown field 'campaigns' (accepted: attestation, checkpoint_key_file, domain, eval_tokens, gpus, listen, mux_endpoint, mux_name, state_dir, tls)"},
       {"MissingListen", [](nlohmann::json& j) { j.erase("listen"); }, "listen"},
       {"ListenNotString", [](nlohmann::json& j) { j["listen"] = 5; }, "listen"},
       {"MissingDomain", [](nlohmann::json& j) { j.erase("domain"); }, "domain"},

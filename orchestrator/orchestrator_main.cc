@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
       "with durable state (SQLite, WAL) in state_dir and crash recovery at\n"
       "start-up. Serves the scheduler API (proto/orchestrator.proto), the\n"
       "standard gRPC health service and reflection, all over mTLS.\n"
-      "Config JSON: {\"listen\", \"domain\", \"state_dir\", \"mux_endpoint\",\n"
+      "Config JSON: {\"listen\", \"domain\", \"state_dir\",\n"
+      "\"checkpoint_key_file\" (default <state_dir>/checkpoint.key), \"mux_endpoint\",\n"
       "\"mux_name\", \"gpus\": [{\"name\", \"device_endpoint\", \"device_ca\",\n"
       "\"serial\", \"heartbeat_period_seconds\"}], \"attestation\": {...},\n"
       "\"tls\": {\"ca\", \"cert\", \"key\"}}\n"
@@ -83,7 +84,8 @@ int main(int argc, char** argv) {
     absl::Status s = MakeFilePrivate(path, /*create=*/path == db_path);
     if (!s.ok()) ExitStartupError(kProgram, std::string(s.message()));
   }
-  auto store = StateStore::Open(db_path);
+  // Checkpoints in the database are sealed under a key kept outside it.
+  auto store = StateStore::Open(db_path, cfg->checkpoint_key_file);
   if (!store.ok()) ExitStartupError(kProgram, std::string(store.status().message()));
   auto creds = MakeServerCredentials(cfg->tls);
   if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));

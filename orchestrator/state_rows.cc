@@ -24,7 +24,7 @@ namespace {
 #define GT_SS_EVENT_COLS \
   "seq, campaign, trip, kind, step, message, bytes, loss, time_ms, eval_loss"
 
-CampaignRow ReadCampaign(Stmt& s, bool with_model) {
+CampaignRow ReadCampaign(Stmt& s) {
   CampaignRow c;
   c.name = s.ColText(0);
   c.request_id = s.ColText(1);
@@ -45,7 +45,6 @@ CampaignRow ReadCampaign(Stmt& s, bool with_model) {
   c.buffer_gpu_serial = s.ColText(16);
   c.last_eval_loss = s.ColOptReal(17);
   c.terms = s.ColBlob(18);
-  if (with_model) c.model = s.ColBlob(19);
   return c;
 }
 
@@ -126,24 +125,20 @@ absl::StatusOr<std::vector<Row>> ReadAll(Stmt& s, Read read) {
 
 }  // namespace
 
-absl::StatusOr<CampaignRow> LoadCampaign(SqliteDb& db, const std::string& name,
-                                         bool with_model) {
-  const char* sql = with_model ? "SELECT " GT_SS_CAMPAIGN_COLS
-                                 ", model FROM campaigns WHERE name = ?"
-                               : "SELECT " GT_SS_CAMPAIGN_COLS
-                                 " FROM campaigns WHERE name = ?";
-  GT_ASSIGN_OR_RETURN(Stmt s, db.Prepare(sql));
+absl::StatusOr<CampaignRow> LoadCampaign(SqliteDb& db, const std::string& name) {
+  GT_ASSIGN_OR_RETURN(Stmt s,
+                      db.Prepare("SELECT " GT_SS_CAMPAIGN_COLS " FROM campaigns WHERE name = ?"));
   GT_ASSIGN_OR_RETURN(bool row, s.Bind(name).Step());
   if (!row) {
     return absl::NotFoundError(absl::StrCat("campaign \"", name, "\" not found"));
   }
-  return ReadCampaign(s, with_model);
+  return ReadCampaign(s);
 }
 
 absl::StatusOr<std::vector<CampaignRow>> LoadCampaigns(SqliteDb& db) {
   GT_ASSIGN_OR_RETURN(Stmt s, db.Prepare("SELECT " GT_SS_CAMPAIGN_COLS
                                          " FROM campaigns ORDER BY created_ms, name"));
-  return ReadAll<CampaignRow>(s, [](Stmt& s) { return ReadCampaign(s, false); });
+  return ReadAll<CampaignRow>(s, [](Stmt& s) { return ReadCampaign(s); });
 }
 
 absl::StatusOr<HolderRow> LoadHolder(SqliteDb& db, const std::string& campaign,

@@ -16,10 +16,9 @@
 
 namespace gputravel {
 
-// NotFound names the campaign. `model` (possibly large) only with_model.
-absl::StatusOr<CampaignRow> LoadCampaign(SqliteDb& db, const std::string& name,
-                                         bool with_model);
-// Every campaign without its model, by creation.
+// NotFound names the campaign. The checkpoint is not read (StateStore::GetCheckpoint).
+absl::StatusOr<CampaignRow> LoadCampaign(SqliteDb& db, const std::string& name);
+// Every campaign, by creation.
 absl::StatusOr<std::vector<CampaignRow>> LoadCampaigns(SqliteDb& db);
 // NotFound names the holder and the campaign.
 absl::StatusOr<HolderRow> LoadHolder(SqliteDb& db, const std::string& campaign,

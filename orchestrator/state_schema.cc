@@ -29,7 +29,13 @@ namespace {
 //   error             why the campaign failed or was cancelled ("" if none).
 //   buffer_id         device dataset buffer in use, 0 = none.
 //   model             latest checkpoint, written with the trip that trained
-//                     it (empty = no training yet).
+//                     it (empty = no training yet); from schema 5 sealed
+//                     (orchestrator/checkpoint_seal.h) under a key kept
+//                     outside the database, bound to the campaign and
+//                     model_trip.
+//   model_trip        (schema 5) the trip whose training wrote `model`; 0
+//                     with no model, and for a model a version before 5
+//                     wrote in the clear, which StateStore::Open seals.
 //   created_ms        creation time, Unix ms.
 //   updated_ms        last change to the row, Unix ms.
 //   trips_ok          trips finished ok.
@@ -47,7 +53,7 @@ namespace {
 //   dataset_bytes     size of the holder's dataset (> 0).
 //   cursor_offset     start of the next window to train; < dataset_bytes.
 //   round             completed passes over the dataset.
-//   state             active|done|failed|skipped (schema 5: skipped).
+//   state             active|done|failed|skipped (schema 6: skipped).
 //   error             why the holder failed ("" if none).
 //   trips, bytes      ok trips of this holder and their provisioned bytes.
 // trips: one row per trip, inserted at "planned" before anything happens.
@@ -212,13 +218,21 @@ UPDATE events SET loss = NULL;
 UPDATE campaigns SET last_loss = NULL;
 )sql";
 
-// Version 4 -> 5: a holder can be "skipped" (by an operator). SQLite cannot
+// Version 4 -> 5: checkpoints are sealed, bound to the trip that wrote
+// them. Rows keep their clear model with model_trip 0 until StateStore::Open,
+// which has the key, seals them.
+constexpr char kMigrateV4ToV5[] = R"sql(
+ALTER TABLE campaigns ADD COLUMN model_trip INTEGER NOT NULL DEFAULT 0
+    CHECK (model_trip >= 0);
+)sql";
+
+// Version 5 -> 6: a holder can be "skipped" (by an operator). SQLite cannot
 // change a CHECK constraint in place: the table is rebuilt under the same
 // name, rows kept, in the migration's transaction, with foreign keys off
 // for it (SQLite's documented procedure: dropping the old table would
 // otherwise orphan the trips' references) and checked before it commits.
-constexpr char kMigrateV4ToV5[] = R"sql(
-CREATE TABLE holders_v5 (
+constexpr char kMigrateV5ToV6[] = R"sql(
+CREATE TABLE holders_v6 (
   campaign TEXT NOT NULL REFERENCES campaigns (name),
   name TEXT NOT NULL,
   position INTEGER NOT NULL,
@@ -233,17 +247,17 @@ CREATE TABLE holders_v5 (
   attestation BLOB NOT NULL DEFAULT x'',
   PRIMARY KEY (campaign, name)
 ) STRICT;
-INSERT INTO holders_v5 (campaign, name, position, dataset_bytes, cursor_offset, round, state,
+INSERT INTO holders_v6 (campaign, name, position, dataset_bytes, cursor_offset, round, state,
                         error, trips, bytes, attestation)
   SELECT campaign, name, position, dataset_bytes, cursor_offset, round, state, error, trips,
          bytes, attestation FROM holders;
 DROP TABLE holders;
-ALTER TABLE holders_v5 RENAME TO holders;
+ALTER TABLE holders_v6 RENAME TO holders;
 )sql";
 
 // PRAGMA arguments cannot be bound; this is kStateSchemaVersion spelled out.
-constexpr char kSetUserVersion[] = "PRAGMA user_version = 5";
-static_assert(kStateSchemaVersion == 5, "update kSetUserVersion and add a migration");
+constexpr char kSetUserVersion[] = "PRAGMA user_version = 6";
+static_assert(kStateSchemaVersion == 6, "update kSetUserVersion and add a migration");
 
 absl::StatusOr<int64_t> ReadVersion(SqliteDb& db) {
   GT_ASSIGN_OR_RETURN(Stmt s, db.Prepare("PRAGMA user_version"));
@@ -309,6 +323,10 @@ absl::Status EnsureStateSchema(SqliteDb& db) {
     if (v <= 4) {
       GT_RETURN_IF_ERROR(
           db.ExecScript(kMigrateV4ToV5, "migrating the schema from version 4 to 5"));
+    }
+    if (v <= 5) {
+      GT_RETURN_IF_ERROR(
+          db.ExecScript(kMigrateV5ToV6, "migrating the schema from version 5 to 6"));
     }
     GT_ASSIGN_OR_RETURN(Stmt check, db.Prepare("PRAGMA foreign_key_check"));
     GT_ASSIGN_OR_RETURN(bool orphan, check.Step());

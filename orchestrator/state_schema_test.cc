@@ -75,8 +75,8 @@ TEST_F(StateSchemaTest, CreatesTheCurrentSchemaOnceInAnEmptyDatabase) {
   EXPECT_EQ(Version(), kStateSchemaVersion);
 }
 
-// Version 1's tables, as the current schema minus what versions 2..4 added
-// (version 5 changed a constraint only),
+// Version 1's tables, as the current schema minus what versions 2..5 added
+// (version 6 changed a constraint only),
 // are migrated in place, rows kept.
 TEST_F(StateSchemaTest, MigratesVersionOneToTheCurrentVersion) {
   ASSERT_TRUE(EnsureStateSchema(*db_).ok());
@@ -99,6 +99,7 @@ TEST_F(StateSchemaTest, MigratesVersionOneToTheCurrentVersion) {
                      "ALTER TABLE campaigns DROP COLUMN buffer_gpu_serial;"
                      "ALTER TABLE campaigns DROP COLUMN terms;"
                      "ALTER TABLE campaigns DROP COLUMN last_eval_loss;"
+                     "ALTER TABLE campaigns DROP COLUMN model_trip;"
                      "ALTER TABLE events DROP COLUMN eval_loss;"
                      "PRAGMA user_version = 1;")
                   .ok());
@@ -110,7 +111,7 @@ TEST_F(StateSchemaTest, MigratesVersionOneToTheCurrentVersion) {
                           "gpu_serial", "eval_loss", "reported_loss", "reported_eval_loss"}) {
     EXPECT_EQ(Columns("trips").count(col), 1u) << col;
   }
-  for (const char* col : {"buffer_gpu_serial", "terms", "last_eval_loss"}) {
+  for (const char* col : {"buffer_gpu_serial", "terms", "last_eval_loss", "model_trip"}) {
     EXPECT_EQ(Columns("campaigns").count(col), 1u) << col;
   }
   EXPECT_EQ(Columns("events").count("eval_loss"), 1u);

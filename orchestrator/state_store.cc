@@ -53,14 +53,80 @@ EventRow Event(const std::string& campaign, uint64_t trip, const char* kind,
 // ---------------------------------------------------------------------------
 // Opening, the change helper and events.
 
-StateStore::StateStore(std::unique_ptr<SqliteDb> db) : db_(std::move(db)) {}
+StateStore::StateStore(std::unique_ptr<SqliteDb> db, CheckpointSeal seal)
+    : db_(std::move(db)), seal_(std::move(seal)) {}
 
 StateStore::~StateStore() = default;
 
-absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(const std::string& path) {
+absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(
+    const std::string& path, const std::string& checkpoint_key_path) {
   GT_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db, SqliteDb::Open(path));
   GT_RETURN_IF_ERROR(EnsureStateSchema(*db));
-  return std::unique_ptr<StateStore>(new StateStore(std::move(db)));
+  // Deleted and replaced content (a clear checkpoint being sealed, an old
+  // sealed one) is overwritten with zeros, not left in free pages.
+  GT_RETURN_IF_ERROR(db->Exec("PRAGMA secure_delete = ON"));
+  // The key may be made only while no checkpoint is sealed under one.
+  int64_t sealed = 0;
+  {
+    GT_ASSIGN_OR_RETURN(Stmt s,
+                        db->Prepare("SELECT count(*) FROM campaigns WHERE model_trip != 0"));
+    GT_ASSIGN_OR_RETURN(bool row, s.Step());
+    sealed = row ? s.ColInt(0) : 0;
+  }
+  absl::StatusOr<CheckpointSeal> seal =
+      CheckpointSeal::LoadOrCreate(checkpoint_key_path, /*may_create=*/sealed == 0);
+  if (!seal.ok()) {
+    if (seal.status().code() != absl::StatusCode::kNotFound) return seal.status();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state database ", path, " holds ", sealed, " sealed checkpoint(s) but the checkpoint "
+        "key file ", checkpoint_key_path, " is missing: restore it from its backup (without it "
+        "the checkpoints cannot be read; a new key would not open them)"));
+  }
+  std::unique_ptr<StateStore> store(new StateStore(std::move(db), *std::move(seal)));
+  GT_RETURN_IF_ERROR(store->SealClearCheckpoints());
+  return store;
+}
+
+absl::Status StateStore::SealClearCheckpoints() {
+  bool any = false;
+  GT_RETURN_IF_ERROR(
+      Mutate(Durability::kFlush, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+        // Written in the clear before schema 5: a model and no model_trip.
+        std::vector<std::pair<std::string, uint64_t>> clear;
+        {
+          GT_ASSIGN_OR_RETURN(
+              Stmt s, db_->Prepare("SELECT name, (SELECT COALESCE(MAX(id), 0) FROM trips "
+                                   "WHERE campaign = campaigns.name AND trained = 1) "
+                                   "FROM campaigns WHERE model_trip = 0 AND model != x''"));
+          for (;;) {
+            GT_ASSIGN_OR_RETURN(bool row, s.Step());
+            if (!row) break;
+            clear.emplace_back(s.ColText(0), s.ColU64(1));
+          }
+        }
+        for (const auto& [campaign, trip] : clear) {
+          if (trip == 0) {
+            return absl::DataLossError(absl::StrCat(
+                "campaign ", Quote(campaign), " in ", db_->path(),
+                " has a checkpoint but no trained trip to bind it to"));
+          }
+          GT_ASSIGN_OR_RETURN(Stmt s,
+                              db_->Prepare("SELECT model FROM campaigns WHERE name = ?"));
+          GT_ASSIGN_OR_RETURN(bool row, s.Bind(campaign).Step());
+          if (!row) continue;
+          GT_ASSIGN_OR_RETURN(std::string sealed, seal_.Seal(campaign, trip, s.ColBlob(0)));
+          GT_RETURN_IF_ERROR(db_->Run("UPDATE campaigns SET model = ?, model_trip = ? "
+                                      "WHERE name = ?",
+                                      BlobRef{sealed}, trip, campaign));
+          any = true;
+        }
+        return absl::OkStatus();
+      }).status());
+  if (!any) return absl::OkStatus();
+  // The clear pages are zeroed in the WAL; move them into the database file
+  // and empty the WAL, so neither file keeps a clear checkpoint.
+  absl::MutexLock lock(&mu_);
+  return db_->Exec("PRAGMA wal_checkpoint(TRUNCATE)");
 }
 
 absl::StatusOr<EventSeqs> StateStore::Mutate(Durability durability,
@@ -178,7 +244,7 @@ absl::StatusOr<CreateResult> StateStore::CreateCampaign(
         }
         // The same request again (a client retry): answer as the first time.
         result.created = false;
-        GT_ASSIGN_OR_RETURN(result.campaign, LoadCampaign(*db_, name, false));
+        GT_ASSIGN_OR_RETURN(result.campaign, LoadCampaign(*db_, name));
         return absl::OkStatus();
       }
     }
@@ -211,7 +277,7 @@ absl::StatusOr<CreateResult> StateStore::CreateCampaign(
                            " rounds, gpu ", Quote(c.gpu)),
               now)));
     result.created = true;
-    GT_ASSIGN_OR_RETURN(result.campaign, LoadCampaign(*db_, c.name, false));
+    GT_ASSIGN_OR_RETURN(result.campaign, LoadCampaign(*db_, c.name));
     return absl::OkStatus();
   });
   GT_RETURN_IF_ERROR(seqs.status());
@@ -221,12 +287,33 @@ absl::StatusOr<CreateResult> StateStore::CreateCampaign(
 
 absl::StatusOr<CampaignRow> StateStore::GetCampaign(const std::string& name) {
   absl::MutexLock lock(&mu_);
-  return LoadCampaign(*db_, name, true);
+  return LoadCampaign(*db_, name);
 }
 
-absl::StatusOr<CampaignRow> StateStore::GetCampaignSummary(const std::string& name) {
-  absl::MutexLock lock(&mu_);
-  return LoadCampaign(*db_, name, false);
+absl::StatusOr<std::string> StateStore::GetCheckpoint(const std::string& name) {
+  std::string sealed, db_path;
+  uint64_t trip = 0, latest = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    db_path = db_->path();
+    GT_ASSIGN_OR_RETURN(
+        Stmt s, db_->Prepare("SELECT model, model_trip, (SELECT COALESCE(MAX(id), 0) FROM trips "
+                             "WHERE campaign = ?1 AND trained = 1) "
+                             "FROM campaigns WHERE name = ?1"));
+    GT_ASSIGN_OR_RETURN(bool row, s.Bind(name).Step());
+    if (!row) return absl::NotFoundError(absl::StrCat("campaign ", Quote(name), " not found"));
+    sealed = s.ColBlob(0);
+    trip = s.ColU64(1);
+    latest = s.ColU64(2);
+  }
+  if (sealed.empty() && trip == 0) return std::string();
+  if (trip != latest) {
+    return absl::DataLossError(absl::StrCat(
+        "the checkpoint of campaign ", Quote(name), " in ", db_path, " is marked as trip ",
+        trip, "'s, but the campaign's latest trained trip is ", latest,
+        ": it was put back from another trip or campaign"));
+  }
+  return seal_.Open(name, trip, sealed);
 }
 
 absl::StatusOr<std::string> StateStore::GetCampaignState(const std::string& name) {
@@ -248,7 +335,7 @@ absl::StatusOr<std::vector<HolderRow>> StateStore::ListHolders(const std::string
   std::vector<HolderRow> out;
   GT_RETURN_IF_ERROR(db_->InTransaction(
       [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-        GT_RETURN_IF_ERROR(LoadCampaign(*db_, campaign, false).status());
+        GT_RETURN_IF_ERROR(LoadCampaign(*db_, campaign).status());
         GT_ASSIGN_OR_RETURN(out, LoadHolders(*db_, campaign));
         return absl::OkStatus();
       },
@@ -261,7 +348,7 @@ absl::StatusOr<std::vector<TripRow>> StateStore::ListTrips(const std::string& ca
   std::vector<TripRow> out;
   GT_RETURN_IF_ERROR(db_->InTransaction(
       [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-        GT_RETURN_IF_ERROR(LoadCampaign(*db_, campaign, false).status());
+        GT_RETURN_IF_ERROR(LoadCampaign(*db_, campaign).status());
         GT_ASSIGN_OR_RETURN(out, LoadTrips(*db_, campaign));
         return absl::OkStatus();
       },
@@ -283,7 +370,7 @@ absl::StatusOr<EventSeqs> StateStore::SetCampaignState(
         "campaign ", Quote(name), ": unknown state ", Quote(state)));
   }
   return Mutate(Durability::kFlush, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-    GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(*db_, name, false));
+    GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(*db_, name));
     const std::optional<CampaignState> from = CampaignStateFromString(c.state);
     if (from.has_value() && !CanMoveCampaign(*from, *to)) {
       return absl::FailedPreconditionError(
@@ -306,7 +393,7 @@ absl::StatusOr<EventSeqs> StateStore::SetCampaignBuffer(const std::string& name,
                                                         uint64_t buffer_id,
                                                         const std::string& gpu_serial) {
   return Mutate(Durability::kFlush, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-    GT_RETURN_IF_ERROR(LoadCampaign(*db_, name, false).status());
+    GT_RETURN_IF_ERROR(LoadCampaign(*db_, name).status());
     const int64_t now = NowMs();
     GT_RETURN_IF_ERROR(db_->Run("UPDATE campaigns SET buffer_id = ?, buffer_gpu_serial = ?, "
                                 "updated_ms = ? WHERE name = ?",
@@ -367,7 +454,7 @@ absl::StatusOr<EventSeqs> StateStore::BeginTrip(const TripRow& t) {
                                                      Quote(s.ColText(0)), "; take a new id"));
       }
     }
-    GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(*db_, t.campaign, false));
+    GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(*db_, t.campaign));
     if (c.state != kCampaignRunning) {
       return absl::FailedPreconditionError(
           absl::StrCat("campaign ", Quote(c.name), " is ", c.state,
@@ -575,15 +662,19 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
                                 "reported_eval_loss = ?, trained = 1, step = ? WHERE id = ?",
                                 loss, eval_loss, reported, reported_eval,
                                 ToString(StepAfterTrained()), trip_id));
+    // Sealed, bound to the campaign and this trip.
+    GT_ASSIGN_OR_RETURN(std::string sealed, seal_.Seal(t.campaign, trip_id, model_blob));
     if (reported) {
-      GT_RETURN_IF_ERROR(db_->Run("UPDATE campaigns SET model = ?, last_loss = ?, "
-                                  "last_eval_loss = ?, updated_ms = ? WHERE name = ?",
-                                  BlobRef{model_blob}, reported, reported_eval, now,
+      GT_RETURN_IF_ERROR(db_->Run("UPDATE campaigns SET model = ?, model_trip = ?, "
+                                  "last_loss = ?, last_eval_loss = ?, updated_ms = ? "
+                                  "WHERE name = ?",
+                                  BlobRef{sealed}, trip_id, reported, reported_eval, now,
                                   t.campaign));
     } else {
       GT_RETURN_IF_ERROR(
-          db_->Run("UPDATE campaigns SET model = ?, updated_ms = ? WHERE name = ?",
-                   BlobRef{model_blob}, now, t.campaign));
+          db_->Run("UPDATE campaigns SET model = ?, model_trip = ?, updated_ms = ? "
+                   "WHERE name = ?",
+                   BlobRef{sealed}, trip_id, now, t.campaign));
     }
     EventRow trained = Event(
         t.campaign, trip_id, "trained", kStepTrain,
@@ -632,7 +723,7 @@ absl::StatusOr<EventSeqs> StateStore::FinishTrip(uint64_t trip_id, const TripFin
           absl::StrCat(TripName(t), " already finished with outcome ",
                        t.outcome, "; every trip is counted once"));
     }
-    GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(*db_, t.campaign, false));
+    GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(*db_, t.campaign));
     GT_ASSIGN_OR_RETURN(HolderRow h, LoadHolder(*db_, t.campaign, t.holder));
     const std::string final_step = ToString(FinalStep(f.outcome == kOutcomeAborted));
     const int64_t now = NowMs();
@@ -731,7 +822,7 @@ absl::StatusOr<EventSeqs> StateStore::SkipHolder(const std::string& campaign,
                                                  const std::string& holder,
                                                  const std::string& error) {
   return Mutate(Durability::kFlush, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-    GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(*db_, campaign, false));
+    GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(*db_, campaign));
     if (c.state != kCampaignPaused) {
       return absl::FailedPreconditionError(
           absl::StrCat("campaign ", Quote(campaign), " is ", c.state,

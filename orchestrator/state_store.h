@@ -44,6 +44,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/functional/function_ref.h"
+#include "orchestrator/checkpoint_seal.h"
 #include "orchestrator/sqlite_db.h"
 #include "orchestrator/state_schema.h"
 #include "orchestrator/trip_steps.h"
@@ -79,7 +80,6 @@ struct CampaignRow {
   // a buffer recorded before serials were): recovery and the next run
   // scrub it, or take it as gone, only on that device (P5).
   std::string buffer_gpu_serial;
-  std::string model;       // latest checkpoint (bytes); empty = none
   int64_t created_ms = 0;
   int64_t updated_ms = 0;
   int64_t trips_ok = 0;
@@ -215,12 +215,20 @@ class StateStore {
   static constexpr int kSchemaVersion = kStateSchemaVersion;
 
   // Opens (creating with mode 0600 if missing) the database at `path`, turns
-  // on WAL, synchronous=FULL, foreign keys and a busy timeout
-  // (orchestrator/sqlite_db.h), and creates or migrates the schema
-  // (orchestrator/state_schema.h). Refuses a database written by a newer
-  // schema.
+  // on WAL, synchronous=FULL, foreign keys, secure_delete (freed pages are
+  // zeroed) and a busy timeout (orchestrator/sqlite_db.h), and creates or
+  // migrates the schema (orchestrator/state_schema.h). Refuses a database
+  // written by a newer schema.
+  //
+  // Model checkpoints are stored sealed under the key in
+  // `checkpoint_key_path` (orchestrator/checkpoint_seal.h). The key file is
+  // created if missing while the database holds no sealed checkpoint; with
+  // sealed checkpoints and no key file, FAILED_PRECONDITION names both
+  // files. Checkpoints an older schema stored in the clear are sealed here
+  // (bound to their campaign's latest trained trip), and their clear bytes
+  // are overwritten in the database file and its WAL.
   static absl::StatusOr<std::unique_ptr<StateStore>> Open(
-      const std::string& path);
+      const std::string& path, const std::string& checkpoint_key_path);
 
   ~StateStore();
   StateStore(const StateStore&) = delete;
@@ -247,11 +255,16 @@ class StateStore {
   absl::StatusOr<CreateResult> CreateCampaign(
       const CampaignRow& c, const std::vector<HolderRow>& holders);
 
-  // GetCampaign includes the model checkpoint; ListCampaigns leaves `model`
-  // empty (it may be large). Ordered by creation.
+  // A campaign's row (without its checkpoint: GetCheckpoint); ListCampaigns
+  // orders them by creation.
   absl::StatusOr<CampaignRow> GetCampaign(const std::string& name);
-  // The same row with `model` left empty (it may be large).
-  absl::StatusOr<CampaignRow> GetCampaignSummary(const std::string& name);
+  // The campaign's latest checkpoint, opened ("" before any training).
+  // DATA_LOSS naming the campaign when it does not authenticate under the
+  // key for this campaign and the trip that wrote it, or when that trip is
+  // not the campaign's latest trained one (a checkpoint swapped from
+  // another campaign, put back from an earlier trip, or sealed under
+  // another key file).
+  absl::StatusOr<std::string> GetCheckpoint(const std::string& name);
   // Only the campaign's lifecycle state (kCampaign*): what the trip loop and
   // watchers poll, without reading the spec and the model checkpoint.
   absl::StatusOr<std::string> GetCampaignState(const std::string& name);
@@ -372,7 +385,9 @@ class StateStore {
   void SetEventObserver(EventObserver observer);
 
  private:
-  explicit StateStore(std::unique_ptr<SqliteDb> db);
+  StateStore(std::unique_ptr<SqliteDb> db, CheckpointSeal seal);
+  // Open's sealing of checkpoints an older schema stored in the clear.
+  absl::Status SealClearCheckpoints() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The one shape of every change: under the lock, in one write transaction
   // committed with `durability` (sqlite_db.h), `change` checks and updates
@@ -402,6 +417,7 @@ class StateStore {
 
   absl::Mutex mu_;
   const std::unique_ptr<SqliteDb> db_ ABSL_PT_GUARDED_BY(mu_);
+  const CheckpointSeal seal_;
   EventObserver observer_ ABSL_GUARDED_BY(mu_);
   // (campaign, seq) of the events the open change appended, told to
   // observer_ once it commits.

@@ -11,6 +11,8 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <functional>
 #include <limits>
 #include <set>
@@ -157,7 +159,7 @@ class StateStoreTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::unique_ptr<StateStore> OpenOrDie() {
-    auto s = StateStore::Open(path_);
+    auto s = StateStore::Open(path_, KeyPath());
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(*s) : nullptr;
   }
@@ -189,6 +191,25 @@ class StateStoreTest : public ::testing::Test {
     RawPragma("ALTER TABLE campaigns DROP COLUMN last_eval_loss");
     RawPragma("ALTER TABLE events DROP COLUMN eval_loss");
     RawPragma("ALTER TABLE holders DROP COLUMN attestation");
+    DropVersion5Columns();
+  }
+  // Takes the database back to what version 4 wrote: the checkpoint in the
+  // clear, with no trip bound to it.
+  void DropVersion5Columns() {
+    RawPragma("ALTER TABLE campaigns DROP COLUMN model_trip");
+  }
+
+  // The checkpoint key file beside the database, as the daemon keeps it.
+  std::string KeyPath() const { return dir_ + "/checkpoint.key"; }
+
+  // The database file and its WAL, as a copy of them would hold them.
+  std::string DatabaseBytes() {
+    std::string all;
+    for (const std::string& f : {path_, path_ + "-wal"}) {
+      std::ifstream in(f, std::ios::binary);
+      all += std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    return all;
   }
 
   std::string dir_;
@@ -214,7 +235,7 @@ TEST_F(StateStoreTest, CreatesSchemaAndStateSurvivesReopen) {
   EXPECT_EQ(c.trips_ok, 1);
   EXPECT_EQ(c.bytes_provisioned, 40u);
   EXPECT_EQ(c.last_holder, "h1");
-  EXPECT_EQ(c.model, "model-1");
+  EXPECT_EQ(*store->GetCheckpoint("c1"), "model-1");
   ASSERT_TRUE(c.last_loss.has_value());
   EXPECT_EQ(*c.last_loss, 1.0);
   ASSERT_OK_AND_ASSIGN(std::vector<HolderRow> hs, store->ListHolders("c1"));
@@ -234,7 +255,6 @@ TEST_F(StateStoreTest, CreatesSchemaAndStateSurvivesReopen) {
   EXPECT_GT(trips[0].ended_ms, 0);
   ASSERT_OK_AND_ASSIGN(std::vector<CampaignRow> all, store->ListCampaigns());
   ASSERT_EQ(all.size(), 1u);
-  EXPECT_TRUE(all[0].model.empty());  // listing leaves checkpoints out
 }
 
 TEST_F(StateStoreTest, UsesWalModeAndPrivateFile) {
@@ -251,7 +271,7 @@ TEST_F(StateStoreTest, UsesWalModeAndPrivateFile) {
 
 TEST_F(StateStoreTest, RefusesNewerSchemaVersion) {
   EXPECT_EQ(RawPragma(absl::StrCat("PRAGMA user_version = ", kStateSchemaVersion + 1)), "");
-  auto store = StateStore::Open(path_);
+  auto store = StateStore::Open(path_, KeyPath());
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(store.status().message(),
@@ -526,7 +546,7 @@ TEST_F(StateStoreTest, ANonFiniteHeldOutLossDoesNotPutTheWindowsLossInTheError) 
 
 TEST_F(StateStoreTest, RefusesForeignDatabase) {
   RawPragma("CREATE TABLE other (x)");
-  auto store = StateStore::Open(path_);
+  auto store = StateStore::Open(path_, KeyPath());
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(store.status().message(), HasSubstr("not an orchestrator"));
@@ -577,7 +597,7 @@ TEST_F(StateStoreTest, CreateCampaignIsIdempotentOnRequestId) {
   auto missing = store->GetCampaign("nope");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(missing.status().message(), HasSubstr("\"nope\""));
-  EXPECT_EQ(store->GetCampaignSummary("nope").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->GetCheckpoint("nope").status().code(), absl::StatusCode::kNotFound);
   auto missing_state = store->GetCampaignState("nope");
   EXPECT_EQ(missing_state.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(missing_state.status().message(), HasSubstr("\"nope\""));
@@ -850,15 +870,8 @@ TEST_F(StateStoreTest, RecordTrainedCheckpointsAndMovesToScrubAtomically) {
   ASSERT_TRUE(after.loss.has_value());
   EXPECT_EQ(*after.loss, 1.5);
   ASSERT_OK_AND_ASSIGN(CampaignRow c, store->GetCampaign("c1"));
-  EXPECT_EQ(c.model, model);
+  EXPECT_EQ(*store->GetCheckpoint("c1"), model);
   EXPECT_EQ(c.last_loss, std::optional<double>(1.5));
-  // The summary and the state leave the checkpoint out and agree on the rest.
-  ASSERT_OK_AND_ASSIGN(CampaignRow summary, store->GetCampaignSummary("c1"));
-  EXPECT_TRUE(summary.model.empty());
-  EXPECT_EQ(summary.state, c.state);
-  EXPECT_EQ(summary.last_loss, c.last_loss);
-  EXPECT_EQ(summary.last_holder, c.last_holder);
-  EXPECT_EQ(summary.spec_json, c.spec_json);
   ASSERT_OK_AND_ASSIGN(std::string state, store->GetCampaignState("c1"));
   EXPECT_EQ(state, kCampaignRunning);
   // A window is never trained twice, even if the engine retries.
@@ -867,8 +880,145 @@ TEST_F(StateStoreTest, RecordTrainedCheckpointsAndMovesToScrubAtomically) {
   EXPECT_THAT(twice.status().message(), HasSubstr("never trained twice"));
   EXPECT_EQ(store->SetTripStep(id, kStepTrain, "").status().code(),
             absl::StatusCode::kFailedPrecondition);
-  ASSERT_OK_AND_ASSIGN(c, store->GetCampaign("c1"));
-  EXPECT_EQ(c.model, model);
+  EXPECT_EQ(*store->GetCheckpoint("c1"), model);
+}
+
+// Checkpoints at rest: a copy of the database files (a backup, a disk the
+// host reads) holds no byte of a checkpoint; the key is in its own file,
+// and without it the store does not open a database that holds sealed
+// checkpoints.
+TEST_F(StateStoreTest, ACopyOfTheDatabaseRevealsNoCheckpoint) {
+  const std::string plain = "CHECKPOINT-PLAINTEXT-" + std::string(300, 'w') + "-END";
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+    ASSERT_OK_AND_ASSIGN(uint64_t id, store->NextTripId());
+    TripRow t;
+    t.id = id;
+    t.campaign = "c1";
+    t.holder = "h1";
+    t.window_length = 40;
+    ASSERT_OK(store->BeginTrip(t));
+    ASSERT_OK(store->SetTripStep(id, kStepTrain, ""));
+    ASSERT_OK(store->RecordTrained(id, 1.5, std::nullopt, plain));
+    EXPECT_EQ(*store->GetCheckpoint("c1"), plain);
+    // While the store is open (WAL and all) and after it closed.
+    EXPECT_EQ(DatabaseBytes().find("CHECKPOINT-PLAINTEXT"), std::string::npos);
+  }
+  EXPECT_EQ(DatabaseBytes().find("CHECKPOINT-PLAINTEXT"), std::string::npos);
+  EXPECT_EQ(std::filesystem::status(KeyPath()).permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  // The database without its key file: refused, naming both, and no new key
+  // is made in its place.
+  const std::string moved = dir_ + "/backup.key";
+  ASSERT_EQ(std::rename(KeyPath().c_str(), moved.c_str()), 0);
+  auto no_key = StateStore::Open(path_, KeyPath());
+  ASSERT_FALSE(no_key.ok());
+  EXPECT_EQ(no_key.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(no_key.status().message(), HasSubstr(KeyPath()));
+  EXPECT_THAT(no_key.status().message(), HasSubstr(path_));
+  EXPECT_FALSE(std::filesystem::exists(KeyPath()));
+  ASSERT_EQ(std::rename(moved.c_str(), KeyPath().c_str()), 0);
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->GetCheckpoint("c1"), plain);
+}
+
+// Whoever can write the database (not the key file) swaps a checkpoint in
+// from another campaign, or puts back an earlier one of the same campaign:
+// reading it fails, naming the campaign; the row itself still reads (an
+// operator can still pause or cancel the campaign).
+TEST_F(StateStoreTest, ASwappedCheckpointIsDetected) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+  ASSERT_OK(CreateRunning(*store, "c2", Holders({{"h1", 100}})));
+  ASSERT_OK(RunTrip(*store, "c1", "h1", 0, 10, 0).status());
+  ASSERT_OK(RunTrip(*store, "c2", "h1", 0, 10, 0).status());
+  const std::string c1_first = RawPragma("SELECT hex(model) FROM campaigns WHERE name = 'c1'");
+  const std::string c1_first_trip =
+      RawPragma("SELECT model_trip FROM campaigns WHERE name = 'c1'");
+  ASSERT_OK(RunTrip(*store, "c1", "h1", 10, 10, 0).status());
+  const std::string c1_now = RawPragma("SELECT hex(model) FROM campaigns WHERE name = 'c1'");
+  ASSERT_TRUE(store->GetCheckpoint("c1").ok());
+
+  auto expect_refused = [&](const std::string& what) {
+    auto r = store->GetCheckpoint("c1");
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << what;
+    EXPECT_THAT(r.status().message(), HasSubstr("campaign \"c1\"")) << what;
+    EXPECT_TRUE(store->GetCampaign("c1").ok()) << what;
+  };
+  // c2's checkpoint, with or without its trip, in c1's row.
+  RawPragma("UPDATE campaigns SET model = (SELECT model FROM campaigns WHERE name = 'c2') "
+            "WHERE name = 'c1'");
+  expect_refused("c2's checkpoint");
+  RawPragma("UPDATE campaigns SET model_trip = (SELECT model_trip FROM campaigns "
+            "WHERE name = 'c2') WHERE name = 'c1'");
+  expect_refused("c2's checkpoint and trip");
+  // c1's own earlier checkpoint, with or without its trip.
+  RawPragma("UPDATE campaigns SET model = x'" + c1_first + "' WHERE name = 'c1'");
+  RawPragma("UPDATE campaigns SET model_trip = " + c1_first_trip + " WHERE name = 'c1'");
+  expect_refused("c1's earlier checkpoint and trip");
+  ASSERT_OK_AND_ASSIGN(std::vector<TripRow> trips, store->ListTrips("c1"));
+  RawPragma("UPDATE campaigns SET model_trip = " + std::to_string(trips.back().id) +
+            " WHERE name = 'c1'");
+  expect_refused("c1's earlier checkpoint under the latest trip");
+  // Put right, it reads again.
+  RawPragma("UPDATE campaigns SET model = x'" + c1_now + "' WHERE name = 'c1'");
+  EXPECT_EQ(*store->GetCheckpoint("c1"), absl::StrCat("model-", trips.back().id));
+  // Under another key file nothing opens.
+  store.reset();
+  std::filesystem::remove(KeyPath());
+  {
+    std::ofstream other(KeyPath(), std::ios::binary);
+    other << std::string(32, 'k');
+  }
+  std::filesystem::permissions(KeyPath(), std::filesystem::perms::owner_read |
+                                              std::filesystem::perms::owner_write);
+  store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  auto r = store->GetCheckpoint("c1");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(r.status().message(), HasSubstr(KeyPath()));
+}
+
+// A database of schema 4 stored checkpoints in the clear: opening it seals
+// them (bound to the campaign's latest trained trip), and the clear bytes
+// are gone from the database file and its WAL, whether a checkpoint spilt
+// into overflow pages (c1) or sat in its row's page (c2).
+TEST_F(StateStoreTest, MigrationSealsClearCheckpointsAndLeavesNoClearBytes) {
+  const std::string plain = "CLEAR-CHECKPOINT-" + std::string(5000, 'q') + "-END";
+  const std::string small = "SMALL-CLEAR-CHECKPOINT";
+  uint64_t trained = 0;
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+    ASSERT_OK(CreateRunning(*store, "c2", Holders({{"h1", 100}})));
+    ASSERT_OK(CreateRunning(*store, "c3", Holders({{"h1", 100}})));
+    ASSERT_OK_AND_ASSIGN(trained, RunTrip(*store, "c1", "h1", 0, 10, 0));
+    ASSERT_OK(RunTrip(*store, "c2", "h1", 0, 10, 0).status());
+  }
+  // What version 4 wrote: the checkpoints in the clear, and no key file.
+  RawPragma("UPDATE campaigns SET model = CAST('" + plain + "' AS BLOB) WHERE name = 'c1'");
+  RawPragma("UPDATE campaigns SET model = CAST('" + small + "' AS BLOB) WHERE name = 'c2'");
+  DropVersion5Columns();
+  RawPragma("PRAGMA user_version = 4");
+  std::filesystem::remove(KeyPath());
+  ASSERT_NE(DatabaseBytes().find("CLEAR-CHECKPOINT"), std::string::npos) << "the test's premise";
+  ASSERT_NE(DatabaseBytes().find(small), std::string::npos) << "the test's premise";
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawPragma("PRAGMA user_version"), absl::StrCat(StateStore::kSchemaVersion));
+  EXPECT_EQ(DatabaseBytes().find("CLEAR-CHECKPOINT"), std::string::npos);
+  EXPECT_EQ(DatabaseBytes().find(small), std::string::npos);
+  EXPECT_EQ(RawPragma("SELECT model_trip FROM campaigns WHERE name = 'c1'"),
+            std::to_string(trained));
+  EXPECT_EQ(*store->GetCheckpoint("c1"), plain);
+  EXPECT_EQ(*store->GetCheckpoint("c2"), small);
+  EXPECT_EQ(*store->GetCheckpoint("c3"), "");
 }
 
 TEST_F(StateStoreTest, UnfinishedTripsSurviveCrashAndBlockNewTrips) {
@@ -1091,7 +1241,7 @@ TEST_P(CrashDurabilityTest, CommittedTripsSurviveTheProcess) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     close(fds[0]);
-    auto store = StateStore::Open(path_);
+    auto store = StateStore::Open(path_, KeyPath());
     if (!store.ok()) _exit(2);
     const int trips = kill_mid_loop ? 100000 : 12;
     for (int k = 0; k < trips; ++k) {
@@ -1143,7 +1293,7 @@ TEST_P(CrashDurabilityTest, CommittedTripsSurviveTheProcess) {
   EXPECT_EQ(hs[0].trips, static_cast<int64_t>(done.size()));
   // The checkpoint and last loss belong to the newest trained trip.
   ASSERT_NE(last_trained, nullptr);
-  EXPECT_EQ(c.model, absl::StrCat("model-", last_trained->id));
+  EXPECT_EQ(*store->GetCheckpoint("c1"), absl::StrCat("model-", last_trained->id));
   EXPECT_EQ(c.last_loss, last_trained->loss);
   // One trip_finished event per finished trip.
   ASSERT_OK_AND_ASSIGN(std::vector<EventRow> events,

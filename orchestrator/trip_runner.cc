@@ -8,6 +8,7 @@
 #include "device/window_digest.h"
 #include "holder_agent/provision_fault.h"
 #include "keyxfer/attested_channel.h"
+#include "keyxfer/report_seal.h"
 #include "keyxfer/counter_window.h"
 #include "keyxfer/handoff.h"
 #include "keyxfer/secret_bytes.h"
@@ -132,8 +133,8 @@ absl::Status TripRunner::ScrubOrGone(uint64_t buffer_id, uint64_t buffer_bytes, 
 
 absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* holder,
                                    const v1::ProvisionRequest& req, TripHooks* hooks,
-                                   TripControl* control, v1::ProvisionReport* report,
-                                   TripFault* fault) {
+                                   const SecretBytes& report_key, TripControl* control,
+                                   v1::ProvisionReport* report, TripFault* fault) {
   grpc::ClientContext ctx;
   // With the heartbeat on, the GPU must be home and re-keyed before it misses
   // two periods: the hand-off ends by then, whatever the holder's progress.
@@ -176,20 +177,21 @@ absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* 
   auto reader = holder->Provision(&ctx, req);
   v1::ProvisionUpdate u;
   bool got_report = false;
+  std::string sealed;
   while (reader->Read(&u)) {
     {
       absl::MutexLock l(&mu);
       last_word = std::chrono::steady_clock::now();
-      if (u.has_report() || u.progress().bytes() != last_bytes ||
+      if (u.has_sealed_report() || u.progress().bytes() != last_bytes ||
           u.progress().device_wait_seconds() == 0) {
         last = std::chrono::steady_clock::now();
       }
       last_bytes = u.progress().bytes();
-      device_wait = u.has_report() ? 0 : u.progress().device_wait_seconds();
+      device_wait = u.has_sealed_report() ? 0 : u.progress().device_wait_seconds();
     }
     if (u.has_progress()) hooks->Progress(u.progress().bytes(), u.progress().window_length());
-    if (u.has_report()) {
-      *report = u.report();
+    if (u.has_sealed_report()) {
+      sealed = u.sealed_report();
       got_report = true;
     }
   }
@@ -251,6 +253,16 @@ absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* 
     *fault = TripFault::kHolder;  // its agent said OK and sent nothing
     return absl::InternalError("holder " + plan.holder + " ended Provision without a report");
   }
+  // Only the holder's attested TD holds the channel's report key: a report
+  // anyone else made, changed or replayed from another trip does not open.
+  // Only the holder's agent speaks on this stream (mTLS under its
+  // certificate), so a report that does not open is the holder's doing.
+  auto opened = OpenReport(report_key, req.binding(), sealed);
+  if (!opened.ok()) {
+    *fault = TripFault::kHolder;
+    return opened.status();
+  }
+  *report = *std::move(opened);
   *fault = TripFault::kNone;
   return absl::OkStatus();
 }
@@ -564,14 +576,15 @@ bool TripRunner::Leave(Trip* trip, SafetyGuard* guard) {
   if (s.ok() && control->cancelled()) s = absl::CancelledError("the campaign was cancelled");
   if (s.ok()) {
     TripFault fault = TripFault::kNone;
-    s = Provision(plan, trip->holder, trip->request, trip->hooks, control, &trip->report,
-                  &fault);
+    s = Provision(plan, trip->holder, trip->request, trip->hooks,
+                  trip->channel->channel.report_key, control, &trip->report, &fault);
     // Whose side a failure is: the holder's only on its agent's word (or
     // its OK without a report), the host's when the agent (attested) says
     // the device path failed or stalled, nobody's otherwise.
     trip->provision_fault = s.ok() || control->cancelled() ? TripFault::kNone : fault;
   }
   trip->request.clear_wrapped_handoff();
+  trip->channel->channel.report_key.Clear();  // one report per channel
   trip->provisioned = s;
   return true;
 }

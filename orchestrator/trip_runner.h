@@ -243,13 +243,15 @@ class TripRunner {
   absl::Status ComeHome(Trip* trip, SafetyGuard* guard);
   // The digest check, the report's commit and training.
   void VerifyAndTrain(Trip* trip, SafetyGuard* guard);
-  // Streams the holder's Provision, with the no-progress watchdog.
-  // `*device_fault`: the (attested) agent said its write failed on the
-  // device path, not on its own side (holder_agent/provision_fault.h).
+  // Streams the holder's Provision, with the no-progress watchdog, and
+  // opens its report with the channel's `report_key` (PERMISSION_DENIED,
+  // naming the holder, for a report not sealed under it for this hand-off).
+  // `*fault`: whose side a failure is (TripFault; the agent's word in
+  // holder_agent/provision_fault.h, the device's wait it reports).
   absl::Status Provision(const TripPlan& plan, v1::HolderAgent::Stub* holder,
                          const v1::ProvisionRequest& req, TripHooks* hooks,
-                         TripControl* control, v1::ProvisionReport* report,
-                         TripFault* fault);
+                         const SecretBytes& report_key, TripControl* control,
+                         v1::ProvisionReport* report, TripFault* fault);
 
   const std::string domain_, gpu_name_;
   v1::Mux::Stub* const mux_;

@@ -658,6 +658,7 @@ TEST_F(AuthorizationTest, DaemonsRefuseToStartWithAnotherIdentitysCertificate) {
   (*holder)["tls"] = tls_json(kHolderA);
   // With a ring directory of its own: the stack's holder-a holds its own.
   (*holder)["bounce_dir"] = t.path();
+  (*holder)["state_dir"] = t.path() + "/state";
   const std::string cfg = t.path() + "/right.json";
   ASSERT_TRUE(WriteFile(cfg, holder->dump(), 0600).ok());
   Subprocess p;

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "auth/tls_config.h"
@@ -26,6 +27,8 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "keyxfer/random.h"
+#include "keyxfer/report_seal.h"
+#include "keyxfer/secret_bytes.h"
 #include "keyxfer/x509.h"
 #include "proto/device.grpc.pb.h"
 #include "tests/key_keeping_holder.h"
@@ -96,25 +99,35 @@ struct KeeperStack {
   std::string dir;
   std::unique_ptr<EmulatedStack> stack;
   std::unique_ptr<KeyKeepingHolder> keeper;
+  std::vector<std::unique_ptr<KeyKeepingHolder>> others;  // StartKeeperStack's `more`
   ~KeeperStack() {
     keeper.reset();
+    others.clear();
     if (stack) stack->Stop();
     stack.reset();
     if (!dir.empty()) (void)system(("rm -rf " + dir).c_str());
   }
 };
 
-// Starts the stack `o` describes, with the keeper added to it.
-void StartKeeperStack(StackOptions o, KeeperStack* ks) {
+// Starts the stack `o` describes, with the keeper added to it, and a
+// key-keeping holder of each name in `more` (in ks->others).
+void StartKeeperStack(StackOptions o, KeeperStack* ks,
+                      const std::vector<std::string>& more = {}) {
   char tmpl[] = "/tmp/gputravel-keeper-XXXXXX";
   ks->dir = mkdtemp(tmpl);
   KeyKeepingHolder::AddTo(&o, "keeper", ks->dir);
+  for (const std::string& name : more) KeyKeepingHolder::AddTo(&o, name, ks->dir);
   auto stack = EmulatedStack::Start(o);
   ASSERT_TRUE(stack.ok()) << stack.status();
   ks->stack = std::move(*stack);
   auto keeper = KeyKeepingHolder::Serve(ks->stack.get(), "keeper", ks->dir);
   ASSERT_TRUE(keeper.ok()) << keeper.status();
   ks->keeper = std::move(*keeper);
+  for (const std::string& name : more) {
+    auto other = KeyKeepingHolder::Serve(ks->stack.get(), name, ks->dir);
+    ASSERT_TRUE(other.ok()) << other.status();
+    ks->others.push_back(std::move(*other));
+  }
 }
 
 // The host's DeviceAdmin: a function-level reset of the emulated GPU.
@@ -1012,6 +1025,66 @@ TEST(EndToEndTest, HolderCannotWritePastItsWindowWhileItsKeyLives) {
   for (const auto& t : report->trips()) {
     EXPECT_EQ(t.outcome(), "ok") << t.holder() << ": " << t.error();
     EXPECT_TRUE(t.digest_match()) << t.holder();
+  }
+}
+
+// The provisioning report is the attested holder's word only: the holder
+// seals it under the channel that carried its hand-off. Two holders whose
+// reports are replaced in the middle (by whoever holds their TLS keys): the
+// forger's report has the right numbers and digest (the host can compute
+// the digest from the GCM tags in the bounce ring) but is sealed under a key
+// of the forger's own; the replayer's second trip carries its genuine sealed
+// report of its first trip. Each trip fails as that holder's, with an error
+// that names it, the holder is skipped, and the campaign completes without
+// it.
+TEST(EndToEndTest, ProvisioningReportForgedOrReplayedFromAnotherTripIsRefused) {
+  StackOptions o;
+  o.holders = 1;
+  o.rounds = 2;  // the replayer's 1 MiB dataset takes one trip per round
+  o.on_holder_failure = "skip";
+  KeeperStack ks;
+  ASSERT_NO_FATAL_FAILURE(StartKeeperStack(o, &ks, {"replayer"}));
+  ks.keeper->set_report([](const v1::HandoffBinding& b, const v1::ProvisionReport& honest,
+                           std::string* sealed) {
+    SecretBytes forgers_key = SecretBytes::FromString(RandomString(32));
+    auto forged = SealReport(forgers_key, b, honest);
+    ASSERT_TRUE(forged.ok()) << forged.status();
+    *sealed = *forged;
+  });
+  absl::Mutex mu;
+  std::string first_report;
+  ks.others[0]->set_report([&](const v1::HandoffBinding&, const v1::ProvisionReport&,
+                              std::string* sealed) {
+    absl::MutexLock l(&mu);
+    if (first_report.empty()) {
+      first_report = *sealed;
+    } else {
+      *sealed = first_report;
+    }
+  });
+  auto report = ks.stack->RunCampaign();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
+  int forged = 0, replayed = 0, honest = 0;
+  for (const auto& t : report->trips()) {
+    if (t.holder() == "keeper" || (t.holder() == "replayer" && t.outcome() != "ok")) {
+      EXPECT_EQ(t.outcome(), "failed") << t.holder();
+      EXPECT_NE(t.error().find("provisioning report of holder '" + t.holder() + "'"),
+                std::string::npos)
+          << t.error();
+      EXPECT_NE(t.error().find("its seal does not verify"), std::string::npos) << t.error();
+      EXPECT_TRUE(t.scrub_verified()) << t.holder();
+      (t.holder() == "keeper" ? forged : replayed) += 1;
+    } else {
+      EXPECT_EQ(t.outcome(), "ok") << t.holder() << ": " << t.error();
+      honest += t.holder() == "replayer";
+    }
+  }
+  EXPECT_EQ(forged, 1);
+  EXPECT_EQ(replayed, 1);
+  EXPECT_EQ(honest, 1) << "the replayer's first trip, with its genuine report";
+  for (const auto& h : report->holders()) {
+    EXPECT_EQ(h.state(), h.name() == "holder-a" ? "done" : "failed") << h.name();
   }
 }
 

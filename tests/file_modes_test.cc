@@ -1,6 +1,7 @@
 // File and socket modes of the daemons' state, whatever existed before: the
 // orchestrator's database and its -wal/-shm files are 0600 even when
-// restored 0644, a state_dir others may write is refused, and each Unix
+// restored 0644, so are its checkpoint key and a holder's freshness record,
+// a state_dir others may write is refused, and each Unix
 // socket's mode says who may connect (0660 mTLS, 0600 the emulated device's
 // plaintext sockets).
 #include <sys/stat.h>
@@ -52,6 +53,11 @@ TEST(FileModesTest, StateIsPrivateSocketsSayWhoMayConnect) {
   for (const std::string& f : {db, db + "-wal", db + "-shm"}) {
     EXPECT_EQ(ModeOf(f), 0600u) << f;
   }
+  // The checkpoint key the orchestrator made at its first start, and the
+  // holder's record of the trips it accepted (written by the campaign).
+  EXPECT_EQ(ModeOf(d + "/state/checkpoint.key"), 0600u);
+  EXPECT_EQ(ModeOf(d + "/state-" + holder + "/freshness.json"), 0600u);
+  EXPECT_EQ(ModeOf(d + "/state-" + holder), 0700u);
 
   // A state_dir others may write is refused at start (exit 2).
   ASSERT_EQ((*stack)->process("orchestrator")->Terminate(), 0);

@@ -7,6 +7,7 @@
 #include "device/h2d_writer.h"
 #include "keyxfer/dev_attester.h"
 #include "keyxfer/handoff.h"
+#include "keyxfer/report_seal.h"
 #include "keyxfer/runtime_measurement.h"
 #include "keyxfer/runtime_policy.h"
 #include "keyxfer/x509.h"
@@ -156,11 +157,16 @@ grpc::Status KeyKeepingHolder::Provision(grpc::ServerContext*, const v1::Provisi
     past_window_ = more.status();
   }
   if (after_write_) after_write_(req->binding());
+  v1::ProvisionReport rep;
+  rep.set_bytes(stats->bytes);
+  rep.set_chunks(stats->chunks);
+  rep.set_digest(stats->digest);
+  rep.set_seconds(stats->total_seconds);
+  auto sealed = SealReport(ch->report_key, req->binding(), rep);
+  if (!sealed.ok()) return ToGrpc(sealed.status());
+  if (report_) report_(req->binding(), rep, &*sealed);
   v1::ProvisionUpdate u;
-  u.mutable_report()->set_bytes(stats->bytes);
-  u.mutable_report()->set_chunks(stats->chunks);
-  u.mutable_report()->set_digest(stats->digest);
-  u.mutable_report()->set_seconds(stats->total_seconds);
+  u.set_sealed_report(*sealed);
   out->Write(u);
   return grpc::Status::OK;
 }

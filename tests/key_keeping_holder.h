@@ -73,6 +73,17 @@ class KeyKeepingHolder final : public v1::HolderAgent::Service {
     before_write_ = std::move(f);
   }
 
+  // Called with the hand-off's binding, the report and the same report as
+  // this holder sealed it, just before it is sent: a test may put something
+  // else in `*sealed` (what a party in the middle that holds this holder's
+  // TLS key could send).
+  using ReportHook = std::function<void(const v1::HandoffBinding&,
+                                        const v1::ProvisionReport& report, std::string* sealed)>;
+  void set_report(ReportHook f) {
+    absl::MutexLock l(&mu_);
+    report_ = std::move(f);
+  }
+
   // Tries every kept key against the device (the GPU routed to this holder's
   // TD with the orchestrator's MUX credentials, as a malicious host could):
   // each key at its own session and claiming the device's current session,
@@ -100,6 +111,7 @@ class KeyKeepingHolder final : public v1::HolderAgent::Service {
   absl::Status past_window_ ABSL_GUARDED_BY(mu_) = absl::UnknownError("not tried");
   std::function<void(const v1::HandoffBinding&)> after_write_ ABSL_GUARDED_BY(mu_);
   std::function<void(const v1::HandoffBinding&)> before_write_ ABSL_GUARDED_BY(mu_);
+  ReportHook report_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gputravel

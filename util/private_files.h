@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace gputravel {
 
@@ -19,6 +20,18 @@ absl::Status RequirePrivateDirectory(const std::string& dir, const std::string& 
 // symbolic link). With `create`, a missing file is created empty (0600);
 // without, a missing file is fine and left missing.
 absl::Status MakeFilePrivate(const std::string& path, bool create);
+
+// Durable writes of a daemon's private state, mode 0600, never through a
+// symbolic link; each is on disk (file and directory entry fsynced) when it
+// returns OK. Errors (UNAVAILABLE) name the file. `contents` is not copied
+// (it may be key material).
+//
+// Creates `path`, which must not exist (ALREADY_EXISTS otherwise, whatever
+// is there: file, link or dangling link). A partial file is removed.
+absl::Status CreatePrivateFileDurably(const std::string& path, absl::string_view contents);
+// Replaces `path` whole: a crash leaves the old contents or the new, never a
+// mix (written to `path`.tmp, fsynced, renamed over `path`).
+absl::Status ReplacePrivateFileDurably(const std::string& path, absl::string_view contents);
 
 }  // namespace gputravel
 

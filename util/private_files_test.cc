@@ -77,5 +77,43 @@ TEST(MakeFilePrivateTest, LooseModesBecome0600) {
   EXPECT_FALSE(MakeFilePrivate(d + "/link", /*create=*/false).ok());
 }
 
+TEST(PrivateFileDurablyTest, CreateNeverReplacesAndIsPrivate) {
+  const std::string d = TempDir();
+  const std::string key = d + "/checkpoint.key";
+  ::umask(022);
+  ASSERT_TRUE(CreatePrivateFileDurably(key, "secret").ok());
+  EXPECT_EQ(ModeOf(key), 0600u);
+  EXPECT_EQ(*ReadFile(key), "secret");
+  absl::Status again = CreatePrivateFileDurably(key, "other");
+  EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists) << again;
+  EXPECT_EQ(*ReadFile(key), "secret");
+  // Nor is anything written through a link, dangling or not.
+  ASSERT_EQ(::symlink((d + "/elsewhere").c_str(), (d + "/dangling").c_str()), 0);
+  EXPECT_EQ(CreatePrivateFileDurably(d + "/dangling", "x").code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(::access((d + "/elsewhere").c_str(), F_OK), 0);
+}
+
+TEST(PrivateFileDurablyTest, ReplaceSwapsTheWholeFileAndIsPrivate) {
+  const std::string d = TempDir();
+  const std::string f = d + "/freshness.json";
+  ASSERT_TRUE(ReplacePrivateFileDurably(f, "one").ok());
+  EXPECT_EQ(*ReadFile(f), "one");
+  ASSERT_EQ(::chmod(f.c_str(), 0644), 0);
+  // A leftover temporary file of a crash, with a loose mode, is reused at 0600.
+  ASSERT_TRUE(WriteFile(f + ".tmp", "half", 0644).ok());
+  ASSERT_TRUE(ReplacePrivateFileDurably(f, "two").ok());
+  EXPECT_EQ(*ReadFile(f), "two");
+  EXPECT_EQ(ModeOf(f), 0600u);
+  EXPECT_NE(::access((f + ".tmp").c_str(), F_OK), 0);
+  // A link planted at the temporary path is not written through.
+  ASSERT_EQ(::symlink((d + "/target").c_str(), (f + ".tmp").c_str()), 0);
+  absl::Status s = ReplacePrivateFileDurably(f, "three");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(f + ".tmp"), std::string::npos) << s;
+  EXPECT_NE(::access((d + "/target").c_str(), F_OK), 0);
+  EXPECT_EQ(*ReadFile(f), "two");
+}
+
 }  // namespace
 }  // namespace gputravel
