@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "trainer/next_token_model.h"
 #include "util/json_fields.h"
 #include "util/json_text.h"
 
@@ -310,6 +311,20 @@ absl::Status ParseTrainer(const json& t, const std::string& where, const std::st
   s = GetUint(t, where, path, "dim", false, 1, 1024, &v);
   if (!s.ok()) return s;
   out->dim = static_cast<uint32_t>(v);
+  if (out->kind != "none") {
+    // Every trained window stores the model's checkpoint: one that cannot
+    // be stored would fail every trip, and resuming would repeat it.
+    const uint64_t bytes = NextTokenModel::CheckpointBytes(out->vocab, out->dim);
+    if (bytes > kMaxCheckpointBytes) {
+      return Err(where, path,
+                 "a model of vocab " + std::to_string(out->vocab) + " and dim " +
+                     std::to_string(out->dim) + " has a checkpoint of " +
+                     std::to_string(bytes) + " bytes, more than the " +
+                     std::to_string(kMaxCheckpointBytes) +
+                     " the orchestrator's database stores in one value (24 x vocab x dim "
+                     "+ 12 x vocab bytes): use a smaller vocab or dim");
+    }
+  }
   s = GetPositiveNumber(t, where, path, "learning_rate", 100, "100", &out->learning_rate);
   if (!s.ok()) return s;
   s = GetUint(t, where, path, "batch_tokens", false, 2, 16u << 20, &out->batch_tokens);

@@ -60,6 +60,12 @@ struct HolderSpec {
   DatasetSpec dataset;
 };
 
+// The largest checkpoint a campaign's trainer may have: the state store
+// keeps it, sealed, in one SQLite value, which the library caps at 10^9
+// bytes (SQLITE_MAX_LENGTH); the rest is headroom for the seal and the
+// statement. A spec whose model exceeds it is refused at create.
+inline constexpr uint64_t kMaxCheckpointBytes = 900'000'000;
+
 struct TrainerSpec {
   std::string kind = "next-token";  // "next-token" (built-in) | "none"
   uint32_t vocab = 512;

@@ -164,9 +164,14 @@ TEST(CampaignSpecTest, BoundaryValuesAccepted) {
   j["chunk_bytes"] = 64u << 20;
   j["rounds"] = 1000000;
   j["holder_timeout_seconds"] = 86400;
-  j["trainer"] = {{"vocab", 65536}, {"dim", 1024}, {"learning_rate", 100},
+  // The largest model whose checkpoint the store keeps (898,891,832 bytes)...
+  j["trainer"] = {{"vocab", 65536}, {"dim", 571}, {"learning_rate", 100},
                   {"batch_tokens", 16u << 20}, {"seed", 0}};
   auto s = ParseCampaignSpec(j, kWhere, Opts());
+  ASSERT_TRUE(s.ok()) << s.status();
+  // ...and the largest dims without a model.
+  j["trainer"] = {{"kind", "none"}, {"vocab", 65536}, {"dim", 1024}};
+  s = ParseCampaignSpec(j, kWhere, Opts());
   ASSERT_TRUE(s.ok()) << s.status();
   j["buffer_bytes"] = 32;
   j["chunk_bytes"] = 32;
@@ -515,6 +520,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"TrainerVocabFraction", SET(["trainer"]["vocab"], 512.5),
                 "trainer.vocab: must be an integer (got 512.5)"},
         BadCase{"TrainerDimZero", SET(["trainer"]["dim"], 0), "trainer.dim: must be in 1..1024 (got 0)"},
+        BadCase{"TrainerCheckpointTooBigToStore",
+                SET(["trainer"], json({{"vocab", 65536}, {"dim", 640}})),
+                "trainer: a model of vocab 65536 and dim 640 has a checkpoint of 1007419448 "
+                "bytes, more than the 900000000 the orchestrator's database stores in one "
+                "value (24 x vocab x dim + 12 x vocab bytes): use a smaller vocab or dim"},
         BadCase{"TrainerDimTooBig", SET(["trainer"]["dim"], 1025),
                 "trainer.dim: must be in 1..1024 (got 1025)"},
         BadCase{"TrainerLearningRateZero", SET(["trainer"]["learning_rate"], 0),

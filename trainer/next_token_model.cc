@@ -297,10 +297,14 @@ float NextTokenModel::TrainBatch(const uint16_t* tokens, size_t n) {
   return static_cast<float>(loss / pairs);
 }
 
+uint64_t NextTokenModel::CheckpointBytes(uint32_t vocab, uint32_t dim) {
+  const uint64_t vd = uint64_t{vocab} * dim;
+  return kHeaderBytes + (6 * vd + 3 * uint64_t{vocab}) * 4 + kChecksumBytes;
+}
+
 std::string NextTokenModel::Serialize() const {
-  const size_t vd = static_cast<size_t>(config_.vocab) * config_.dim;
   std::string out;
-  out.reserve(kHeaderBytes + (6 * vd + 3 * config_.vocab) * 4 + kChecksumBytes);
+  out.reserve(CheckpointBytes(config_.vocab, config_.dim));
   out.append(kMagic, sizeof(kMagic));
   PutU32(&out, kVersion);
   PutU32(&out, config_.vocab);

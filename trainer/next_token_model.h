@@ -76,6 +76,9 @@ class NextTokenModel {
   // accidental corruption (not a MAC: integrity against tampering is the
   // store's job). Deserialize(Serialize()) trains and evaluates identically.
   std::string Serialize() const;
+  // Serialize()'s size for a model of `vocab` x `dim`: 24·vocab·dim +
+  // 12·vocab bytes plus a 56-byte header and trailer.
+  static uint64_t CheckpointBytes(uint32_t vocab, uint32_t dim);
   // Rejects wrong magic, unsupported versions, invalid configs, truncated or
   // over-long input, checksum mismatches and non-finite weights, with an error
   // that says which.

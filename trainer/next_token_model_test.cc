@@ -125,6 +125,17 @@ TEST(NextTokenModelTest, TrainingIsDeterministic) {
   EXPECT_NE(MakeModel(other_seed).Serialize(), MakeModel().Serialize());
 }
 
+TEST(NextTokenModelTest, CheckpointBytesIsTheSerializedSize) {
+  for (auto [vocab, dim] : {std::pair<uint32_t, uint32_t>{300, 16}, {2, 1}, {512, 32}}) {
+    NextTokenModelConfig c;
+    c.vocab = vocab;
+    c.dim = dim;
+    EXPECT_EQ(MakeModel(c).Serialize().size(), NextTokenModel::CheckpointBytes(vocab, dim))
+        << vocab << " x " << dim;
+  }
+  EXPECT_EQ(NextTokenModel::CheckpointBytes(65536, 1024), 24ull * 65536 * 1024 + 12 * 65536 + 56);
+}
+
 TEST(NextTokenModelTest, CheckpointRoundTripResumesExactly) {
   NextTokenModelConfig c;
   c.vocab = 300;
