@@ -8,6 +8,7 @@
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
 
+#include <cctype>
 #include <ctime>
 #include <memory>
 #include <string>
@@ -88,6 +89,8 @@ std::string TimeString(const ASN1_TIME* t) {
   return buf;
 }
 
+}  // namespace
+
 std::string NameLine(X509_NAME* name) {
   BIO* bio = BIO_new(BIO_s_mem());
   if (bio == nullptr) return "?";
@@ -96,8 +99,6 @@ std::string NameLine(X509_NAME* name) {
   BIO_free(bio);
   return out;
 }
-
-}  // namespace
 
 absl::StatusOr<std::string> IssueCertificate(const EcKey& subject_key,
                                              absl::string_view common_name,
@@ -305,6 +306,20 @@ absl::Status VerifyChainsTo(X509* cert, X509* ca) {
   X509_STORE_free(store);
   if (ok == 1) return absl::OkStatus();
   return absl::InvalidArgumentError(X509_verify_cert_error_string(err));
+}
+
+std::string Asn1TimeString(const ASN1_TIME* t) { return TimeString(t); }
+
+std::string SerialHex(const ASN1_INTEGER* serial) {
+  std::string out;
+  BIGNUM* bn = ASN1_INTEGER_to_BN(serial, nullptr);
+  if (bn == nullptr) return out;
+  char* hex = BN_bn2hex(bn);
+  if (hex != nullptr) out = hex;
+  OPENSSL_free(hex);
+  BN_free(bn);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
 }
 
 std::string NotBefore(X509* cert) { return TimeString(X509_get0_notBefore(cert)); }
