@@ -390,7 +390,8 @@ int MuxKit(int argc, char** argv) {
   Flags flags(cmd,
               "Writes what the host's administrator installs under /etc/gputravel for\n"
               "the MUX, from the campaign PKI in DIR, into the new directory OUT:\n"
-              "  OUT/pki/ca.pem, OUT/pki/mux-mux.pem, OUT/pki/mux-mux.key (0600)\n"
+              "  OUT/pki/ca.pem, OUT/pki/crl.pem, OUT/pki/mux-mux.pem,\n"
+              "  OUT/pki/mux-mux.key (0600)\n"
               "      the MUX's TLS files (\"tls\" in mux.json);\n"
               "  OUT/mux-callers/<role>-<name>.pem\n"
               "      the certificates the MUX obeys (\"callers\"): only these, not any\n"
@@ -431,6 +432,7 @@ int MuxKit(int argc, char** argv) {
   };
   std::vector<Copy> copies = {
       {CaCertPath(dir), out + "/pki/ca.pem", 0644},
+      {CrlPath(dir), out + "/pki/crl.pem", 0644},
       {IdentityCertPath(dir, mux), out + "/pki/mux-mux.pem", 0644},
       {IdentityKeyPath(dir, mux), out + "/pki/mux-mux.key", 0600}};
   nlohmann::json pinned = nlohmann::json::array();
@@ -459,7 +461,8 @@ int MuxKit(int argc, char** argv) {
   nlohmann::json fragment = {{"tls",
                               {{"ca", "/etc/gputravel/pki/ca.pem"},
                                {"cert", "/etc/gputravel/pki/mux-mux.pem"},
-                               {"key", "/etc/gputravel/pki/mux-mux.key"}}},
+                               {"key", "/etc/gputravel/pki/mux-mux.key"},
+                               {"crl", "/etc/gputravel/pki/crl.pem"}}},
                              {"callers", pinned}};
   absl::Status s = WriteNewFile(out + "/mux-fragment.json", fragment.dump(2) + "\n", 0644);
   if (!s.ok()) return Failure(cmd, s);

@@ -220,7 +220,7 @@ TEST_F(PkiCommandTest, MuxKitWritesTheHostsSideWithoutTheCaKey) {
   Result r = Pki({"mux-kit", "--dir", Dir(), "--out", out, "--callers",
                   "orchestrator/orchestrator,operator/operator"});
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* f : {"/pki/ca.pem", "/pki/mux-mux.pem", "/pki/mux-mux.key",
+  for (const char* f : {"/pki/ca.pem", "/pki/crl.pem", "/pki/mux-mux.pem", "/pki/mux-mux.key",
                         "/mux-callers/orchestrator-orchestrator.pem",
                         "/mux-callers/operator-operator.pem", "/mux-fragment.json"}) {
     EXPECT_TRUE(ReadFile(out + f).ok()) << f;
@@ -232,6 +232,7 @@ TEST_F(PkiCommandTest, MuxKitWritesTheHostsSideWithoutTheCaKey) {
             *ReadFile(Dir() + "/orchestrator-orchestrator.pem"));
   auto fragment = nlohmann::json::parse(*ReadFile(out + "/mux-fragment.json"));
   EXPECT_EQ(fragment["callers"][0], "/etc/gputravel/mux-callers/orchestrator-orchestrator.pem");
+  EXPECT_EQ(fragment["tls"]["crl"], "/etc/gputravel/pki/crl.pem");
   const std::string ca_key = *ReadFile(Dir() + "/ca.key");
   for (const char* f : {"/pki/ca.pem", "/pki/mux-mux.pem", "/pki/mux-mux.key"}) {
     EXPECT_NE(*ReadFile(out + f), ca_key) << f;

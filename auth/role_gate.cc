@@ -22,7 +22,9 @@ grpc::Status RoleGate::Check(const std::string& method, const grpc::AuthContext&
   if (!id.ok()) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(id.status().message()));
   }
-  return CheckRole(*id, it->second);
+  grpc::Status role = CheckRole(*id, it->second);
+  if (!role.ok()) return role;
+  return CheckCallerName(*id, names_);
 }
 
 grpc::Status RoleGate::Process(const InputMetadata& auth_metadata, grpc::AuthContext* context,
@@ -35,8 +37,10 @@ grpc::Status RoleGate::Process(const InputMetadata& auth_metadata, grpc::AuthCon
   return Check(std::string(path->second.data(), path->second.size()), *context);
 }
 
-void InstallRoleGate(grpc::ServerCredentials* credentials, MethodRoles roles) {
-  credentials->SetAuthMetadataProcessor(std::make_shared<RoleGate>(std::move(roles)));
+void InstallRoleGate(grpc::ServerCredentials* credentials, MethodRoles roles,
+                     CallerNames names) {
+  credentials->SetAuthMetadataProcessor(
+      std::make_shared<RoleGate>(std::move(roles), std::move(names)));
 }
 
 }  // namespace gputravel

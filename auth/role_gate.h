@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "auth/caller_names.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/auth_metadata_processor.h"
 
@@ -30,9 +31,12 @@ using MethodRoles = std::map<std::string, std::vector<std::string>>;
 // UNIMPLEMENTED. The services still authorize every call themselves
 // (Authorize, AuthorizeSelf): the gate only moves the role check ahead of
 // the body; what a caller may do with its own name stays the service's.
+// With `names`, a caller of a role listed there must also have one of its
+// names (CheckCallerName), e.g. only the orchestrators a holder names.
 class RoleGate final : public grpc::AuthMetadataProcessor {
  public:
-  explicit RoleGate(MethodRoles roles) : roles_(std::move(roles)) {}
+  explicit RoleGate(MethodRoles roles, CallerNames names = {})
+      : roles_(std::move(roles)), names_(std::move(names)) {}
 
   bool IsBlocking() const override { return false; }
   grpc::Status Process(const InputMetadata& auth_metadata, grpc::AuthContext* context,
@@ -44,11 +48,13 @@ class RoleGate final : public grpc::AuthMetadataProcessor {
 
  private:
   const MethodRoles roles_;
+  const CallerNames names_;
 };
 
 // Installs a RoleGate with `roles` on mTLS server credentials
 // (auth/tls_config.h MakeServerCredentials).
-void InstallRoleGate(grpc::ServerCredentials* credentials, MethodRoles roles);
+void InstallRoleGate(grpc::ServerCredentials* credentials, MethodRoles roles,
+                     CallerNames names = {});
 
 }  // namespace gputravel
 

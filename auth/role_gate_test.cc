@@ -13,6 +13,8 @@ namespace {
 const Identity kOrch{"orchestrator", "orch"};
 const Identity kOperator{"operator", "alice"};
 const Identity kHolderA{"holder", "a"};
+// Another orchestrator of the same campaign CA, not named by the gate.
+const Identity kOtherOrch{"orchestrator", "other"};
 
 // A real mTLS server whose service lets every role call GetInfo, behind a
 // gate that lets only orchestrators call it and lists no other method: what
@@ -20,11 +22,12 @@ const Identity kHolderA{"holder", "a"};
 class RoleGateTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(MakeTestPki(Pki(), {kOrch, kOperator, kHolderA}).ok());
+    ASSERT_TRUE(MakeTestPki(Pki(), {kOrch, kOperator, kHolderA, kOtherOrch}).ok());
     auto creds = MakeServerCredentials(TestFiles(Pki(), kHolderA));
     ASSERT_TRUE(creds.ok()) << creds.status();
     InstallRoleGate(creds->get(), {{"/gputravel.v1.HolderAgent/GetInfo", {"orchestrator"}},
-                                   {"/grpc.health.v1.Health/*", {"operator"}}});
+                                   {"/grpc.health.v1.Health/*", {"operator"}}},
+                    {{"orchestrator", {"orch"}}});
     auto s = StartServer("unix:" + tmp_.path() + "/gate.sock", *creds,
                          std::make_unique<AuthProbeService>(std::vector<std::string>{
                              "orchestrator", "operator"}));
@@ -59,6 +62,20 @@ TEST_F(RoleGateTest, AllowedRoleReachesTheService) {
   grpc::Status s = StubAs(kOrch)->GetInfo(&ctx, {}, &info);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(info.name(), "orch");
+}
+
+// A certificate of the right role from the same CA is refused when the
+// gate names the identities of that role, before the service.
+TEST_F(RoleGateTest, UnnamedIdentityOfTheRightRoleIsRefusedBeforeTheService) {
+  v1::HolderInfo info;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Status s = StubAs(kOtherOrch)->GetInfo(&ctx, {}, &info);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_EQ(s.error_message(),
+            "orchestrator 'other' is not named in this server's configuration (it accepts only "
+            "the orchestrator identities it names)");
+  EXPECT_TRUE(info.name().empty()) << "the service answered";
 }
 
 TEST_F(RoleGateTest, MethodNotListedIsRefused) {
