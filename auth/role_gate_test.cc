@@ -2,9 +2,11 @@
 
 #include <chrono>
 
+#include "auth/pki.h"
 #include "auth/test_server.h"
 #include "auth/tls_config.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "proto/holder.grpc.pb.h"
 
 namespace gputravel {
@@ -87,6 +89,50 @@ TEST_F(RoleGateTest, MethodNotListedIsRefused) {
   EXPECT_NE(s.error_message().find("/gputravel.v1.HolderAgent/OpenChannel is not served here"),
             std::string::npos)
       << s.error_message();
+}
+
+// With the CRL, every call is checked again: a client revoked after its
+// connection's handshake gets no further call on that connection.
+TEST(RoleGateCrlTest, CallerRevokedAfterTheHandshakeGetsNoFurtherCall) {
+  TempDir tmp;
+  const std::string pki = tmp.path() + "/pki";
+  ASSERT_TRUE(MakeTestPki(pki, {kOrch, kHolderA}).ok());
+  TlsFiles server_files = TestFiles(pki, kHolderA);
+  server_files.crl = CrlPath(pki);
+  nlohmann::json j = {{"ca", server_files.ca},
+                      {"cert", server_files.cert},
+                      {"key", server_files.key},
+                      {"crl", server_files.crl}};
+  absl::StatusOr<TlsFiles> parsed = ParseTlsConfig(j, "holder.json: tls");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_NE(RevocationListOf(*parsed), nullptr);
+  auto creds = MakeServerCredentials(*parsed);
+  ASSERT_TRUE(creds.ok()) << creds.status();
+  InstallRoleGate(creds->get(), {{"/gputravel.v1.HolderAgent/GetInfo", {"orchestrator"}}}, {},
+                  RevocationListOf(*parsed));
+  auto server = StartServer("unix:" + tmp.path() + "/crl.sock", *creds,
+                            std::make_unique<AuthProbeService>(
+                                std::vector<std::string>{"orchestrator"}));
+  ASSERT_TRUE(server.ok()) << server.status();
+  // One channel, one connection, for both calls.
+  auto ch = MakeSecureChannel((*server)->endpoint, TestFiles(pki, kOrch), kHolderA);
+  ASSERT_TRUE(ch.ok()) << ch.status();
+  auto stub = v1::HolderAgent::NewStub(*ch);
+  auto call = [&stub](v1::HolderInfo* info) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return stub->GetInfo(&ctx, {}, info);
+  };
+  v1::HolderInfo info;
+  ASSERT_TRUE(call(&info).ok());
+  ASSERT_TRUE(RevokeIdentity(pki, kOrch, 1).ok());
+  info.Clear();
+  grpc::Status s = call(&info);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  EXPECT_NE(s.error_message().find("orchestrator 'orch' is revoked"), std::string::npos)
+      << s.error_message();
+  EXPECT_TRUE(info.name().empty()) << "the service answered";
+  EXPECT_EQ((*ch)->GetState(false), GRPC_CHANNEL_READY) << "the same connection was used";
 }
 
 }  // namespace

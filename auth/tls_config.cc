@@ -282,6 +282,11 @@ absl::Status CheckTlsFiles(const TlsFiles& files) {
   return Load(files, FileLabeler()).status();
 }
 
+std::shared_ptr<RevocationList> RevocationListOf(const TlsFiles& files) {
+  absl::StatusOr<std::shared_ptr<const TlsMaterial>> loaded = Load(files, FileLabeler());
+  return loaded.ok() ? (*loaded)->crl : nullptr;
+}
+
 absl::StatusOr<Identity> LocalIdentity(const TlsFiles& files) {
   absl::StatusOr<std::shared_ptr<const TlsMaterial>> loaded = Load(files, FileLabeler());
   if (!loaded.ok()) return loaded.status();

@@ -54,6 +54,11 @@ absl::Status RequireTlsCaBytes(const TlsFiles& files, absl::string_view ca_file_
 // The same checks for files given otherwise (flags); errors name the files.
 absl::Status CheckTlsFiles(const TlsFiles& files);
 
+class RevocationList;
+// The CRL `files` applies (null without tls.crl): for checks after the
+// handshake (auth/role_gate.h checks every call against it).
+std::shared_ptr<RevocationList> RevocationListOf(const TlsFiles& files);
+
 // The identity in `files.cert`.
 absl::StatusOr<Identity> LocalIdentity(const TlsFiles& files);
 

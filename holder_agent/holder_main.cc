@@ -150,7 +150,8 @@ int main(int argc, char** argv) {
   auto creds = MakeServerCredentials(*tls);
   if (!creds.ok()) Fail(std::string(creds.status().message()));
   // Only the named orchestrators get as far as a request body (api_limits.h).
-  InstallRoleGate(creds->get(), HolderApiRoles(), {{kRoleOrchestrator, opts.orchestrator_names}});
+  InstallRoleGate(creds->get(), HolderApiRoles(), {{kRoleOrchestrator, opts.orchestrator_names}},
+                  RevocationListOf(*tls));
 
   // One agent per holder and ring directory: a second one would share (and
   // on exit remove) the first's bounce ring. Held until exit.

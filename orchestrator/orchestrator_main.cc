@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));
   // A caller whose role may not call a method is refused before its request
   // is read; requests, streams, memory and threads are bounded (api_limits.h).
-  InstallRoleGate(creds->get(), OrchestratorApiRoles());
+  InstallRoleGate(creds->get(), OrchestratorApiRoles(), {}, RevocationListOf(cfg->tls));
 
   CampaignEngine engine(&*cfg, store->get(), att->attester.get(), att->verifier.get());
   // The GPU workers make interrupted trips safe before they run anything

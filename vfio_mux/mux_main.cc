@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
   if (!callers.ok()) ExitStartupError(kProgram, std::string(callers.status().message()));
   auto creds = MakeServerCredentials(*tls);
   if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));
-  InstallRoleGate(creds->get(), MuxApiRoles());  // roles before bodies (api_limits.h)
+  // Roles before bodies (api_limits.h), and the CRL again at every call.
+  InstallRoleGate(creds->get(), MuxApiRoles(), {}, RevocationListOf(*tls));
   // One MUX per route table and journal, before any GPU or file is touched:
   // two would each accept fencing tokens the other never saw. Held until
   // exit.
