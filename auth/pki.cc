@@ -317,11 +317,6 @@ absl::StatusOr<std::vector<X509Ptr>> IssuedTo(const std::string& dir, const Camp
   return out;
 }
 
-struct CrlDeleter {
-  void operator()(X509_CRL* c) const { X509_CRL_free(c); }
-};
-using CrlPtr = std::unique_ptr<X509_CRL, CrlDeleter>;
-
 // Publishes DIR/crl.pem: the CRL in force (if any, and the CA's) plus
 // `revoke`, number one higher, valid `crl_days`.
 absl::StatusOr<CrlInfo> PublishCrl(const std::string& dir, const CampaignCa& ca,
@@ -332,18 +327,13 @@ absl::StatusOr<CrlInfo> PublishCrl(const std::string& dir, const CampaignCa& ca,
   CrlPtr old;
   long number = 0;
   if (absl::StatusOr<std::string> text = ReadFile(path); text.ok()) {
-    BIO* bio = BIO_new_mem_buf(text->data(), static_cast<int>(text->size()));
-    if (bio != nullptr) old.reset(PEM_read_bio_X509_CRL(bio, nullptr, nullptr, nullptr));
-    BIO_free(bio);
+    old = ParseCrlPem(*text);
     if (!old || X509_CRL_verify(old.get(), X509_get0_pubkey(ca.cert.get())) != 1) {
       return absl::FailedPreconditionError(absl::StrCat(
           path, " is not a CRL signed by the campaign CA of ", dir,
           "; move it away to start a new one (every revocation it held is then lost)"));
     }
-    ASN1_INTEGER* n = static_cast<ASN1_INTEGER*>(
-        X509_CRL_get_ext_d2i(old.get(), NID_crl_number, nullptr, nullptr));
-    if (n != nullptr) number = ASN1_INTEGER_get(n);
-    ASN1_INTEGER_free(n);
+    number = CrlNumber(old.get());
   }
   CrlPtr crl(X509_CRL_new());
   if (!crl) return absl::InternalError("OpenSSL: out of memory");
@@ -389,14 +379,7 @@ absl::StatusOr<CrlInfo> PublishCrl(const std::string& dir, const CampaignCa& ca,
     return absl::InternalError("OpenSSL: cannot build and sign the CRL");
   }
   info.revoked = on_list.size();
-  std::string pem;
-  BIO* bio = BIO_new(BIO_s_mem());
-  if (bio != nullptr && PEM_write_bio_X509_CRL(bio, crl.get()) == 1) {
-    char* p = nullptr;
-    long n = BIO_get_mem_data(bio, &p);
-    if (n > 0) pem.assign(p, static_cast<size_t>(n));
-  }
-  BIO_free(bio);
+  const std::string pem = CrlToPem(crl.get());
   if (pem.empty()) return absl::InternalError("OpenSSL: cannot encode the CRL");
   // A new file renamed over the old one: a daemon reading it sees the old CRL
   // or the new one, never half of one.

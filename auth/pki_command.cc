@@ -135,6 +135,16 @@ int Init(int argc, char** argv) {
   return kOk;
 }
 
+// --role and --name as an identity; -1 to continue or a usage exit status.
+int ParseIdentityFlags(const Flags& flags, const std::string& cmd, Identity* id) {
+  *id = Identity{flags.Get("role"), flags.Get("name")};
+  absl::StatusOr<Role> role = ParseRole(id->role);
+  if (!role.ok()) return UsageError(cmd, "--role: " + std::string(role.status().message()));
+  absl::Status valid = ValidateName(id->name);
+  if (!valid.ok()) return UsageError(cmd, "--name: " + std::string(valid.message()));
+  return -1;
+}
+
 int Issue(int argc, char** argv) {
   const std::string cmd = "gputravel pki issue";
   Flags flags(cmd,
@@ -158,11 +168,8 @@ int Issue(int argc, char** argv) {
   if ((rc = RequireFlags(flags, cmd, {"dir", "role", "name"})) >= 0) return rc;
   int days = 0;
   if (!ParseDays(flags, cmd, &days, &rc)) return rc;
-  Identity id{flags.Get("role"), flags.Get("name")};
-  absl::StatusOr<Role> role = ParseRole(id.role);
-  if (!role.ok()) return UsageError(cmd, "--role: " + std::string(role.status().message()));
-  absl::Status valid = ValidateName(id.name);
-  if (!valid.ok()) return UsageError(cmd, "--name: " + std::string(valid.message()));
+  Identity id;
+  if ((rc = ParseIdentityFlags(flags, cmd, &id)) >= 0) return rc;
   absl::StatusOr<IssuedFiles> files = IssueIdentity(flags.Get("dir"), id, days);
   if (!files.ok()) return Failure(cmd, files.status());
   std::printf("Issued %s (server name %s, valid %d days).\n", DescribeIdentity(id).c_str(),
@@ -170,16 +177,6 @@ int Issue(int argc, char** argv) {
   std::printf("Wrote %s\n", files->cert.c_str());
   std::printf("Wrote %s (private key, mode 0600)\n", files->key.c_str());
   return kOk;
-}
-
-// --role and --name as an identity; -1 to continue or a usage exit status.
-int ParseIdentityFlags(const Flags& flags, const std::string& cmd, Identity* id) {
-  *id = Identity{flags.Get("role"), flags.Get("name")};
-  absl::StatusOr<Role> role = ParseRole(id->role);
-  if (!role.ok()) return UsageError(cmd, "--role: " + std::string(role.status().message()));
-  absl::Status valid = ValidateName(id->name);
-  if (!valid.ok()) return UsageError(cmd, "--name: " + std::string(valid.message()));
-  return -1;
 }
 
 int Csr(int argc, char** argv) {

@@ -438,16 +438,7 @@ TEST_F(PkiTest, SignRefusesAnotherIdentityAndOverridesForgedExtensions) {
             absl::StatusCode::kInvalidArgument);
 }
 
-struct CrlFree {
-  void operator()(X509_CRL* c) const { X509_CRL_free(c); }
-};
-std::unique_ptr<X509_CRL, CrlFree> ReadCrl(const std::string& path) {
-  std::string pem = *ReadFile(path);
-  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
-  std::unique_ptr<X509_CRL, CrlFree> crl(PEM_read_bio_X509_CRL(bio, nullptr, nullptr, nullptr));
-  BIO_free(bio);
-  return crl;
-}
+CrlPtr ReadCrl(const std::string& path) { return ParseCrlPem(*ReadFile(path)); }
 
 // init publishes an empty CRL; revoke adds every certificate the CA signed
 // for the identity (a re-issued one has several), signed by the CA with a

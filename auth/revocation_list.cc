@@ -26,11 +26,6 @@ constexpr off_t kMaxCrlBytes = 4 << 20;
 // Tolerated clock skew for thisUpdate (as pki backdates certificates).
 constexpr long kSkewSeconds = 3600;
 
-struct CrlDeleter {
-  void operator()(X509_CRL* c) const { X509_CRL_free(c); }
-};
-using CrlPtr = std::unique_ptr<X509_CRL, CrlDeleter>;
-
 absl::StatusOr<std::string> Fingerprint(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
@@ -47,21 +42,9 @@ absl::StatusOr<std::string> Fingerprint(const std::string& path) {
                       ".", st.st_mtim.tv_nsec);
 }
 
-long CrlNumber(X509_CRL* crl) {
-  ASN1_INTEGER* n =
-      static_cast<ASN1_INTEGER*>(X509_CRL_get_ext_d2i(crl, NID_crl_number, nullptr, nullptr));
-  if (n == nullptr) return 0;
-  long v = ASN1_INTEGER_get(n);
-  ASN1_INTEGER_free(n);
-  return v < 0 ? 0 : v;
-}
-
 // Parses and checks a CRL of `ca`.
 absl::StatusOr<CrlPtr> ParseCrl(const std::string& path, const std::string& text, X509* ca) {
-  BIO* bio = BIO_new_mem_buf(text.data(), static_cast<int>(text.size()));
-  if (bio == nullptr) return absl::ResourceExhaustedError("OpenSSL: out of memory");
-  CrlPtr crl(PEM_read_bio_X509_CRL(bio, nullptr, nullptr, nullptr));
-  BIO_free(bio);
+  CrlPtr crl = ParseCrlPem(text);
   if (!crl) {
     return absl::InvalidArgumentError(absl::StrCat(
         "CRL ", path, ": not a PEM X.509 CRL (publish one with `gputravel pki revoke` or "

@@ -310,6 +310,33 @@ absl::Status VerifyChainsTo(X509* cert, X509* ca) {
 
 std::string Asn1TimeString(const ASN1_TIME* t) { return TimeString(t); }
 
+void CrlDeleter::operator()(X509_CRL* c) const { X509_CRL_free(c); }
+
+CrlPtr ParseCrlPem(absl::string_view pem) {
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  if (bio == nullptr) return nullptr;
+  CrlPtr crl(PEM_read_bio_X509_CRL(bio, nullptr, nullptr, nullptr));
+  BIO_free(bio);
+  return crl;
+}
+
+std::string CrlToPem(X509_CRL* crl) {
+  BIO* bio = BIO_new(BIO_s_mem());
+  if (bio == nullptr) return "";
+  std::string out = PEM_write_bio_X509_CRL(bio, crl) == 1 ? BioToString(bio) : "";
+  BIO_free(bio);
+  return out;
+}
+
+long CrlNumber(X509_CRL* crl) {
+  ASN1_INTEGER* n =
+      static_cast<ASN1_INTEGER*>(X509_CRL_get_ext_d2i(crl, NID_crl_number, nullptr, nullptr));
+  if (n == nullptr) return 0;
+  long v = ASN1_INTEGER_get(n);
+  ASN1_INTEGER_free(n);
+  return v < 0 ? 0 : v;
+}
+
 std::string SerialHex(const ASN1_INTEGER* serial) {
   std::string out;
   BIGNUM* bn = ASN1_INTEGER_to_BN(serial, nullptr);

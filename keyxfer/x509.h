@@ -13,6 +13,7 @@ typedef struct evp_pkey_st EVP_PKEY;
 typedef struct asn1_string_st ASN1_INTEGER;
 typedef struct asn1_string_st ASN1_TIME;
 typedef struct X509_name_st X509_NAME;
+typedef struct X509_crl_st X509_CRL;
 
 namespace gputravel {
 
@@ -65,6 +66,18 @@ int CountPemCertificates(absl::string_view text);
 PkeyPtr ParsePrivateKey(absl::string_view pem);
 
 std::string CertificateToPem(X509* cert);
+
+// Certificate revocation lists (the campaign's CRL).
+struct CrlDeleter {
+  void operator()(X509_CRL* c) const;
+};
+using CrlPtr = std::unique_ptr<X509_CRL, CrlDeleter>;
+// One PEM CRL. Null if it does not parse. Checks nothing else.
+CrlPtr ParseCrlPem(absl::string_view pem);
+// The CRL as PEM; empty on failure.
+std::string CrlToPem(X509_CRL* crl);
+// Its cRLNumber extension; 0 if absent or negative.
+long CrlNumber(X509_CRL* crl);
 
 // OK if `cert`'s public key is the public half of `key`.
 bool KeyMatchesCertificate(EVP_PKEY* key, X509* cert);
