@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
       "fencing tokens, a durable route table and an audit log (its journal).\n"
       "Untrusted by design: no security property depends on it.\n"
       "Config JSON: {\"listen\", \"backend\": emulated|sysfs|libvirt,\n"
-      "\"state_file\", \"audit_log\", \"tls\": {\"ca\", \"cert\", \"key\"},\n"
+      "\"state_file\", \"audit_log\", \"tls\": {\"ca\", \"cert\", \"key\", \"crl\"},\n"
       "\"domains\": [TD names it may route to], \"callers\": [pinned certificate\n"
       "files], ...} (docs/operations-host.md). A caller's certificate must be\n"
       "one the host's administrator pinned in \"callers\": role orchestrator to\n"
