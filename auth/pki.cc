@@ -352,8 +352,12 @@ absl::StatusOr<CrlInfo> PublishCrl(const std::string& dir, const CampaignCa& ca,
     STACK_OF(X509_REVOKED)* entries = X509_CRL_get_REVOKED(old.get());
     for (int i = 0; ok && i < sk_X509_REVOKED_num(entries); ++i) {
       X509_REVOKED* r = X509_REVOKED_dup(sk_X509_REVOKED_value(entries, i));
-      on_list.insert(SerialHex(X509_REVOKED_get0_serialNumber(r)));
       ok = r != nullptr && X509_CRL_add0_revoked(crl.get(), r) == 1;
+      if (!ok) {
+        X509_REVOKED_free(r);
+        break;
+      }
+      on_list.insert(SerialHex(X509_REVOKED_get0_serialNumber(r)));
     }
   }
   for (size_t i = 0; ok && i < revoke.size(); ++i) {

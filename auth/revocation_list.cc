@@ -61,7 +61,8 @@ absl::StatusOr<CrlPtr> ParseCrl(const std::string& path, const std::string& text
   }
   const ASN1_TIME* this_update = X509_CRL_get0_lastUpdate(crl.get());
   time_t limit = std::time(nullptr) + kSkewSeconds;
-  if (this_update == nullptr || X509_cmp_time(this_update, &limit) > 0) {
+  // -1: before the limit; 1: after it; 0: unreadable.
+  if (this_update == nullptr || X509_cmp_time(this_update, &limit) != -1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "CRL ", path, ": thisUpdate ", Asn1TimeString(this_update), " is in the future"));
   }

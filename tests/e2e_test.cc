@@ -480,7 +480,9 @@ TEST(EndToEndTest, RevokedHolderUnderPausePolicyPausesSayingItIsRevoked) {
   EXPECT_NE(c.error().find("holder-b"), std::string::npos) << c.error();
   EXPECT_NE(c.error().find("is revoked"), std::string::npos) << c.error();
   for (const auto& t : c.trips()) {
-    if (t.holder() == "holder-b") EXPECT_NE(t.outcome(), "ok") << t.id();
+    if (t.holder() == "holder-b") {
+      EXPECT_NE(t.outcome(), "ok") << t.id();
+    }
   }
 }
 
