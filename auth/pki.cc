@@ -8,10 +8,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <dirent.h>
+#include <openssl/pem.h>
+
 #include <cctype>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <set>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "keyxfer/ec_key.h"
@@ -169,6 +175,230 @@ absl::Status WriteKeyAndCert(const std::string& key_path, const EcKey& key,
   return absl::OkStatus();
 }
 
+
+// The campaign CA: its certificate and its private key.
+struct CampaignCa {
+  X509Ptr cert;
+  EcKey key;
+};
+
+absl::StatusOr<CampaignCa> LoadCa(const std::string& dir) {
+  const std::string init_hint =
+      "; create the campaign CA first with `gputravel pki init --dir " + dir +
+      " --campaign NAME`";
+  absl::StatusOr<std::string> ca_pem = ReadFile(CaCertPath(dir));
+  if (!ca_pem.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no campaign CA in ", dir, " (", ca_pem.status().message(), ")",
+                     init_hint));
+  }
+  X509Ptr ca = ParseCertificate(*ca_pem);
+  if (!ca) {
+    return absl::FailedPreconditionError(CaCertPath(dir) + " is not a PEM certificate");
+  }
+  absl::StatusOr<std::string> ca_key_pem = ReadFile(CaKeyPath(dir));
+  if (!ca_key_pem.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot read the campaign CA key (", ca_key_pem.status().message(),
+                     "); signing needs ", CaKeyPath(dir)));
+  }
+  absl::StatusOr<EcKey> ca_key = EcKey::FromPrivatePem(*ca_key_pem);
+  Zeroize(&(*ca_key_pem)[0], ca_key_pem->size());
+  if (!ca_key.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        CaKeyPath(dir), " is not a usable EC private key: ", ca_key.status().message()));
+  }
+  if (!KeyMatchesCertificate(ca_key->pkey(), ca.get())) {
+    return absl::FailedPreconditionError(
+        CaKeyPath(dir) + " is not the private key of " + CaCertPath(dir));
+  }
+  return CampaignCa{std::move(ca), *std::move(ca_key)};
+}
+
+absl::Status CheckValidityWithinCa(const std::string& dir, X509* ca, int valid_days) {
+  long long ca_left = SecondsUntilNotAfter(ca);
+  if (ca_left <= 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the campaign CA in ", dir, " expired at ", NotAfter(ca)));
+  }
+  if (86400LL * valid_days > ca_left) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a validity of ", valid_days, " days outlasts the campaign CA (valid until ",
+        NotAfter(ca), "); choose at most ", ca_left / 86400, " days"));
+  }
+  return absl::OkStatus();
+}
+
+// The certificate of `id` for `subject_key`, signed by the CA: the one policy
+// for every identity, whether the key was made here or came in a request.
+absl::StatusOr<X509Ptr> BuildIdentityCertificate(const CampaignCa& ca, const Identity& id,
+                                                 EVP_PKEY* subject_key, int valid_days) {
+  X509Ptr cert(X509_new());
+  if (!cert) return absl::InternalError("OpenSSL: out of memory");
+  absl::Status s;
+  if (!(s = InitCertificate(cert.get(), subject_key, valid_days)).ok()) return s;
+  X509_NAME* name = X509_get_subject_name(cert.get());
+  if (!(s = AddName(name, "O", kOrganization)).ok()) return s;
+  if (!(s = AddName(name, "OU", id.role)).ok()) return s;
+  if (!(s = AddName(name, "CN", id.name)).ok()) return s;
+  if (X509_set_issuer_name(cert.get(), X509_get_subject_name(ca.cert.get())) != 1) {
+    return absl::InternalError("OpenSSL: cannot set issuer name");
+  }
+  X509* issuer = ca.cert.get();
+  if (!(s = AddExt(cert.get(), issuer, NID_basic_constraints, "critical,CA:FALSE")).ok() ||
+      !(s = AddExt(cert.get(), issuer, NID_key_usage, "critical,digitalSignature")).ok() ||
+      !(s = AddExt(cert.get(), issuer, NID_ext_key_usage, "serverAuth,clientAuth")).ok() ||
+      !(s = AddExt(cert.get(), issuer, NID_subject_alt_name,
+                   absl::StrCat("DNS:", ServerNameFor(id), ",URI:", IdentityUri(id))))
+           .ok() ||
+      !(s = AddExt(cert.get(), issuer, NID_subject_key_identifier, "hash")).ok() ||
+      !(s = AddExt(cert.get(), issuer, NID_authority_key_identifier, "keyid:always"))
+           .ok()) {
+    return s;
+  }
+  if (!(s = Sign(cert.get(), ca.key)).ok()) return s;
+  return cert;
+}
+
+// Keeps a copy of every certificate the CA signs, by serial, so that
+// `pki revoke` finds them all (a re-issued identity has several).
+absl::Status RecordIssued(const std::string& dir, X509* cert) {
+  const std::string issued = IssuedDir(dir);
+  if (::mkdir(issued.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot create directory ", issued, ": ", std::strerror(errno)));
+  }
+  absl::Status s = RefuseSharedDirectory(issued);
+  if (!s.ok()) return s;
+  return WriteNewFile(absl::StrCat(issued, "/", SerialHex(X509_get0_serialNumber(cert)), ".pem"),
+                      CertificateToPem(cert), 0644);
+}
+
+// One field of a name ("" if absent or repeated).
+std::string NameField(X509_NAME* name, int nid) {
+  int i = X509_NAME_get_index_by_NID(name, nid, -1);
+  if (i < 0 || X509_NAME_get_index_by_NID(name, nid, i) >= 0) return "";
+  ASN1_STRING* v = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, i));
+  unsigned char* utf8 = nullptr;
+  int n = ASN1_STRING_to_UTF8(&utf8, v);
+  if (n < 0) return "";
+  std::string out(reinterpret_cast<char*>(utf8), static_cast<size_t>(n));
+  OPENSSL_free(utf8);
+  return out;
+}
+
+// Every certificate of `id` the CA signed: DIR/issued/*.pem and
+// DIR/<role>-<name>.pem (issued before the CA kept copies), by serial.
+absl::StatusOr<std::vector<X509Ptr>> IssuedTo(const std::string& dir, const CampaignCa& ca,
+                                              const Identity& id) {
+  std::vector<std::string> files = {IdentityCertPath(dir, id)};
+  if (DIR* d = ::opendir(IssuedDir(dir).c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n.size() > 4 && n.compare(n.size() - 4, 4, ".pem") == 0 && n[0] != '.') {
+        files.push_back(IssuedDir(dir) + "/" + n);
+      }
+    }
+    ::closedir(d);
+  }
+  std::vector<X509Ptr> out;
+  std::set<std::string> serials;
+  EVP_PKEY* ca_pub = X509_get0_pubkey(ca.cert.get());
+  for (const std::string& f : files) {
+    absl::StatusOr<std::string> text = ReadFile(f);
+    if (!text.ok()) continue;  // DIR/<role>-<name>.pem may not exist
+    X509Ptr cert = ParseCertificate(*text);
+    if (!cert || X509_verify(cert.get(), ca_pub) != 1) continue;  // not this CA's
+    absl::StatusOr<Identity> got = IdentityFromCertificate(*text);
+    if (!got.ok() || *got != id) continue;
+    if (!serials.insert(SerialHex(X509_get0_serialNumber(cert.get()))).second) continue;
+    out.push_back(std::move(cert));
+  }
+  return out;
+}
+
+// Publishes DIR/crl.pem: the CRL in force (if any, and the CA's) plus
+// `revoke`, number one higher, valid `crl_days`.
+absl::StatusOr<CrlInfo> PublishCrl(const std::string& dir, const CampaignCa& ca,
+                                   const std::vector<X509Ptr>& revoke, int crl_days) {
+  absl::Status s = CheckDays(crl_days);
+  if (!s.ok()) return s;
+  const std::string path = CrlPath(dir);
+  CrlPtr old;
+  long number = 0;
+  if (absl::StatusOr<std::string> text = ReadFile(path); text.ok()) {
+    old = ParseCrlPem(*text);
+    if (!old || X509_CRL_verify(old.get(), X509_get0_pubkey(ca.cert.get())) != 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, " is not a CRL signed by the campaign CA of ", dir,
+          "; move it away to start a new one (every revocation it held is then lost)"));
+    }
+    number = CrlNumber(old.get());
+  }
+  CrlPtr crl(X509_CRL_new());
+  if (!crl) return absl::InternalError("OpenSSL: out of memory");
+  CrlInfo info;
+  info.number = number + 1;
+  std::set<std::string> on_list;
+  ASN1_TIME* now = ASN1_TIME_new();
+  ASN1_TIME* next = ASN1_TIME_new();
+  bool ok = now != nullptr && next != nullptr && X509_CRL_set_version(crl.get(), 1) == 1 &&
+            X509_CRL_set_issuer_name(crl.get(), X509_get_subject_name(ca.cert.get())) == 1 &&
+            X509_gmtime_adj(now, 0) != nullptr &&
+            X509_gmtime_adj(next, 86400L * crl_days) != nullptr &&
+            X509_CRL_set1_lastUpdate(crl.get(), now) == 1 &&
+            X509_CRL_set1_nextUpdate(crl.get(), next) == 1;
+  if (ok && old) {
+    STACK_OF(X509_REVOKED)* entries = X509_CRL_get_REVOKED(old.get());
+    for (int i = 0; ok && i < sk_X509_REVOKED_num(entries); ++i) {
+      X509_REVOKED* r = X509_REVOKED_dup(sk_X509_REVOKED_value(entries, i));
+      ok = r != nullptr && X509_CRL_add0_revoked(crl.get(), r) == 1;
+      if (!ok) {
+        X509_REVOKED_free(r);
+        break;
+      }
+      on_list.insert(SerialHex(X509_REVOKED_get0_serialNumber(r)));
+    }
+  }
+  for (size_t i = 0; ok && i < revoke.size(); ++i) {
+    const ASN1_INTEGER* serial = X509_get0_serialNumber(revoke[i].get());
+    const std::string hex = SerialHex(serial);
+    if (!on_list.insert(hex).second) continue;
+    X509_REVOKED* r = X509_REVOKED_new();
+    ok = r != nullptr && X509_REVOKED_set_serialNumber(r, const_cast<ASN1_INTEGER*>(serial)) == 1 &&
+         X509_REVOKED_set_revocationDate(r, now) == 1 && X509_CRL_add0_revoked(crl.get(), r) == 1;
+    if (!ok) X509_REVOKED_free(r);
+    info.added.push_back(hex);
+  }
+  ASN1_INTEGER* crl_number = ASN1_INTEGER_new();
+  ok = ok && crl_number != nullptr && ASN1_INTEGER_set(crl_number, info.number) == 1 &&
+       X509_CRL_add1_ext_i2d(crl.get(), NID_crl_number, crl_number, 0, 0) == 1;
+  ASN1_INTEGER_free(crl_number);
+  info.next_update = Asn1TimeString(next);
+  ASN1_TIME_free(now);
+  ASN1_TIME_free(next);
+  if (!ok || X509_CRL_sort(crl.get()) != 1 ||
+      X509_CRL_sign(crl.get(), ca.key.pkey(),
+                    ca.key.curve() == Curve::kP384 ? EVP_sha384() : EVP_sha256()) <= 0) {
+    return absl::InternalError("OpenSSL: cannot build and sign the CRL");
+  }
+  info.revoked = on_list.size();
+  const std::string pem = CrlToPem(crl.get());
+  if (pem.empty()) return absl::InternalError("OpenSSL: cannot encode the CRL");
+  // A new file renamed over the old one: a daemon reading it sees the old CRL
+  // or the new one, never half of one.
+  const std::string staging = path + ".new";
+  ::unlink(staging.c_str());
+  if (!(s = WriteNewFile(staging, pem, 0644)).ok()) return s;
+  if (::rename(staging.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(staging.c_str());
+    return absl::UnavailableError(
+        absl::StrCat("cannot replace ", path, ": ", std::strerror(err)));
+  }
+  return info;
+}
+
 }  // namespace
 
 std::string CaCertPath(const std::string& dir) { return dir + "/ca.pem"; }
@@ -179,6 +409,11 @@ std::string IdentityCertPath(const std::string& dir, const Identity& id) {
 std::string IdentityKeyPath(const std::string& dir, const Identity& id) {
   return absl::StrCat(dir, "/", id.role, "-", id.name, ".key");
 }
+std::string IdentityRequestPath(const std::string& dir, const Identity& id) {
+  return absl::StrCat(dir, "/", id.role, "-", id.name, ".csr");
+}
+std::string CrlPath(const std::string& dir) { return dir + "/crl.pem"; }
+std::string IssuedDir(const std::string& dir) { return dir + "/issued"; }
 
 absl::Status InitCampaignCa(const std::string& dir, const std::string& campaign,
                             int valid_days) {
@@ -192,6 +427,7 @@ absl::Status InitCampaignCa(const std::string& dir, const std::string& campaign,
       "which invalidates every certificate issued from it";
   if (!(s = RefuseOverwrite(CaCertPath(dir), hint)).ok()) return s;
   if (!(s = RefuseOverwrite(CaKeyPath(dir), hint)).ok()) return s;
+  if (!(s = RefuseOverwrite(CrlPath(dir), hint)).ok()) return s;
   if (!(s = EnsureDirectory(dir)).ok()) return s;
 
   absl::StatusOr<EcKey> key = EcKey::Generate(Curve::kP384);
@@ -214,7 +450,12 @@ absl::Status InitCampaignCa(const std::string& dir, const std::string& campaign,
     return s;
   }
   if (!(s = Sign(cert.get(), *key)).ok()) return s;
-  return WriteKeyAndCert(CaKeyPath(dir), *key, CaCertPath(dir), cert.get(), hint);
+  if (!(s = WriteKeyAndCert(CaKeyPath(dir), *key, CaCertPath(dir), cert.get(), hint)).ok()) {
+    return s;
+  }
+  // The first CRL, empty: daemons can name it from the start.
+  CampaignCa ca{std::move(cert), *std::move(key)};
+  return PublishCrl(dir, ca, {}, kDefaultCrlDays).status();
 }
 
 absl::StatusOr<IssuedFiles> IssueIdentity(const std::string& dir, const Identity& id,
@@ -227,75 +468,152 @@ absl::StatusOr<IssuedFiles> IssueIdentity(const std::string& dir, const Identity
   if (!(s = RefuseOverwrite(out.cert, hint)).ok()) return s;
   if (!(s = RefuseOverwrite(out.key, hint)).ok()) return s;
   if (!(s = RefuseSharedDirectory(dir)).ok()) return s;
-
-  // The campaign CA.
-  const std::string init_hint =
-      "; create the campaign CA first with `gputravel pki init --dir " + dir +
-      " --campaign NAME`";
-  absl::StatusOr<std::string> ca_pem = ReadFile(CaCertPath(dir));
-  if (!ca_pem.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("no campaign CA in ", dir, " (", ca_pem.status().message(), ")",
-                     init_hint));
-  }
-  X509Ptr ca = ParseCertificate(*ca_pem);
-  if (!ca) {
-    return absl::FailedPreconditionError(CaCertPath(dir) + " is not a PEM certificate");
-  }
-  absl::StatusOr<std::string> ca_key_pem = ReadFile(CaKeyPath(dir));
-  if (!ca_key_pem.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot read the campaign CA key (", ca_key_pem.status().message(),
-                     "); issuing needs ", CaKeyPath(dir)));
-  }
-  absl::StatusOr<EcKey> ca_key = EcKey::FromPrivatePem(*ca_key_pem);
-  Zeroize(&(*ca_key_pem)[0], ca_key_pem->size());
-  if (!ca_key.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        CaKeyPath(dir), " is not a usable EC private key: ", ca_key.status().message()));
-  }
-  if (!KeyMatchesCertificate(ca_key->pkey(), ca.get())) {
-    return absl::FailedPreconditionError(
-        CaKeyPath(dir) + " is not the private key of " + CaCertPath(dir));
-  }
-  long long ca_left = SecondsUntilNotAfter(ca.get());
-  if (ca_left <= 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the campaign CA in ", dir, " expired at ", NotAfter(ca.get())));
-  }
-  if (86400LL * valid_days > ca_left) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a validity of ", valid_days, " days outlasts the campaign CA (valid until ",
-        NotAfter(ca.get()), "); choose at most ", ca_left / 86400, " days"));
-  }
+  absl::StatusOr<CampaignCa> ca = LoadCa(dir);
+  if (!ca.ok()) return ca.status();
+  if (!(s = CheckValidityWithinCa(dir, ca->cert.get(), valid_days)).ok()) return s;
 
   absl::StatusOr<EcKey> key = EcKey::Generate(Curve::kP384);
   if (!key.ok()) return key.status();
-  X509Ptr cert(X509_new());
-  if (!cert) return absl::InternalError("OpenSSL: out of memory");
-  if (!(s = InitCertificate(cert.get(), key->pkey(), valid_days)).ok()) return s;
-  X509_NAME* name = X509_get_subject_name(cert.get());
+  absl::StatusOr<X509Ptr> cert = BuildIdentityCertificate(*ca, id, key->pkey(), valid_days);
+  if (!cert.ok()) return cert.status();
+  if (!(s = WriteKeyAndCert(out.key, *key, out.cert, cert->get(), hint)).ok()) return s;
+  if (!(s = RecordIssued(dir, cert->get())).ok()) return s;
+  return out;
+}
+
+absl::StatusOr<RequestFiles> CreateRequest(const std::string& out_dir, const Identity& id) {
+  absl::Status s = ValidateIdentity(id);
+  if (!s.ok()) return s;
+  RequestFiles out{IdentityKeyPath(out_dir, id), IdentityRequestPath(out_dir, id)};
+  const std::string hint = "remove it first to make a new key for " + DescribeIdentity(id);
+  if (!(s = RefuseOverwrite(out.key, hint)).ok()) return s;
+  if (!(s = RefuseOverwrite(out.csr, hint)).ok()) return s;
+  if (!(s = EnsureDirectory(out_dir)).ok()) return s;
+  absl::StatusOr<EcKey> key = EcKey::Generate(Curve::kP384);
+  if (!key.ok()) return key.status();
+  std::unique_ptr<X509_REQ, decltype(&X509_REQ_free)> req(X509_REQ_new(), X509_REQ_free);
+  if (!req) return absl::InternalError("OpenSSL: out of memory");
+  X509_NAME* name = X509_REQ_get_subject_name(req.get());
+  if (X509_REQ_set_version(req.get(), 0) != 1 ||
+      X509_REQ_set_pubkey(req.get(), key->pkey()) != 1) {
+    return absl::InternalError("OpenSSL: cannot build the request");
+  }
   if (!(s = AddName(name, "O", kOrganization)).ok()) return s;
   if (!(s = AddName(name, "OU", id.role)).ok()) return s;
   if (!(s = AddName(name, "CN", id.name)).ok()) return s;
-  if (X509_set_issuer_name(cert.get(), X509_get_subject_name(ca.get())) != 1) {
-    return absl::InternalError("OpenSSL: cannot set issuer name");
+  if (X509_REQ_sign(req.get(), key->pkey(), EVP_sha384()) <= 0) {
+    return absl::InternalError("OpenSSL: cannot sign the request");
   }
-  X509* issuer = ca.get();
-  if (!(s = AddExt(cert.get(), issuer, NID_basic_constraints, "critical,CA:FALSE")).ok() ||
-      !(s = AddExt(cert.get(), issuer, NID_key_usage, "critical,digitalSignature")).ok() ||
-      !(s = AddExt(cert.get(), issuer, NID_ext_key_usage, "serverAuth,clientAuth")).ok() ||
-      !(s = AddExt(cert.get(), issuer, NID_subject_alt_name,
-                   absl::StrCat("DNS:", ServerNameFor(id), ",URI:", IdentityUri(id))))
-           .ok() ||
-      !(s = AddExt(cert.get(), issuer, NID_subject_key_identifier, "hash")).ok() ||
-      !(s = AddExt(cert.get(), issuer, NID_authority_key_identifier, "keyid:always"))
-           .ok()) {
+  BIO* bio = BIO_new(BIO_s_mem());
+  if (bio == nullptr) return absl::InternalError("OpenSSL: out of memory");
+  std::string csr_pem;
+  if (PEM_write_bio_X509_REQ(bio, req.get()) == 1) {
+    char* p = nullptr;
+    long n = BIO_get_mem_data(bio, &p);
+    if (n > 0) csr_pem.assign(p, static_cast<size_t>(n));
+  }
+  BIO_free(bio);
+  if (csr_pem.empty()) return absl::InternalError("OpenSSL: cannot encode the request");
+  absl::StatusOr<SecretBytes> pem = key->PrivateKeyPem();
+  if (!pem.ok()) return pem.status();
+  std::string staging(reinterpret_cast<const char*>(pem->data()), pem->size());
+  s = WriteNewFile(out.key, staging, 0600);
+  if (!staging.empty()) Zeroize(&staging[0], staging.size());
+  if (s.code() == absl::StatusCode::kAlreadyExists) return AlreadyExists(out.key, hint);
+  if (!s.ok()) return s;
+  s = WriteNewFile(out.csr, csr_pem, 0644);
+  if (!s.ok()) {
+    ::unlink(out.key.c_str());
+    if (s.code() == absl::StatusCode::kAlreadyExists) return AlreadyExists(out.csr, hint);
     return s;
   }
-  if (!(s = Sign(cert.get(), *ca_key)).ok()) return s;
-  if (!(s = WriteKeyAndCert(out.key, *key, out.cert, cert.get(), hint)).ok()) return s;
   return out;
+}
+
+absl::StatusOr<std::string> SignRequest(const std::string& dir, absl::string_view csr_pem,
+                                        const Identity& id, int valid_days) {
+  absl::Status s = ValidateIdentity(id);
+  if (!s.ok()) return s;
+  if (!(s = CheckDays(valid_days)).ok()) return s;
+  const std::string cert_path = IdentityCertPath(dir, id);
+  const std::string hint = "remove it first to re-issue " + DescribeIdentity(id) +
+                           " (and revoke the old one with `gputravel pki revoke`)";
+  if (!(s = RefuseOverwrite(cert_path, hint)).ok()) return s;
+  if (!(s = RefuseSharedDirectory(dir)).ok()) return s;
+
+  BIO* bio = BIO_new_mem_buf(csr_pem.data(), static_cast<int>(csr_pem.size()));
+  if (bio == nullptr) return absl::InternalError("OpenSSL: out of memory");
+  std::unique_ptr<X509_REQ, decltype(&X509_REQ_free)> req(
+      PEM_read_bio_X509_REQ(bio, nullptr, nullptr, nullptr), X509_REQ_free);
+  BIO_free(bio);
+  if (!req) {
+    return absl::InvalidArgumentError(
+        "not a PEM certificate signing request (make one with `gputravel pki csr`)");
+  }
+  EVP_PKEY* pub = X509_REQ_get_pubkey(req.get());  // a new reference
+  if (pub == nullptr) return absl::InvalidArgumentError("the request carries no public key");
+  absl::StatusOr<EcKey> key = EcKey::FromPkey(pub);
+  if (!key.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request's key is not an EC key on P-256 or P-384: ", key.status().message()));
+  }
+  // Proof that whoever asks holds the private key.
+  if (X509_REQ_verify(req.get(), key->pkey()) != 1) {
+    return absl::InvalidArgumentError(
+        "the request's signature does not verify under its own key: refused");
+  }
+  // The request must ask for exactly the identity the CA's operator signs.
+  X509_NAME* subject = X509_REQ_get_subject_name(req.get());
+  const std::string asked_o = NameField(subject, NID_organizationName);
+  const std::string asked_ou = NameField(subject, NID_organizationalUnitName);
+  const std::string asked_cn = NameField(subject, NID_commonName);
+  if (X509_NAME_entry_count(subject) != 3 || asked_o != kOrganization || asked_ou != id.role ||
+      asked_cn != id.name) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the request asks for Subject ", NameLine(subject), " but you are signing ",
+        DescribeIdentity(id), " (O=gputravel, OU=", id.role, ", CN=", id.name,
+        "): refused; sign it as the identity it was made for, or have the TD make a request "
+        "for this identity (`gputravel pki csr --role ", id.role, " --name ", id.name, "`)"));
+  }
+
+  absl::StatusOr<CampaignCa> ca = LoadCa(dir);
+  if (!ca.ok()) return ca.status();
+  if (!(s = CheckValidityWithinCa(dir, ca->cert.get(), valid_days)).ok()) return s;
+  absl::StatusOr<X509Ptr> cert = BuildIdentityCertificate(*ca, id, key->pkey(), valid_days);
+  if (!cert.ok()) return cert.status();
+  const std::string pem = CertificateToPem(cert->get());
+  if (pem.empty()) return absl::InternalError("OpenSSL: cannot encode the certificate");
+  s = WriteNewFile(cert_path, pem, 0644);
+  if (s.code() == absl::StatusCode::kAlreadyExists) return AlreadyExists(cert_path, hint);
+  if (!s.ok()) return s;
+  if (!(s = RecordIssued(dir, cert->get())).ok()) return s;
+  return cert_path;
+}
+
+absl::StatusOr<CrlInfo> RevokeIdentity(const std::string& dir, const Identity& id,
+                                       int crl_days) {
+  absl::Status s = ValidateIdentity(id);
+  if (!s.ok()) return s;
+  if (!(s = RefuseSharedDirectory(dir)).ok()) return s;
+  absl::StatusOr<CampaignCa> ca = LoadCa(dir);
+  if (!ca.ok()) return ca.status();
+  std::vector<X509Ptr> certs;
+  absl::StatusOr<std::vector<X509Ptr>> issued = IssuedTo(dir, *ca, id);
+  if (!issued.ok()) return issued.status();
+  if (issued->empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "the CA in ", dir, " signed no certificate for ", DescribeIdentity(id),
+        " (none in ", IssuedDir(dir), " nor ", IdentityCertPath(dir, id), ")"));
+  }
+  return PublishCrl(dir, *ca, *issued, crl_days);
+}
+
+absl::StatusOr<CrlInfo> RefreshCrl(const std::string& dir, int crl_days) {
+  absl::Status s = RefuseSharedDirectory(dir);
+  if (!s.ok()) return s;
+  absl::StatusOr<CampaignCa> ca = LoadCa(dir);
+  if (!ca.ok()) return ca.status();
+  return PublishCrl(dir, *ca, {}, crl_days);
 }
 
 absl::StatusOr<CertificateInfo> DescribeCertificate(absl::string_view pem_or_der) {
@@ -307,14 +625,7 @@ absl::StatusOr<CertificateInfo> DescribeCertificate(absl::string_view pem_or_der
   info.issuer = IssuerLine(cert.get());
   info.not_before = NotBefore(cert.get());
   info.not_after = NotAfter(cert.get());
-  BIGNUM* bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert.get()), nullptr);
-  if (bn != nullptr) {
-    char* hex = BN_bn2hex(bn);
-    info.serial = hex != nullptr ? hex : "";
-    for (char& c : info.serial) c = static_cast<char>(std::tolower(c));
-    OPENSSL_free(hex);
-    BN_free(bn);
-  }
+  info.serial = SerialHex(X509_get0_serialNumber(cert.get()));
   if (!info.is_ca) {
     absl::StatusOr<Identity> id = IdentityFromCertificate(pem_or_der);
     if (!id.ok()) return id.status();

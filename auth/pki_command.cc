@@ -38,8 +38,13 @@ std::string PkiUsage() {
       "\n"
       "Subcommands:\n"
       "  init    Create the campaign CA: DIR/ca.pem and DIR/ca.key (ECDSA P-384).\n"
-      "  issue   Issue a certificate for one identity: DIR/<role>-<name>.pem and\n"
-      "          DIR/<role>-<name>.key, signed by the CA in DIR.\n"
+      "  issue   Issue a certificate and a key for one identity (development: the\n"
+      "          key is made next to the CA): DIR/<role>-<name>.pem and .key.\n"
+      "  csr     Make a key and a certificate signing request where the key will\n"
+      "          live (inside the TD); the key never leaves that machine.\n"
+      "  sign    Sign a request at the CA, as the identity the CA's operator names.\n"
+      "  revoke  Revoke every certificate of an identity: publishes DIR/crl.pem.\n"
+      "  crl     Publish DIR/crl.pem again with fresh dates (before nextUpdate).\n"
       "  show    Print the role, name, issuer and expiry of a certificate.\n"
       "  mux-kit What the host's administrator installs for the MUX: its TLS files\n"
       "          and the caller certificates to pin (never the CA's key).\n"
@@ -47,7 +52,9 @@ std::string PkiUsage() {
       "Roles: ", absl::StrJoin(AllRoleNames(), ", "), "\n"
       "Names: 1-63 characters of a-z, 0-9, '.', '_', '-', starting with a letter or\n"
       "digit. Private keys are written with mode 0600; existing files are never\n"
-      "overwritten. Exit status: 0 success, 1 failure, 2 usage error.\n"
+      "overwritten (except DIR/crl.pem, replaced whole). Daemons name the CRL in\n"
+      "their \"tls\": {\"crl\": PATH} and reread it when it changes.\n"
+      "Exit status: 0 success, 1 failure, 2 usage error.\n"
       "\n"
       "Run `gputravel pki SUBCOMMAND --help` for the flags of a subcommand.\n");
 }
@@ -103,7 +110,8 @@ int Init(int argc, char** argv) {
   Flags flags(cmd,
               "Creates the campaign CA: DIR/ca.pem (certificate) and DIR/ca.key\n"
               "(private key, mode 0600), ECDSA P-384, self-signed, X.509 v3 with\n"
-              "basicConstraints CA:TRUE. Creates DIR (mode 0700) if missing. Refuses to\n"
+              "basicConstraints CA:TRUE, and the first CRL DIR/crl.pem (empty, valid\n"
+              "30 days). Creates DIR (mode 0700) if missing. Refuses to\n"
               "overwrite an existing CA. Keep ca.key offline: whoever holds it can\n"
               "issue any identity. Exit status: 0 success, 1 failure, 2 usage error.");
   flags.String("dir", "", "Directory of the campaign PKI (required).");
@@ -123,7 +131,18 @@ int Init(int argc, char** argv) {
               flags.Get("campaign").c_str(), days);
   std::printf("Wrote %s\n", CaCertPath(dir).c_str());
   std::printf("Wrote %s (private key, mode 0600)\n", CaKeyPath(dir).c_str());
+  std::printf("Wrote %s (the CRL, empty)\n", CrlPath(dir).c_str());
   return kOk;
+}
+
+// --role and --name as an identity; -1 to continue or a usage exit status.
+int ParseIdentityFlags(const Flags& flags, const std::string& cmd, Identity* id) {
+  *id = Identity{flags.Get("role"), flags.Get("name")};
+  absl::StatusOr<Role> role = ParseRole(id->role);
+  if (!role.ok()) return UsageError(cmd, "--role: " + std::string(role.status().message()));
+  absl::Status valid = ValidateName(id->name);
+  if (!valid.ok()) return UsageError(cmd, "--name: " + std::string(valid.message()));
+  return -1;
 }
 
 int Issue(int argc, char** argv) {
@@ -134,7 +153,9 @@ int Issue(int argc, char** argv) {
               "certificate carries Subject CN=<name>, OU=<role> and the SANs\n"
               "DNS:<name>.<role>.gputravel (the server name clients verify) and\n"
               "URI:gputravel://<role>/<name>; it is valid for TLS client and server\n"
-              "authentication. Refuses to overwrite existing files.\n"
+              "authentication. Refuses to overwrite existing files. For development:\n"
+              "the key is made next to the CA, so the CA's operator has seen it; in a\n"
+              "deployment make it where it lives with `pki csr` and sign with `pki sign`.\n"
               "Roles: " + absl::StrJoin(AllRoleNames(), ", ") + ".\n"
               "Exit status: 0 success, 1 failure, 2 usage error.");
   flags.String("dir", "", "Directory of the campaign PKI, holding ca.pem and ca.key (required).");
@@ -147,17 +168,148 @@ int Issue(int argc, char** argv) {
   if ((rc = RequireFlags(flags, cmd, {"dir", "role", "name"})) >= 0) return rc;
   int days = 0;
   if (!ParseDays(flags, cmd, &days, &rc)) return rc;
-  Identity id{flags.Get("role"), flags.Get("name")};
-  absl::StatusOr<Role> role = ParseRole(id.role);
-  if (!role.ok()) return UsageError(cmd, "--role: " + std::string(role.status().message()));
-  absl::Status valid = ValidateName(id.name);
-  if (!valid.ok()) return UsageError(cmd, "--name: " + std::string(valid.message()));
+  Identity id;
+  if ((rc = ParseIdentityFlags(flags, cmd, &id)) >= 0) return rc;
   absl::StatusOr<IssuedFiles> files = IssueIdentity(flags.Get("dir"), id, days);
   if (!files.ok()) return Failure(cmd, files.status());
   std::printf("Issued %s (server name %s, valid %d days).\n", DescribeIdentity(id).c_str(),
               ServerNameFor(id).c_str(), days);
   std::printf("Wrote %s\n", files->cert.c_str());
   std::printf("Wrote %s (private key, mode 0600)\n", files->key.c_str());
+  return kOk;
+}
+
+int Csr(int argc, char** argv) {
+  const std::string cmd = "gputravel pki csr";
+  Flags flags(cmd,
+              "Makes the private key of one identity where it will live (run it inside\n"
+              "the TD of that identity) and a certificate signing request for it:\n"
+              "OUT/<role>-<name>.key (ECDSA P-384, mode 0600; it never needs to leave\n"
+              "this machine) and OUT/<role>-<name>.csr (Subject O=gputravel, OU=<role>,\n"
+              "CN=<name>, signed with the new key). Take only the .csr to the CA's\n"
+              "operator, who signs it with `gputravel pki sign`; bring back the .pem\n"
+              "and the CA's ca.pem and crl.pem. Creates OUT (mode 0700) if missing;\n"
+              "refuses to overwrite.\n"
+              "Roles: " + absl::StrJoin(AllRoleNames(), ", ") + ".\n"
+              "Exit status: 0 success, 1 failure, 2 usage error.");
+  flags.String("out", "", "Directory for the key and the request (required).");
+  flags.String("role", "", "Role of the identity (required).");
+  flags.String("name", "", "Name of the identity, e.g. hospital-a (required).");
+  int rc = ParseFlags(flags, cmd, argc, argv);
+  if (rc >= 0) return rc;
+  if ((rc = RequireFlags(flags, cmd, {"out", "role", "name"})) >= 0) return rc;
+  Identity id;
+  if ((rc = ParseIdentityFlags(flags, cmd, &id)) >= 0) return rc;
+  absl::StatusOr<RequestFiles> files = CreateRequest(flags.Get("out"), id);
+  if (!files.ok()) return Failure(cmd, files.status());
+  std::printf("Made a key and a signing request for %s.\n", DescribeIdentity(id).c_str());
+  std::printf("Wrote %s (private key, mode 0600: keep it here)\n", files->key.c_str());
+  std::printf("Wrote %s (take it to the CA: gputravel pki sign --csr ...)\n",
+              files->csr.c_str());
+  return kOk;
+}
+
+int Sign(int argc, char** argv) {
+  const std::string cmd = "gputravel pki sign";
+  Flags flags(cmd,
+              "Signs a certificate signing request (from `gputravel pki csr`) with the\n"
+              "campaign CA in DIR, as the identity you name with --role and --name:\n"
+              "writes DIR/<role>-<name>.pem (and a copy in DIR/issued/). The request\n"
+              "must be for exactly that identity (Subject O=gputravel, OU=<role>,\n"
+              "CN=<name>) and signed by its own EC key (P-256 or P-384); a request for\n"
+              "another role or name is refused. Nothing else of the request is used:\n"
+              "any extension it asks for is ignored, and the certificate carries the\n"
+              "same extensions as `pki issue` (CA:FALSE, digitalSignature, server and\n"
+              "client authentication, the SANs of the identity). Refuses to overwrite.\n"
+              "Roles: " + absl::StrJoin(AllRoleNames(), ", ") + ".\n"
+              "Exit status: 0 success, 1 failure (including a refused request), 2 usage\n"
+              "error.");
+  flags.String("dir", "", "Directory of the campaign PKI, holding ca.pem and ca.key (required).");
+  flags.String("csr", "", "The signing request, PEM (required).");
+  flags.String("role", "", "Role to sign the request as (required).");
+  flags.String("name", "", "Name to sign the request as (required).");
+  flags.String("days", std::to_string(kDefaultIdentityDays),
+               "Validity in days (at most the CA's remaining validity).");
+  int rc = ParseFlags(flags, cmd, argc, argv);
+  if (rc >= 0) return rc;
+  if ((rc = RequireFlags(flags, cmd, {"dir", "csr", "role", "name"})) >= 0) return rc;
+  int days = 0;
+  if (!ParseDays(flags, cmd, &days, &rc)) return rc;
+  Identity id;
+  if ((rc = ParseIdentityFlags(flags, cmd, &id)) >= 0) return rc;
+  absl::StatusOr<std::string> csr = ReadFile(flags.Get("csr"));
+  if (!csr.ok()) return Failure(cmd, csr.status());
+  absl::StatusOr<std::string> cert = SignRequest(flags.Get("dir"), *csr, id, days);
+  if (!cert.ok()) {
+    return Failure(cmd, absl::Status(cert.status().code(),
+                                     absl::StrCat(flags.Get("csr"), ": ", cert.status().message())));
+  }
+  std::printf("Signed %s (server name %s, valid %d days).\n", DescribeIdentity(id).c_str(),
+              ServerNameFor(id).c_str(), days);
+  std::printf("Wrote %s\n", cert->c_str());
+  return kOk;
+}
+
+void PrintCrl(const std::string& dir, const CrlInfo& info) {
+  std::printf("Published %s: CRL number %ld, %zu revoked certificate(s), next update %s.\n",
+              CrlPath(dir).c_str(), info.number, info.revoked, info.next_update.c_str());
+  std::printf("Copy it to every daemon's tls.crl before then; each rereads it at its next\n"
+              "handshake.\n");
+}
+
+int Revoke(int argc, char** argv) {
+  const std::string cmd = "gputravel pki revoke";
+  Flags flags(cmd,
+              "Revokes every certificate the campaign CA in DIR signed for one identity\n"
+              "(those in DIR/issued/ and DIR/<role>-<name>.pem) and publishes the CRL\n"
+              "DIR/crl.pem: the CRL in force plus their serial numbers, with a cRLNumber\n"
+              "one higher, signed by the CA. Copy crl.pem to where every daemon's\n"
+              "tls.crl points: each rereads it when it changes and refuses a revoked\n"
+              "certificate at its next TLS handshake, in either direction. Revocation\n"
+              "cannot be undone: issue a new certificate instead.\n"
+              "Exit status: 0 success, 1 failure (no certificate of that identity), 2\n"
+              "usage error.");
+  flags.String("dir", "", "Directory of the campaign PKI (required).");
+  flags.String("role", "", "Role of the identity to revoke (required).");
+  flags.String("name", "", "Name of the identity to revoke (required).");
+  flags.String("days", std::to_string(kDefaultCrlDays),
+               "Days until the CRL's nextUpdate (publish again before: pki crl).");
+  int rc = ParseFlags(flags, cmd, argc, argv);
+  if (rc >= 0) return rc;
+  if ((rc = RequireFlags(flags, cmd, {"dir", "role", "name"})) >= 0) return rc;
+  int days = 0;
+  if (!ParseDays(flags, cmd, &days, &rc)) return rc;
+  Identity id;
+  if ((rc = ParseIdentityFlags(flags, cmd, &id)) >= 0) return rc;
+  absl::StatusOr<CrlInfo> info = RevokeIdentity(flags.Get("dir"), id, days);
+  if (!info.ok()) return Failure(cmd, info.status());
+  if (info->added.empty()) {
+    std::printf("Every certificate of %s was already revoked.\n", DescribeIdentity(id).c_str());
+  }
+  for (const std::string& serial : info->added) {
+    std::printf("Revoked certificate %s of %s.\n", serial.c_str(), DescribeIdentity(id).c_str());
+  }
+  PrintCrl(flags.Get("dir"), *info);
+  return kOk;
+}
+
+int Crl(int argc, char** argv) {
+  const std::string cmd = "gputravel pki crl";
+  Flags flags(cmd,
+              "Publishes the CRL DIR/crl.pem again, with the same revoked certificates,\n"
+              "a cRLNumber one higher and fresh dates. Daemons refuse every handshake\n"
+              "once the CRL they hold is past its nextUpdate, so publish (and copy)\n"
+              "before then. Exit status: 0 success, 1 failure, 2 usage error.");
+  flags.String("dir", "", "Directory of the campaign PKI (required).");
+  flags.String("days", std::to_string(kDefaultCrlDays), "Days until the CRL's nextUpdate.");
+  int rc = ParseFlags(flags, cmd, argc, argv);
+  if (rc >= 0) return rc;
+  if ((rc = RequireFlags(flags, cmd, {"dir"})) >= 0) return rc;
+  int days = 0;
+  if (!ParseDays(flags, cmd, &days, &rc)) return rc;
+  absl::StatusOr<CrlInfo> info = RefreshCrl(flags.Get("dir"), days);
+  if (!info.ok()) return Failure(cmd, info.status());
+  PrintCrl(flags.Get("dir"), *info);
   return kOk;
 }
 
@@ -235,7 +387,8 @@ int MuxKit(int argc, char** argv) {
   Flags flags(cmd,
               "Writes what the host's administrator installs under /etc/gputravel for\n"
               "the MUX, from the campaign PKI in DIR, into the new directory OUT:\n"
-              "  OUT/pki/ca.pem, OUT/pki/mux-mux.pem, OUT/pki/mux-mux.key (0600)\n"
+              "  OUT/pki/ca.pem, OUT/pki/crl.pem, OUT/pki/mux-mux.pem,\n"
+              "  OUT/pki/mux-mux.key (0600)\n"
               "      the MUX's TLS files (\"tls\" in mux.json);\n"
               "  OUT/mux-callers/<role>-<name>.pem\n"
               "      the certificates the MUX obeys (\"callers\"): only these, not any\n"
@@ -276,6 +429,7 @@ int MuxKit(int argc, char** argv) {
   };
   std::vector<Copy> copies = {
       {CaCertPath(dir), out + "/pki/ca.pem", 0644},
+      {CrlPath(dir), out + "/pki/crl.pem", 0644},
       {IdentityCertPath(dir, mux), out + "/pki/mux-mux.pem", 0644},
       {IdentityKeyPath(dir, mux), out + "/pki/mux-mux.key", 0600}};
   nlohmann::json pinned = nlohmann::json::array();
@@ -304,7 +458,8 @@ int MuxKit(int argc, char** argv) {
   nlohmann::json fragment = {{"tls",
                               {{"ca", "/etc/gputravel/pki/ca.pem"},
                                {"cert", "/etc/gputravel/pki/mux-mux.pem"},
-                               {"key", "/etc/gputravel/pki/mux-mux.key"}}},
+                               {"key", "/etc/gputravel/pki/mux-mux.key"},
+                               {"crl", "/etc/gputravel/pki/crl.pem"}}},
                              {"callers", pinned}};
   absl::Status s = WriteNewFile(out + "/mux-fragment.json", fragment.dump(2) + "\n", 0644);
   if (!s.ok()) return Failure(cmd, s);
@@ -330,6 +485,10 @@ int PkiCommand(int argc, char** argv) {
   }
   if (sub == "init") return Init(argc, argv);
   if (sub == "issue") return Issue(argc, argv);
+  if (sub == "csr") return Csr(argc, argv);
+  if (sub == "sign") return Sign(argc, argv);
+  if (sub == "revoke") return Revoke(argc, argv);
+  if (sub == "crl") return Crl(argc, argv);
   if (sub == "show") return Show(argc, argv);
   if (sub == "mux-kit") return MuxKit(argc, argv);
   std::fprintf(stderr, "gputravel pki: unknown subcommand '%s'\n\n%s", sub.c_str(),

@@ -50,7 +50,8 @@ TEST_F(PkiCommandTest, Help) {
   EXPECT_TRUE(Contains(r.err, "missing subcommand")) << r.err;
   r = Pki({"--help"});
   EXPECT_EQ(r.code, 0);
-  for (const char* s : {"init", "issue", "show", "orchestrator, holder, operator, scheduler, mux, trainer"}) {
+  for (const char* s : {"init", "issue", "csr", "sign", "revoke", "crl", "show",
+                        "orchestrator, holder, operator, scheduler, mux, trainer"}) {
     EXPECT_TRUE(Contains(r.out, s)) << s << "\n" << r.out;
   }
   r = Pki({"frobnicate"});
@@ -164,6 +165,50 @@ TEST_F(PkiCommandTest, InitIssueShow) {
   EXPECT_FALSE(Contains(r.err, "PRIVATE KEY"));
 }
 
+// The key is made in the TD (csr), only the request goes to the CA (sign),
+// and the CA can revoke the identity (revoke) and republish (crl).
+TEST_F(PkiCommandTest, CsrSignRevokeCrl) {
+  for (const char* sub : {"csr", "sign", "revoke", "crl"}) {
+    Result r = Pki({sub, "--help"});
+    EXPECT_EQ(r.code, 0) << sub;
+    EXPECT_TRUE(Contains(r.out, std::string("Usage: gputravel pki ") + sub)) << r.out;
+  }
+  EXPECT_TRUE(Contains(Pki({"csr", "--help"}).out, "never needs to leave"));
+  EXPECT_TRUE(Contains(Pki({"sign", "--help"}).out, "any extension it asks for is ignored"));
+  EXPECT_TRUE(Contains(Pki({"revoke", "--help"}).out, "tls.crl"));
+  ASSERT_EQ(Pki({"init", "--dir", Dir(), "--campaign", "c"}).code, 0);
+  const std::string td = tmp_.path() + "/td";
+  Result r = Pki({"csr", "--out", td, "--role", "holder", "--name", "hospital-a"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "Wrote " + td + "/holder-hospital-a.key (private key, mode 0600"))
+      << r.out;
+  EXPECT_FALSE(Contains(r.out, "PRIVATE KEY"));
+  EXPECT_EQ(Pki({"csr", "--out", td, "--role", "admin", "--name", "x"}).code, 2);
+
+  // Signed as what the CA's operator says; another identity is refused.
+  r = Pki({"sign", "--dir", Dir(), "--csr", td + "/holder-hospital-a.csr", "--role",
+           "orchestrator", "--name", "hospital-a"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(Contains(r.err, "but you are signing orchestrator 'hospital-a'")) << r.err;
+  r = Pki({"sign", "--dir", Dir(), "--csr", td + "/holder-hospital-a.csr", "--role", "holder",
+           "--name", "hospital-a", "--days", "30"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "Wrote " + Dir() + "/holder-hospital-a.pem")) << r.out;
+  struct stat st;
+  EXPECT_NE(stat((Dir() + "/holder-hospital-a.key").c_str(), &st), 0) << "no key at the CA";
+
+  r = Pki({"revoke", "--dir", Dir(), "--role", "holder", "--name", "hospital-a"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "Revoked certificate ")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "CRL number 2, 1 revoked certificate(s)")) << r.out;
+  r = Pki({"revoke", "--dir", Dir(), "--role", "holder", "--name", "nobody"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(Contains(r.err, "signed no certificate for holder 'nobody'")) << r.err;
+  r = Pki({"crl", "--dir", Dir(), "--days", "7"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "CRL number 3, 1 revoked certificate(s)")) << r.out;
+}
+
 // The host's side of the two trust domains: the MUX's TLS files and the
 // certificates to pin, never the CA's key.
 TEST_F(PkiCommandTest, MuxKitWritesTheHostsSideWithoutTheCaKey) {
@@ -175,7 +220,7 @@ TEST_F(PkiCommandTest, MuxKitWritesTheHostsSideWithoutTheCaKey) {
   Result r = Pki({"mux-kit", "--dir", Dir(), "--out", out, "--callers",
                   "orchestrator/orchestrator,operator/operator"});
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* f : {"/pki/ca.pem", "/pki/mux-mux.pem", "/pki/mux-mux.key",
+  for (const char* f : {"/pki/ca.pem", "/pki/crl.pem", "/pki/mux-mux.pem", "/pki/mux-mux.key",
                         "/mux-callers/orchestrator-orchestrator.pem",
                         "/mux-callers/operator-operator.pem", "/mux-fragment.json"}) {
     EXPECT_TRUE(ReadFile(out + f).ok()) << f;
@@ -187,6 +232,7 @@ TEST_F(PkiCommandTest, MuxKitWritesTheHostsSideWithoutTheCaKey) {
             *ReadFile(Dir() + "/orchestrator-orchestrator.pem"));
   auto fragment = nlohmann::json::parse(*ReadFile(out + "/mux-fragment.json"));
   EXPECT_EQ(fragment["callers"][0], "/etc/gputravel/mux-callers/orchestrator-orchestrator.pem");
+  EXPECT_EQ(fragment["tls"]["crl"], "/etc/gputravel/pki/crl.pem");
   const std::string ca_key = *ReadFile(Dir() + "/ca.key");
   for (const char* f : {"/pki/ca.pem", "/pki/mux-mux.pem", "/pki/mux-mux.key"}) {
     EXPECT_NE(*ReadFile(out + f), ca_key) << f;

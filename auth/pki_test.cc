@@ -9,9 +9,13 @@
 #include <unistd.h>
 
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "auth/test_server.h"
+#include "auth/tls_config.h"
 #include "gtest/gtest.h"
 #include "keyxfer/ec_key.h"
 #include "keyxfer/x509.h"
@@ -295,6 +299,199 @@ TEST_F(PkiTest, RefusesDirectoryWritableByOthers) {
 
 // keyxfer/x509 and auth's parser both refuse DER with bytes after the
 // certificate.
+// A CSR made by hand: `subject` entries (field, value), extensions requested
+// as "nid:value" config strings, signed by `signer` (its own key unless
+// another is given).
+std::string MakeCsr(const std::vector<std::pair<std::string, std::string>>& subject,
+                    const std::vector<std::pair<int, std::string>>& extensions,
+                    const EcKey& key, const EcKey* signer = nullptr) {
+  X509_REQ* req = X509_REQ_new();
+  X509_REQ_set_version(req, 0);
+  X509_NAME* name = X509_REQ_get_subject_name(req);
+  for (const auto& [field, value] : subject) {
+    X509_NAME_add_entry_by_txt(name, field.c_str(), MBSTRING_UTF8,
+                               reinterpret_cast<const unsigned char*>(value.c_str()), -1, -1, 0);
+  }
+  X509_REQ_set_pubkey(req, key.pkey());
+  if (!extensions.empty()) {
+    STACK_OF(X509_EXTENSION)* exts = sk_X509_EXTENSION_new_null();
+    for (const auto& [nid, value] : extensions) {
+      X509V3_CTX ctx;
+      X509V3_set_ctx_nodb(&ctx);
+      X509V3_set_ctx(&ctx, nullptr, nullptr, req, nullptr, 0);
+      sk_X509_EXTENSION_push(exts, X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str()));
+    }
+    X509_REQ_add_extensions(req, exts);
+    sk_X509_EXTENSION_pop_free(exts, X509_EXTENSION_free);
+  }
+  X509_REQ_sign(req, (signer != nullptr ? signer : &key)->pkey(), EVP_sha384());
+  BIO* bio = BIO_new(BIO_s_mem());
+  PEM_write_bio_X509_REQ(bio, req);
+  char* p = nullptr;
+  long n = BIO_get_mem_data(bio, &p);
+  std::string out(p, static_cast<size_t>(n));
+  BIO_free(bio);
+  X509_REQ_free(req);
+  return out;
+}
+
+// The key is made where it lives (the TD's directory) and never written at
+// the CA; the CA signs the request with exactly the policy of `pki issue`,
+// and the result is a working TLS identity.
+TEST_F(PkiTest, CsrKeepsTheKeyWhereItWasMadeAndSignAppliesTheIssuePolicy) {
+  ASSERT_TRUE(InitCampaignCa(Dir(), "trial", 30).ok());
+  const std::string td = tmp_.path() + "/td";
+  const Identity id{"holder", "hospital-a"};
+  absl::StatusOr<RequestFiles> req = CreateRequest(td, id);
+  ASSERT_TRUE(req.ok()) << req.status();
+  EXPECT_EQ(req->key, td + "/holder-hospital-a.key");
+  EXPECT_EQ(req->csr, td + "/holder-hospital-a.csr");
+  EXPECT_EQ(ModeOf(td), 0700);
+  EXPECT_EQ(ModeOf(req->key), 0600);
+  const std::string csr = *ReadFile(req->csr);
+  EXPECT_NE(csr.find("BEGIN CERTIFICATE REQUEST"), std::string::npos);
+  EXPECT_EQ(csr.find("PRIVATE KEY"), std::string::npos);
+  EXPECT_EQ(CreateRequest(td, id).status().code(), absl::StatusCode::kAlreadyExists);
+
+  absl::StatusOr<std::string> cert = SignRequest(Dir(), csr, id, 10);
+  ASSERT_TRUE(cert.ok()) << cert.status();
+  EXPECT_EQ(*cert, IdentityCertPath(Dir(), id));
+  EXPECT_EQ(ModeOf(IdentityKeyPath(Dir(), id)), -1) << "no key at the CA";
+  Cert c = ReadCert(*cert);
+  ASSERT_TRUE(c);
+  PkeyPtr key = ParsePrivateKey(*ReadFile(req->key));
+  ASSERT_TRUE(key);
+  EXPECT_TRUE(KeyMatchesCertificate(key.get(), c.get()));
+  // The same certificate profile as IssueIdentity.
+  EXPECT_EQ(X509_check_ca(c.get()), 0);
+  EXPECT_TRUE(ExtensionCritical(c.get(), NID_basic_constraints));
+  EXPECT_EQ(X509_get_key_usage(c.get()), static_cast<uint32_t>(KU_DIGITAL_SIGNATURE));
+  EXPECT_TRUE(X509_get_extended_key_usage(c.get()) & XKU_SSL_CLIENT);
+  EXPECT_TRUE(X509_get_extended_key_usage(c.get()) & XKU_SSL_SERVER);
+  EXPECT_EQ(SanText(c.get()),
+            "DNS:hospital-a.holder.gputravel, URI:gputravel://holder/hospital-a");
+  EXPECT_GT(SerialBits(c.get()), 120);
+  absl::StatusOr<CertificateInfo> info = DescribeCertificate(*ReadFile(*cert));
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->identity, id);
+  // Kept at the CA by serial, for revocation.
+  EXPECT_EQ(ModeOf(IssuedDir(Dir()) + "/" + info->serial + ".pem"), 0644);
+  // Never overwritten.
+  EXPECT_EQ(SignRequest(Dir(), csr, id, 10).status().code(), absl::StatusCode::kAlreadyExists);
+  // The TD's key with the signed certificate is a TLS identity of the campaign.
+  TlsFiles files{CaCertPath(Dir()), *cert, req->key, CrlPath(Dir())};
+  EXPECT_TRUE(CheckTlsFiles(files).ok()) << CheckTlsFiles(files);
+}
+
+// The CA's operator names the identity; a request for another role or name
+// is refused, and whatever extensions a request asks for are replaced by the
+// policy's.
+TEST_F(PkiTest, SignRefusesAnotherIdentityAndOverridesForgedExtensions) {
+  ASSERT_TRUE(InitCampaignCa(Dir(), "trial", 30).ok());
+  absl::StatusOr<EcKey> key = EcKey::Generate(Curve::kP384);
+  ASSERT_TRUE(key.ok());
+  const std::vector<std::pair<std::string, std::string>> holder_a = {
+      {"O", "gputravel"}, {"OU", "holder"}, {"CN", "a"}};
+  // A holder's request signed as an orchestrator, or as another holder.
+  const std::string csr = MakeCsr(holder_a, {}, *key);
+  absl::StatusOr<std::string> r = SignRequest(Dir(), csr, {"orchestrator", "a"}, 10);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(r.status().message().find("asks for Subject CN=a,OU=holder,O=gputravel but you are "
+                                      "signing orchestrator 'a'"),
+            std::string::npos)
+      << r.status();
+  EXPECT_EQ(SignRequest(Dir(), csr, {"holder", "b"}, 10).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  // A request claiming the orchestrator role beside the holder's.
+  const std::string two_roles = MakeCsr(
+      {{"O", "gputravel"}, {"OU", "holder"}, {"OU", "orchestrator"}, {"CN", "a"}}, {}, *key);
+  EXPECT_EQ(SignRequest(Dir(), two_roles, {"holder", "a"}, 10).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  // Signed by a key other than the one it carries: no proof of possession.
+  absl::StatusOr<EcKey> other = EcKey::Generate(Curve::kP384);
+  ASSERT_TRUE(other.ok());
+  r = SignRequest(Dir(), MakeCsr(holder_a, {}, *key, &*other), {"holder", "a"}, 10);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("does not verify"), std::string::npos) << r.status();
+  EXPECT_EQ(ModeOf(IdentityCertPath(Dir(), {"holder", "a"})), -1) << "nothing signed yet";
+
+  // Forged extensions: an orchestrator's SANs, CA:TRUE, certificate signing.
+  const std::string forged = MakeCsr(
+      holder_a,
+      {{NID_subject_alt_name,
+        "DNS:orch.orchestrator.gputravel,URI:gputravel://orchestrator/orch"},
+       {NID_basic_constraints, "critical,CA:TRUE"},
+       {NID_key_usage, "critical,keyCertSign,digitalSignature"}},
+      *key);
+  r = SignRequest(Dir(), forged, {"holder", "a"}, 10);
+  ASSERT_TRUE(r.ok()) << r.status();
+  Cert c = ReadCert(*r);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(X509_check_ca(c.get()), 0);
+  EXPECT_EQ(X509_get_key_usage(c.get()), static_cast<uint32_t>(KU_DIGITAL_SIGNATURE));
+  EXPECT_EQ(SanText(c.get()), "DNS:a.holder.gputravel, URI:gputravel://holder/a");
+  absl::StatusOr<Identity> id = IdentityFromCertificate(*ReadFile(*r));
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(*id, (Identity{"holder", "a"}));
+  // Not a request at all.
+  EXPECT_EQ(SignRequest(Dir(), "hello", {"holder", "c"}, 10).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+CrlPtr ReadCrl(const std::string& path) { return ParseCrlPem(*ReadFile(path)); }
+
+// init publishes an empty CRL; revoke adds every certificate the CA signed
+// for the identity (a re-issued one has several), signed by the CA with a
+// rising number; crl republishes it.
+TEST_F(PkiTest, RevokePublishesEveryCertificateOfTheIdentity) {
+  ASSERT_TRUE(InitCampaignCa(Dir(), "trial", 30).ok());
+  Cert ca = ReadCert(CaCertPath(Dir()));
+  auto crl = ReadCrl(CrlPath(Dir()));
+  ASSERT_TRUE(crl);
+  EXPECT_EQ(X509_CRL_verify(crl.get(), X509_get0_pubkey(ca.get())), 1);
+  EXPECT_LE(sk_X509_REVOKED_num(X509_CRL_get_REVOKED(crl.get())), 0);  // -1: no list at all
+  EXPECT_EQ(InitCampaignCa(Dir(), "trial", 30).code(), absl::StatusCode::kAlreadyExists);
+
+  const Identity a{"holder", "a"};
+  ASSERT_TRUE(IssueIdentity(Dir(), a, 10).ok());
+  const std::string first = DescribeCertificate(*ReadFile(IdentityCertPath(Dir(), a)))->serial;
+  ASSERT_EQ(::unlink(IdentityCertPath(Dir(), a).c_str()), 0);
+  ASSERT_EQ(::unlink(IdentityKeyPath(Dir(), a).c_str()), 0);
+  ASSERT_TRUE(IssueIdentity(Dir(), a, 10).ok());
+  const std::string second = DescribeCertificate(*ReadFile(IdentityCertPath(Dir(), a)))->serial;
+  ASSERT_TRUE(IssueIdentity(Dir(), {"holder", "b"}, 10).ok());
+
+  absl::StatusOr<CrlInfo> info = RevokeIdentity(Dir(), a, 7);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->number, 2);
+  EXPECT_EQ(info->revoked, 2u);
+  std::set<std::string> added(info->added.begin(), info->added.end());
+  EXPECT_EQ(added, (std::set<std::string>{first, second}));
+  crl = ReadCrl(CrlPath(Dir()));
+  ASSERT_TRUE(crl);
+  EXPECT_EQ(X509_CRL_verify(crl.get(), X509_get0_pubkey(ca.get())), 1);
+  X509_REVOKED* entry = nullptr;
+  EXPECT_EQ(X509_CRL_get0_by_cert(crl.get(), &entry, ReadCert(IdentityCertPath(Dir(), a)).get()),
+            1);
+  EXPECT_EQ(X509_CRL_get0_by_cert(crl.get(), &entry,
+                                  ReadCert(IdentityCertPath(Dir(), {"holder", "b"})).get()),
+            0);
+  // Again: nothing new, the number still rises.
+  info = RevokeIdentity(Dir(), a, 7);
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->added.empty());
+  EXPECT_EQ(info->number, 3);
+  EXPECT_EQ(RevokeIdentity(Dir(), {"holder", "nobody"}, 7).status().code(),
+            absl::StatusCode::kNotFound);
+  info = RefreshCrl(Dir(), 7);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->number, 4);
+  EXPECT_EQ(info->revoked, 2u);
+  // A CRL that is not the CA's is never extended.
+  ASSERT_TRUE(WriteFile(CrlPath(Dir()), "junk", 0644).ok());
+  EXPECT_EQ(RefreshCrl(Dir(), 7).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(PkiTest, DerWithTrailingBytesIsRefused) {
   ASSERT_TRUE(InitCampaignCa(Dir(), "trial", 30).ok());
   absl::StatusOr<IssuedFiles> f = IssueIdentity(Dir(), {"holder", "a"}, 10);

@@ -3,6 +3,8 @@
 #include "absl/status/statusor.h"
 #include "auth/authorize.h"
 #include "auth/identity.h"
+#include "grpc/grpc_security_constants.h"
+#include "keyxfer/x509.h"
 
 namespace gputravel {
 
@@ -22,7 +24,22 @@ grpc::Status RoleGate::Check(const std::string& method, const grpc::AuthContext&
   if (!id.ok()) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(id.status().message()));
   }
-  return CheckRole(*id, it->second);
+  grpc::Status role = CheckRole(*id, it->second);
+  if (!role.ok()) return role;
+  grpc::Status named = CheckCallerName(*id, names_);
+  if (!named.ok() || crl_ == nullptr) return named;
+  std::vector<grpc::string_ref> pems = auth.FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
+  X509Ptr cert = pems.empty() ? nullptr
+                              : ParseCertificate(absl::string_view(pems[0].data(), pems[0].size()));
+  if (!cert) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "no client certificate to check");
+  }
+  absl::Status revoked = crl_->Check(cert.get());
+  if (!revoked.ok()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "the client's " + std::string(revoked.message()));
+  }
+  return grpc::Status::OK;
 }
 
 grpc::Status RoleGate::Process(const InputMetadata& auth_metadata, grpc::AuthContext* context,
@@ -35,8 +52,10 @@ grpc::Status RoleGate::Process(const InputMetadata& auth_metadata, grpc::AuthCon
   return Check(std::string(path->second.data(), path->second.size()), *context);
 }
 
-void InstallRoleGate(grpc::ServerCredentials* credentials, MethodRoles roles) {
-  credentials->SetAuthMetadataProcessor(std::make_shared<RoleGate>(std::move(roles)));
+void InstallRoleGate(grpc::ServerCredentials* credentials, MethodRoles roles,
+                     CallerNames names, std::shared_ptr<RevocationList> crl) {
+  credentials->SetAuthMetadataProcessor(
+      std::make_shared<RoleGate>(std::move(roles), std::move(names), std::move(crl)));
 }
 
 }  // namespace gputravel

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "auth/caller_names.h"
+#include "auth/revocation_list.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/auth_metadata_processor.h"
 
@@ -30,9 +32,17 @@ using MethodRoles = std::map<std::string, std::vector<std::string>>;
 // UNIMPLEMENTED. The services still authorize every call themselves
 // (Authorize, AuthorizeSelf): the gate only moves the role check ahead of
 // the body; what a caller may do with its own name stays the service's.
+// With `names`, a caller of a role listed there must also have one of its
+// names (CheckCallerName), e.g. only the orchestrators a holder names. With
+// `crl`, every call's client certificate is checked against it again
+// (UNAUTHENTICATED "... is revoked ..."): a connection outlives the
+// handshake that checked it, and a caller revoked since gets no further call
+// on it.
 class RoleGate final : public grpc::AuthMetadataProcessor {
  public:
-  explicit RoleGate(MethodRoles roles) : roles_(std::move(roles)) {}
+  explicit RoleGate(MethodRoles roles, CallerNames names = {},
+                    std::shared_ptr<RevocationList> crl = nullptr)
+      : roles_(std::move(roles)), names_(std::move(names)), crl_(std::move(crl)) {}
 
   bool IsBlocking() const override { return false; }
   grpc::Status Process(const InputMetadata& auth_metadata, grpc::AuthContext* context,
@@ -44,11 +54,15 @@ class RoleGate final : public grpc::AuthMetadataProcessor {
 
  private:
   const MethodRoles roles_;
+  const CallerNames names_;
+  const std::shared_ptr<RevocationList> crl_;
 };
 
-// Installs a RoleGate with `roles` on mTLS server credentials
-// (auth/tls_config.h MakeServerCredentials).
-void InstallRoleGate(grpc::ServerCredentials* credentials, MethodRoles roles);
+// Installs a RoleGate with `roles` (and `names`, `crl`) on mTLS server
+// credentials (auth/tls_config.h MakeServerCredentials; a daemon passes
+// RevocationListOf its TLS files).
+void InstallRoleGate(grpc::ServerCredentials* credentials, MethodRoles roles,
+                     CallerNames names = {}, std::shared_ptr<RevocationList> crl = nullptr);
 
 }  // namespace gputravel
 

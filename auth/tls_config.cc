@@ -11,6 +11,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/optional.h"
+#include "auth/revocation_list.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_certificate_verifier.h"
+#include "grpcpp/security/tls_credentials_options.h"
 #include "keyxfer/secret_bytes.h"
 #include "keyxfer/x509.h"
 #include "util/files.h"
@@ -31,6 +36,7 @@ struct TlsMaterial {
   std::string cert_pem;
   SecretBytes key_pem;
   Identity identity;
+  std::shared_ptr<RevocationList> crl;  // null: no CRL configured
 };
 
 namespace {
@@ -127,14 +133,23 @@ absl::StatusOr<std::shared_ptr<const TlsMaterial>> Load(const TlsFiles& f,
   if (out.ca_pem.empty()) {
     return absl::InternalError(label("ca") + ": OpenSSL: cannot encode " + f.ca + " as PEM");
   }
+  if (!f.crl.empty()) {
+    absl::StatusOr<std::shared_ptr<RevocationList>> crl = RevocationList::Open(f.crl, out.ca_pem);
+    if (!crl.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(label("crl"), ": ", crl.status().message()));
+    }
+    absl::Status mine = (*crl)->Check(cert_x.get());
+    if (!mine.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          label("cert"), ": ", f.cert, ": ", mine.message(),
+          "; a revoked identity needs a new certificate (`gputravel pki csr` and `pki sign`)"));
+    }
+    out.crl = std::move(*crl);
+  }
   out.cert_pem = std::move(*cert);
   out.ca_file = std::move(*ca);
   out.identity = *id;
   return std::shared_ptr<const TlsMaterial>(std::make_shared<TlsMaterial>(std::move(out)));
-}
-
-Labeler FileLabeler() {
-  return [](const char* field) { return std::string("TLS ") + field; };
 }
 
 // gRPC wants the key as std::string; this copy is wiped once gRPC has its own.
@@ -151,6 +166,66 @@ class KeyString {
   std::string s_;
 };
 
+// The checks gRPC's own certificate verification leaves to us, at every
+// handshake once the chain to the CA verified: the CRL in force, and on the
+// client side the server's exact identity.
+class PeerVerifier final : public grpc::experimental::ExternalCertificateVerifier {
+ public:
+  PeerVerifier(std::shared_ptr<const TlsMaterial> material, absl::optional<Identity> expected)
+      : material_(std::move(material)), expected_(std::move(expected)) {}
+
+  bool Verify(grpc::experimental::TlsCustomVerificationCheckRequest* request,
+              std::function<void(grpc::Status)>, grpc::Status* sync_status) override {
+    *sync_status = Check(std::string(request->peer_cert().data(), request->peer_cert().size()));
+    return true;
+  }
+  void Cancel(grpc::experimental::TlsCustomVerificationCheckRequest*) override {}
+
+ private:
+  grpc::Status Check(const std::string& pem) const {
+    const char* peer = expected_.has_value() ? "the server" : "the client";
+    X509Ptr cert = ParseCertificate(pem);
+    if (pem.empty() || !cert) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          std::string(peer) + " presented no certificate");
+    }
+    if (expected_.has_value()) {
+      absl::StatusOr<Identity> id = IdentityFromCertificate(pem);
+      if (!id.ok() || *id != *expected_) {
+        return grpc::Status(
+            grpc::StatusCode::UNAUTHENTICATED,
+            absl::StrCat("the server is ",
+                         id.ok() ? DescribeIdentity(*id) : std::string("no GPU Travelling identity"),
+                         ", not the expected ", DescribeIdentity(*expected_)));
+      }
+    }
+    if (material_->crl != nullptr) {
+      absl::Status s = material_->crl->Check(cert.get());
+      if (!s.ok()) {
+        return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                            absl::StrCat(peer, "'s ", s.message()));
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+  const std::shared_ptr<const TlsMaterial> material_;
+  const absl::optional<Identity> expected_;
+};
+
+std::shared_ptr<grpc::experimental::StaticDataCertificateProvider> Provider(
+    const TlsMaterial& m) {
+  KeyString key(m.key_pem);
+  auto provider = std::make_shared<grpc::experimental::StaticDataCertificateProvider>(
+      m.ca_pem, std::vector<grpc::experimental::IdentityKeyCertPair>{{key.get(), m.cert_pem}});
+  return provider;
+}
+
+Labeler FileLabeler() {
+  return [](const char* field) { return std::string("TLS ") + field; };
+}
+
+
 }  // namespace
 
 absl::StatusOr<TlsFiles> ParseTlsConfig(const nlohmann::json& j, const std::string& where) {
@@ -162,9 +237,15 @@ absl::StatusOr<TlsFiles> ParseTlsConfig(const nlohmann::json& j, const std::stri
     return absl::InvalidArgumentError(
         where + ": must be an object {\"ca\": PATH, \"cert\": PATH, \"key\": PATH}");
   }
-  absl::Status known = RefuseUnknownFields(j, {"ca", "cert", "key"}, where);
+  absl::Status known = RefuseUnknownFields(j, {"ca", "cert", "key", "crl"}, where);
   if (!known.ok()) return known;
   TlsFiles out;
+  if (j.contains("crl")) {
+    if (!j["crl"].is_string() || j["crl"].get<std::string>().empty()) {
+      return absl::InvalidArgumentError(where + ".crl: must be a non-empty string (a file path)");
+    }
+    out.crl = j["crl"].get<std::string>();
+  }
   const std::pair<const char*, std::string*> fields[] = {
       {"ca", &out.ca}, {"cert", &out.cert}, {"key", &out.key}};
   for (const auto& f : fields) {
@@ -201,6 +282,11 @@ absl::Status CheckTlsFiles(const TlsFiles& files) {
   return Load(files, FileLabeler()).status();
 }
 
+std::shared_ptr<RevocationList> RevocationListOf(const TlsFiles& files) {
+  absl::StatusOr<std::shared_ptr<const TlsMaterial>> loaded = Load(files, FileLabeler());
+  return loaded.ok() ? (*loaded)->crl : nullptr;
+}
+
 absl::StatusOr<Identity> LocalIdentity(const TlsFiles& files) {
   absl::StatusOr<std::shared_ptr<const TlsMaterial>> loaded = Load(files, FileLabeler());
   if (!loaded.ok()) return loaded.status();
@@ -211,14 +297,14 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const TlsFiles& files) {
   absl::StatusOr<std::shared_ptr<const TlsMaterial>> loaded = Load(files, FileLabeler());
   if (!loaded.ok()) return loaded.status();
-  KeyString key((*loaded)->key_pem);
-  grpc::SslServerCredentialsOptions options(
-      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  options.pem_root_certs = (*loaded)->ca_pem;
-  options.pem_key_cert_pairs.push_back({key.get(), (*loaded)->cert_pem});
-  std::shared_ptr<grpc::ServerCredentials> creds = grpc::SslServerCredentials(options);
-  std::string& copy = options.pem_key_cert_pairs[0].private_key;
-  if (!copy.empty()) Zeroize(&copy[0], copy.size());
+  grpc::experimental::TlsServerCredentialsOptions options(Provider(**loaded));
+  options.watch_root_certs();
+  options.watch_identity_key_cert_pairs();
+  options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  options.set_certificate_verifier(
+      grpc::experimental::ExternalCertificateVerifier::Create<PeerVerifier>(*loaded,
+                                                                           absl::nullopt));
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::experimental::TlsServerCredentials(options);
   if (!creds) return absl::InternalError("gRPC: cannot create TLS server credentials");
   return creds;
 }
@@ -236,13 +322,17 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeSecureChannel(
   }
   absl::StatusOr<std::shared_ptr<const TlsMaterial>> loaded = Load(files, FileLabeler());
   if (!loaded.ok()) return loaded.status();
-  KeyString key((*loaded)->key_pem);
-  grpc::SslCredentialsOptions options;
-  options.pem_root_certs = (*loaded)->ca_pem;
-  options.pem_private_key = key.get();
-  options.pem_cert_chain = (*loaded)->cert_pem;
-  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::SslCredentials(options);
-  Zeroize(&options.pem_private_key[0], options.pem_private_key.size());
+  grpc::experimental::TlsChannelCredentialsOptions options;
+  options.set_certificate_provider(Provider(**loaded));
+  options.watch_root_certs();
+  options.watch_identity_key_cert_pairs();
+  options.set_verify_server_certs(true);
+  // The verifier checks the server's exact identity (not only its DNS name)
+  // and the CRL, at every handshake.
+  options.set_certificate_verifier(
+      grpc::experimental::ExternalCertificateVerifier::Create<PeerVerifier>(*loaded,
+                                                                           expected_server));
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::experimental::TlsCredentials(options);
   if (!creds) return absl::InternalError("gRPC: cannot create TLS channel credentials");
   grpc::ChannelArguments args;
   args.SetSslTargetNameOverride(ServerNameFor(expected_server));

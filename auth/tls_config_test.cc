@@ -33,7 +33,17 @@ class TlsConfigTest : public ::testing::Test {
   std::string Sock(const std::string& n) const { return "unix:" + tmp_.path() + "/" + n; }
 
   nlohmann::json Json(const TlsFiles& f) {
-    return {{"ca", f.ca}, {"cert", f.cert}, {"key", f.key}};
+    nlohmann::json j = {{"ca", f.ca}, {"cert", f.cert}, {"key", f.key}};
+    if (!f.crl.empty()) j["crl"] = f.crl;
+    return j;
+  }
+  // `id`'s files with the campaign's CRL, parsed as a daemon does.
+  TlsFiles WithCrl(const Identity& id) {
+    TlsFiles f = TestFiles(Pki(), id);
+    f.crl = CrlPath(Pki());
+    absl::StatusOr<TlsFiles> parsed = ParseTlsConfig(Json(f), "test: tls");
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    return parsed.ok() ? *parsed : f;
   }
   std::string ParseError(const nlohmann::json& j) {
     absl::StatusOr<TlsFiles> r = ParseTlsConfig(j, "orch.json: tls");
@@ -97,7 +107,7 @@ TEST_F(TlsConfigTest, FieldErrorsNameTheField) {
   EXPECT_EQ(ParseError(j), "orch.json: tls.key: empty path");
   j = Json(TestFiles(Pki(), kOrch));
   j["certs"] = "x";
-  EXPECT_EQ(ParseError(j), "orch.json: tls: unknown field 'certs' (did you mean 'cert'? accepted: ca, cert, key)");
+  EXPECT_EQ(ParseError(j), "orch.json: tls: unknown field 'certs' (did you mean 'cert'? accepted: ca, cert, crl, key)");
   EXPECT_NE(ParseError(nlohmann::json()).find("orch.json: tls: missing"), std::string::npos);
   EXPECT_NE(ParseError(nlohmann::json("x")).find("orch.json: tls: must be an object"),
             std::string::npos);
@@ -335,6 +345,82 @@ TEST_F(TlsConfigTest, FilesAreReadOnceAtParse) {
   grpc::Status st = GetInfoAs(Sock("s.sock"), *client, kHolderA, &info);
   EXPECT_TRUE(st.ok()) << st.error_message();
   EXPECT_TRUE(RequireTlsCaBytes(*client, ca_bytes).ok());
+}
+
+// A certificate revoked while the daemons run is refused at the next TLS
+// handshake, by a server (the client's) and by a client (the server's), and
+// the client's error says why; the CRL is reread without a restart.
+TEST_F(TlsConfigTest, RevokedCertificateIsRefusedAtTheNextHandshakeEitherWay) {
+  TlsFiles holder = WithCrl(kHolderA);
+  TlsFiles orch = WithCrl(kOrch);
+  TlsFiles holder_b = WithCrl(kHolderB);
+  auto server_a = Serve(Sock("a.sock"), holder);
+  auto server_b = Serve(Sock("b.sock"), holder_b);
+  ASSERT_TRUE(server_a && server_b);
+  v1::HolderInfo info;
+  grpc::Status s = GetInfoAs(server_a->endpoint, orch, kHolderA, &info);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+
+  // The server's certificate is revoked: the client refuses it, saying so.
+  absl::StatusOr<CrlInfo> crl = RevokeIdentity(Pki(), kHolderA, 1);
+  ASSERT_TRUE(crl.ok()) << crl.status();
+  EXPECT_EQ(crl->added.size(), 1u);
+  EXPECT_EQ(crl->number, 2);
+  s = GetInfoAs(server_a->endpoint, orch, kHolderA, &info);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_NE(s.error_message().find("holder 'a' is revoked"), std::string::npos)
+      << s.error_message();
+  // Others are unaffected.
+  s = GetInfoAs(server_b->endpoint, orch, kHolderB, &info);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+
+  // The client's certificate is revoked: the server refuses the handshake
+  // (checked here with a client that does not look at the CRL itself).
+  ASSERT_TRUE(RevokeIdentity(Pki(), kOrch, 1).ok());
+  s = GetInfoAs(server_b->endpoint, TestFiles(Pki(), kOrch), kHolderB, &info);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  // Another orchestrator identity of the campaign still gets through.
+  ASSERT_TRUE(IssueIdentity(Pki(), Identity{"orchestrator", "orch2"}, 1).ok());
+  s = GetInfoAs(server_b->endpoint, TestFiles(Pki(), Identity{"orchestrator", "orch2"}), kHolderB,
+                &info);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(info.name(), "orch2");
+}
+
+// A daemon refuses to start with a CRL the CA did not sign or that revokes
+// its own certificate; a CRL swapped for an older one (or removed) while it
+// runs does not un-revoke anything.
+TEST_F(TlsConfigTest, CrlMustBeTheCasAndCannotBeRolledBack) {
+  TlsFiles f = TestFiles(Pki(), kOrch);
+  f.crl = CrlPath(OtherPki());
+  std::string e = ParseError(Json(f));
+  EXPECT_NE(e.find("orch.json: tls.crl: CRL " + f.crl), std::string::npos) << e;
+  f.crl = tmp_.path() + "/none.pem";
+  EXPECT_NE(ParseError(Json(f)).find("tls.crl: CRL " + f.crl), std::string::npos);
+  nlohmann::json j = Json(TestFiles(Pki(), kOrch));
+  j["crl"] = 3;
+  EXPECT_EQ(ParseError(j), "orch.json: tls.crl: must be a non-empty string (a file path)");
+
+  const std::string old_crl = *ReadFile(CrlPath(Pki()));
+  ASSERT_TRUE(RevokeIdentity(Pki(), kHolderA, 1).ok());
+  f = TestFiles(Pki(), kHolderA);
+  f.crl = CrlPath(Pki());
+  e = ParseError(Json(f));
+  EXPECT_NE(e.find("holder 'a' is revoked"), std::string::npos) << e;
+
+  TlsFiles orch = WithCrl(kOrch);
+  auto server = Serve(Sock("a.sock"), TestFiles(Pki(), kHolderA));
+  ASSERT_TRUE(server);
+  v1::HolderInfo info;
+  EXPECT_FALSE(GetInfoAs(server->endpoint, orch, kHolderA, &info).ok());
+  // The host puts the older CRL back, then removes the file.
+  ASSERT_TRUE(WriteFile(CrlPath(Pki()) + ".old", old_crl, 0644).ok());
+  ASSERT_EQ(::rename((CrlPath(Pki()) + ".old").c_str(), CrlPath(Pki()).c_str()), 0);
+  grpc::Status s = GetInfoAs(server->endpoint, orch, kHolderA, &info);
+  EXPECT_NE(s.error_message().find("is revoked"), std::string::npos) << s.error_message();
+  ASSERT_EQ(::unlink(CrlPath(Pki()).c_str()), 0);
+  s = GetInfoAs(server->endpoint, orch, kHolderA, &info);
+  EXPECT_NE(s.error_message().find("is revoked"), std::string::npos) << s.error_message();
 }
 
 }  // namespace

@@ -35,8 +35,9 @@ const char kExitCodesHelp[] =
     "  5  cannot reach the orchestrator: UNAVAILABLE or DEADLINE_EXCEEDED\n"
     "  6  UNAUTHENTICATED or PERMISSION_DENIED (certificate or role refused)\n"
     "  7  watch ended with the campaign CANCELLED\n"
-    "\nEnvironment: GPUTRAVEL_ENDPOINT, GPUTRAVEL_CA, GPUTRAVEL_CERT and\n"
-    "GPUTRAVEL_KEY give the defaults of --endpoint, --ca, --cert and --key.\n";
+    "\nEnvironment: GPUTRAVEL_ENDPOINT, GPUTRAVEL_CA, GPUTRAVEL_CERT, GPUTRAVEL_KEY\n"
+    "and GPUTRAVEL_CRL give the defaults of --endpoint, --ca, --cert, --key and\n"
+    "--crl.\n";
 
 // Every command, in the order of `gputravel --help`: the campaign changes,
 // status, watch, then the lists.

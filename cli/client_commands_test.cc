@@ -31,6 +31,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/orchestrator.grpc.pb.h"
+#include "util/files.h"
 
 namespace gputravel {
 namespace {
@@ -476,7 +477,8 @@ int Invoke(std::vector<std::string> args) {
 class ClientCommandsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    for (const char* e : {"GPUTRAVEL_ENDPOINT", "GPUTRAVEL_CA", "GPUTRAVEL_CERT", "GPUTRAVEL_KEY"}) {
+    for (const char* e : {"GPUTRAVEL_ENDPOINT", "GPUTRAVEL_CA", "GPUTRAVEL_CERT", "GPUTRAVEL_KEY",
+                          "GPUTRAVEL_CRL"}) {
       unsetenv(e);
     }
     char tmpl[] = "/tmp/gtcli.XXXXXX";
@@ -603,7 +605,8 @@ TEST_F(ClientCommandsTest, HelpOfEveryCommandNamesEveryFlagAndExitCode) {
   const std::vector<std::string> common = {"--endpoint", "--ca",      "--cert", "--key",
                                            "--server_name", "--timeout", "--json", "--help",
                                            "GPUTRAVEL_ENDPOINT", "GPUTRAVEL_CA",
-                                           "GPUTRAVEL_CERT", "GPUTRAVEL_KEY"};
+                                           "GPUTRAVEL_CERT", "GPUTRAVEL_KEY",
+                                           "--crl", "GPUTRAVEL_CRL"};
   const std::map<std::string, std::vector<std::string>> own = {
       {"create", {"SPEC.json", "--request_id", "--start"}},
       {"start", {"NAME"}},
@@ -695,6 +698,26 @@ TEST_F(ClientCommandsTest, MissingEndpointAndTlsSettingsNameFlagAndEnv) {
   args.push_back(Tls()[2]);
   r = RunRaw(args);
   EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// With --crl, an orchestrator whose certificate the CRL revokes is refused
+// at the handshake, and the error says so.
+TEST_F(ClientCommandsTest, CrlRefusesARevokedOrchestrator) {
+  const std::string crl = CrlPath(Dir());
+  const std::string current = *ReadFile(crl);
+  Result r = Run({"gpus", "--crl=" + crl});
+  EXPECT_EQ(r.code, 0) << r.err;
+  ASSERT_TRUE(RevokeIdentity(Dir(), {kRoleOrchestrator, "orchestrator"}, 1).ok());
+  // Keep the revoking CRL aside; the suite's other tests go on without it.
+  const std::string revoking = Dir() + "/revoking-crl.pem";
+  ASSERT_EQ(::rename(crl.c_str(), revoking.c_str()), 0);
+  ASSERT_TRUE(WriteFile(crl, current).ok());
+  r = Run({"gpus", "--crl=" + revoking});
+  EXPECT_EQ(r.code, 5) << r.err;
+  EXPECT_HAS(r.err, "orchestrator 'orchestrator' is revoked");
+  r = Run({"gpus", "--crl=" + Dir() + "/none.pem"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_HAS(r.err, "--crl: cannot read");
 }
 
 TEST_F(ClientCommandsTest, EnvironmentGivesDefaults) {

@@ -21,6 +21,7 @@ constexpr char kEnvEndpoint[] = "GPUTRAVEL_ENDPOINT";
 constexpr char kEnvCa[] = "GPUTRAVEL_CA";
 constexpr char kEnvCert[] = "GPUTRAVEL_CERT";
 constexpr char kEnvKey[] = "GPUTRAVEL_KEY";
+constexpr char kEnvCrl[] = "GPUTRAVEL_CRL";
 
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
@@ -87,6 +88,9 @@ void CommonFlags(Flags& f) {
   f.String("cert", Env(kEnvCert),
            "Your operator or scheduler certificate (PEM) (env GPUTRAVEL_CERT).");
   f.String("key", Env(kEnvKey), "The private key of --cert (PEM) (env GPUTRAVEL_KEY).");
+  f.String("crl", Env(kEnvCrl),
+           "The campaign's CRL (crl.pem from `gputravel pki revoke`): a revoked orchestrator "
+           "certificate is refused; optional (env GPUTRAVEL_CRL).");
   f.String("server_name", "orchestrator",
            "Name in the orchestrator's certificate (identity orchestrator/NAME); any other "
            "server is refused.");
@@ -146,14 +150,15 @@ int CommandContext::Connect() {
                                   "); see --help");
     }
   }
-  TlsFiles files{flags_.Get("ca"), flags_.Get("cert"), flags_.Get("key")};
+  TlsFiles files{flags_.Get("ca"), flags_.Get("cert"), flags_.Get("key"), flags_.Get("crl")};
   // Only whether each file can be read, so the error names its flag: the
   // contents (the private key among them) are read once, by
   // MakeSecureChannel, which wipes its copy of the key.
   for (auto [flag, path] : {std::pair<const char*, std::string>{"ca", files.ca},
                             {"cert", files.cert},
-                            {"key", files.key}}) {
-    if (::access(path.c_str(), R_OK) != 0) {
+                            {"key", files.key},
+                            {"crl", files.crl}}) {
+    if (!path.empty() && ::access(path.c_str(), R_OK) != 0) {
       return Fail(kExitUsage, std::string("--") + flag + ": cannot read " + path + ": " +
                                   std::strerror(errno));
     }

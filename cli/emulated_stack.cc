@@ -63,7 +63,9 @@ absl::Status WriteJson(const std::string& path, const json& j) {
 }
 
 json TlsJson(const TlsFiles& f) {
-  return json{{"ca", f.ca}, {"cert", f.cert}, {"key", f.key}};
+  json j{{"ca", f.ca}, {"cert", f.cert}, {"key", f.key}};
+  if (!f.crl.empty()) j["crl"] = f.crl;
+  return j;
 }
 
 json DevAttestation(const DevPki& pki, const std::string& domain,
@@ -124,7 +126,7 @@ Subprocess* EmulatedStack::process(const std::string& name) {
 
 TlsFiles EmulatedStack::tls(const Identity& id) const {
   return TlsFiles{CaCertPath(tls_dir()), IdentityCertPath(tls_dir(), id),
-                  IdentityKeyPath(tls_dir(), id)};
+                  IdentityKeyPath(tls_dir(), id), CrlPath(tls_dir())};
 }
 
 absl::Status EmulatedStack::Launch(const std::string& name, const std::string& binary,
@@ -313,6 +315,8 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
          {"listen", h.endpoint},
          {"dataset", {{"name", h.dataset}, {"path", path}, {"format", format}}},
          {"tls", TlsJson(st->tls({kRoleHolder, h.name}))},
+         // Explicit, as in every deployment: the one orchestrator answered.
+         {"orchestrator_names", json::array({"orchestrator"})},
          {"device_endpoint", st->device_socket(h.domain)},
          {"threads", options.threads},
          {"bounce_dir", st->shared_dir(h.domain)},

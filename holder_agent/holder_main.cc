@@ -9,6 +9,7 @@
 #include "holder_agent/api_limits.h"
 #include "holder_agent/dataset.h"
 #include "holder_agent/holder_service.h"
+#include "auth/caller_names.h"
 #include "holder_agent/trip_freshness.h"
 #include "auth/identity.h"
 #include "auth/role_gate.h"
@@ -35,7 +36,9 @@ int main(int argc, char** argv) {
       "Config JSON: {\"name\", \"domain\", \"listen\" (unix:PATH or\n"
       "HOST:PORT), \"dataset\": {\"name\", \"path\", \"format\":\n"
       "auto|llmc-tokens|raw}, \"tls\": {\"ca\", \"cert\", \"key\"} (certificate of\n"
-      "role holder for this name; only the orchestrator may call),\n"
+      "role holder for this name; \"crl\": the campaign's CRL),\n"
+      "\"orchestrator_names\": [names] (required: the only orchestrator\n"
+      "certificates answered; any other of the campaign CA is refused),\n"
       "\"device_endpoint\", \"threads\", \"bounce_slots\", \"bounce_dir\",\n"
       "\"state_dir\" (private directory: the last trip accepted per\n"
       "orchestrator and GPU), "
@@ -51,7 +54,7 @@ int main(int argc, char** argv) {
   const std::set<std::string> kFields = {
       "name",         "domain",     "listen",  "device_endpoint", "threads",
       "bounce_slots", "bounce_dir", "dataset", "attestation",     "tls",
-      "training_policy", "state_dir"};
+      "training_policy", "state_dir", "orchestrator_names"};
   const std::set<std::string> kDatasetFields = {"name", "path", "format"};
   absl::Status known = RefuseUnknownFields(cfg, kFields, where);
   if (!known.ok()) Fail(std::string(known.message()));
@@ -68,6 +71,14 @@ int main(int argc, char** argv) {
   opts.name = *name;
   opts.domain = *domain;
   opts.device_endpoint = *device;
+  if (!cfg.contains("orchestrator_names")) {
+    Fail(where + ": missing 'orchestrator_names': the names of the orchestrator identities "
+         "this holder answers, e.g. [\"orchestrator\"] (any other certificate of role "
+         "orchestrator from the campaign CA is refused)");
+  }
+  auto orchestrators = ParseCallerNames(cfg["orchestrator_names"], where + ": orchestrator_names");
+  if (!orchestrators.ok()) Fail(std::string(orchestrators.status().message()));
+  opts.orchestrator_names = *orchestrators;
   if (cfg.contains("threads")) {
     auto t = JsonUint(cfg, where, "threads");
     if (!t.ok() || *t == 0 || *t > kMaxWriterThreads) {
@@ -148,8 +159,9 @@ int main(int argc, char** argv) {
   }
   auto creds = MakeServerCredentials(*tls);
   if (!creds.ok()) Fail(std::string(creds.status().message()));
-  // Only the orchestrator gets as far as a request body (api_limits.h).
-  InstallRoleGate(creds->get(), HolderApiRoles());
+  // Only the named orchestrators get as far as a request body (api_limits.h).
+  InstallRoleGate(creds->get(), HolderApiRoles(), {{kRoleOrchestrator, opts.orchestrator_names}},
+                  RevocationListOf(*tls));
 
   // One agent per holder and ring directory: a second one would share (and
   // on exit remove) the first's bounce ring. Held until exit.

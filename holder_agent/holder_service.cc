@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "auth/authorize.h"
+#include "auth/caller_names.h"
 #include "holder_agent/error_filter.h"
 #include "holder_agent/dataset_source.h"
 #include "holder_agent/provision_fault.h"
@@ -58,9 +59,18 @@ void HolderService::WatchForCancel() {
   }
 }
 
+grpc::Status HolderService::AuthorizeOrchestrator(const grpc::ServerContext& ctx,
+                                                  Identity* caller) const {
+  Identity who;
+  if (caller == nullptr) caller = &who;
+  grpc::Status auth = Authorize(ctx, {kRoleOrchestrator}, caller);
+  if (!auth.ok()) return auth;
+  return CheckCallerName(*caller, {{kRoleOrchestrator, options_.orchestrator_names}});
+}
+
 grpc::Status HolderService::GetInfo(grpc::ServerContext* ctx, const v1::GetInfoRequest*,
                                     v1::HolderInfo* out) {
-  grpc::Status auth = Authorize(*ctx, {kRoleOrchestrator});
+  grpc::Status auth = AuthorizeOrchestrator(*ctx);
   if (!auth.ok()) return auth;
   out->set_name(options_.name);
   out->set_dataset_name(options_.dataset_name);
@@ -74,7 +84,7 @@ grpc::Status HolderService::GetInfo(grpc::ServerContext* ctx, const v1::GetInfoR
 grpc::Status HolderService::OpenChannel(grpc::ServerContext* ctx,
                                         const v1::OpenChannelRequest* req,
                                         v1::OpenChannelResponse* out) {
-  grpc::Status auth = Authorize(*ctx, {kRoleOrchestrator});
+  grpc::Status auth = AuthorizeOrchestrator(*ctx);
   if (!auth.ok()) return auth;
   auto responder = ChannelResponder::Respond(req->orchestrator_public_key(),
                                              req->orchestrator_nonce(), *attester_);
@@ -120,7 +130,7 @@ grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
                                       const v1::ProvisionRequest* req,
                                       grpc::ServerWriter<v1::ProvisionUpdate>* out) {
   Identity caller;
-  grpc::Status auth = Authorize(*ctx, {kRoleOrchestrator}, &caller);
+  grpc::Status auth = AuthorizeOrchestrator(*ctx, &caller);
   if (!auth.ok()) return auth;
   // Progress comes from the encryption threads; one writer at a time, at most
   // one message per interval.

@@ -6,10 +6,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "auth/identity.h"
 #include "device/bounce_pool.h"
 #include "device/h2d_writer.h"
 #include "grpcpp/grpcpp.h"
@@ -44,6 +46,10 @@ struct HolderOptions {
   std::string dataset_name;    // what campaigns call this holder's dataset
   std::string domain;          // TD the MUX routes the GPU to for this holder
   std::string device_endpoint; // the GPU as seen from this TD
+  // The only orchestrator identities (certificate names, role orchestrator)
+  // this agent answers; any other orchestrator certificate of the campaign CA
+  // is refused. Empty: no one is answered.
+  std::set<std::string> orchestrator_names;
   H2dWriterOptions writer;     // bounce ring, threads (chunk size comes per trip)
   double progress_interval_seconds = 0.25;  // Provision progress messages
   // What this holder allows to be done with its windows and reported about
@@ -62,7 +68,7 @@ struct HolderOptions {
 // the key. It trusts nothing from the host: the hand-off is opened only after
 // the orchestrator's evidence verified, and only if bound to this holder.
 // Every RPC is refused unless the caller's certificate has the role
-// "orchestrator" (auth/authorize.h).
+// "orchestrator" (auth/authorize.h) and a name in orchestrator_names.
 class HolderService final : public v1::HolderAgent::Service {
  public:
   HolderService(HolderOptions options, std::unique_ptr<Dataset> dataset,
@@ -81,6 +87,9 @@ class HolderService final : public v1::HolderAgent::Service {
   void RemoveBounceRing() { bounce_pool_.RemoveKeptRing(); }
 
  private:
+  // The caller is one of the orchestrators this agent names.
+  grpc::Status AuthorizeOrchestrator(const grpc::ServerContext& ctx,
+                                     Identity* caller = nullptr) const;
   // `progress(bytes)` is called from the encryption threads as chunks are
   // mapped or read; it returns false once the caller has gone (cancel), and
   // so does `cancelled()`, which the watcher below also polls.

@@ -88,6 +88,7 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     o.name = "holder-a";
     o.dataset_name = "pattern";
     o.domain = "holder-a-td";
+    o.orchestrator_names = {kOrch.name};
     o.device_endpoint = "unix:" + dir_ + "/holder.sock";
     o.writer.bounce_dir = dir_ + bounce_subdir_;  // where the device maps rings
     o.pending_channel_lifetime = pending_channel_lifetime_;

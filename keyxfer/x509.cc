@@ -8,6 +8,7 @@
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
 
+#include <cctype>
 #include <ctime>
 #include <memory>
 #include <string>
@@ -88,6 +89,8 @@ std::string TimeString(const ASN1_TIME* t) {
   return buf;
 }
 
+}  // namespace
+
 std::string NameLine(X509_NAME* name) {
   BIO* bio = BIO_new(BIO_s_mem());
   if (bio == nullptr) return "?";
@@ -96,8 +99,6 @@ std::string NameLine(X509_NAME* name) {
   BIO_free(bio);
   return out;
 }
-
-}  // namespace
 
 absl::StatusOr<std::string> IssueCertificate(const EcKey& subject_key,
                                              absl::string_view common_name,
@@ -305,6 +306,47 @@ absl::Status VerifyChainsTo(X509* cert, X509* ca) {
   X509_STORE_free(store);
   if (ok == 1) return absl::OkStatus();
   return absl::InvalidArgumentError(X509_verify_cert_error_string(err));
+}
+
+std::string Asn1TimeString(const ASN1_TIME* t) { return TimeString(t); }
+
+void CrlDeleter::operator()(X509_CRL* c) const { X509_CRL_free(c); }
+
+CrlPtr ParseCrlPem(absl::string_view pem) {
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  if (bio == nullptr) return nullptr;
+  CrlPtr crl(PEM_read_bio_X509_CRL(bio, nullptr, nullptr, nullptr));
+  BIO_free(bio);
+  return crl;
+}
+
+std::string CrlToPem(X509_CRL* crl) {
+  BIO* bio = BIO_new(BIO_s_mem());
+  if (bio == nullptr) return "";
+  std::string out = PEM_write_bio_X509_CRL(bio, crl) == 1 ? BioToString(bio) : "";
+  BIO_free(bio);
+  return out;
+}
+
+long CrlNumber(X509_CRL* crl) {
+  ASN1_INTEGER* n =
+      static_cast<ASN1_INTEGER*>(X509_CRL_get_ext_d2i(crl, NID_crl_number, nullptr, nullptr));
+  if (n == nullptr) return 0;
+  long v = ASN1_INTEGER_get(n);
+  ASN1_INTEGER_free(n);
+  return v < 0 ? 0 : v;
+}
+
+std::string SerialHex(const ASN1_INTEGER* serial) {
+  std::string out;
+  BIGNUM* bn = ASN1_INTEGER_to_BN(serial, nullptr);
+  if (bn == nullptr) return out;
+  char* hex = BN_bn2hex(bn);
+  if (hex != nullptr) out = hex;
+  OPENSSL_free(hex);
+  BN_free(bn);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
 }
 
 std::string NotBefore(X509* cert) { return TimeString(X509_get0_notBefore(cert)); }

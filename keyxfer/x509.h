@@ -10,6 +10,10 @@
 
 typedef struct x509_st X509;
 typedef struct evp_pkey_st EVP_PKEY;
+typedef struct asn1_string_st ASN1_INTEGER;
+typedef struct asn1_string_st ASN1_TIME;
+typedef struct X509_name_st X509_NAME;
+typedef struct X509_crl_st X509_CRL;
 
 namespace gputravel {
 
@@ -63,6 +67,18 @@ PkeyPtr ParsePrivateKey(absl::string_view pem);
 
 std::string CertificateToPem(X509* cert);
 
+// Certificate revocation lists (the campaign's CRL).
+struct CrlDeleter {
+  void operator()(X509_CRL* c) const;
+};
+using CrlPtr = std::unique_ptr<X509_CRL, CrlDeleter>;
+// One PEM CRL. Null if it does not parse. Checks nothing else.
+CrlPtr ParseCrlPem(absl::string_view pem);
+// The CRL as PEM; empty on failure.
+std::string CrlToPem(X509_CRL* crl);
+// Its cRLNumber extension; 0 if absent or negative.
+long CrlNumber(X509_CRL* crl);
+
 // OK if `cert`'s public key is the public half of `key`.
 bool KeyMatchesCertificate(EVP_PKEY* key, X509* cert);
 
@@ -73,11 +89,17 @@ absl::Status VerifyChainsTo(X509* cert, X509* ca);
 // "2025-01-31T12:00:00Z" for notBefore/notAfter.
 std::string NotBefore(X509* cert);
 std::string NotAfter(X509* cert);
+// The same form for any ASN.1 time (a CRL's dates); "?" if unreadable.
+std::string Asn1TimeString(const ASN1_TIME* t);
+// A serial number in lowercase hex without leading zeros ("0" for zero).
+std::string SerialHex(const ASN1_INTEGER* serial);
 // Seconds from now until notAfter (negative if expired).
 long long SecondsUntilNotAfter(X509* cert);
 // Subject/issuer on one line, RFC 2253 ("CN=a,OU=holder,O=gputravel").
 std::string SubjectLine(X509* cert);
 std::string IssuerLine(X509* cert);
+// Any X.509 name in that form (a certificate request's subject).
+std::string NameLine(X509_NAME* name);
 
 }  // namespace gputravel
 

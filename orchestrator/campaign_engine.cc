@@ -657,6 +657,19 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
                "); opening one now");
       }
     }
+    // A connection of its own for every trip (the opener's task that used the
+    // old one is done): its TLS handshake checks the holder's certificate
+    // against the CRL as it is now, so a holder revoked during a campaign
+    // gets no further trip (its Provision is refused before the hand-off
+    // goes out) and the holder-failure policy applies.
+    {
+      auto fresh = HolderStub(hs);
+      if (!fresh.ok()) {
+        fail(kCampaignPaused, "holder " + h.name + ": " + std::string(fresh.status().message()));
+        break;
+      }
+      stubs[h.name] = std::move(*fresh);
+    }
     // The holder the schedule picks after this one if this trip succeeds:
     // its channel is opened once this trip's GPU is home and re-keyed (a
     // wrong guess costs one unused channel at that holder).

@@ -31,12 +31,14 @@ int main(int argc, char** argv) {
       "holders, routes the GPU through the MUX and runs campaigns of trips,\n"
       "with durable state (SQLite, WAL) in state_dir and crash recovery at\n"
       "start-up. Serves the scheduler API (proto/orchestrator.proto), the\n"
-      "standard gRPC health service and reflection, all over mTLS.\n"
+      "standard gRPC health service and reflection (to operators and\n"
+      "schedulers only), all over mTLS.\n"
       "Config JSON: {\"listen\", \"domain\", \"state_dir\",\n"
       "\"checkpoint_key_file\" (default <state_dir>/checkpoint.key), \"mux_endpoint\",\n"
       "\"mux_name\", \"gpus\": [{\"name\", \"device_endpoint\", \"device_ca\",\n"
       "\"serial\", \"heartbeat_period_seconds\"}], \"attestation\": {...},\n"
-      "\"tls\": {\"ca\", \"cert\", \"key\"}}\n"
+      "\"tls\": {\"ca\", \"cert\", \"key\", \"crl\"}} (crl: the campaign's CRL,\n"
+      "checked at every handshake and reread when it changes)\n"
       "(docs/operations.md). Campaigns are created through the API\n"
       "(`gputravel create`).");
   const nlohmann::json json = ReadConfigOrExit(kProgram, args.config);
@@ -91,7 +93,7 @@ int main(int argc, char** argv) {
   if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));
   // A caller whose role may not call a method is refused before its request
   // is read; requests, streams, memory and threads are bounded (api_limits.h).
-  InstallRoleGate(creds->get(), OrchestratorApiRoles());
+  InstallRoleGate(creds->get(), OrchestratorApiRoles(), {}, RevocationListOf(cfg->tls));
 
   CampaignEngine engine(&*cfg, store->get(), att->attester.get(), att->verifier.get());
   // The GPU workers make interrupted trips safe before they run anything

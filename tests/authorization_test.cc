@@ -16,6 +16,7 @@
 #include "auth/test_server.h"
 #include "auth/tls_config.h"
 #include "cli/emulated_stack.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "keyxfer/random.h"
@@ -284,6 +285,28 @@ class AuthorizationTest : public ::testing::Test {
     return v1::Mux::NewStub(ch)->Reset(&ctx, req, &out);
   }
 
+  // A unary call to `method` (health, reflection) with an empty request.
+  static grpc::Status GenericCall(std::shared_ptr<grpc::Channel> ch, const std::string& method) {
+    grpc::GenericStub stub(ch);
+    grpc::CompletionQueue cq;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    grpc::Slice empty("", 0);
+    grpc::ByteBuffer request(&empty, 1);
+    auto call = stub.PrepareUnaryCall(&ctx, method, request, &cq);
+    call->StartCall();
+    grpc::ByteBuffer response;
+    grpc::Status status;
+    call->Finish(&response, &status, reinterpret_cast<void*>(1));
+    void* tag = nullptr;
+    bool ok = false;
+    EXPECT_TRUE(cq.Next(&tag, &ok));
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+    return status;
+  }
+
   // Where the MUX says gpu0 is, asked with the orchestrator's certificate.
   static std::string Gpu0Route() {
     v1::ListGpusResponse list;
@@ -401,6 +424,60 @@ TEST_F(AuthorizationTest, MuxObeysOnlyPinnedCallers) {
         << s.error_message();
   }
   EXPECT_EQ(Gpu0Route(), before) << "an unpinned orchestrator moved the GPU";
+}
+
+// A holder agent answers only the orchestrator identities its configuration
+// names ("orchestrator_names"): another orchestrator certificate of the same
+// campaign CA is refused before any method runs, so it learns neither the
+// dataset (GetInfo) nor gets the holder's evidence (OpenChannel).
+TEST_F(AuthorizationTest, HoldersAnswerOnlyTheOrchestratorsTheyName) {
+  for (const std::string& holder : {"holder-a", "holder-b"}) {
+    const Identity server{kRoleHolder, holder};
+    auto rogue = As(kUnpinnedOrch, HolderEndpoint(holder), server);
+    v1::HolderInfo info;
+    for (const grpc::Status& s : {GetInfo(rogue, &info), OpenChannel(rogue), Provision(rogue)}) {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+      EXPECT_NE(s.error_message().find(
+                    "orchestrator 'second-orchestrator' is not named in this server's "
+                    "configuration"),
+                std::string::npos)
+          << s.error_message();
+    }
+    EXPECT_TRUE(info.dataset_name().empty());
+    // The named one is answered.
+    grpc::Status s = GetInfo(As(kOrch, HolderEndpoint(holder), server), &info);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(info.name(), holder);
+  }
+}
+
+// Health and reflection are served only by the orchestrator, and only to the
+// roles that operate it (operators, schedulers); the holder agents and the
+// MUX serve neither.
+TEST_F(AuthorizationTest, HealthAndReflectionOnlyForOperatorsAndSchedulersAtTheOrchestrator) {
+  const std::string health = "/grpc.health.v1.Health/Check";
+  const std::vector<std::string> reflection = {
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+      "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"};
+  const std::string orch = stack_->orchestrator_endpoint();
+  EXPECT_TRUE(GenericCall(As(kOperator, orch, kOrch), health).ok());
+  EXPECT_TRUE(GenericCall(As(kScheduler, orch, kOrch), health).ok());
+  for (const Identity& who : {kHolderA, kTrainer, kMux, kOrch}) {
+    for (const std::string& method : {health, reflection[0], reflection[1]}) {
+      ExpectDenied(GenericCall(As(who, orch, kOrch), method), who, kControlRoles,
+                   DescribeIdentity(who) + " " + method);
+    }
+  }
+  // Not served at all by a holder agent or the MUX, even to their callers.
+  for (const auto& [endpoint, server] :
+       {std::pair<std::string, Identity>{HolderEndpoint("holder-a"), kHolderA},
+        {stack_->mux_endpoint(), kMux}}) {
+    for (const std::string& method : {health, reflection[0], reflection[1]}) {
+      grpc::Status s = GenericCall(As(kOrch, endpoint, server), method);
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED)
+          << DescribeIdentity(server) << " " << method << ": " << s.error_message();
+    }
+  }
 }
 
 // The pinned orchestrator itself cannot reach a domain the MUX's

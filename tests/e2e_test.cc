@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "auth/pki.h"
 #include "auth/tls_config.h"
 #include "device/device_relay.h"
 #include "device/gpu_session.h"
@@ -426,6 +427,107 @@ TEST(EndToEndTest, HolderThatStopsAnsweringIsNotChargedAndAnOperatorSkipsIt) {
     return false;
   });
   EXPECT_TRUE(saw) << "an event names the holder, who skipped it and why";
+}
+
+// A holder whose certificate is revoked in the middle of a campaign
+// (`gputravel pki revoke` publishes the CRL every daemon names) gets no
+// further trip: the orchestrator opens a connection per trip and the TLS
+// handshake refuses the revoked certificate before the hand-off leaves. The
+// campaign applies its holder-failure policy, and the event says why.
+TEST(EndToEndTest, HolderRevokedMidCampaignGetsNoFurtherTripAndIsSkipped) {
+  StackOptions o;
+  o.holders = 2;
+  o.dataset_bytes = {1u << 20, 1u << 20};
+  o.buffer_bytes = 256u << 10;  // four trips each, alternating
+  o.holder_training_policy["min_window_bytes"] = 4096;
+  o.chunk_bytes = 128u << 10;
+  o.trainer = false;
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto stub = (*stack)->OperatorClient();
+  v1::CreateCampaignResponse created;
+  ASSERT_TRUE(Create(stub.get(), (*stack)->CampaignSpec(), "r1", &created).ok());
+  v1::Campaign c;
+  ASSERT_TRUE(Control(stub.get(), "start", "demo", &c).ok());
+  uint64_t revoked_after_trip = 0;
+  ASSERT_TRUE(WatchUntil(stub.get(), "demo", [&](const v1::Event& e) {
+    if (e.kind() != v1::TRIP_FINISHED || e.holder() != "holder-b") return false;
+    // Revoked while holder-a's trip runs: holder-b holds a live connection.
+    auto crl = RevokeIdentity((*stack)->tls_dir(), Identity{kRoleHolder, "holder-b"}, 1);
+    EXPECT_TRUE(crl.ok()) << crl.status();
+    revoked_after_trip = e.trip();
+    return true;
+  }));
+  auto report = (*stack)->WaitForFinal("demo", 120);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
+  int ok_after = 0, failed_after = 0, a_trips = 0;
+  for (const auto& t : report->trips()) {
+    if (t.holder() == "holder-a") {
+      ++a_trips;
+      EXPECT_EQ(t.outcome(), "ok") << t.id() << " " << t.error();
+      continue;
+    }
+    if (t.id() <= revoked_after_trip) {
+      EXPECT_EQ(t.outcome(), "ok") << t.id() << " " << t.error();
+      continue;
+    }
+    if (t.outcome() == "ok") ++ok_after;
+    if (t.outcome() == "failed") {
+      ++failed_after;
+      EXPECT_NE(t.error().find("holder 'holder-b' is revoked"), std::string::npos) << t.error();
+    }
+  }
+  EXPECT_EQ(ok_after, 0) << "a revoked holder got a trip";
+  EXPECT_EQ(failed_after, 1) << "one refused trip, then the holder is skipped";
+  EXPECT_EQ(a_trips, 4) << "holder-a's windows all travelled";
+  for (const auto& h : report->holders()) {
+    EXPECT_EQ(h.state(), h.name() == "holder-b" ? "failed" : "done") << h.name();
+  }
+  bool saw = false;
+  WatchUntil(stub.get(), "demo", [&](const v1::Event& e) {
+    if (e.kind() == v1::ERROR && e.message().find("holder-b") != std::string::npos &&
+        e.message().find("skipped") != std::string::npos &&
+        e.message().find("is revoked") != std::string::npos) {
+      saw = true;
+    }
+    return false;
+  });
+  EXPECT_TRUE(saw) << "an ERROR event names the holder, the policy and the revocation";
+}
+
+// Under "pause", a revoked holder pauses the campaign for an operator, who
+// sees why.
+TEST(EndToEndTest, RevokedHolderUnderPausePolicyPausesSayingItIsRevoked) {
+  StackOptions o;
+  o.holders = 2;
+  o.on_holder_failure = "pause";
+  o.trainer = false;
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto stub = (*stack)->OperatorClient();
+  v1::CreateCampaignResponse created;
+  ASSERT_TRUE(Create(stub.get(), (*stack)->CampaignSpec(), "r1", &created).ok());
+  ASSERT_TRUE(RevokeIdentity((*stack)->tls_dir(), Identity{kRoleHolder, "holder-b"}, 1).ok());
+  v1::Campaign c;
+  ASSERT_TRUE(Control(stub.get(), "start", "demo", &c).ok());
+  ASSERT_TRUE(WatchUntil(stub.get(), "demo", [](const v1::Event& e) {
+    return e.kind() == v1::CAMPAIGN_STATE &&
+           (e.campaign_state() == v1::PAUSED || e.campaign_state() == v1::COMPLETED);
+  }));
+  v1::GetCampaignRequest g;
+  g.set_name("demo");
+  g.set_include_trips(true);
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub->GetCampaign(&ctx, g, &c).ok());
+  EXPECT_EQ(c.state(), v1::PAUSED);
+  EXPECT_NE(c.error().find("holder-b"), std::string::npos) << c.error();
+  EXPECT_NE(c.error().find("is revoked"), std::string::npos) << c.error();
+  for (const auto& t : c.trips()) {
+    if (t.holder() == "holder-b") {
+      EXPECT_NE(t.outcome(), "ok") << t.id();
+    }
+  }
 }
 
 // Under "pause" the campaign stops for an operator, and resumes with the

@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
       "fencing tokens, a durable route table and an audit log (its journal).\n"
       "Untrusted by design: no security property depends on it.\n"
       "Config JSON: {\"listen\", \"backend\": emulated|sysfs|libvirt,\n"
-      "\"state_file\", \"audit_log\", \"tls\": {\"ca\", \"cert\", \"key\"},\n"
+      "\"state_file\", \"audit_log\", \"tls\": {\"ca\", \"cert\", \"key\", \"crl\"},\n"
       "\"domains\": [TD names it may route to], \"callers\": [pinned certificate\n"
       "files], ...} (docs/operations-host.md). A caller's certificate must be\n"
       "one the host's administrator pinned in \"callers\": role orchestrator to\n"
@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
   if (!callers.ok()) ExitStartupError(kProgram, std::string(callers.status().message()));
   auto creds = MakeServerCredentials(*tls);
   if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));
-  InstallRoleGate(creds->get(), MuxApiRoles());  // roles before bodies (api_limits.h)
+  // Roles before bodies (api_limits.h), and the CRL again at every call.
+  InstallRoleGate(creds->get(), MuxApiRoles(), {}, RevocationListOf(*tls));
   // One MUX per route table and journal, before any GPU or file is touched:
   // two would each accept fencing tokens the other never saw. Held until
   // exit.
