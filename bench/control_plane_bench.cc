@@ -174,9 +174,9 @@ absl::StatusOr<std::vector<ComponentTiming>> MeasureControlPlaneComponents(
 
   SecretBytes handoff_key = SecretBytes::FromString(RandomString(32));
   // Fetched once: a second fetch in the same session rotates the IV (an RPC).
-  auto lce_or = gpu.LceH2dForHandoff();
+  auto lce_or = gpu.H2dKeysForHandoff(1);
   if (!lce_or.ok()) return lce_or.status();
-  const ChannelMaterial lce = std::move(*lce_or);
+  const ChannelMaterial lce = std::move((*lce_or)[0]);
   s = add("handoff_wrap_unwrap", "WrapHandoff + UnwrapHandoff of the LCE key", 1, nullptr,
           [&]() -> absl::Status {
             v1::HandoffBinding b;

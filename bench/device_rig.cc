@@ -102,10 +102,10 @@ absl::StatusOr<RigHandoff> DeviceRig::KeyForOrchestrator() {
   RouteHome();
   absl::Status s = session_->Establish();
   if (!s.ok()) return s;
-  auto key = session_->LceH2dForHandoff();
+  auto key = session_->H2dKeysForHandoff(1);
   if (!key.ok()) return key.status();
   RigHandoff h;
-  h.key = std::move(*key);
+  h.key = std::move((*key)[0]);
   h.session_id = session_->session_id();
   h.next_counter = kFirstMessageCounter;  // a hand-off's window starts there
   return h;

@@ -432,7 +432,7 @@ absl::StatusOr<bool> TripRunner::PrepareHandoff(Trip* trip, SafetyGuard* guard) 
   // The counter window on the session's LCE H2D key (P4). The session is
   // fresh for this trip and its key exists only in this process's memory.
   // The hand-off is a key fetch with an IV space of its own
-  // (LceH2dForHandoff: the untouched one, as every trip re-keys on its way
+  // (H2dKeysForHandoff: the untouched one, as every trip re-keys on its way
   // home; after an earlier hand-off in the same session, a rotated one), so
   // the window starts at the first counter, and after a crash the key is gone
   // and recovery re-keys. The window is recorded with the route_out commit
@@ -442,15 +442,21 @@ absl::StatusOr<bool> TripRunner::PrepareHandoff(Trip* trip, SafetyGuard* guard) 
   if (!window_or.ok()) return window_or.status();
   trip->window = *window_or;
   const CounterWindow& window = trip->window;
-  auto lce_or = gpu_->LceH2dForHandoff();
+  auto lce_or = gpu_->H2dKeysForHandoff(1);
   if (!lce_or.ok()) return lce_or.status();
-  guard->HoldKey(std::move(*lce_or));
-  // The device accepts nothing past the window under this key: a holder that
+  guard->HoldKey(std::move((*lce_or)[0]));
+  // The device accepts nothing under this key outside the window: not
+  // another buffer, not other bytes, not past its counters. A holder that
   // keeps it can write no more than it was handed, even before the re-key.
-  absl::Status bounded = gpu_->LimitH2d(window.first + window.count - 1);
+  v1::H2dGrant grant;
+  grant.set_copy_engine(0);
+  grant.set_buffer_id(plan.buffer_id);
+  grant.set_offset(0);
+  grant.set_length(plan.window_length);
+  grant.set_last_counter(window.first + window.count - 1);
+  absl::Status bounded = gpu_->GrantH2d({grant});
   if (!bounded.ok()) {
-    trip->Fail("bounding the copy engine to the trip's counter window: " +
-                   std::string(bounded.message()),
+    trip->Fail("granting the copy engine the trip's window: " + std::string(bounded.message()),
                false);
     return false;
   }
@@ -601,6 +607,15 @@ absl::Status TripRunner::ComeHome(Trip* trip, SafetyGuard* guard) {
                 ", a key exchange the orchestrator did not make ended the session the "
                 "holder was handed (device session " + std::to_string(handed_session) +
                 " -> " + std::to_string(gpu_->session_id()) + ") and wiped device memory";
+    out.holder_fault = true;
+  } else if (same.ok() && came_back.h2d_grant_refusals != 0) {
+    // The device refused chunks that authenticated under the keys handed to
+    // this holder but aimed outside its window (another buffer, other bytes,
+    // counters past its own): only the holder had those keys.
+    out.error = "holder " + plan.holder + " wrote outside its window: GPU " + gpu_name_ +
+                " refused " + std::to_string(came_back.h2d_grant_refusals) +
+                " chunk(s) made with its keys for another buffer, other bytes or counters "
+                "past its window; the trip is not trusted";
     out.holder_fault = true;
   } else if (!same.ok()) {
     // The session was lost without an exchange the device counted (a reset,
