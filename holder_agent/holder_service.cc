@@ -10,6 +10,7 @@
 #include "holder_agent/dataset_source.h"
 #include "holder_agent/provision_fault.h"
 #include "keyxfer/handoff.h"
+#include "keyxfer/handoff_lanes.h"
 #include "keyxfer/random.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
@@ -242,19 +243,27 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
   absl::Status allowed = CheckTerms(options_.training_policy, b.terms(), options_.name);
   if (allowed.ok()) allowed = CheckWindow(options_.training_policy, b.window_length(), options_.name);
   if (!allowed.ok()) return allowed;
-  auto key = UnwrapHandoff(channel->handoff_key, b, req.wrapped_handoff());
+  // The copy-engine lanes must tile the window exactly (each with one
+  // counter per chunk), or a chunk would be written twice or not at all.
+  absl::Status tiled = CheckLanes(b);
+  if (!tiled.ok()) return tiled;
+  auto keys = UnwrapHandoff(channel->handoff_key, b, req.wrapped_handoff());
   channel->handoff_key.Clear();
-  if (!key.ok()) return key.status();
+  if (!keys.ok()) return keys.status();
+  // The keys die on every way out from here (SecretBytes zeroizes).
+  struct Wipe {
+    std::vector<ChannelMaterial>& keys;
+    ~Wipe() {
+      for (ChannelMaterial& k : keys) k.key.Clear();
+    }
+  } wipe{*keys};
   double import_seconds = Since(t0);
   {
     // Every check passed and the key is open: the trip counts from here,
     // whatever the write's outcome, so this hand-off is never accepted again.
     absl::MutexLock l(&mu_);
     absl::Status fresh = CheckFresh(b);
-    if (!fresh.ok()) {
-      key->key.Clear();
-      return fresh;
-    }
+    if (!fresh.ok()) return fresh;
     last_trip_[b.campaign()] = b.trip();
   }
   H2dWriterOptions wo = options_.writer;
@@ -270,15 +279,22 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
     watched_ = &writer;
     watched_cancelled_ = cancelled;
   }
-  auto stats = writer.Write(*key, b.gpu_session(), b.buffer_id(), 0, b.window_length(),
-                            CounterWindow{b.first_counter(), b.counter_count()}, source);
+  // Each lane's part of the window through its own copy engine, side by side.
+  std::vector<H2dLaneWrite> lanes;
+  for (int i = 0; i < b.lanes_size(); ++i) {
+    const v1::H2dLane& l = b.lanes(i);
+    lanes.push_back(H2dLaneWrite{l.copy_engine(), &(*keys)[i],
+                                 CounterWindow{l.first_counter(), l.counter_count()}, l.offset(),
+                                 l.length()});
+  }
+  auto stats = writer.Write(lanes, b.gpu_session(), b.buffer_id(), 0, b.window_length(), source);
   {
     absl::MutexLock l(&watch_mu_);
     watched_ = nullptr;
     watched_cancelled_ = nullptr;
   }
-  // The key dies here, whatever the outcome (SecretBytes zeroizes).
-  key->key.Clear();
+  // The keys die here, whatever the outcome (SecretBytes zeroizes).
+  for (ChannelMaterial& k : *keys) k.key.Clear();
   if (!stats.ok()) {
     // Nothing on this side failed: the GPU refused, or could not be reached
     // from this TD (the host's route), or stopped answering.

@@ -147,9 +147,12 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     b.set_buffer_id(buffer_);
     b.set_window_offset(window * kWindow);
     b.set_window_length(kWindow);
-    b.set_first_counter(next_counter_);
-    b.set_counter_count(kChunksPerWindow);
     b.set_chunk_size(kChunk);
+    v1::H2dLane* lane = b.add_lanes();
+    lane->set_copy_engine(0);
+    lane->set_length(kWindow);
+    lane->set_first_counter(next_counter_);
+    lane->set_counter_count(kChunksPerWindow);
     *b.mutable_terms() = Terms();
     return b;
   }
@@ -173,6 +176,13 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     return Strictest(t, {Policy()});
   }
 
+  // LCE0's H2D key, as the one lane of a hand-off.
+  std::vector<ChannelMaterial> LceKeys() {
+    std::vector<ChannelMaterial> k;
+    k.push_back(keys_.lce_h2d.Clone());
+    return k;
+  }
+
   // Sends a hand-off: the LCE H2D key wrapped for `wrapped_for` on `c`, with
   // `sent` as the binding in the request (normally the same).
   grpc::Status Provision(const Channel& c, const v1::HandoffBinding& wrapped_for,
@@ -181,7 +191,7 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     req.set_channel_id(c.id);
     *req.mutable_orchestrator_evidence() = c.orchestrator_evidence;
     *req.mutable_binding() = sent;
-    auto wrapped = WrapHandoff(c.keys.handoff_key, wrapped_for, keys_.lce_h2d);
+    auto wrapped = WrapHandoff(c.keys.handoff_key, wrapped_for, LceKeys());
     EXPECT_TRUE(wrapped.ok()) << wrapped.status();
     req.set_wrapped_handoff(*wrapped);
     grpc::ClientContext ctx;
@@ -324,7 +334,8 @@ TEST_F(HolderServiceTest, TermsOrWindowOutsideTheTrainingPolicyAreRefusedBeforeT
        "minimum window is 32 bytes"},
       {[](v1::HandoffBinding* b) {
          b->set_window_length(32);
-         b->set_counter_count(1);
+         b->mutable_lanes(0)->set_length(32);
+         b->mutable_lanes(0)->set_counter_count(1);
        },
        "a window of 32 bytes"},
       {[](v1::HandoffBinding* b) { b->clear_terms(); }, "trainer.kind is \"\""},
@@ -506,7 +517,7 @@ TEST_F(StalledDeviceTest, CancelledProvisionStopsTheWriteAtOnce) {
   req.set_channel_id(c.id);
   *req.mutable_orchestrator_evidence() = c.orchestrator_evidence;
   *req.mutable_binding() = Binding("c1", 1, 0);
-  req.set_wrapped_handoff(*WrapHandoff(c.keys.handoff_key, req.binding(), keys_.lce_h2d));
+  req.set_wrapped_handoff(*WrapHandoff(c.keys.handoff_key, req.binding(), LceKeys()));
   grpc::ClientContext ctx;
   auto reader = stub_->Provision(&ctx, req);
   for (int i = 0; i < 2000 && !entered_; ++i) absl::SleepFor(absl::Milliseconds(10));

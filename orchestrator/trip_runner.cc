@@ -10,6 +10,7 @@
 #include "keyxfer/attested_channel.h"
 #include "keyxfer/counter_window.h"
 #include "keyxfer/handoff.h"
+#include "keyxfer/handoff_lanes.h"
 #include "keyxfer/secret_bytes.h"
 #include "orchestrator/state_store.h"
 #include "util/grpc_status.h"
@@ -263,7 +264,11 @@ struct TripRunner::Trip {
   TripOutcome out;
   std::optional<PreparedChannel> channel;  // attested, with the holder
   v1::ProvisionRequest request;            // our evidence, the wrapped hand-off
-  CounterWindow window;                    // handed to the holder (P4)
+  // The copy-engine lanes handed to the holder, each with its own counter
+  // window from the first counter (P4), and their union on one key
+  // ([first, first + the longest lane's count)), recorded with route_out.
+  std::vector<v1::H2dLane> lanes;
+  CounterWindow window;
   uint64_t handed_session = 0;             // the session whose key it was
   // How the holder's provisioning went (OK, or why not), and whether a
   // failure is the holder's.
@@ -299,9 +304,11 @@ class TripRunner::SafetyGuard {
   SafetyGuard(const SafetyGuard&) = delete;
   SafetyGuard& operator=(const SafetyGuard&) = delete;
 
-  void HoldKey(ChannelMaterial key) { key_ = std::move(key); }
-  const ChannelMaterial& key() const { return key_; }
-  void WipeKey() { key_.key.Clear(); }
+  void HoldKeys(std::vector<ChannelMaterial> keys) { keys_ = std::move(keys); }
+  const std::vector<ChannelMaterial>& keys() const { return keys_; }
+  void WipeKey() {
+    for (ChannelMaterial& k : keys_) k.key.Clear();
+  }
 
   // The GPU is about to leave (route_out is committed): from here on the
   // safe path runs whatever happens.
@@ -369,7 +376,7 @@ class TripRunner::SafetyGuard {
 
   TripRunner* const runner_;
   Trip* const trip_;
-  ChannelMaterial key_;
+  std::vector<ChannelMaterial> keys_;  // one per lane of the hand-off
   Stage stage_ = Stage::kHome;
 };
 
@@ -429,34 +436,45 @@ absl::StatusOr<bool> TripRunner::PrepareHandoff(Trip* trip, SafetyGuard* guard) 
   v1::ProvisionRequest& preq = trip->request;
   *preq.mutable_orchestrator_evidence() = trip->channel->own_evidence;
 
-  // The counter window on the session's LCE H2D key (P4). The session is
-  // fresh for this trip and its key exists only in this process's memory.
-  // The hand-off is a key fetch with an IV space of its own
+  // The counter windows on the session's copy-engine H2D keys (P4). The
+  // session is fresh for this trip and its keys exist only in this process's
+  // memory. The hand-off is a key fetch with an IV space of its own per engine
   // (H2dKeysForHandoff: the untouched one, as every trip re-keys on its way
   // home; after an earlier hand-off in the same session, a rotated one), so
-  // the window starts at the first counter, and after a crash the key is gone
-  // and recovery re-keys. The window is recorded with the route_out commit
+  // each window starts at the first counter, and after a crash the keys are
+  // gone and recovery re-keys. The windows are recorded with the route_out commit
   // (Leave), before it leaves.
-  const uint32_t chunks = H2dWriter::ChunksFor(plan.window_length, plan.chunk_bytes);
-  auto window_or = CounterWindowAt(kFirstMessageCounter, chunks);
+  // The window goes through `copy_engines` engines side by side, one lane
+  // (a contiguous part of whole chunks) each, each with its own engine's key
+  // and counter window.
+  auto lanes_or = PlanLanes(plan.window_length, plan.chunk_bytes, plan.copy_engines);
+  if (!lanes_or.ok()) return lanes_or.status();
+  trip->lanes = std::move(*lanes_or);
+  uint32_t longest = 0;
+  for (const v1::H2dLane& l : trip->lanes) longest = std::max(longest, l.counter_count());
+  auto window_or = CounterWindowAt(kFirstMessageCounter, longest);
   if (!window_or.ok()) return window_or.status();
   trip->window = *window_or;
-  const CounterWindow& window = trip->window;
-  auto lce_or = gpu_->H2dKeysForHandoff(1);
-  if (!lce_or.ok()) return lce_or.status();
-  guard->HoldKey(std::move((*lce_or)[0]));
-  // The device accepts nothing under this key outside the window: not
-  // another buffer, not other bytes, not past its counters. A holder that
-  // keeps it can write no more than it was handed, even before the re-key.
-  v1::H2dGrant grant;
-  grant.set_copy_engine(0);
-  grant.set_buffer_id(plan.buffer_id);
-  grant.set_offset(0);
-  grant.set_length(plan.window_length);
-  grant.set_last_counter(window.first + window.count - 1);
-  absl::Status bounded = gpu_->GrantH2d({grant});
+  auto keys_or = gpu_->H2dKeysForHandoff(static_cast<uint32_t>(trip->lanes.size()));
+  if (!keys_or.ok()) return keys_or.status();
+  guard->HoldKeys(std::move(*keys_or));
+  // The device accepts nothing under these keys outside their lanes: not
+  // another buffer, not other bytes, not past their counters. A holder that
+  // keeps them can write no more than it was handed, even before the
+  // re-key, and what it tries is counted (ComeHome).
+  std::vector<v1::H2dGrant> grants;
+  for (const v1::H2dLane& l : trip->lanes) {
+    v1::H2dGrant g;
+    g.set_copy_engine(l.copy_engine());
+    g.set_buffer_id(plan.buffer_id);
+    g.set_offset(l.offset());
+    g.set_length(l.length());
+    g.set_last_counter(l.first_counter() + l.counter_count() - 1);
+    grants.push_back(std::move(g));
+  }
+  absl::Status bounded = gpu_->GrantH2d(grants);
   if (!bounded.ok()) {
-    trip->Fail("granting the copy engine the trip's window: " + std::string(bounded.message()),
+    trip->Fail("granting the copy engines the trip's window: " + std::string(bounded.message()),
                false);
     return false;
   }
@@ -470,12 +488,11 @@ absl::StatusOr<bool> TripRunner::PrepareHandoff(Trip* trip, SafetyGuard* guard) 
   b->set_buffer_id(plan.buffer_id);
   b->set_window_offset(plan.window_offset);
   b->set_window_length(plan.window_length);
-  b->set_first_counter(window.first);
-  b->set_counter_count(window.count);
   b->set_chunk_size(plan.chunk_bytes);
+  for (const v1::H2dLane& l : trip->lanes) *b->add_lanes() = l;
   *b->mutable_terms() = plan.terms;
   trip->handed_session = gpu_->session_id();
-  auto blob = WrapHandoff(channel->handoff_key, *b, guard->key());
+  auto blob = WrapHandoff(channel->handoff_key, *b, guard->keys());
   channel->handoff_key.Clear();
   if (!blob.ok()) return blob.status();
   preq.set_channel_id(trip->channel->channel_id);
@@ -642,8 +659,15 @@ void TripRunner::VerifyAndTrain(Trip* trip, SafetyGuard* guard) {
   // encrypted.
   bool digest_match = false;
   if (rd.ok()) {
-    auto digest = WindowDigest(guard->key(), trip->handed_session, plan.buffer_id, 0, data,
-                               plan.chunk_bytes, trip->window.first);
+    std::vector<H2dLaneWrite> lanes;
+    for (size_t i = 0; i < trip->lanes.size() && i < guard->keys().size(); ++i) {
+      const v1::H2dLane& l = trip->lanes[i];
+      lanes.push_back(H2dLaneWrite{l.copy_engine(), &guard->keys()[i],
+                                   CounterWindow{l.first_counter(), l.counter_count()},
+                                   l.offset(), l.length()});
+    }
+    auto digest = WindowDigest(lanes, trip->handed_session, plan.buffer_id, 0, data,
+                               plan.chunk_bytes);
     digest_match = digest.ok() && *digest == prep.digest() &&
                    prep.bytes() == plan.window_length;
   }
