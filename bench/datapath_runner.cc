@@ -168,7 +168,7 @@ absl::StatusOr<BenchReport> RunDatapathBench(
   auto rig = DeviceRig::Start(device_buffer_bytes + (1u << 20), config.bounce_dir);
   if (!rig.ok()) return rig.status();
 
-  if (config.run_datapath) {
+  if (config.run_datapath && config.run_stages) {
     // (a) encrypt-and-stage: the real writer against a stand-in that frees
     // each slot on its doorbell, from `src`.
     auto stand_in = SlotFreeingDevice::Start();
@@ -347,6 +347,46 @@ absl::StatusOr<BenchReport> RunDatapathBench(
       const ProvisionResult& m = passes[MedianIndex(f.pass_mbps)];
       f.seconds = m.seconds;
       f.cpu_seconds = m.cpu_seconds;
+    }
+  }
+
+  if (config.run_datapath && !config.copy_engines.empty()) {
+    Say(progress, "(b') end-to-end provisioning through k copy engines");
+    for (uint32_t k : config.copy_engines) {
+      auto buf = (*rig)->ResetAndAlloc(config.provision_window);
+      if (!buf.ok()) return buf.status();
+      BenchReport::EngineFigure e;
+      e.copy_engines = k;
+      ThroughputFigure& f = e.figure;
+      f.chunk_size = config.provision_chunk;
+      f.threads = config.provision_threads;
+      f.window_bytes = config.provision_window;
+      H2dWriterOptions wo;
+      wo.chunk_size = config.provision_chunk;
+      wo.threads = config.provision_threads;
+      wo.bounce_dir = config.bounce_dir;
+      BouncePool pool(config.bounce_dir);
+      wo.pool = &pool;
+      std::vector<ProvisionResult> passes;
+      for (int p = 0; p < config.provision_passes; ++p) {
+        absl::Status adj = AdjacentReference(config, &f);
+        if (!adj.ok()) return adj;
+        auto r = MeasureProvisionLanes(**rig, *buf, config.provision_window, source, wo, k);
+        if (!r.ok()) return r.status();
+        f.pass_mbps.push_back(r->mbps);
+        passes.push_back(*r);
+      }
+      FinishFigure(report, &f);
+      const ProvisionResult& m = passes[MedianIndex(f.pass_mbps)];
+      f.seconds = m.seconds;
+      f.cpu_seconds = m.cpu_seconds;
+      // The machine's limit: both sides' AES-GCM (the holder's encryption
+      // and the device's decryption) share its cores.
+      const double single = f.adjacent_reference_mbps > 0 ? f.adjacent_reference_mbps
+                                                          : f.reference_mbps;
+      e.limit_mbps = std::max(1, report.machine.nproc) * single / 2;
+      e.ratio_limit = e.limit_mbps > 0 ? f.mbps / e.limit_mbps : 0;
+      report.provision_engines.push_back(std::move(e));
     }
   }
 

@@ -6,6 +6,7 @@
 #include "bench/stats.h"
 #include "device/bounce_buffer.h"
 #include "keyxfer/device_session.h"
+#include "keyxfer/handoff_lanes.h"
 #include "keyxfer/random.h"
 #include "util/files.h"
 #include "util/hex.h"
@@ -42,6 +43,58 @@ absl::StatusOr<ProvisionResult> MeasureProvision(DeviceRig& rig, uint64_t buffer
   if (query->h2d_bytes() != length || query->h2d_chunks() != window.count) {
     return absl::InternalError("the device accepted " + std::to_string(query->h2d_bytes()) +
                                " bytes, the writer sent " + std::to_string(length));
+  }
+  ProvisionResult r;
+  r.bytes = stats->bytes;
+  r.chunks = stats->chunks;
+  r.seconds = seconds;
+  r.mbps = MegabytesPerSecond(length, seconds);
+  r.cpu_seconds = cpu_seconds;
+  r.read_seconds = stats->read_seconds;
+  return r;
+}
+
+absl::StatusOr<ProvisionResult> MeasureProvisionLanes(DeviceRig& rig, uint64_t buffer_id,
+                                                      uint64_t length, H2dSource& source,
+                                                      const H2dWriterOptions& options,
+                                                      uint32_t engines) {
+  auto planned = PlanLanes(length, options.chunk_size, engines);
+  if (!planned.ok()) return planned.status();
+  rig.RouteHome();
+  auto handoff = rig.KeyForOrchestrator(static_cast<uint32_t>(planned->size()));
+  if (!handoff.ok()) return handoff.status();
+  std::vector<H2dLaneWrite> lanes;
+  std::vector<v1::H2dGrant> grants;
+  for (size_t i = 0; i < planned->size(); ++i) {
+    const v1::H2dLane& l = (*planned)[i];
+    lanes.push_back(H2dLaneWrite{l.copy_engine(), &handoff->keys[i],
+                                 CounterWindow{l.first_counter(), l.counter_count()}, l.offset(),
+                                 l.length()});
+    v1::H2dGrant g;
+    g.set_copy_engine(l.copy_engine());
+    g.set_buffer_id(buffer_id);
+    g.set_offset(l.offset());
+    g.set_length(l.length());
+    g.set_last_counter(l.first_counter() + l.counter_count() - 1);
+    grants.push_back(std::move(g));
+  }
+  absl::Status granted = rig.session().GrantH2d(grants);
+  if (!granted.ok()) return granted;
+  rig.gpu().SetOwner("holder");
+  H2dWriter writer(rig.holder_channel(), options);
+  auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = ProcessCpuSeconds();
+  auto stats = writer.Write(lanes, handoff->session_id, buffer_id, 0, length, source);
+  const double seconds = SecondsSince(t0);
+  const double cpu_seconds = ProcessCpuSeconds() - cpu0;
+  rig.RouteHome();
+  if (!stats.ok()) return stats.status();
+  uint64_t chunks = 0;
+  const v1::DeviceStatus status = rig.gpu().Status();
+  for (const auto& ce : status.copy_engines()) chunks += ce.h2d_chunks();
+  if (chunks != H2dWriter::ChunksFor(length, options.chunk_size)) {
+    return absl::InternalError("the device's engines accepted " + std::to_string(chunks) +
+                               " chunks, the writer sent " + std::to_string(stats->chunks));
   }
   ProvisionResult r;
   r.bytes = stats->bytes;

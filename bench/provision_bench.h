@@ -34,6 +34,13 @@ struct ProvisionResult {
 absl::StatusOr<ProvisionResult> MeasureProvision(DeviceRig& rig, uint64_t buffer_id,
                                                  uint64_t length, H2dSource& source,
                                                  const H2dWriterOptions& options);
+// The same through `engines` copy engines side by side, as a hand-off of
+// that many lanes (keyxfer/handoff_lanes.h) writes: each engine's key, its
+// lane of the window, and the device granted each lane first (untimed).
+absl::StatusOr<ProvisionResult> MeasureProvisionLanes(DeviceRig& rig, uint64_t buffer_id,
+                                                      uint64_t length, H2dSource& source,
+                                                      const H2dWriterOptions& options,
+                                                      uint32_t engines);
 // The same over a copying callback (the writer's fallback path).
 absl::StatusOr<ProvisionResult> MeasureProvision(DeviceRig& rig, uint64_t buffer_id,
                                                  uint64_t length,
