@@ -118,6 +118,46 @@ BenchConfig BenchConfig::Quick() {
   return c;
 }
 
+namespace {
+
+// (b) and (b'): `config.provision_passes` passes of `measure` (a writer with
+// the provisioning defaults and a kept ring; `make_ring`: made before the
+// passes, as a holder agent's ring is), each after its adjacent reference,
+// into `*f`, whose timings are the median pass's.
+absl::Status ProvisionFigure(
+    const BenchConfig& config, const BenchReport& report, bool make_ring, ThroughputFigure* f,
+    const std::function<absl::StatusOr<ProvisionResult>(const H2dWriterOptions&)>& measure) {
+  f->chunk_size = config.provision_chunk;
+  f->threads = config.provision_threads;
+  f->window_bytes = config.provision_window;
+  H2dWriterOptions wo;
+  wo.chunk_size = config.provision_chunk;
+  wo.threads = config.provision_threads;
+  wo.bounce_dir = config.bounce_dir;
+  BouncePool pool(config.bounce_dir);
+  wo.pool = &pool;
+  if (make_ring) {
+    absl::Status ring = MakeRing(pool, config.provision_window, wo, f);
+    if (!ring.ok()) return ring;
+  }
+  std::vector<ProvisionResult> passes;
+  for (int p = 0; p < config.provision_passes; ++p) {
+    absl::Status adj = AdjacentReference(config, f);
+    if (!adj.ok()) return adj;
+    auto r = measure(wo);
+    if (!r.ok()) return r.status();
+    f->pass_mbps.push_back(r->mbps);
+    passes.push_back(*r);
+  }
+  FinishFigure(report, f);
+  const ProvisionResult& m = passes[MedianIndex(f->pass_mbps)];
+  f->seconds = m.seconds;
+  f->cpu_seconds = m.cpu_seconds;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<BenchReport> RunDatapathBench(
     const BenchConfig& config, const std::function<void(const std::string&)>& progress) {
   auto start = std::chrono::steady_clock::now();
@@ -321,33 +361,12 @@ absl::StatusOr<BenchReport> RunDatapathBench(
     big = fresh_buffer();
     if (!big.ok()) return big.status();
     Say(progress, "(b) end-to-end provisioning of the window");
-    {
-      ThroughputFigure& f = report.provision;
-      f.chunk_size = config.provision_chunk;
-      f.threads = config.provision_threads;
-      f.window_bytes = config.provision_window;
-      H2dWriterOptions wo;
-      wo.chunk_size = config.provision_chunk;
-      wo.threads = config.provision_threads;
-      wo.bounce_dir = config.bounce_dir;
-      BouncePool pool(config.bounce_dir);
-      wo.pool = &pool;
-      absl::Status ring = MakeRing(pool, config.provision_window, wo, &f);
-      if (!ring.ok()) return ring;
-      std::vector<ProvisionResult> passes;
-      for (int p = 0; p < config.provision_passes; ++p) {
-        absl::Status adj = AdjacentReference(config, &f);
-        if (!adj.ok()) return adj;
-        auto r = MeasureProvision(**rig, *big, config.provision_window, source, wo);
-        if (!r.ok()) return r.status();
-        f.pass_mbps.push_back(r->mbps);
-        passes.push_back(*r);
-      }
-      FinishFigure(report, &f);
-      const ProvisionResult& m = passes[MedianIndex(f.pass_mbps)];
-      f.seconds = m.seconds;
-      f.cpu_seconds = m.cpu_seconds;
-    }
+    absl::Status b = ProvisionFigure(
+        config, report, /*make_ring=*/true, &report.provision,
+        [&](const H2dWriterOptions& wo) {
+          return MeasureProvision(**rig, *big, config.provision_window, source, wo);
+        });
+    if (!b.ok()) return b;
   }
 
   if (config.run_datapath && !config.copy_engines.empty()) {
@@ -358,28 +377,11 @@ absl::StatusOr<BenchReport> RunDatapathBench(
       BenchReport::EngineFigure e;
       e.copy_engines = k;
       ThroughputFigure& f = e.figure;
-      f.chunk_size = config.provision_chunk;
-      f.threads = config.provision_threads;
-      f.window_bytes = config.provision_window;
-      H2dWriterOptions wo;
-      wo.chunk_size = config.provision_chunk;
-      wo.threads = config.provision_threads;
-      wo.bounce_dir = config.bounce_dir;
-      BouncePool pool(config.bounce_dir);
-      wo.pool = &pool;
-      std::vector<ProvisionResult> passes;
-      for (int p = 0; p < config.provision_passes; ++p) {
-        absl::Status adj = AdjacentReference(config, &f);
-        if (!adj.ok()) return adj;
-        auto r = MeasureProvisionLanes(**rig, *buf, config.provision_window, source, wo, k);
-        if (!r.ok()) return r.status();
-        f.pass_mbps.push_back(r->mbps);
-        passes.push_back(*r);
-      }
-      FinishFigure(report, &f);
-      const ProvisionResult& m = passes[MedianIndex(f.pass_mbps)];
-      f.seconds = m.seconds;
-      f.cpu_seconds = m.cpu_seconds;
+      absl::Status st = ProvisionFigure(
+          config, report, /*make_ring=*/false, &f, [&](const H2dWriterOptions& wo) {
+            return MeasureProvisionLanes(**rig, *buf, config.provision_window, source, wo, k);
+          });
+      if (!st.ok()) return st;
       // The machine's limit: both sides' AES-GCM (the holder's encryption
       // and the device's decryption) share its cores.
       const double single = f.adjacent_reference_mbps > 0 ? f.adjacent_reference_mbps

@@ -63,22 +63,8 @@ absl::StatusOr<ProvisionResult> MeasureProvisionLanes(DeviceRig& rig, uint64_t b
   rig.RouteHome();
   auto handoff = rig.KeyForOrchestrator(static_cast<uint32_t>(planned->size()));
   if (!handoff.ok()) return handoff.status();
-  std::vector<H2dLaneWrite> lanes;
-  std::vector<v1::H2dGrant> grants;
-  for (size_t i = 0; i < planned->size(); ++i) {
-    const v1::H2dLane& l = (*planned)[i];
-    lanes.push_back(H2dLaneWrite{l.copy_engine(), &handoff->keys[i],
-                                 CounterWindow{l.first_counter(), l.counter_count()}, l.offset(),
-                                 l.length()});
-    v1::H2dGrant g;
-    g.set_copy_engine(l.copy_engine());
-    g.set_buffer_id(buffer_id);
-    g.set_offset(l.offset());
-    g.set_length(l.length());
-    g.set_last_counter(l.first_counter() + l.counter_count() - 1);
-    grants.push_back(std::move(g));
-  }
-  absl::Status granted = rig.session().GrantH2d(grants);
+  const std::vector<H2dLaneWrite> lanes = LaneWrites(*planned, handoff->keys);
+  absl::Status granted = rig.session().GrantH2d(LaneGrants(*planned, buffer_id));
   if (!granted.ok()) return granted;
   rig.gpu().SetOwner("holder");
   H2dWriter writer(rig.holder_channel(), options);

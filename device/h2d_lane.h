@@ -2,9 +2,12 @@
 #define GPUTRAVEL_DEVICE_H2D_LANE_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "keyxfer/cc_channel.h"
 #include "keyxfer/counter_window.h"
+#include "proto/device.pb.h"
+#include "proto/holder.pb.h"
 
 namespace gputravel {
 
@@ -19,6 +22,17 @@ struct H2dLaneWrite {
   uint64_t offset = 0;
   uint64_t length = 0;
 };
+
+// The writes of a hand-off's lanes, with `keys` (one per lane, in the same
+// order; not owned, must outlive the writes). Lanes past the last key get no
+// write.
+std::vector<H2dLaneWrite> LaneWrites(const std::vector<v1::H2dLane>& lanes,
+                                     const std::vector<ChannelMaterial>& keys);
+
+// The device grants (GrantH2dCommand) that confine each lane's engine to its
+// lane of buffer `buffer_id` (the window written from the buffer's offset 0)
+// and to its counter window.
+std::vector<v1::H2dGrant> LaneGrants(const std::vector<v1::H2dLane>& lanes, uint64_t buffer_id);
 
 }  // namespace gputravel
 

@@ -280,13 +280,8 @@ absl::StatusOr<v1::ProvisionReport> HolderService::DoProvision(
     watched_cancelled_ = cancelled;
   }
   // Each lane's part of the window through its own copy engine, side by side.
-  std::vector<H2dLaneWrite> lanes;
-  for (int i = 0; i < b.lanes_size(); ++i) {
-    const v1::H2dLane& l = b.lanes(i);
-    lanes.push_back(H2dLaneWrite{l.copy_engine(), &(*keys)[i],
-                                 CounterWindow{l.first_counter(), l.counter_count()}, l.offset(),
-                                 l.length()});
-  }
+  const std::vector<H2dLaneWrite> lanes =
+      LaneWrites({b.lanes().begin(), b.lanes().end()}, *keys);
   auto stats = writer.Write(lanes, b.gpu_session(), b.buffer_id(), 0, b.window_length(), source);
   {
     absl::MutexLock l(&watch_mu_);

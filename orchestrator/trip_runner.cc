@@ -462,17 +462,7 @@ absl::StatusOr<bool> TripRunner::PrepareHandoff(Trip* trip, SafetyGuard* guard) 
   // another buffer, not other bytes, not past their counters. A holder that
   // keeps them can write no more than it was handed, even before the
   // re-key, and what it tries is counted (ComeHome).
-  std::vector<v1::H2dGrant> grants;
-  for (const v1::H2dLane& l : trip->lanes) {
-    v1::H2dGrant g;
-    g.set_copy_engine(l.copy_engine());
-    g.set_buffer_id(plan.buffer_id);
-    g.set_offset(l.offset());
-    g.set_length(l.length());
-    g.set_last_counter(l.first_counter() + l.counter_count() - 1);
-    grants.push_back(std::move(g));
-  }
-  absl::Status bounded = gpu_->GrantH2d(grants);
+  absl::Status bounded = gpu_->GrantH2d(LaneGrants(trip->lanes, plan.buffer_id));
   if (!bounded.ok()) {
     trip->Fail("granting the copy engines the trip's window: " + std::string(bounded.message()),
                false);
@@ -659,14 +649,7 @@ void TripRunner::VerifyAndTrain(Trip* trip, SafetyGuard* guard) {
   // encrypted.
   bool digest_match = false;
   if (rd.ok()) {
-    std::vector<H2dLaneWrite> lanes;
-    for (size_t i = 0; i < trip->lanes.size() && i < guard->keys().size(); ++i) {
-      const v1::H2dLane& l = trip->lanes[i];
-      lanes.push_back(H2dLaneWrite{l.copy_engine(), &guard->keys()[i],
-                                   CounterWindow{l.first_counter(), l.counter_count()},
-                                   l.offset(), l.length()});
-    }
-    auto digest = WindowDigest(lanes, trip->handed_session, plan.buffer_id, 0, data,
+    auto digest = WindowDigest(LaneWrites(trip->lanes, guard->keys()), trip->handed_session, plan.buffer_id, 0, data,
                                plan.chunk_bytes);
     digest_match = digest.ok() && *digest == prep.digest() &&
                    prep.bytes() == plan.window_length;

@@ -139,13 +139,7 @@ grpc::Status KeyKeepingHolder::Provision(grpc::ServerContext*, const v1::Provisi
   wo.chunk_size = b.chunk_size();
   wo.bounce_dir = shared_dir_;
   H2dWriter w(MakeChannel(device_endpoint_), wo);
-  std::vector<H2dLaneWrite> lanes;
-  for (int i = 0; i < b.lanes_size(); ++i) {
-    const v1::H2dLane& l = b.lanes(i);
-    lanes.push_back(H2dLaneWrite{l.copy_engine(), &(*keys)[i],
-                                 CounterWindow{l.first_counter(), l.counter_count()}, l.offset(),
-                                 l.length()});
-  }
+  const std::vector<H2dLaneWrite> lanes = LaneWrites({b.lanes().begin(), b.lanes().end()}, *keys);
   CopyingSource src([&data](uint64_t off, uint8_t* dst, size_t n) {
     std::memcpy(dst, data.data() + off, n);
     return absl::OkStatus();
