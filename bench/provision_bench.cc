@@ -25,33 +25,7 @@ absl::StatusOr<ProvisionResult> MeasureProvision(DeviceRig& rig, uint64_t buffer
 absl::StatusOr<ProvisionResult> MeasureProvision(DeviceRig& rig, uint64_t buffer_id,
                                                  uint64_t length, H2dSource& source,
                                                  const H2dWriterOptions& options) {
-  auto handoff = rig.HandToHolder();
-  if (!handoff.ok()) return handoff.status();
-  H2dWriter writer(rig.holder_channel(), options);
-  CounterWindow window{handoff->next_counter,
-                       H2dWriter::ChunksFor(length, options.chunk_size)};
-  auto t0 = std::chrono::steady_clock::now();
-  const double cpu0 = ProcessCpuSeconds();
-  auto stats = writer.Write(handoff->key, handoff->session_id, buffer_id, 0, length,
-                            window, source);
-  const double seconds = SecondsSince(t0);
-  const double cpu_seconds = ProcessCpuSeconds() - cpu0;
-  rig.RouteHome();
-  if (!stats.ok()) return stats.status();
-  auto query = rig.session().QueryChannel();
-  if (!query.ok()) return query.status();
-  if (query->h2d_bytes() != length || query->h2d_chunks() != window.count) {
-    return absl::InternalError("the device accepted " + std::to_string(query->h2d_bytes()) +
-                               " bytes, the writer sent " + std::to_string(length));
-  }
-  ProvisionResult r;
-  r.bytes = stats->bytes;
-  r.chunks = stats->chunks;
-  r.seconds = seconds;
-  r.mbps = MegabytesPerSecond(length, seconds);
-  r.cpu_seconds = cpu_seconds;
-  r.read_seconds = stats->read_seconds;
-  return r;
+  return MeasureProvisionLanes(rig, buffer_id, length, source, options, 1);
 }
 
 absl::StatusOr<ProvisionResult> MeasureProvisionLanes(DeviceRig& rig, uint64_t buffer_id,

@@ -28,7 +28,8 @@ struct ProvisionResult {
 // options.bounce_dir, doorbells in counter order on one SubmitH2DStream over
 // gRPC) into the rig's EmulatedGpu, which decrypts each chunk at its own
 // counter into device buffer `buffer_id` from offset 0. The session is
-// re-keyed before and the device's H2D byte count checked after (untimed);
+// re-keyed and LCE0 granted the window before, and the device's chunk count
+// checked after (untimed);
 // the holder reuses the rig's connected channel, so connection setup is not
 // timed.
 absl::StatusOr<ProvisionResult> MeasureProvision(DeviceRig& rig, uint64_t buffer_id,
