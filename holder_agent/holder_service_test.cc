@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -477,6 +478,29 @@ TEST_F(HolderServiceTest, WindowOutsideTheDatasetIsRefusedAndTakesNoTrip) {
   EXPECT_EQ(s.error_message().find(dir_), std::string::npos) << s.error_message();
   EXPECT_EQ(DeviceWindow(), zeros);
   // Trip 5 was not taken by the refusals.
+  ASSERT_TRUE(Provision(Open(), Binding("c1", 5, 3)).ok());
+  EXPECT_EQ(DeviceWindow(), Window(3));
+}
+
+// The agent writes through the hand-off's lanes only if they tile its
+// window (one engine each, in order, on chunk boundaries, one counter per
+// chunk): otherwise a chunk would be written twice or not at all. Refused
+// before the keys are opened; the trip is not taken.
+TEST_F(HolderServiceTest, LanesThatDoNotTileTheWindowAreRefusedBeforeTheKeys) {
+  const std::string zeros(kWindow, '\0');
+  const std::vector<std::function<void(v1::HandoffBinding*)>> breaks = {
+      [](v1::HandoffBinding* b) { b->mutable_lanes(0)->set_offset(kChunk); },
+      [](v1::HandoffBinding* b) { b->mutable_lanes(0)->set_copy_engine(8); },
+      [](v1::HandoffBinding* b) { b->mutable_lanes(0)->set_counter_count(kChunksPerWindow + 1); },
+      [](v1::HandoffBinding* b) { b->mutable_lanes(0)->set_length(kWindow - kChunk); },
+  };
+  for (const auto& brk : breaks) {
+    v1::HandoffBinding b = Binding("c1", 5, 3);
+    brk(&b);
+    ExpectRefused(Provision(Open(), b), grpc::StatusCode::INVALID_ARGUMENT,
+                  "hand-off lanes refused");
+    EXPECT_EQ(DeviceWindow(), zeros);
+  }
   ASSERT_TRUE(Provision(Open(), Binding("c1", 5, 3)).ok());
   EXPECT_EQ(DeviceWindow(), Window(3));
 }
