@@ -174,15 +174,16 @@ absl::StatusOr<std::vector<ComponentTiming>> MeasureControlPlaneComponents(
 
   SecretBytes handoff_key = SecretBytes::FromString(RandomString(32));
   // Fetched once: a second fetch in the same session rotates the IV (an RPC).
-  auto lce_or = gpu.LceH2dForHandoff();
+  auto lce_or = gpu.H2dKeysForHandoff(1);
   if (!lce_or.ok()) return lce_or.status();
-  const ChannelMaterial lce = std::move(*lce_or);
+  const std::vector<ChannelMaterial> lce = std::move(*lce_or);
   s = add("handoff_wrap_unwrap", "WrapHandoff + UnwrapHandoff of the LCE key", 1, nullptr,
           [&]() -> absl::Status {
             v1::HandoffBinding b;
             b.set_campaign("bench");
             b.set_trip(1);
             b.set_window_length(kWindow);
+            b.add_lanes()->set_length(kWindow);
             auto blob = WrapHandoff(handoff_key, b, lce);
             if (!blob.ok()) return blob.status();
             return UnwrapHandoff(handoff_key, b, *blob).status();

@@ -2,7 +2,8 @@
 // end-to-end provisioning are against OpenSSL's own AES-256-GCM speed, and
 // what a trip costs in the control plane. See docs/performance.md.
 //
-//   bazel run -c opt //bench:datapath_bench -- [--json] [--quick] [--skip_trips | --trips_only]
+//   bazel run -c opt //bench:datapath_bench -- [--json] [--quick]
+//       [--skip_trips | --trips_only | --copy_engines_only]
 //       [--trips N] [--transport tcp|unix] [--bounce_dir DIR] [--bin_dir DIR]
 #include <cstdio>
 #include <string>
@@ -35,6 +36,9 @@ int main(int argc, char** argv) {
                "The network links of (c) (orchestrator API, MUX, holder agent): tcp (127.0.0.1, "
                "as between TDs) or unix (Unix sockets). The device's sockets, which stand for "
                "PCIe, are Unix sockets either way.");
+  flags.Bool("copy_engines_only",
+             "Only the reference and (b'), end-to-end provisioning through 1, 2, 4 and 8 copy "
+             "engines; no trips (c).");
   flags.Bool("trips_only",
              "Only the reference and (c): leave out the data-path sections (a), (a') and (b).");
   absl::Status s = flags.Parse(argc, argv);
@@ -70,7 +74,8 @@ int main(int argc, char** argv) {
   config.bounce_dir = flags.Get("bounce_dir");
   config.trips.bin_dir = flags.Get("bin_dir");
   config.trips.tcp_loopback = flags.Get("transport") == "tcp";
-  config.run_trips = !flags.IsSet("skip_trips");
+  config.run_trips = !flags.IsSet("skip_trips") && !flags.IsSet("copy_engines_only");
+  config.run_stages = !flags.IsSet("copy_engines_only");
   config.run_datapath = !flags.IsSet("trips_only");
   if (!flags.Get("trips").empty()) {
     int trips = 0;

@@ -118,6 +118,46 @@ BenchConfig BenchConfig::Quick() {
   return c;
 }
 
+namespace {
+
+// (b) and (b'): `config.provision_passes` passes of `measure` (a writer with
+// the provisioning defaults and a kept ring; `make_ring`: made before the
+// passes, as a holder agent's ring is), each after its adjacent reference,
+// into `*f`, whose timings are the median pass's.
+absl::Status ProvisionFigure(
+    const BenchConfig& config, const BenchReport& report, bool make_ring, ThroughputFigure* f,
+    const std::function<absl::StatusOr<ProvisionResult>(const H2dWriterOptions&)>& measure) {
+  f->chunk_size = config.provision_chunk;
+  f->threads = config.provision_threads;
+  f->window_bytes = config.provision_window;
+  H2dWriterOptions wo;
+  wo.chunk_size = config.provision_chunk;
+  wo.threads = config.provision_threads;
+  wo.bounce_dir = config.bounce_dir;
+  BouncePool pool(config.bounce_dir);
+  wo.pool = &pool;
+  if (make_ring) {
+    absl::Status ring = MakeRing(pool, config.provision_window, wo, f);
+    if (!ring.ok()) return ring;
+  }
+  std::vector<ProvisionResult> passes;
+  for (int p = 0; p < config.provision_passes; ++p) {
+    absl::Status adj = AdjacentReference(config, f);
+    if (!adj.ok()) return adj;
+    auto r = measure(wo);
+    if (!r.ok()) return r.status();
+    f->pass_mbps.push_back(r->mbps);
+    passes.push_back(*r);
+  }
+  FinishFigure(report, f);
+  const ProvisionResult& m = passes[MedianIndex(f->pass_mbps)];
+  f->seconds = m.seconds;
+  f->cpu_seconds = m.cpu_seconds;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<BenchReport> RunDatapathBench(
     const BenchConfig& config, const std::function<void(const std::string&)>& progress) {
   auto start = std::chrono::steady_clock::now();
@@ -168,7 +208,7 @@ absl::StatusOr<BenchReport> RunDatapathBench(
   auto rig = DeviceRig::Start(device_buffer_bytes + (1u << 20), config.bounce_dir);
   if (!rig.ok()) return rig.status();
 
-  if (config.run_datapath) {
+  if (config.run_datapath && config.run_stages) {
     // (a) encrypt-and-stage: the real writer against a stand-in that frees
     // each slot on its doorbell, from `src`.
     auto stand_in = SlotFreeingDevice::Start();
@@ -321,32 +361,34 @@ absl::StatusOr<BenchReport> RunDatapathBench(
     big = fresh_buffer();
     if (!big.ok()) return big.status();
     Say(progress, "(b) end-to-end provisioning of the window");
-    {
-      ThroughputFigure& f = report.provision;
-      f.chunk_size = config.provision_chunk;
-      f.threads = config.provision_threads;
-      f.window_bytes = config.provision_window;
-      H2dWriterOptions wo;
-      wo.chunk_size = config.provision_chunk;
-      wo.threads = config.provision_threads;
-      wo.bounce_dir = config.bounce_dir;
-      BouncePool pool(config.bounce_dir);
-      wo.pool = &pool;
-      absl::Status ring = MakeRing(pool, config.provision_window, wo, &f);
-      if (!ring.ok()) return ring;
-      std::vector<ProvisionResult> passes;
-      for (int p = 0; p < config.provision_passes; ++p) {
-        absl::Status adj = AdjacentReference(config, &f);
-        if (!adj.ok()) return adj;
-        auto r = MeasureProvision(**rig, *big, config.provision_window, source, wo);
-        if (!r.ok()) return r.status();
-        f.pass_mbps.push_back(r->mbps);
-        passes.push_back(*r);
-      }
-      FinishFigure(report, &f);
-      const ProvisionResult& m = passes[MedianIndex(f.pass_mbps)];
-      f.seconds = m.seconds;
-      f.cpu_seconds = m.cpu_seconds;
+    absl::Status b = ProvisionFigure(
+        config, report, /*make_ring=*/true, &report.provision,
+        [&](const H2dWriterOptions& wo) {
+          return MeasureProvision(**rig, *big, config.provision_window, source, wo);
+        });
+    if (!b.ok()) return b;
+  }
+
+  if (config.run_datapath && !config.copy_engines.empty()) {
+    Say(progress, "(b') end-to-end provisioning through k copy engines");
+    for (uint32_t k : config.copy_engines) {
+      auto buf = (*rig)->ResetAndAlloc(config.provision_window);
+      if (!buf.ok()) return buf.status();
+      BenchReport::EngineFigure e;
+      e.copy_engines = k;
+      ThroughputFigure& f = e.figure;
+      absl::Status st = ProvisionFigure(
+          config, report, /*make_ring=*/false, &f, [&](const H2dWriterOptions& wo) {
+            return MeasureProvisionLanes(**rig, *buf, config.provision_window, source, wo, k);
+          });
+      if (!st.ok()) return st;
+      // The machine's limit: both sides' AES-GCM (the holder's encryption
+      // and the device's decryption) share its cores.
+      const double single = f.adjacent_reference_mbps > 0 ? f.adjacent_reference_mbps
+                                                          : f.reference_mbps;
+      e.limit_mbps = std::max(1, report.machine.nproc) * single / 2;
+      e.ratio_limit = e.limit_mbps > 0 ? f.mbps / e.limit_mbps : 0;
+      report.provision_engines.push_back(std::move(e));
     }
   }
 

@@ -26,10 +26,13 @@ struct BenchConfig {
   uint32_t provision_chunk = 2u << 20;          // (b): H2dWriterOptions defaults
   int provision_threads = 2;
   int provision_passes = 3;
+  // (b') the same window through k copy engines side by side, per k.
+  std::vector<uint32_t> copy_engines = {1, 2, 4, 8};
   size_t source_bytes = 256u << 20;             // in-memory dataset, read cyclically;
                                                 // also the large-source reference's
   int component_iterations = 50;                // (c) steps in process
-  bool run_datapath = true;                     // (a), (a') and (b)
+  bool run_datapath = true;                     // (a), (a'), (b) and (b')
+  bool run_stages = true;                       // (a), (a') and (b) (false: only (b'))
   // (a) also from a dataset file through the holder agent's DatasetSource
   // (smallest and largest chunk size), as diagnostic rows.
   bool dataset_file_rows = true;

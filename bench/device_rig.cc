@@ -92,20 +92,21 @@ absl::StatusOr<uint64_t> DeviceRig::ResetAndAlloc(uint64_t bytes) {
   return session_->AllocBuffer(bytes);
 }
 
-absl::StatusOr<RigHandoff> DeviceRig::HandToHolder() {
-  auto h = KeyForOrchestrator();
+absl::StatusOr<RigHandoff> DeviceRig::HandToHolder(uint32_t engines) {
+  auto h = KeyForOrchestrator(engines);
   if (h.ok()) gpu_->SetOwner("holder");
   return h;
 }
 
-absl::StatusOr<RigHandoff> DeviceRig::KeyForOrchestrator() {
+absl::StatusOr<RigHandoff> DeviceRig::KeyForOrchestrator(uint32_t engines) {
   RouteHome();
   absl::Status s = session_->Establish();
   if (!s.ok()) return s;
-  auto key = session_->LceH2dForHandoff();
+  auto key = session_->H2dKeysForHandoff(engines);
   if (!key.ok()) return key.status();
   RigHandoff h;
-  h.key = std::move(*key);
+  h.key = (*key)[0].Clone();
+  h.keys = std::move(*key);
   h.session_id = session_->session_id();
   h.next_counter = kFirstMessageCounter;  // a hand-off's window starts there
   return h;

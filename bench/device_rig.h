@@ -18,7 +18,9 @@ namespace bench {
 // What the orchestrator hands a holder for one window: the copy-engine key of
 // a fresh CC session and the counter the device expects next.
 struct RigHandoff {
-  ChannelMaterial key;
+  ChannelMaterial key;  // LCE0's
+  // Copy engines LCE0..LCE(k-1)'s keys, as HandToHolder(k) handed them.
+  std::vector<ChannelMaterial> keys;
   uint64_t session_id = 0;
   uint32_t next_counter = 0;
 };
@@ -51,11 +53,11 @@ class DeviceRig {
 
   // Routes home, establishes a fresh session (the device's H2D counter
   // restarts), takes its LCE H2D key, and routes the device to the holder.
-  absl::StatusOr<RigHandoff> HandToHolder();
+  absl::StatusOr<RigHandoff> HandToHolder(uint32_t engines = 1);
   // The orchestrator loading device memory over its own CC channel: routed
   // home, a fresh session, and its LCE H2D key for a writer on
   // orch_channel() (rings in orch_shared_dir).
-  absl::StatusOr<RigHandoff> KeyForOrchestrator();
+  absl::StatusOr<RigHandoff> KeyForOrchestrator(uint32_t engines = 1);
   std::shared_ptr<grpc::Channel> orch_channel() { return orch_channel_; }
   // Routes the device back to the orchestrator.
   void RouteHome() { gpu_->SetOwner("orch"); }

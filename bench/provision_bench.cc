@@ -6,6 +6,7 @@
 #include "bench/stats.h"
 #include "device/bounce_buffer.h"
 #include "keyxfer/device_session.h"
+#include "keyxfer/handoff_lanes.h"
 #include "keyxfer/random.h"
 #include "util/files.h"
 #include "util/hex.h"
@@ -24,24 +25,36 @@ absl::StatusOr<ProvisionResult> MeasureProvision(DeviceRig& rig, uint64_t buffer
 absl::StatusOr<ProvisionResult> MeasureProvision(DeviceRig& rig, uint64_t buffer_id,
                                                  uint64_t length, H2dSource& source,
                                                  const H2dWriterOptions& options) {
-  auto handoff = rig.HandToHolder();
+  return MeasureProvisionLanes(rig, buffer_id, length, source, options, 1);
+}
+
+absl::StatusOr<ProvisionResult> MeasureProvisionLanes(DeviceRig& rig, uint64_t buffer_id,
+                                                      uint64_t length, H2dSource& source,
+                                                      const H2dWriterOptions& options,
+                                                      uint32_t engines) {
+  auto planned = PlanLanes(length, options.chunk_size, engines);
+  if (!planned.ok()) return planned.status();
+  rig.RouteHome();
+  auto handoff = rig.KeyForOrchestrator(static_cast<uint32_t>(planned->size()));
   if (!handoff.ok()) return handoff.status();
+  const std::vector<H2dLaneWrite> lanes = LaneWrites(*planned, handoff->keys);
+  absl::Status granted = rig.session().GrantH2d(LaneGrants(*planned, buffer_id));
+  if (!granted.ok()) return granted;
+  rig.gpu().SetOwner("holder");
   H2dWriter writer(rig.holder_channel(), options);
-  CounterWindow window{handoff->next_counter,
-                       H2dWriter::ChunksFor(length, options.chunk_size)};
   auto t0 = std::chrono::steady_clock::now();
   const double cpu0 = ProcessCpuSeconds();
-  auto stats = writer.Write(handoff->key, handoff->session_id, buffer_id, 0, length,
-                            window, source);
+  auto stats = writer.Write(lanes, handoff->session_id, buffer_id, 0, length, source);
   const double seconds = SecondsSince(t0);
   const double cpu_seconds = ProcessCpuSeconds() - cpu0;
   rig.RouteHome();
   if (!stats.ok()) return stats.status();
-  auto query = rig.session().QueryChannel();
-  if (!query.ok()) return query.status();
-  if (query->h2d_bytes() != length || query->h2d_chunks() != window.count) {
-    return absl::InternalError("the device accepted " + std::to_string(query->h2d_bytes()) +
-                               " bytes, the writer sent " + std::to_string(length));
+  uint64_t chunks = 0;
+  const v1::DeviceStatus status = rig.gpu().Status();
+  for (const auto& ce : status.copy_engines()) chunks += ce.h2d_chunks();
+  if (chunks != H2dWriter::ChunksFor(length, options.chunk_size)) {
+    return absl::InternalError("the device's engines accepted " + std::to_string(chunks) +
+                               " chunks, the writer sent " + std::to_string(stats->chunks));
   }
   ProvisionResult r;
   r.bytes = stats->bytes;

@@ -28,12 +28,20 @@ struct ProvisionResult {
 // options.bounce_dir, doorbells in counter order on one SubmitH2DStream over
 // gRPC) into the rig's EmulatedGpu, which decrypts each chunk at its own
 // counter into device buffer `buffer_id` from offset 0. The session is
-// re-keyed before and the device's H2D byte count checked after (untimed);
+// re-keyed and LCE0 granted the window before, and the device's chunk count
+// checked after (untimed);
 // the holder reuses the rig's connected channel, so connection setup is not
 // timed.
 absl::StatusOr<ProvisionResult> MeasureProvision(DeviceRig& rig, uint64_t buffer_id,
                                                  uint64_t length, H2dSource& source,
                                                  const H2dWriterOptions& options);
+// The same through `engines` copy engines side by side, as a hand-off of
+// that many lanes (keyxfer/handoff_lanes.h) writes: each engine's key, its
+// lane of the window, and the device granted each lane first (untimed).
+absl::StatusOr<ProvisionResult> MeasureProvisionLanes(DeviceRig& rig, uint64_t buffer_id,
+                                                      uint64_t length, H2dSource& source,
+                                                      const H2dWriterOptions& options,
+                                                      uint32_t engines);
 // The same over a copying callback (the writer's fallback path).
 absl::StatusOr<ProvisionResult> MeasureProvision(DeviceRig& rig, uint64_t buffer_id,
                                                  uint64_t length,

@@ -17,6 +17,7 @@ namespace bench {
 
 // Targets the figures are judged against.
 inline constexpr double kStageTargetRatio = 0.9;      // (a) vs threads x OpenSSL
+inline constexpr double kEnginesTargetRatio = 0.8;    // (b') vs the machine's limit
 inline constexpr double kTripP50TargetSeconds = 0.005;  // (c)
 // Fewer trips than this give no p99 worth the name: no verdict on (c).
 inline constexpr uint64_t kTripsForFigures = 100;
@@ -80,6 +81,19 @@ struct BenchReport {
   std::vector<ThroughputFigure> stage_device;    // (a') H2dWriter -> in-process device
   std::vector<DeviceCeiling> device_ceiling;     // (a') the device side alone
   ThroughputFigure provision;                    // (b) 256 MiB window end to end
+  // (b') the same window through k copy engines side by side (the hand-off's
+  // lanes: k keys, each engine granted its lane), one figure per k. Each
+  // figure's `threads` is the writer's workers; the engines are in
+  // copy_engines. Ratios: to OpenSSL single thread (adjacent reference), and
+  // to this machine's limit, nproc x that / 2 (both sides' AES-GCM on the
+  // same cores).
+  struct EngineFigure {
+    uint32_t copy_engines = 0;
+    ThroughputFigure figure;
+    double limit_mbps = 0;
+    double ratio_limit = 0;
+  };
+  std::vector<EngineFigure> provision_engines;
   std::vector<ComponentTiming> components;       // (c) steps, in process
   TripBenchResult trips;                         // (c) multi-process stack
   std::string trips_error;                       // set when (c) could not run

@@ -427,6 +427,7 @@ json EmulatedStack::CampaignSpec() const {
                {"holder_timeout_seconds", options_.holder_timeout_seconds},
                {"on_holder_failure", options_.on_holder_failure},
                {"holders", hs}};
+  if (options_.copy_engines != 0) spec["copy_engines"] = options_.copy_engines;
   spec["trainer"] = options_.trainer ? json{{"kind", "next-token"}, {"batch_tokens", 16384}}
                                      : json{{"kind", "none"}};
   return spec;

@@ -38,6 +38,8 @@ struct StackOptions {
   std::vector<std::string> dataset_files;
   uint64_t buffer_bytes = 8u << 20;
   uint32_t chunk_bytes = 1u << 20;
+  // The spec's copy_engines; 0: left out (the orchestrator's default).
+  uint32_t copy_engines = 0;
   int threads = 2;
   int log_level = 1;
   uint64_t gpu_memory_bytes = 256u << 20;

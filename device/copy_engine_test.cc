@@ -7,7 +7,10 @@
 #include <random>
 #include <thread>
 
+#include "absl/synchronization/notification.h"
+#include "device/bounce_buffer.h"
 #include "device/device_memory.h"
+#include "keyxfer/device_session.h"
 #include "device/emulated_gpu_fixture.h"
 #include "gtest/gtest.h"
 
@@ -111,20 +114,18 @@ TEST_F(CopyEngineTest, ScrubDuringDecryptionDiscardsTheChunk) {
   EXPECT_EQ(Read(0, 4096), std::string(4096, 'a'));
 }
 
-// Attack (race the bound against a chunk in the copy engine): the session's
-// owner bounds LCE0's H2D slot (LimitH2d) while a chunk at the next counter
-// is being decrypted outside the device lock. The device accepts the bound
-// (it is not below next - 1) and says so, so from then on no chunk past it
-// may land; the commit must re-check the bound, or a chunk one past the
-// window lands after the owner was told the window is closed.
+// Attack (race the grant against a chunk in the copy engine): the session's
+// owner grants LCE0's H2D slot (GrantH2d) while a chunk at the next counter
+// is being decrypted outside the device lock. The device accepts the grant
+// (its bound is not below next - 1) and says so, so from then on no chunk
+// past it may land; the commit must re-check the grant, or a chunk one past
+// the window lands after the owner was told the window is closed.
 TEST_F(CopyEngineTest, BoundDuringDecryptionRefusesTheChunkPastIt) {
   StartWithHook([&] {
-    v1::DeviceCommand limit;
-    limit.mutable_limit_h2d()->set_last_counter(0);  // nothing more under this IV space
-    auto r = Command(limit);
+    // Nothing more under this IV space.
+    auto r = Grant(0, buffer_, 0, kBufferBytes, 0);
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_EQ(r->code(), 0) << r->message();
-    EXPECT_EQ(r->h2d_last_counter(), 0u);
   });
   hook_armed_ = true;
   auto st = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'k')));
@@ -422,6 +423,132 @@ TEST_F(CopyEngineTest, FailedUnauthorisedExchangeDuringDecryptionDiscardsTheChun
   EXPECT_EQ(gpu_->Status().buffers(), 0u);
   EXPECT_TRUE(gpu_->MemoryIsZeroForTest());
   EXPECT_TRUE(gpu_->ScratchIsClearForTest());
+}
+
+// The copy engines run side by side: while LCE1 is in the middle of a chunk
+// (held in its decryption), LCE2 decrypts and commits a chunk of its own. A
+// device that ran one chunk at a time across all engines would keep LCE2
+// waiting until LCE1's chunk is done (here: until the hook gives up).
+TEST_F(CopyEngineTest, EnginesDecryptSideBySide) {
+  absl::Notification lce1_decrypting, lce2_done;
+  std::atomic<bool> lce2_finished_meanwhile{false};
+  EmulatedGpuOptions o;
+  o.decrypt_hook_for_test = [&](uint32_t engine) {
+    if (engine != 1) return;
+    lce1_decrypting.Notify();
+    lce2_finished_meanwhile = lce2_done.WaitForNotificationWithTimeout(absl::Seconds(20));
+  };
+  Start(o);
+  const ChannelMaterial k1 = *DeriveCopyEngineKey(secret_, 1, true);
+  const ChannelMaterial k2 = *DeriveCopyEngineKey(secret_, 2, true);
+  const auto c1 = StageAt(k1, 1, 1, 0, buffer_, 0, std::string(4096, 'x'));
+  const auto c2 = StageAt(k2, 2, 1, 1, buffer_, 4096, std::string(4096, 'y'));
+  absl::StatusOr<uint32_t> r1 = absl::UnknownError("not run");
+  std::thread lce1([&] { r1 = gpu_->SubmitH2D(kOwner, c1); });
+  lce1_decrypting.WaitForNotification();
+  auto r2 = gpu_->SubmitH2D(kOwner, c2);
+  lce2_done.Notify();
+  lce1.join();
+  EXPECT_TRUE(lce2_finished_meanwhile) << "LCE2 waited for LCE1's chunk";
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  EXPECT_EQ(Read(0, 8192), std::string(4096, 'x') + std::string(4096, 'y'));
+}
+
+// Every engine writes its own range of one buffer at once, each in counter
+// order on its own ring: parts of pages (copied in from each engine's
+// scratch) interleave with whole pages (each engine's spare page put in
+// place). Device memory ends up holding every engine's bytes, whole, and
+// each engine's counter moved exactly by its chunks.
+class EnginesTest : public CopyEngineTest {
+ protected:
+  static constexpr uint64_t kPage = kDevicePageBytes;
+  void SetUp() override {
+    slot_size_ = kPage;
+    buffer_bytes_ = 8 * kPage;
+    memory_bytes_ = 16 * kPage;
+    EmulatedGpuFixture::SetUp();
+  }
+};
+
+TEST_F(EnginesTest, EnginesWriteDifferentRangesOfOneBufferAtOnce) {
+  constexpr uint64_t kRange = kPage;  // each engine's share: one page
+  std::vector<std::string> want(kCopyEngines);
+  std::vector<absl::Status> results(kCopyEngines);
+  std::vector<uint32_t> chunks(kCopyEngines);
+  std::vector<std::thread> threads;
+  for (uint32_t e = 0; e < kCopyEngines; ++e) {
+    // Even engines write their page whole, in rounds; odd ones in 64 KiB
+    // parts (the last part of each round shorter).
+    std::string data(kRange, '\0');
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>('A' + e + i % 13);
+    want[e] = data;
+    auto ring = BounceBuffer::Create(dir_ + "/ring" + std::to_string(e), 1, kPage);
+    ASSERT_TRUE(ring.ok()) << ring.status();
+    v1::AttachBounceRequest ab;
+    ab.set_path((*ring)->path());
+    ab.set_slots(1);
+    ab.set_slot_size(kPage);
+    auto id = gpu_->AttachBounce(kOwner, ab);
+    ASSERT_TRUE(id.ok()) << id.status();
+    const ChannelMaterial key = *DeriveCopyEngineKey(secret_, e, true);
+    threads.emplace_back([this, e, data, id = *id, ring = std::shared_ptr<BounceBuffer>(
+                                                       std::move(*ring)),
+                          key = key.Clone(), &results, &chunks] {
+      auto cipher = *ChannelCipher::Create(key);
+      uint32_t counter = 1;
+      for (int round = 0; round < 3 && results[e].ok(); ++round) {
+        const uint64_t part = e % 2 == 0 ? kRange : 65536 - 32 * round;
+        for (uint64_t off = 0; off < kRange && results[e].ok(); off += part) {
+          const uint64_t n = std::min<uint64_t>(part, kRange - off);
+          const uint64_t at = e * kRange + off;
+          const std::string aad = ChunkAad(session_, buffer_, at, static_cast<uint32_t>(n));
+          uint8_t tag[16];
+          results[e] = cipher->Encrypt(counter, reinterpret_cast<const uint8_t*>(aad.data()),
+                                       aad.size(),
+                                       reinterpret_cast<const uint8_t*>(data.data()) + off, n,
+                                       ring->slot(0), tag);
+          std::memcpy(ring->tag(0), tag, 16);
+          v1::SubmitH2DRequest r;
+          r.set_bounce_id(id);
+          r.set_slot(0);
+          r.set_buffer_id(buffer_);
+          r.set_offset(at);
+          r.set_length(static_cast<uint32_t>(n));
+          r.set_tag_offset(ring->tag_offset(0));
+          r.set_session_id(session_);
+          r.set_copy_engine(e);
+          auto next = gpu_->SubmitH2D(kOwner, r);
+          if (!next.ok()) {
+            results[e] = next.status();
+          } else if (*next != ++counter) {
+            results[e] = absl::InternalError("next counter " + std::to_string(*next));
+          }
+        }
+      }
+      chunks[e] = counter - 1;
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::string all;
+  for (uint32_t e = 0; e < kCopyEngines; ++e) {
+    EXPECT_TRUE(results[e].ok()) << "LCE" << e << ": " << results[e];
+    all += want[e];
+  }
+  for (uint64_t off = 0; off < buffer_bytes_; off += 8u << 20) {
+    EXPECT_EQ(Read(off, std::min<uint64_t>(8u << 20, buffer_bytes_ - off)),
+              all.substr(off, 8u << 20))
+        << "device memory at " << off;
+  }
+  const v1::DeviceStatus st = gpu_->Status();
+  ASSERT_EQ(st.copy_engines_size(), static_cast<int>(kCopyEngines));
+  for (const auto& ce : st.copy_engines()) {
+    EXPECT_EQ(ce.h2d_chunks(), chunks[ce.engine()]) << "LCE" << ce.engine();
+    EXPECT_EQ(ce.h2d_next_counter(), chunks[ce.engine()] + 1) << "LCE" << ce.engine();
+  }
+  EXPECT_EQ(st.rejected_chunks(), 0u);
+  ASSERT_TRUE(Scrub().ok());
+  EXPECT_TRUE(gpu_->ScratchIsClearForTest()) << "an engine's scratch or spare kept plaintext";
 }
 
 }  // namespace

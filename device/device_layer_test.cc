@@ -75,7 +75,7 @@ TEST_F(DeviceLayerTest, TripThroughTheDeviceLayer) {
   std::string data = RandomString(kSize);
   // The session's first hand-off gets the IV space nobody has used: channel
   // counter 0, the window from the first counter, no rotation.
-  ChannelMaterial key = *session.LceH2dForHandoff();
+  ChannelMaterial key = std::move((*session.H2dKeysForHandoff(1))[0]);
   EXPECT_EQ(key.channel_counter, 0u);
   auto q = session.QueryChannel();
   EXPECT_EQ(q->h2d_next_counter(), kFirstMessageCounter);
@@ -143,7 +143,7 @@ TEST_F(DeviceLayerTest, EachHandoffInASessionGetsItsOwnIvSpace) {
     };
   };
   const uint64_t sid = session.session_id();
-  ChannelMaterial first = *session.LceH2dForHandoff();
+  ChannelMaterial first = std::move((*session.H2dKeysForHandoff(1))[0]);
   EXPECT_EQ(first.channel_counter, 0u);
   H2dWriterOptions wo;
   wo.chunk_size = 4096;
@@ -154,7 +154,7 @@ TEST_F(DeviceLayerTest, EachHandoffInASessionGetsItsOwnIvSpace) {
                            from(0)).ok());
   gpu_->SetOwner("orch");
 
-  ChannelMaterial second = *session.LceH2dForHandoff();
+  ChannelMaterial second = std::move((*session.H2dKeysForHandoff(1))[0]);
   EXPECT_EQ(session.session_id(), sid) << "a rotation, not a re-key";
   EXPECT_EQ(second.channel_counter, 1u);
   EXPECT_EQ(std::memcmp(second.key.data(), first.key.data(), kAesKeySize), 0)
@@ -193,11 +193,11 @@ TEST_F(DeviceLayerTest, EachHandoffInASessionGetsItsOwnIvSpace) {
   // counter moved behind the driver's back) is out of step: no key is
   // handed out, and the session must be established again.
   gpu_->SetChannelCounterForTest(7, 0, true);
-  auto third = session.LceH2dForHandoff();
+  auto third = session.H2dKeysForHandoff(1);
   EXPECT_EQ(third.status().code(), absl::StatusCode::kDataLoss) << third.status();
   EXPECT_FALSE(session.established());
   ASSERT_TRUE(session.Establish().ok());
-  EXPECT_EQ(session.LceH2dForHandoff()->channel_counter, 0u) << "a fresh session's space";
+  EXPECT_EQ((*session.H2dKeysForHandoff(1))[0].channel_counter, 0u) << "a fresh session's space";
 }
 
 // As the driver, the session rotates its D2H IV before a read-back once at
@@ -260,7 +260,7 @@ TEST_F(DeviceLayerTest, ReadBackRidesOnTheRekey) {
 
   auto buffer = session.AllocBuffer(4096);
   ASSERT_TRUE(buffer.ok()) << buffer.status();
-  ChannelMaterial key = *session.LceH2dForHandoff();
+  ChannelMaterial key = std::move((*session.H2dKeysForHandoff(1))[0]);
   const uint64_t handed = session.session_id();
   const std::string data = RandomString(4096);
   gpu_->SetOwner("holder");

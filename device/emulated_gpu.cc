@@ -71,21 +71,34 @@ EmulatedGpu::~EmulatedGpu() {
   for (auto& [domain, dir] : shared_dirs_) {
     if (dir.fd >= 0) ::close(dir.fd);
   }
-  absl::MutexLock ce(&ce_mu_);
-  absl::MutexLock l(&mu_);
-  buffers_.clear();  // each page zeroizes itself, as spare_ does
-  Zeroize(scratch_.data(), scratch_.size());
+  LockAllEngines();
+  {
+    absl::MutexLock l(&mu_);
+    buffers_.clear();  // each page zeroizes itself, as each spare does
+    for (CopyEngine& ce : engines_) Zeroize(ce.scratch.data(), ce.scratch.size());
+  }
+  UnlockAllEngines();
+}
+
+void EmulatedGpu::LockAllEngines() {
+  for (CopyEngine& ce : engines_) ce.mu.Lock();
+}
+
+void EmulatedGpu::UnlockAllEngines() {
+  for (auto it = engines_.rbegin(); it != engines_.rend(); ++it) it->mu.Unlock();
 }
 
 void EmulatedGpu::EndDataLocked() {
   ++data_epoch_;
-  if (ce_busy_) {
-    scratch_wipe_pending_ = true;  // the copy engine owns scratch_ right now
-  } else {
-    Zeroize(scratch_.data(), scratch_residue_);
-    scratch_residue_ = 0;
-    if (spare_residue_) spare_.Wipe();
-    spare_residue_ = false;
+  for (CopyEngine& ce : engines_) {
+    if (ce.busy) {
+      ce.wipe_pending = true;  // the engine owns its scratch right now
+    } else {
+      Zeroize(ce.scratch.data(), ce.scratch_residue);
+      ce.scratch_residue = 0;
+      if (ce.spare_residue) ce.spare.Wipe();
+      ce.spare_residue = false;
+    }
   }
 }
 
@@ -343,6 +356,13 @@ absl::StatusOr<v1::SealedMessage> EmulatedGpu::ExecuteAndSealLocked(const v1::De
   } else {
     reply = ExecuteLocked(cmd, &d2h_copy);
   }
+  uint64_t refusals = 0, accepted = 0;
+  for (const KeySlot& h2d : session_->h2d) {
+    refusals += h2d.grant_refusals;
+    accepted += h2d.ops;
+  }
+  reply.set_h2d_grant_refusals(refusals);
+  reply.set_h2d_chunks_accepted(accepted);
   std::string reply_bytes = reply.SerializeAsString();
   uint32_t counter = 0;
   auto sealed = session_->control->Seal(ControlAad(false, session_->id),
@@ -406,7 +426,11 @@ void EmulatedGpu::RotateIvLocked(uint32_t engine, bool h2d, v1::DeviceReply* r) 
   ++slot->channel;
   slot->next = kFirstMessageCounter;
   slot->exhausted = false;
-  slot->last = kLastMessageCounter;  // a new IV space, bounded by its own hand-off
+  if (h2d) {
+    // A new IV space, granted by its own hand-off.
+    slot->last = kLastMessageCounter;
+    slot->grant_buffer = slot->grant_offset = slot->grant_length = 0;
+  }
   if (h2d) {
     r->set_h2d_channel_counter(slot->channel);
     r->set_h2d_next_counter(slot->next);
@@ -479,6 +503,57 @@ void EmulatedGpu::D2hCopyLocked(uint32_t engine, uint64_t buffer_id,
   slot->bytes += length;
   if (slot->next == kLastMessageCounter) slot->exhausted = true; else ++slot->next;
   *d2h_copy = std::move(out);
+}
+
+void EmulatedGpu::GrantH2dLocked(const v1::GrantH2dCommand& cmd, v1::DeviceReply* r) {
+  auto fail = [r](absl::StatusCode code, const std::string& msg) {
+    r->set_code(static_cast<int>(code));
+    r->set_message(msg);
+  };
+  // Every grant is checked before any is applied: all or none.
+  uint32_t named = 0;  // bit per engine
+  std::vector<KeySlot*> slots;
+  for (const v1::H2dGrant& g : cmd.grants()) {
+    const std::string lce = "LCE" + std::to_string(g.copy_engine());
+    auto slot_or = SlotLocked(session_.get(), g.copy_engine(), true);
+    if (!slot_or.ok()) {
+      return fail(slot_or.status().code(), std::string(slot_or.status().message()));
+    }
+    if (named & (1u << g.copy_engine())) {
+      return fail(absl::StatusCode::kInvalidArgument, lce + " is granted twice in one command");
+    }
+    named |= 1u << g.copy_engine();
+    KeySlot* slot = *slot_or;
+    if (g.last_counter() < slot->next - 1) {
+      return fail(absl::StatusCode::kInvalidArgument,
+                  lce + "'s H2D slot is at counter " + std::to_string(slot->next) +
+                      "; a bound of " + std::to_string(g.last_counter()) +
+                      " would shorten a window behind its chunks");
+    }
+    auto it = buffers_.find(g.buffer_id());
+    if (it == buffers_.end()) {
+      return fail(absl::StatusCode::kNotFound,
+                  lce + " cannot be granted buffer " + std::to_string(g.buffer_id()) +
+                      ": the device has no such buffer");
+    }
+    if (g.length() == 0 || g.offset() > it->second.size() ||
+        g.length() > it->second.size() - g.offset()) {
+      return fail(g.length() == 0 ? absl::StatusCode::kInvalidArgument
+                                  : absl::StatusCode::kOutOfRange,
+                  lce + "'s grant [" + std::to_string(g.offset()) + ", +" +
+                      std::to_string(g.length()) + ") is empty or outside buffer " +
+                      std::to_string(g.buffer_id()) + " (" +
+                      std::to_string(it->second.size()) + " bytes)");
+    }
+    slots.push_back(slot);
+  }
+  for (int i = 0; i < cmd.grants_size(); ++i) {
+    const v1::H2dGrant& g = cmd.grants(i);
+    slots[i]->last = g.last_counter();
+    slots[i]->grant_buffer = g.buffer_id();
+    slots[i]->grant_offset = g.offset();
+    slots[i]->grant_length = g.length();
+  }
 }
 
 uint64_t EmulatedGpu::MemoryInUseLocked() const {
@@ -580,24 +655,8 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd,
       RotateIvLocked(cmd.rotate_iv().copy_engine(), cmd.rotate_iv().h2d(), &r);
       return r;
     }
-    case v1::DeviceCommand::kLimitH2D: {
-      const uint32_t engine = cmd.limit_h2d().copy_engine();
-      auto slot_or = SlotLocked(session_.get(), engine, true);
-      if (!slot_or.ok()) {
-        return fail(slot_or.status().code(), std::string(slot_or.status().message()));
-      }
-      KeySlot* slot = *slot_or;
-      const uint32_t last = cmd.limit_h2d().last_counter();
-      if (last < slot->next - 1) {
-        return fail(absl::StatusCode::kInvalidArgument,
-                    "LCE" + std::to_string(engine) + "'s H2D slot is at counter " +
-                        std::to_string(slot->next) + "; a bound of " + std::to_string(last) +
-                        " would shorten a window behind its chunks");
-      }
-      slot->last = last;
-      r.set_copy_engine(engine);
-      r.set_h2d_next_counter(slot->next);
-      r.set_h2d_last_counter(slot->last);
+    case v1::DeviceCommand::kGrantH2D: {
+      GrantH2dLocked(cmd.grant_h2d(), &r);
       return r;
     }
     case v1::DeviceCommand::kQuery: {
@@ -619,6 +678,9 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd,
       r.set_h2d_channel_counter(h2d.channel);
       r.set_d2h_channel_counter(d2h.channel);
       r.set_h2d_last_counter(h2d.last);
+      r.set_h2d_grant_buffer(h2d.grant_buffer);
+      r.set_h2d_grant_offset(h2d.grant_offset);
+      r.set_h2d_grant_length(h2d.grant_length);
       r.set_heartbeat_period_seconds(
           static_cast<uint32_t>(absl::ToInt64Seconds(options_.heartbeat_period)));
       return r;
@@ -699,17 +761,53 @@ absl::StatusOr<uint32_t> EmulatedGpu::SubmitH2D(
 
 absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
                                                 const v1::SubmitH2DRequest& req) {
-  // The copy engine handles one chunk at a time, in arrival order, and holds
-  // ce_mu_ for the whole chunk. mu_ is held only to check (phase 1) and to
-  // commit (phase 3); the decryption (phase 2) runs without it.
-  absl::MutexLock ce(&ce_mu_);
+  if (req.copy_engine() >= kCopyEngines) {
+    absl::MutexLock l(&mu_);
+    absl::Status s = CheckOwnerLocked(domain);
+    if (!s.ok()) return s;
+    ++rejected_chunks_;
+    return absl::InvalidArgumentError("copy engine " + std::to_string(req.copy_engine()) +
+                                      " does not exist: the GPU has LCE0..LCE" +
+                                      std::to_string(kCopyEngines - 1));
+  }
+  // Each copy engine handles one chunk at a time, in arrival order, and holds
+  // its own lock for the whole chunk; other engines run beside it. mu_ is
+  // held only to check (phase 1) and to commit (phase 3); the decryption
+  // (phase 2) runs without it.
+  CopyEngine& ce = engines_[req.copy_engine()];
+  absl::MutexLock engine_lock(&ce.mu);
   std::shared_ptr<Session> ses;
   KeySlot* slot = nullptr;  // the engine's H2D slot, kept alive by `ses`
   std::shared_ptr<ChannelCipher> cipher;  // the slot's when the chunk was checked
   std::shared_ptr<BounceBuffer> ring;
   uint32_t counter = 0;
   uint64_t epoch = 0;
+  // Why the slot's grant refuses the chunk (OK: it does not). Such a chunk
+  // is still decrypted, into the engine's own memory only, so that one that
+  // authenticates under the granted key is counted; it writes nothing.
+  absl::Status outside;
   const std::string lce = "LCE" + std::to_string(req.copy_engine());
+  // The slot's grant (GrantH2dCommand) for a chunk at `at`.
+  auto grant_allows = [&req, &lce](const KeySlot& k, uint32_t at) -> absl::Status {
+    if (at > k.last) {
+      return absl::OutOfRangeError(
+          lce + "'s H2D counter " + std::to_string(at) +
+          " is past the counter window its session's owner handed out (last counter " +
+          std::to_string(k.last) + ")");
+    }
+    if (k.grant_buffer != 0 &&
+        (req.buffer_id() != k.grant_buffer || req.offset() < k.grant_offset ||
+         req.offset() - k.grant_offset > k.grant_length ||
+         req.length() > k.grant_length - (req.offset() - k.grant_offset))) {
+      return absl::PermissionDeniedError(
+          lce + "'s key is granted bytes [" + std::to_string(k.grant_offset) + ", +" +
+          std::to_string(k.grant_length) + ") of buffer " + std::to_string(k.grant_buffer) +
+          " only; a chunk of " + std::to_string(req.length()) + " bytes for buffer " +
+          std::to_string(req.buffer_id()) + " at offset " + std::to_string(req.offset()) +
+          " is outside its window");
+    }
+    return absl::OkStatus();
+  };
   {
     absl::MutexLock l(&mu_);
     absl::Status s = CheckOwnerLocked(domain);
@@ -775,12 +873,7 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
           lce + "'s H2D IV space is exhausted: rotate its IV (rotate_iv) or make a fresh key "
                 "exchange"));
     }
-    if (slot->next > slot->last) {
-      return reject(absl::OutOfRangeError(
-          lce + "'s H2D counter " + std::to_string(slot->next) +
-          " is past the counter window its session's owner handed out (last counter " +
-          std::to_string(slot->last) + ")"));
-    }
+    outside = grant_allows(*slot, slot->next);
     absl::Status rotation = PairRotationDueLocked(session_.get(), req.copy_engine());
     if (!rotation.ok()) return reject(rotation);
     ses = session_;
@@ -788,27 +881,27 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
     cipher = slot->cipher;
     counter = slot->next;
     epoch = data_epoch_;
-    ce_busy_ = true;  // scratch_ and spare_ are the copy engine's until phase 3
+    ce.busy = true;  // its scratch and spare are the engine's until phase 3
   }
 
   // Phase 2, without mu_: decrypt at the copy engine's own counter into the
-  // copy engine's own memory; device memory is changed only after the tag
+  // engine's own memory; device memory is changed only after the tag
   // checks, so a bad chunk changes nothing. A chunk shaped like one whole
   // page of device memory goes to the spare page (put in place below, not
-  // copied), any other to scratch. Only this thread uses the session's LCE
-  // cipher (ce_mu_), and the shared pointers keep it and the ring alive.
+  // copied), any other to scratch. Only this engine's thread uses its slot's
+  // cipher (its lock), and the shared pointers keep it and the ring alive.
   const size_t n = req.length();
   const bool whole_page = req.offset() % kDevicePageBytes == 0 && n == kDevicePageBytes;
   uint8_t* target;
   if (whole_page) {
-    if (spare_.size() != kDevicePageBytes) spare_ = DevicePage(kDevicePageBytes);
-    target = spare_.data();
+    if (ce.spare.size() != kDevicePageBytes) ce.spare = DevicePage(kDevicePageBytes);
+    target = ce.spare.data();
   } else {
-    if (scratch_.size() < ring->slot_size()) {
-      Zeroize(scratch_.data(), scratch_.size());
-      scratch_ = std::vector<uint8_t>(ring->slot_size());
+    if (ce.scratch.size() < ring->slot_size()) {
+      Zeroize(ce.scratch.data(), ce.scratch.size());
+      ce.scratch = std::vector<uint8_t>(ring->slot_size());
     }
-    target = scratch_.data();
+    target = ce.scratch.data();
   }
   std::string aad = ChunkAad(ses->id, req.buffer_id(), req.offset(), n);
   // The slot and the tag are in memory the host can write while the copy
@@ -824,61 +917,69 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
     d = cipher->DecryptFromShared(counter, reinterpret_cast<const uint8_t*>(aad.data()),
                                   aad.size(), ring->slot(req.slot()), n, tag, target);
   }
+  if (options_.decrypt_hook_for_test) options_.decrypt_hook_for_test(req.copy_engine());
   if (options_.copy_engine_hook_for_test) options_.copy_engine_hook_for_test();
 
   // Phase 3, under mu_ again: commit only if nothing changed meanwhile.
   absl::MutexLock l(&mu_);
-  ce_busy_ = false;
+  ce.busy = false;
   if (ring->faulted()) {
     // Its owner truncated the file under the copy engine: what was read
     // past the end read as zeros (a real engine takes an IOMMU fault).
-    return DiscardChunkLocked(target, n, absl::FailedPreconditionError(
+    return DiscardChunkLocked(ce, target, n, absl::FailedPreconditionError(
         "bounce buffer " + std::to_string(req.bounce_id()) +
         " shrank while the copy engine read it (its file was truncated): chunk refused, "
         "nothing was written; attach a ring again"));
   }
+  if (!outside.ok()) {
+    // Refused by the grant. Counted when it authenticated under the slot's
+    // key as it still is: only whoever holds that key could make it.
+    if (d.ok() && session_ == ses && slot->cipher == cipher) ++slot->grant_refusals;
+    return DiscardChunkLocked(ce, target, n, outside);
+  }
   if (!d.ok()) {
-    return DiscardChunkLocked(target, n, absl::UnauthenticatedError(
+    return DiscardChunkLocked(ce, target, n, absl::UnauthenticatedError(
         "chunk refused by copy engine " + lce + ": tag check failed at counter " +
         std::to_string(counter) +
         " (wrong key, replayed or reordered chunk, or tampered data)"));
   }
   absl::Status s = CheckOwnerLocked(domain);
-  if (!s.ok()) return DiscardChunkLocked(target, n, s);
+  if (!s.ok()) return DiscardChunkLocked(ce, target, n, s);
   if (session_ != ses || slot->cipher != cipher || slot->next != counter ||
       data_epoch_ != epoch) {
-    return DiscardChunkLocked(target, n, absl::FailedPreconditionError(
+    return DiscardChunkLocked(ce, target, n, absl::FailedPreconditionError(
         "chunk discarded: the CC session, the engine's IV or device memory changed while "
         "the copy engine decrypted it (re-key, IV rotation, reset, scrub or free); nothing "
         "was written"));
   }
-  if (counter > slot->last) {
-    // The session's owner bounded the window while this chunk was decrypted.
-    return DiscardChunkLocked(target, n, absl::OutOfRangeError(
-        "chunk discarded: its counter " + std::to_string(counter) +
-        " is past the counter window bound set while the copy engine decrypted it"));
+  absl::Status granted = grant_allows(*slot, counter);
+  if (!granted.ok()) {
+    // The session's owner granted the slot while this chunk was decrypted.
+    return DiscardChunkLocked(ce, target, n, absl::Status(granted.code(),
+        "chunk discarded: a grant made while the copy engine decrypted it refuses it: " +
+        std::string(granted.message())));
   }
   // Authenticated; only now is the destination looked at (the AAD bound it).
   auto mit = buffers_.find(req.buffer_id());
   if (mit == buffers_.end() || req.offset() > mit->second.size() ||
       n > mit->second.size() - req.offset()) {
     return DiscardChunkLocked(
-        target, n, absl::OutOfRangeError("chunk would write outside any device buffer"));
+        ce, target, n, absl::OutOfRangeError("chunk would write outside any device buffer"));
   }
   if (whole_page && mit->second.IsWholePage(req.offset(), n)) {
     // The decrypted page takes the old one's place; the old page, which
     // held device memory, is the next spare. Wiped when that data's life
     // ends (EndDataLocked), not per chunk.
-    spare_ = mit->second.Exchange(req.offset(), std::move(spare_));
-    spare_residue_ = true;
+    ce.spare = mit->second.Exchange(req.offset(), std::move(ce.spare));
+    ce.spare_residue = true;
   } else {
     mit->second.Write(req.offset(), target, n);
     // What was decrypted stays behind as a copy of what device memory now
     // holds; wiped likewise.
     if (whole_page) {
-      spare_residue_ = true;
+      ce.spare_residue = true;
     } else {
-      scratch_residue_ = std::max(scratch_residue_, n);
+      ce.scratch_residue = std::max(ce.scratch_residue, n);
     }
   }
   ++slot->ops;
@@ -891,19 +992,19 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
   return slot->next;
 }
 
-absl::Status EmulatedGpu::DiscardChunkLocked(uint8_t* target, size_t n,
+absl::Status EmulatedGpu::DiscardChunkLocked(CopyEngine& ce, uint8_t* target, size_t n,
                                              absl::Status why) {
   ++rejected_chunks_;
-  if (scratch_wipe_pending_) {
-    Zeroize(scratch_.data(), scratch_.size());
-    scratch_residue_ = 0;
-    spare_.Wipe();
-    spare_residue_ = false;
-    scratch_wipe_pending_ = false;
-  } else if (target == spare_.data()) {
+  if (ce.wipe_pending) {
+    Zeroize(ce.scratch.data(), ce.scratch.size());
+    ce.scratch_residue = 0;
+    ce.spare.Wipe();
+    ce.spare_residue = false;
+    ce.wipe_pending = false;
+  } else if (target == ce.spare.data()) {
     // The chunk covered the whole spare: nothing older is left in it.
-    spare_.Wipe();
-    spare_residue_ = false;
+    ce.spare.Wipe();
+    ce.spare_residue = false;
   } else {
     // What this chunk decrypted (the bytes past n are older, committed data).
     Zeroize(target, n);
@@ -912,28 +1013,32 @@ absl::Status EmulatedGpu::DiscardChunkLocked(uint8_t* target, size_t n,
 }
 
 bool EmulatedGpu::ScratchIsClearForTest() {
-  absl::MutexLock ce(&ce_mu_);
-  absl::MutexLock l(&mu_);
-  for (uint8_t b : scratch_) {
-    if (b != 0) return false;
+  LockAllEngines();
+  bool clear = true;
+  {
+    absl::MutexLock l(&mu_);
+    for (const CopyEngine& ce : engines_) {
+      for (uint8_t b : ce.scratch) clear = clear && b == 0;
+      for (size_t i = 0; i < ce.spare.size(); ++i) clear = clear && ce.spare.data()[i] == 0;
+    }
   }
-  for (size_t i = 0; i < spare_.size(); ++i) {
-    if (spare_.data()[i] != 0) return false;
-  }
-  return true;
+  UnlockAllEngines();
+  return clear;
 }
 
 bool EmulatedGpu::MemoryIsZeroForTest() {
-  absl::MutexLock ce(&ce_mu_);
-  absl::MutexLock l(&mu_);
-  for (const auto& b : buffers_) {
-    std::string bytes;
-    b.second.AppendTo(0, b.second.size(), &bytes);
-    for (char c : bytes) {
-      if (c != 0) return false;
+  LockAllEngines();
+  bool zero = true;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& b : buffers_) {
+      std::string bytes;
+      b.second.AppendTo(0, b.second.size(), &bytes);
+      for (char c : bytes) zero = zero && c == 0;
     }
   }
-  return true;
+  UnlockAllEngines();
+  return zero;
 }
 
 void EmulatedGpu::SetOwner(const std::string& domain) {
@@ -1018,6 +1123,7 @@ v1::DeviceStatus EmulatedGpu::Status() {
       ce->set_d2h_copies(d2h.ops);
       ce->set_h2d_channel_counter(h2d.channel);
       ce->set_d2h_channel_counter(d2h.channel);
+      ce->set_h2d_grant_refusals(h2d.grant_refusals);
     }
   }
   return st;

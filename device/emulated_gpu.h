@@ -53,6 +53,10 @@ struct EmulatedGpuOptions {
   // thread after a chunk is decrypted and before it is committed, while the
   // device lock is free (a test can re-key, scrub or reset from here).
   std::function<void()> copy_engine_hook_for_test;
+  // Tests of the engines' concurrency only: called with the engine's number
+  // on its thread while it decrypts (no device lock held), so a test can hold
+  // one engine mid-chunk and see another finish meanwhile.
+  std::function<void(uint32_t engine)> decrypt_hook_for_test;
 };
 
 // The emulated H100 in CC mode: the state and rules of the real device where
@@ -64,21 +68,25 @@ struct EmulatedGpuOptions {
 // strict counter order; each of the eight copy engines (LCE0..LCE7) decrypts
 // host-to-device chunks with its own H2D key at its own next counter (the
 // sender supplies no IV), checks the tag before touching device memory, and
-// refuses replayed, reordered, misaligned or over-threshold chunks; read-backs
+// refuses replayed, reordered, misaligned or over-threshold chunks, and,
+// once the session's owner granted the slot to a window (GrantH2dCommand),
+// any chunk outside that window's buffer, byte range or counters; read-backs
 // leave under the named engine's own D2H key and counter; each slot's IV
 // carries a channel counter that an IV rotation (RotateIvCommand) moves on,
 // closing the old IV space; a reset wipes sessions, keys and memory, and so
 // does a key exchange that the session in force did not authorise.
 //
-// The copy engines (SubmitH2D) run beside everything else: chunks are
-// serialized by their own lock (ce_mu_; the emulation runs one chunk at a
-// time across all engines) and decrypted without the device-wide
-// lock (mu_), which is taken only to check a chunk before and to commit it
-// after, so Control, GetStatus and SetOwner never wait behind a decryption. A
+// The copy engines (SubmitH2D) run beside everything else and beside each
+// other: each engine handles one chunk at a time, in arrival order, under its
+// own lock (CopyEngine::mu), and decrypts without the device-wide lock (mu_),
+// which is taken only to check a chunk before and to commit it after, so
+// Control, GetStatus, SetOwner and the other engines never wait behind a
+// decryption. Commits are serialized by mu_, so engines writing different
+// ranges of one buffer (or the same page) leave each write whole. A
 // chunk whose session, IV, memory or route changed while it was being
 // decrypted (re-key, IV rotation, reset, scrub, free, heartbeat miss) is
 // discarded and changes
-// nothing. A chunk is decrypted into the copy engine's own memory and put in
+// nothing. A chunk is decrypted into its copy engine's own memory and put in
 // place only after its tag checks: a chunk covering one whole 2 MiB page of
 // device memory (device_memory.h) into a spare page that then takes that
 // page's place (the old page becomes the spare), any other chunk into a
@@ -142,6 +150,10 @@ class EmulatedGpu {
   std::string PendingEphemeralForTest();
 
  private:
+  // Takes every engine's lock in engine order (tests and destruction: no
+  // chunk in flight while they hold them).
+  void LockAllEngines() ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  void UnlockAllEngines() ABSL_NO_THREAD_SAFETY_ANALYSIS;
   // One key slot of one copy engine: host-to-device (lce0N_h2d_user, which
   // the engine decrypts with at its next counter) or device-to-host
   // (lce0N_d2h_user, which it encrypts read-backs with at its next counter).
@@ -159,9 +171,13 @@ class EmulatedGpu {
     std::shared_ptr<ChannelCipher> cipher;
     uint64_t channel = 0;  // the channel counter `cipher` was made with
     uint32_t next = kFirstMessageCounter;
-    // H2D only: the last counter a chunk may use (LimitH2dCommand), for the
-    // IV space in force; a rotation lifts it.
+    // H2D only: the grant for the IV space in force (GrantH2dCommand): the
+    // last counter a chunk may use, and the buffer (0: none, writes
+    // anywhere) and byte range it may write. A rotation lifts it.
     uint32_t last = kLastMessageCounter;
+    uint64_t grant_buffer = 0, grant_offset = 0, grant_length = 0;
+    // H2D only: chunks refused under the grant that authenticated.
+    uint64_t grant_refusals = 0;
     bool exhausted = false;
     uint64_t ops = 0, bytes = 0;  // chunks decrypted or copies encrypted
   };
@@ -216,6 +232,10 @@ class EmulatedGpu {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every buffer is gone, each zeroized, as after a reset.
   void WipeMemoryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // GrantH2dCommand: validates every grant, then applies them all; an error
+  // goes in `*r` and grants nothing.
+  void GrantH2dLocked(const v1::GrantH2dCommand& cmd, v1::DeviceReply* r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs a control command; a Read or a Scrub's read-back leaves the bytes
   // as the copy engine's D2H copy in `*d2h_copy` (ciphertext || tag).
   v1::DeviceReply ExecuteLocked(const v1::DeviceCommand& cmd, std::string* d2h_copy)
@@ -228,15 +248,16 @@ class EmulatedGpu {
                      std::string* d2h_copy)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The data in device memory ends (scrub, free, reset, heartbeat miss): a
-  // chunk being decrypted is discarded, and the scratch and the spare page
-  // are wiped now (or by the copy engine as soon as its chunk is discarded).
+  // chunk being decrypted is discarded, and every engine's scratch and spare
+  // page are wiped now (or by the engine as soon as its chunk is discarded).
   void EndDataLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The copy engine's handling of one chunk (SubmitH2D without the release).
   absl::StatusOr<uint32_t> CopyChunk(const std::string& domain,
                                      const v1::SubmitH2DRequest& request);
-  // Phase 3 of a chunk that is not committed: wipes what it decrypted (into
-  // `target`, the scratch or the spare page).
-  absl::Status DiscardChunkLocked(uint8_t* target, size_t n, absl::Status why)
+  struct CopyEngine;
+  // Phase 3 of a chunk that is not committed: wipes what engine `ce`
+  // decrypted (into `target`, its scratch or its spare page).
+  absl::Status DiscardChunkLocked(CopyEngine& ce, uint8_t* target, size_t n, absl::Status why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t MemoryInUseLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The responder's next ephemeral P-384 key, made at idle priority once an
@@ -262,8 +283,28 @@ class EmulatedGpu {
   absl::Mutex eph_mu_;
   std::future<absl::StatusOr<EcKey>> next_ephemeral_ ABSL_GUARDED_BY(eph_mu_);
 
-  // The copy engine: one chunk at a time, taken before mu_ (never after).
-  absl::Mutex ce_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // One copy engine's own memory: the decryption targets, the scratch for
+  // chunks that are copied in and the spare page for whole-page chunks (made
+  // at the first one). Touched by the engine (holding `mu`) while `busy`, and
+  // by mu_ holders only while !busy.
+  struct CopyEngine {
+    // One chunk at a time on this engine; taken before the device's mu_
+    // (never after), and never two engines' at once except all of them in
+    // engine order (tests, destruction).
+    absl::Mutex mu;
+    std::vector<uint8_t> scratch;
+    DevicePage spare{0};
+    // The fields below are guarded by the device's mu_.
+    bool busy = false;
+    // Leading bytes of scratch that may hold plaintext of committed chunks.
+    size_t scratch_residue = 0;
+    // True when spare holds a page that was device memory (plaintext).
+    bool spare_residue = false;
+    // Set by EndDataLocked while busy: the engine wipes all of scratch and
+    // spare.
+    bool wipe_pending = false;
+  };
+  std::array<CopyEngine, kCopyEngines> engines_;
   absl::Mutex mu_;
   std::string owner_ ABSL_GUARDED_BY(mu_);
   uint64_t last_session_id_ ABSL_GUARDED_BY(mu_) = 0;
@@ -277,20 +318,6 @@ class EmulatedGpu {
   // mapped until the copy engine is done reading it.
   std::map<uint64_t, std::shared_ptr<BounceBuffer>> bounces_ ABSL_GUARDED_BY(mu_);
   uint64_t next_bounce_id_ ABSL_GUARDED_BY(mu_) = 1;
-  // The copy engine's decryption targets: the scratch for chunks that are
-  // copied in, the spare page for whole-page chunks (made at the first one).
-  // Touched by the copy engine (holding ce_mu_) while ce_busy_, and by mu_
-  // holders only while !ce_busy_.
-  std::vector<uint8_t> scratch_;
-  DevicePage spare_{0};
-  bool ce_busy_ ABSL_GUARDED_BY(mu_) = false;
-  // Leading bytes of scratch_ that may hold plaintext of committed chunks.
-  size_t scratch_residue_ ABSL_GUARDED_BY(mu_) = 0;
-  // True when spare_ holds a page that was device memory (plaintext).
-  bool spare_residue_ ABSL_GUARDED_BY(mu_) = false;
-  // Set by EndDataLocked while ce_busy_: the copy engine wipes all of
-  // scratch_ and spare_.
-  bool scratch_wipe_pending_ ABSL_GUARDED_BY(mu_) = false;
   // Bumped whenever data in device memory ends; a chunk decrypted across a
   // change is discarded.
   uint64_t data_epoch_ ABSL_GUARDED_BY(mu_) = 0;

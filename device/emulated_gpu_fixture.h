@@ -186,12 +186,49 @@ class EmulatedGpuFixture : public ::testing::Test {
                           : absl::Status(static_cast<absl::StatusCode>(r->code()), r->message());
   }
 
+  // Grants copy engine `engine`'s H2D slot bytes [offset, +length) of
+  // `buffer` at counters up to `last` (GrantH2dCommand); the device's reply.
+  absl::StatusOr<v1::DeviceReply> Grant(uint32_t engine, uint64_t buffer, uint64_t offset,
+                                        uint64_t length, uint32_t last) {
+    v1::DeviceCommand c;
+    v1::H2dGrant* g = c.mutable_grant_h2d()->add_grants();
+    g->set_copy_engine(engine);
+    g->set_buffer_id(buffer);
+    g->set_offset(offset);
+    g->set_length(length);
+    g->set_last_counter(last);
+    return Command(c);
+  }
+  // The session's count of chunks refused under a grant that authenticated
+  // (sealed in every reply).
+  uint64_t GrantRefusals() {
+    v1::DeviceCommand q;
+    q.mutable_query();
+    auto r = Command(q);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->h2d_grant_refusals() : ~uint64_t{0};
+  }
+
+  // Encrypts `data` for (counter, buffer, offset) with `key` into `slot`,
+  // for copy engine `engine`; returns the doorbell request.
+  v1::SubmitH2DRequest StageAt(const ChannelMaterial& key, uint32_t engine, uint32_t counter,
+                               uint32_t slot, uint64_t buffer, uint64_t offset,
+                               const std::string& data) {
+    v1::SubmitH2DRequest r = StageOn(key, counter, slot, buffer, offset, data);
+    r.set_copy_engine(engine);
+    return r;
+  }
+
   // Encrypts `data` for (counter, offset) with `key` into `slot`; returns the
   // doorbell request.
   v1::SubmitH2DRequest Stage(const ChannelMaterial& key, uint32_t counter, uint32_t slot,
                              uint64_t offset, const std::string& data) {
+    return StageOn(key, counter, slot, buffer_, offset, data);
+  }
+  v1::SubmitH2DRequest StageOn(const ChannelMaterial& key, uint32_t counter, uint32_t slot,
+                               uint64_t buffer, uint64_t offset, const std::string& data) {
     auto c = *ChannelCipher::Create(key);
-    std::string aad = ChunkAad(session_, buffer_, offset, data.size());
+    std::string aad = ChunkAad(session_, buffer, offset, data.size());
     uint8_t tag[16];
     EXPECT_TRUE(c->Encrypt(counter, reinterpret_cast<const uint8_t*>(aad.data()),
                            aad.size(), reinterpret_cast<const uint8_t*>(data.data()),
@@ -200,7 +237,7 @@ class EmulatedGpuFixture : public ::testing::Test {
     v1::SubmitH2DRequest r;
     r.set_bounce_id(bounce_id_);
     r.set_slot(slot);
-    r.set_buffer_id(buffer_);
+    r.set_buffer_id(buffer);
     r.set_offset(offset);
     r.set_length(data.size());
     std::memcpy(bounce_->tag(slot), tag, 16);  // where the copy engine reads it

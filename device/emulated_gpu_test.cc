@@ -1855,40 +1855,5 @@ TEST_F(EmulatedGpuTest, AuthorisationSpentOnControlKeepsNothing) {
   EXPECT_TRUE(gpu_->MemoryIsZeroForTest());
 }
 
-// The session's owner bounds the H2D slot to the window it hands out: a
-// holder that keeps the key cannot write one chunk past it while the key
-// lives; a rotation (a new IV space) lifts the bound; a bound may not
-// shorten a window behind chunks already taken.
-TEST_F(EmulatedGpuTest, H2dWindowBoundIsEnforcedByTheDevice) {
-  v1::DeviceCommand limit;
-  limit.mutable_limit_h2d()->set_last_counter(2);
-  auto r = Command(limit);
-  ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_EQ(r->code(), 0) << r->message();
-  EXPECT_EQ(r->h2d_last_counter(), 2u);
-  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 1, 0, 0, std::string(64, 'a'))).ok());
-  ASSERT_TRUE(gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 2, 1, 64, std::string(64, 'b'))).ok());
-  auto past = gpu_->SubmitH2D(kOwner, Stage(keys_.lce_h2d, 3, 2, 128, std::string(64, 'c')));
-  EXPECT_EQ(past.status().code(), absl::StatusCode::kOutOfRange) << past.status();
-  EXPECT_EQ(Read(128, 64), std::string(64, '\0')) << "the refused chunk changed nothing";
-  EXPECT_EQ(gpu_->Status().h2d_next_counter(), 3u);
-  // Shortening behind the chunks taken is refused; the query reports it.
-  limit.mutable_limit_h2d()->set_last_counter(1);
-  r = Command(limit);
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->code(), static_cast<int>(absl::StatusCode::kInvalidArgument)) << r->message();
-  v1::DeviceCommand query;
-  query.mutable_query();
-  EXPECT_EQ(Command(query)->h2d_last_counter(), 2u);
-  // Another engine's slot is not bounded by LCE0's.
-  limit.mutable_limit_h2d()->set_copy_engine(8);
-  EXPECT_EQ(Command(limit)->code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
-  // A rotation opens a new IV space, unbounded until its own hand-off.
-  v1::DeviceCommand rotate;
-  rotate.mutable_rotate_iv()->set_h2d(true);
-  ASSERT_EQ(Command(rotate)->code(), 0);
-  EXPECT_EQ(Command(query)->h2d_last_counter(), kLastMessageCounter);
-}
-
 }  // namespace
 }  // namespace gputravel

@@ -68,14 +68,15 @@ namespace {
 
 // This driver reads back on LCE0, the only engine whose D2H key it derives:
 // a command naming another is refused before the device runs it (and uses
-// that engine's counter or scrubs anything).
+// that engine's counter or scrubs anything). H2D IVs are rotated, and H2D
+// slots granted, on any engine (RotateIv, GrantH2d), never on a command that
+// rides on an exchange.
 absl::Status CheckCopyEngine(const v1::DeviceCommand& cmd) {
   uint32_t engine = 0;
   if (cmd.has_read()) engine = cmd.read().copy_engine();
   if (cmd.has_scrub()) engine = cmd.scrub().copy_engine();
   if (cmd.has_query()) engine = cmd.query().copy_engine();
-  if (cmd.has_rotate_iv()) engine = cmd.rotate_iv().copy_engine();
-  if (cmd.has_limit_h2d()) engine = cmd.limit_h2d().copy_engine();
+  if (cmd.has_rotate_iv() && !cmd.rotate_iv().h2d()) engine = cmd.rotate_iv().copy_engine();
   if (engine != 0) {
     return absl::InvalidArgumentError("the driver reads back, queries and rotates IVs on "
                                       "copy engine 0 only; the command names LCE" +
@@ -90,6 +91,10 @@ absl::Status GpuSession::EstablishAfter(const v1::DeviceCommand& prior,
                                         PriorOutcome* outcome) {
   absl::Status e = CheckCopyEngine(prior);
   if (!e.ok()) return e;
+  if (prior.has_rotate_iv() || prior.has_grant_h2d()) {
+    return absl::InvalidArgumentError(
+        "an IV rotation or an H2D grant riding on a key exchange would end with its session");
+  }
   return EstablishWith(&prior, outcome);
 }
 
@@ -122,6 +127,10 @@ void OpenPrior(SealedChannel* sent_in, D2hReceiver* d2h, uint64_t session_id,
   const bool parsed = reply.ParseFromString(*opened);
   Zeroize(&(*opened)[0], opened->size());
   out->session = absl::OkStatus();
+  if (parsed) {
+    out->h2d_grant_refusals = reply.h2d_grant_refusals();
+    out->h2d_chunks_accepted = reply.h2d_chunks_accepted();
+  }
   if (!parsed) {
     out->reply = absl::DataLossError("GPU reply is malformed");
   } else if (reply.code() != 0) {
@@ -159,7 +168,8 @@ absl::Status GpuSession::EstablishWith(const v1::DeviceCommand* prior,
   D2hReceiver old_d2h = std::move(d2h_);
   d2h_ = D2hReceiver();
   const uint64_t old_id = session_id_;
-  lce_h2d_ = ChannelMaterial();
+  for (ChannelMaterial& k : h2d_) k = ChannelMaterial();
+  session_secret_.Clear();
   memory_kept_ = false;
   if (prior != nullptr) *outcome = PriorOutcome();
   // The identity learned by the last exchange, while its certificate check
@@ -265,7 +275,9 @@ absl::Status GpuSession::Exchange(const KnownDevice& device, EcKey eph,
         "key: refusing the session");
   }
   if (!secret.ok()) return secret.status();
-  auto keys = DeriveDeviceSessionKeys(*secret, transcript);
+  auto session_secret = DeviceSessionSecret(*secret, transcript);
+  if (!session_secret.ok()) return session_secret.status();
+  auto keys = ExpandDeviceSessionKeys(*session_secret);
   if (!keys.ok()) return keys.status();
   auto control = SealedChannel::Create(keys->gsp_h2d, keys->gsp_d2h);
   if (!control.ok()) return control.status();
@@ -273,8 +285,9 @@ absl::Status GpuSession::Exchange(const KnownDevice& device, EcKey eph,
   if (!d2h.ok()) return d2h.status();
   control_ = std::move(*control);
   d2h_ = std::move(*d2h);
-  lce_h2d_ = std::move(keys->lce_h2d);
-  lce_handed_ = false;
+  h2d_[0] = std::move(keys->lce_h2d);
+  h2d_handed_.fill(false);
+  session_secret_ = std::move(*session_secret);  // the other engines' keys, when handed out
   serial_ = device.serial;
   if (expected_serial_.empty()) expected_serial_ = serial_;  // this process's GPU from now on
   session_id_ = resp->session_id();
@@ -446,12 +459,22 @@ absl::Status GpuSession::Heartbeat() {
   return s;
 }
 
-absl::Status GpuSession::RotateIv(bool h2d) {
+absl::Status GpuSession::RotateIv(bool h2d, uint32_t engine) {
+  if (engine >= kCopyEngines || (!h2d && engine != 0)) {
+    return absl::InvalidArgumentError("the driver rotates D2H IVs of LCE0 and H2D IVs of "
+                                      "LCE0..LCE7 only; asked for LCE" +
+                                      std::to_string(engine));
+  }
+  if (h2d && h2d_[engine].key.empty()) {
+    absl::Status d = DeriveH2d(engine);
+    if (!d.ok()) return d;
+  }
   v1::DeviceCommand cmd;
-  cmd.mutable_rotate_iv()->set_copy_engine(0);
+  cmd.mutable_rotate_iv()->set_copy_engine(engine);
   cmd.mutable_rotate_iv()->set_h2d(h2d);
   auto r = Command(cmd);
   absl::Status s;
+  const std::string lce = "LCE" + std::to_string(engine);
   if (!r.ok()) {
     // Whether or not the device rotated (a reply that did not parse), this
     // end cannot know where the slot's IV is: fail closed.
@@ -462,17 +485,17 @@ absl::Status GpuSession::RotateIv(bool h2d) {
             : absl::DataLossError("the GPU rotated LCE0's D2H IV but its next message "
                                   "counter is " + std::to_string(r->d2h_next_counter()) +
                                   ", not the first");
-  } else if (lce_h2d_.channel_counter == std::numeric_limits<uint64_t>::max() ||
-             r->h2d_channel_counter() != lce_h2d_.channel_counter + 1 ||
+  } else if (h2d_[engine].channel_counter == std::numeric_limits<uint64_t>::max() ||
+             r->h2d_channel_counter() != h2d_[engine].channel_counter + 1 ||
              r->h2d_next_counter() != kFirstMessageCounter) {
-    s = absl::DataLossError("the GPU rotated LCE0's H2D IV to channel counter " +
+    s = absl::DataLossError("the GPU rotated " + lce + "'s H2D IV to channel counter " +
                             std::to_string(r->h2d_channel_counter()) + ", message counter " +
                             std::to_string(r->h2d_next_counter()) +
                             "; this end expected the next channel counter and the first "
                             "message counter");
   } else {
-    lce_h2d_.channel_counter = r->h2d_channel_counter();
-    lce_handed_ = false;  // a fresh IV space nobody has used
+    h2d_[engine].channel_counter = r->h2d_channel_counter();
+    h2d_handed_[engine] = false;  // a fresh IV space nobody has used
   }
   // Out of step with the device, or it may be: nothing more can be trusted
   // to be in order, and a fresh exchange is what a spent channel counter
@@ -481,30 +504,41 @@ absl::Status GpuSession::RotateIv(bool h2d) {
   return s;
 }
 
-absl::StatusOr<ChannelMaterial> GpuSession::LceH2dForHandoff() {
+absl::Status GpuSession::DeriveH2d(uint32_t engine) {
+  auto k = DeriveCopyEngineKey(session_secret_, engine, true);
+  if (!k.ok()) return k.status();
+  h2d_[engine] = std::move(*k);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ChannelMaterial>> GpuSession::H2dKeysForHandoff(uint32_t engines) {
   if (!established()) {
     return absl::FailedPreconditionError("no CC session with the GPU: establish first");
   }
-  if (lce_handed_) {
-    absl::Status s = RotateIv(true);
-    if (!s.ok()) return s;
+  if (engines == 0 || engines > kCopyEngines) {
+    return absl::InvalidArgumentError("a hand-off takes 1 to " + std::to_string(kCopyEngines) +
+                                      " copy engines' keys, not " + std::to_string(engines));
   }
-  lce_handed_ = true;
-  return lce_h2d_.Clone();
+  std::vector<ChannelMaterial> out;
+  for (uint32_t e = 0; e < engines; ++e) {
+    if (h2d_[e].key.empty()) {
+      absl::Status d = DeriveH2d(e);
+      if (!d.ok()) return d;
+    }
+    if (h2d_handed_[e]) {
+      absl::Status s = RotateIv(true, e);
+      if (!s.ok()) return s;
+    }
+    h2d_handed_[e] = true;
+    out.push_back(h2d_[e].Clone());
+  }
+  return out;
 }
 
-absl::Status GpuSession::LimitH2d(uint32_t last_counter) {
+absl::Status GpuSession::GrantH2d(const std::vector<v1::H2dGrant>& grants) {
   v1::DeviceCommand cmd;
-  cmd.mutable_limit_h2d()->set_copy_engine(0);
-  cmd.mutable_limit_h2d()->set_last_counter(last_counter);
-  auto r = Command(cmd);
-  if (!r.ok()) return r.status();
-  if (r->h2d_last_counter() != last_counter) {
-    return absl::DataLossError("the GPU bounded LCE0's H2D window at counter " +
-                               std::to_string(r->h2d_last_counter()) + ", not " +
-                               std::to_string(last_counter));
-  }
-  return absl::OkStatus();
+  for (const v1::H2dGrant& g : grants) *cmd.mutable_grant_h2d()->add_grants() = g;
+  return Command(cmd).status();
 }
 
 absl::StatusOr<v1::DeviceReply> GpuSession::QueryChannel() {

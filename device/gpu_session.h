@@ -1,11 +1,13 @@
 #ifndef GPUTRAVEL_DEVICE_GPU_SESSION_H_
 #define GPUTRAVEL_DEVICE_GPU_SESSION_H_
 
+#include <array>
 #include <cstdint>
 #include <future>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -69,6 +71,16 @@ class GpuSession {
     // second one (with a fresh look at the device's identity): the session
     // number then counts both.
     bool retried = false;
+    // The device's count, sealed in the reply under the session that ended,
+    // of chunks its copy engines refused under an H2D grant although they
+    // authenticated (DeviceReply.h2d_grant_refusals): non-zero means a
+    // holder of a handed-out key wrote outside its window. 0 unless the
+    // reply opened under that session (`session` OK).
+    uint64_t h2d_grant_refusals = 0;
+    // Chunks the session's copy engines accepted, all engines together
+    // (DeviceReply.h2d_chunks_accepted), sealed likewise; 0 unless the reply
+    // opened.
+    uint64_t h2d_chunks_accepted = 0;
   };
   // Establish, with `prior` sealed under the current session and executed by
   // the device just before the exchange ends that session, in the same
@@ -106,15 +118,15 @@ class GpuSession {
   absl::Time last_heartbeat() const { return last_heartbeat_; }
   // LCE0's channels: next counters, channel counters and totals.
   absl::StatusOr<v1::DeviceReply> QueryChannel();
-  // Rotates the IV of LCE0's H2D (`h2d`) or D2H key slot on the device and
-  // here (RotateIvCommand): the next channel counter, the first message
-  // counter. Any failure (the device's refusal at its last channel counter
-  // included) abandons the session: establish again. Read and
-  // ScrubAndVerify rotate the D2H IV on their own once at most
-  // iv_rotation_threshold() counters are left, as the driver does (a read
-  // riding on a key exchange, EstablishAfter, is not checked: its session
-  // ends with it); the H2D IV is rotated by LceH2dForHandoff.
-  absl::Status RotateIv(bool h2d);
+  // Rotates the IV of a copy engine's H2D (`h2d`) key slot, or of LCE0's D2H
+  // slot, on the device and here (RotateIvCommand): the next channel
+  // counter, the first message counter. Any failure (the device's refusal at
+  // its last channel counter included) abandons the session: establish
+  // again. Read and ScrubAndVerify rotate the D2H IV on their own once at
+  // most iv_rotation_threshold() counters are left, as the driver does (a
+  // read riding on a key exchange, EstablishAfter, is not checked: its
+  // session ends with it); H2D IVs are rotated by H2dKeysForHandoff.
+  absl::Status RotateIv(bool h2d, uint32_t engine = 0);
   // The driver rotates a channel's IV when at most this many message
   // counters are left (kIvRotationThreshold; tests lower it).
   uint64_t iv_rotation_threshold() const { return iv_rotation_threshold_; }
@@ -130,23 +142,27 @@ class GpuSession {
   // end could not authorise, the first one of a process included.
   bool memory_kept() const { return memory_kept_; }
   bool established() const { return control_ != nullptr; }
-  // The LCE0 H2D key material to hand to a holder (a copy); its window
-  // starts at kFirstMessageCounter. Each hand-off is a key fetch, and a fetch
-  // gets an IV space of its own, as the driver's keystore bumps the channel
-  // counter on every fetch: the session's first hand-off gets the space
+  // The H2D key material of copy engines LCE0..LCE(engines-1) to hand to a
+  // holder (copies, in engine order); each engine's window starts at
+  // kFirstMessageCounter. Each hand-off is a key fetch, and a fetch gets an
+  // IV space of its own, as the driver's keystore bumps the channel counter
+  // on every fetch: the session's first hand-off of an engine gets the space
   // nobody has used (the key existed only in this process until then), a
-  // later one in the same session first rotates the slot's IV (RotateIv, one
-  // sealed command). So no two hand-offs share IVs, and nothing staged for an
-  // earlier window can land in a later one. A rotation separates IVs, not
-  // keys: whoever got the earlier hand-off knows the key of the later one.
-  // So a key whose hand-off left the orchestrator is never handed out again
-  // (TripRunner re-keys on the way home whatever happened); a second fetch in
-  // one session is for a hand-off whose first never left.
-  absl::StatusOr<ChannelMaterial> LceH2dForHandoff();
-  // Bounds LCE0's H2D slot, for the IV space in force, to message counters
-  // up to `last_counter` (LimitH2dCommand): the window about to be handed
-  // out is all the key can write, while it lives.
-  absl::Status LimitH2d(uint32_t last_counter);
+  // later one in the same session first rotates that slot's IV (RotateIv,
+  // one sealed command). So no two hand-offs share IVs, and nothing staged
+  // for an earlier window can land in a later one. A rotation separates IVs,
+  // not keys: whoever got the earlier hand-off knows the key of the later
+  // one. So a key whose hand-off left the orchestrator is never handed out
+  // again (TripRunner re-keys on the way home whatever happened); a second
+  // fetch in one session is for a hand-off whose first never left. LCE0's
+  // key comes with the exchange; another engine's is derived from the
+  // session secret when first handed out (the device makes its slot alike).
+  absl::StatusOr<std::vector<ChannelMaterial>> H2dKeysForHandoff(uint32_t engines);
+  // Grants copy engines' H2D slots, for the IV spaces in force, to the
+  // windows about to be handed out (GrantH2dCommand, one sealed command for
+  // all of them): each key writes only its buffer range, at counters up to
+  // its last, while it lives.
+  absl::Status GrantH2d(const std::vector<v1::H2dGrant>& grants);
 
  private:
   // A device whose identity was checked: certificate against the pinned CA,
@@ -157,6 +173,8 @@ class GpuSession {
     absl::Time fetched;
   };
   absl::StatusOr<KnownDevice> FetchIdentity();
+  // Derives copy engine `engine`'s H2D key from the session secret.
+  absl::Status DeriveH2d(uint32_t engine);
   absl::Status EstablishWith(const v1::DeviceCommand* prior, PriorOutcome* outcome);
   // One P-384 ECDHE with `device` for `request` (made with `eph`); installs
   // the session if it verifies. `*response` gets the response whenever one
@@ -182,8 +200,12 @@ class GpuSession {
   // The copy engine's D2H channel: read-backs arrive encrypted under
   // lce00_d2h_user, and are decrypted here at the counter this end expects.
   D2hReceiver d2h_;
-  ChannelMaterial lce_h2d_;
-  bool lce_handed_ = false;  // the H2D IV space in force was handed out
+  // The session secret (zeroizing) the other engines' keys are derived from.
+  SecretBytes session_secret_;
+  // Each copy engine's H2D key (empty until derived) and whether its IV
+  // space in force was handed out.
+  std::array<ChannelMaterial, kCopyEngines> h2d_;
+  std::array<bool, kCopyEngines> h2d_handed_{};
   bool memory_kept_ = false;
   uint64_t iv_rotation_threshold_ = kIvRotationThreshold;
   absl::Time last_heartbeat_ = absl::InfinitePast();

@@ -16,6 +16,7 @@
 #include "device/h2d_source.h"
 #include "device/h2d_writer.h"
 #include "device/window_digest.h"
+#include "keyxfer/handoff_lanes.h"
 #include "gtest/gtest.h"
 
 namespace gputravel {
@@ -305,6 +306,99 @@ TEST_F(H2dWriterTest, ViewsAndCopiesLandTheSameWindow) {
 
 // The holder agent's way: one ring for every write, mapped by the device for
 // each write and released by each write's last doorbell (no DetachBounce).
+// A window striped over k copy engines (each lane its own key, counters and
+// part of the window, granted to that part on the device): it lands whole,
+// each engine's counter moves by its lane's chunks, no grant refuses
+// anything, and the digest the writer reports is the one the orchestrator
+// recomputes from the read-back with the lanes' keys, whatever k.
+TEST_F(H2dWriterTest, LanesThroughSeveralEnginesLandTheWindowAndKeepTheDigest) {
+  const uint64_t kLength = 40 * 4096 + 96;  // the last chunk is partial
+  const std::string data = RandomString(kLength);
+  for (uint32_t k : {1u, 2u, 3u, 4u, 8u}) {
+    for (int threads : {1, 2, 5}) {
+      Establish();  // fresh counters on every engine; memory kept
+      auto planned = PlanLanes(kLength, 4096, k);
+      ASSERT_TRUE(planned.ok()) << planned.status();
+      std::vector<ChannelMaterial> keys;
+      for (const auto& l : *planned) {
+        keys.push_back(*DeriveCopyEngineKey(secret_, l.copy_engine(), true));
+      }
+      std::vector<H2dLaneWrite> lanes;
+      v1::DeviceCommand grant;
+      for (size_t i = 0; i < planned->size(); ++i) {
+        const v1::H2dLane& l = (*planned)[i];
+        lanes.push_back(H2dLaneWrite{l.copy_engine(), &keys[i],
+                                     CounterWindow{l.first_counter(), l.counter_count()},
+                                     l.offset(), l.length()});
+        v1::H2dGrant* g = grant.mutable_grant_h2d()->add_grants();
+        g->set_copy_engine(l.copy_engine());
+        g->set_buffer_id(big_);
+        g->set_offset(l.offset());
+        g->set_length(l.length());
+        g->set_last_counter(l.first_counter() + l.counter_count() - 1);
+      }
+      ASSERT_EQ(Command(grant)->code(), 0);
+      H2dWriterOptions wo;
+      wo.chunk_size = 4096;
+      wo.threads = threads;
+      wo.bounce_dir = dir_;
+      H2dWriter w(channel_, wo);
+      StringSource src(data);
+      auto stats = w.Write(lanes, session_, big_, 0, kLength, src);
+      ASSERT_TRUE(stats.ok()) << "k " << k << " threads " << threads << ": " << stats.status();
+      EXPECT_EQ(stats->chunks, H2dWriter::ChunksFor(kLength, 4096));
+      EXPECT_EQ(src.outstanding_, 0);
+      EXPECT_TRUE(ReadBig(kLength) == data) << "k " << k << " threads " << threads;
+      auto digest = WindowDigest(lanes, session_, big_, 0, data, 4096);
+      ASSERT_TRUE(digest.ok()) << digest.status();
+      EXPECT_EQ(*digest, stats->digest) << "k " << k;
+      EXPECT_EQ(GrantRefusals(), 0u);
+      const v1::DeviceStatus st = gpu_->Status();
+      EXPECT_EQ(st.bounce_buffers(), 0u) << "every lane's last doorbell released its mapping";
+      for (const auto& ce : st.copy_engines()) {
+        uint32_t want = 0;
+        for (const auto& l : *planned) {
+          if (l.copy_engine() == ce.engine()) want = l.counter_count();
+        }
+        EXPECT_EQ(ce.h2d_chunks(), want) << "k " << k << " LCE" << ce.engine();
+      }
+    }
+  }
+  // One lane: the same digest as the single-key form.
+  std::vector<H2dLaneWrite> one{H2dLaneWrite{0, &keys_.lce_h2d, CounterWindow{1, 41}, 0, kLength}};
+  EXPECT_EQ(*WindowDigest(one, session_, big_, 0, data, 4096),
+            *WindowDigest(keys_.lce_h2d, session_, big_, 0, data, 4096, 1));
+}
+
+// One lane's key is not its engine's: the device refuses that lane, the
+// write stops with that refusal, the other lanes stop too, and no mapping
+// of the ring is left behind.
+TEST_F(H2dWriterTest, OneLaneRefusedStopsTheWholeWrite) {
+  const uint64_t kLength = 64 * 4096;
+  Establish();
+  auto planned = *PlanLanes(kLength, 4096, 4);
+  std::vector<ChannelMaterial> keys;
+  for (const auto& l : planned) keys.push_back(*DeriveCopyEngineKey(secret_, l.copy_engine(), true));
+  keys[2] = keys[1].Clone();  // LCE1's key on LCE2
+  std::vector<H2dLaneWrite> lanes;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const v1::H2dLane& l = planned[i];
+    lanes.push_back(H2dLaneWrite{l.copy_engine(), &keys[i],
+                                 CounterWindow{l.first_counter(), l.counter_count()}, l.offset(),
+                                 l.length()});
+  }
+  H2dWriterOptions wo;
+  wo.chunk_size = 4096;
+  wo.threads = 4;
+  wo.bounce_dir = dir_;
+  H2dWriter w(channel_, wo);
+  StringSource src(RandomString(kLength));
+  auto stats = w.Write(lanes, session_, big_, 0, kLength, src);
+  EXPECT_EQ(stats.status().code(), absl::StatusCode::kUnauthenticated) << stats.status();
+  EXPECT_EQ(src.outstanding_, 0);
+  EXPECT_EQ(gpu_->Status().bounce_buffers(), 0u);
+}
+
 TEST_F(H2dWriterTest, KeptRingServesEveryWriteAndTheLastDoorbellReleasesIt) {
   BouncePool pool(dir_);
   const size_t rings_before = gpu_->Status().bounce_buffers();  // the fixture's own

@@ -30,14 +30,18 @@ double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// What every chunk of one write shares.
+// What every chunk of one lane of a write shares: `dest_offset` and
+// `source_offset` are where the lane starts in the device buffer and in the
+// source, `length` its bytes, and its slots are `slot_base`.. of the ring.
 struct WindowPlan {
   const ChannelMaterial* key;
-  uint64_t session_id, buffer_id, dest_offset, length;
+  uint32_t engine;
+  uint64_t session_id, buffer_id, dest_offset, source_offset, length;
   CounterWindow window;
   uint32_t chunk_size, n_chunks;
   uint64_t bounce_id;
   BounceBuffer* ring;
+  uint32_t slot_base;
   H2dSource* source;
 
   uint32_t ChunkLen(uint32_t i) const {
@@ -46,24 +50,29 @@ struct WindowPlan {
   }
   // The last chunk's doorbell also releases the ring from the device. The
   // chunk's tag is in the ring's tag area already (StageTag).
+  // `slot` is the lane's own slot number (0..); the ring's is slot_base + slot.
   v1::SubmitH2DRequest Doorbell(uint32_t i, uint32_t slot) const {
     v1::SubmitH2DRequest req;
     req.set_release_bounce(i + 1 == n_chunks);
     req.set_bounce_id(bounce_id);
-    req.set_slot(slot);
+    req.set_slot(slot_base + slot);
     req.set_buffer_id(buffer_id);
     req.set_offset(dest_offset + uint64_t{i} * chunk_size);
     req.set_length(ChunkLen(i));
-    req.set_tag_offset(ring->tag_offset(slot));
+    req.set_tag_offset(ring->tag_offset(slot_base + slot));
     req.set_session_id(session_id);
+    req.set_copy_engine(engine);
     return req;
   }
+  uint8_t* Slot(uint32_t slot) const { return ring->slot(slot_base + slot); }
   // Puts a slot's tag where the copy engine reads it. The host can change it
   // there; the chunk is then refused, and the digest uses the private copy.
   void StageTag(uint32_t slot, const uint8_t* tag) const {
-    std::memcpy(ring->tag(slot), tag, kGcmTagSize);
+    std::memcpy(ring->tag(slot_base + slot), tag, kGcmTagSize);
   }
 };
+
+using Tag = std::array<uint8_t, kGcmTagSize>;
 
 // Gets chunk i's plaintext (a view, or a copy into `staging`) and encrypts it
 // into `out`. The view is released as soon as the encryption is done.
@@ -76,7 +85,7 @@ absl::Status EncryptChunk(const WindowPlan& p, ChannelCipher& cipher, uint32_t i
   PlaintextView view;
   const uint8_t* in = nullptr;
   if (p.source->CanView()) {
-    auto v = p.source->View(off, n);
+    auto v = p.source->View(p.source_offset + off, n);
     if (!v.ok()) return v.status();
     if (v->size() != n || v->data() == nullptr) {
       return absl::InternalError("plaintext source lent " + std::to_string(v->size()) +
@@ -86,7 +95,7 @@ absl::Status EncryptChunk(const WindowPlan& p, ChannelCipher& cipher, uint32_t i
     in = view.data();
   } else {
     if (staging.size() < n) staging.resize(n);  // a worker's first chunk is its largest
-    absl::Status s = p.source->Read(off, staging.data(), n);
+    absl::Status s = p.source->Read(p.source_offset + off, staging.data(), n);
     if (!s.ok()) return s;
     in = staging.data();
   }
@@ -100,61 +109,90 @@ absl::Status EncryptChunk(const WindowPlan& p, ChannelCipher& cipher, uint32_t i
 
 }  // namespace
 
-// The writer's call to the device in progress, which Cancel() cancels.
+// How long the device has held a doorbell without acknowledging it, over
+// every lane of the write: set when a doorbell goes out with none
+// outstanding, moved on by each ack that leaves others outstanding, cleared
+// by the ack of the last one. Read from any thread (H2dWriter::DeviceWait).
+class DeviceWaitClock {
+ public:
+  void Rang() {
+    absl::MutexLock l(&mu_);
+    if (outstanding_++ == 0) since_ = absl::Now();
+  }
+  void Acked() {
+    absl::MutexLock l(&mu_);
+    if (outstanding_ > 0) --outstanding_;
+    since_ = absl::Now();
+  }
+  // The write is over: nothing is outstanding any more.
+  void Clear() {
+    absl::MutexLock l(&mu_);
+    outstanding_ = 0;
+  }
+  absl::Duration Wait() {
+    absl::MutexLock l(&mu_);
+    return outstanding_ == 0 ? absl::ZeroDuration() : absl::Now() - since_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  uint64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time since_ ABSL_GUARDED_BY(mu_);
+};
+
+// The writer's calls to the device in progress (one per lane), which
+// Cancel() cancels, and which a lane that failed aborts (Abort) so that the
+// write's other lanes stop too; and how long the device has kept them
+// waiting (`wait`).
 struct H2dCancelPoint {
+  DeviceWaitClock wait;
   absl::Mutex mu;
   bool cancelled ABSL_GUARDED_BY(mu) = false;
-  grpc::ClientContext* active ABSL_GUARDED_BY(mu) = nullptr;
+  bool aborted ABSL_GUARDED_BY(mu) = false;  // this write's, reset by Begin
+  std::vector<grpc::ClientContext*> active ABSL_GUARDED_BY(mu);
 
-  // Makes `ctx` the call Cancel() reaches, until Leave(); false once the
-  // writer was cancelled (the call must not start).
+  // A write starts: no lane of it has failed.
+  void Begin() {
+    wait.Clear();
+    absl::MutexLock l(&mu);
+    aborted = false;
+  }
+  // Makes `ctx` a call Cancel() reaches, until Leave(ctx); false once the
+  // writer was cancelled or the write aborted (the call must not start).
   bool Enter(grpc::ClientContext* ctx) {
     absl::MutexLock l(&mu);
-    if (cancelled) return false;
-    active = ctx;
+    if (cancelled || aborted) return false;
+    active.push_back(ctx);
     return true;
   }
-  void Leave() {
+  // Enter, also after an abort: a lane's clean-up (its ring's detach) still
+  // runs when another lane failed, not after a Cancel.
+  bool EnterUnlessCancelled(grpc::ClientContext* ctx) {
     absl::MutexLock l(&mu);
-    active = nullptr;
+    if (cancelled) return false;
+    active.push_back(ctx);
+    return true;
+  }
+  void Leave(grpc::ClientContext* ctx) {
+    absl::MutexLock l(&mu);
+    active.erase(std::remove(active.begin(), active.end(), ctx), active.end());
   }
   void Cancel() {
     absl::MutexLock l(&mu);
     cancelled = true;
-    if (active != nullptr) active->TryCancel();
+    for (grpc::ClientContext* c : active) c->TryCancel();
+  }
+  // One lane failed: the write's other calls stop (the first failure is the
+  // write's).
+  void Abort() {
+    absl::MutexLock l(&mu);
+    aborted = true;
+    for (grpc::ClientContext* c : active) c->TryCancel();
   }
   bool IsCancelled() {
     absl::MutexLock l(&mu);
     return cancelled;
   }
-};
-
-// How long the device has held a doorbell without acknowledging it: set
-// when a doorbell goes out with none outstanding, moved on by each ack that
-// leaves others outstanding, cleared by the ack of the last one. Read from
-// any thread (H2dWriter::DeviceWait).
-class DeviceWaitClock {
- public:
-  // A doorbell is about to go out; `outstanding_before`: earlier ones are
-  // still unacknowledged (their wait goes on).
-  void Rang(bool outstanding_before) {
-    if (!outstanding_before) since_ns_.store(NowNs());
-  }
-  // The device acknowledged a chunk; `still_outstanding`: others wait.
-  void Acked(bool still_outstanding) { since_ns_.store(still_outstanding ? NowNs() : 0); }
-  void Clear() { since_ns_.store(0); }
-  absl::Duration Wait() const {
-    const int64_t since = since_ns_.load();
-    return since == 0 ? absl::ZeroDuration() : absl::Nanoseconds(NowNs() - since);
-  }
-
- private:
-  static int64_t NowNs() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-  std::atomic<int64_t> since_ns_{0};
 };
 
 namespace {
@@ -166,16 +204,14 @@ absl::Status Cancelled() {
 
 // A window of one chunk (the 4 KiB trip): everything on the calling thread,
 // one unary doorbell.
-absl::StatusOr<std::string> WriteOneChunk(const WindowPlan& p,
-                                          const v1::AttachBounceRequest& attach,
-                                          v1::Device::Stub& stub, H2dCancelPoint& cancel,
-                                          DeviceWaitClock& wait, double* source_seconds) {
+absl::Status WriteOneChunk(const WindowPlan& p, const v1::AttachBounceRequest& attach,
+                           v1::Device::Stub& stub, H2dCancelPoint& cancel,
+                           double* source_seconds, std::vector<Tag>* tags) {
   auto cipher = ChannelCipher::Create(*p.key);
   if (!cipher.ok()) return cipher.status();
   std::vector<uint8_t> staging;
   uint8_t tag[kGcmTagSize];
-  absl::Status st = EncryptChunk(p, **cipher, 0, staging, p.ring->slot(0), tag,
-                                 source_seconds);
+  absl::Status st = EncryptChunk(p, **cipher, 0, staging, p.Slot(0), tag, source_seconds);
   Zeroize(staging.data(), staging.size());
   if (!st.ok()) return st;
   // One call: the device maps the ring, decrypts the chunk and unmaps the
@@ -188,17 +224,17 @@ absl::StatusOr<std::string> WriteOneChunk(const WindowPlan& p,
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   if (!cancel.Enter(&ctx)) return Cancelled();
-  wait.Rang(false);
+  cancel.wait.Rang();
   st = FromGrpc(stub.SubmitH2D(&ctx, req, &resp), "GPU SubmitH2D");
-  wait.Clear();
-  cancel.Leave();
+  cancel.wait.Acked();
+  cancel.Leave(&ctx);
   // A chunk that landed before the cancel is a success; a call the cancel
   // stopped is CANCELLED.
   if (st.code() == absl::StatusCode::kCancelled && cancel.IsCancelled()) return Cancelled();
   if (!st.ok()) return st;
-  TagDigest digest;
-  digest.Add(tag);
-  return digest.Final();
+  tags->push_back(Tag());
+  std::copy(tag, tag + kGcmTagSize, tags->back().begin());
+  return absl::OkStatus();
 }
 
 // A window of several chunks: `threads` workers and one SubmitH2DStream.
@@ -223,11 +259,9 @@ class StreamPipeline {
         ready_(slots, -1), tags_(slots) {}
 
   // `*released` is set once the device acknowledged the last chunk, whose
-  // doorbell released the ring.
-  absl::StatusOr<std::string> Run(v1::Device::Stub& stub, H2dCancelPoint& cancel,
-                                  DeviceWaitClock& wait, double* source_seconds,
-                                  bool* released) {
-    wait_ = &wait;
+  // doorbell released the ring. The chunks' tags go to `*tags`, in order.
+  absl::Status Run(v1::Device::Stub& stub, H2dCancelPoint& cancel, double* source_seconds,
+                   bool* released, std::vector<Tag>* tags) {
     std::vector<std::unique_ptr<ChannelCipher>> ciphers;
     for (int t = 0; t < threads_; ++t) {
       auto c = ChannelCipher::Create(*p_.key);
@@ -241,10 +275,12 @@ class StreamPipeline {
     // Cancel() cancels the stream: the ack reader wakes, and with it the
     // workers waiting for a slot.
     if (!cancel.Enter(&ctx_)) return Cancelled();
+    wait_ = &cancel.wait;
     struct Leave {
       H2dCancelPoint& c;
-      ~Leave() { c.Leave(); }
-    } leave{cancel};
+      grpc::ClientContext* ctx;
+      ~Leave() { c.Leave(ctx); }
+    } leave{cancel, &ctx_};
     stream_ = stub.SubmitH2DStream(&ctx_);
     std::vector<double> seconds(threads_, 0);
     std::vector<std::thread> workers;
@@ -253,12 +289,12 @@ class StreamPipeline {
       workers.emplace_back([this, t, &ciphers, &seconds] { Work(*ciphers[t], &seconds[t]); });
     }
 
-    TagDigest digest;
     uint64_t acked = 0;
     while (acked < p_.n_chunks) {
       v1::SubmitH2DAck ack;
       if (!stream_->Read(&ack)) break;  // the device ended the stream
       const uint32_t s = static_cast<uint32_t>(acked % slots_);
+      const uint32_t ring_slot = p_.slot_base + s;
       // The copy engine stops at the last counter (it then refuses the key).
       const uint64_t next = std::min<uint64_t>(uint64_t{p_.window.first} + acked + 1,
                                                kLastMessageCounter);
@@ -274,7 +310,7 @@ class StreamPipeline {
             "the copy engine this writer is feeding"));
         break;
       }
-      if (ack.sequence() != acked || ack.slot() != s || ack.next_counter() != next) {
+      if (ack.sequence() != acked || ack.slot() != ring_slot || ack.next_counter() != next) {
         Fail(absl::InternalError(
             "the GPU acknowledged chunk " + std::to_string(ack.sequence()) + " (slot " +
             std::to_string(ack.slot()) + ", next counter " +
@@ -283,9 +319,9 @@ class StreamPipeline {
         break;
       }
       std::lock_guard<std::mutex> l(mu_);
-      digest.Add(tags_[s].data());  // the slot is reused only after this ack
+      tags->push_back(tags_[s]);  // the slot is reused only after this ack
       acked_ = ++acked;
-      wait.Acked(acked_ < rung_);
+      wait_->Acked();
       slot_free_[s].notify_one();
     }
     {
@@ -313,7 +349,7 @@ class StreamPipeline {
                                  std::to_string(p_.n_chunks) + " chunks without an error");
     }
     *released = true;
-    return digest.Final();
+    return absl::OkStatus();
   }
 
  private:
@@ -329,8 +365,7 @@ class StreamPipeline {
         if (stop_) break;
       }
       uint8_t tag[kGcmTagSize];
-      absl::Status st = EncryptChunk(p_, cipher, i, staging, p_.ring->slot(s), tag,
-                                     source_seconds);
+      absl::Status st = EncryptChunk(p_, cipher, i, staging, p_.Slot(s), tag, source_seconds);
       if (!st.ok()) {
         Fail(st);
         break;
@@ -355,8 +390,8 @@ class StreamPipeline {
       const uint32_t ks = k % slots_;
       ready_[ks] = -1;
       v1::SubmitH2DRequest req = p_.Doorbell(k, ks);
-      wait_->Rang(rung_ > acked_);
       rung_ = k + 1;  // before the write: its ack can come before it returns
+      wait_->Rang();
       l.unlock();
       const bool last = k + 1 == p_.n_chunks;
       // The last doorbell also half-closes: the device then ends the stream.
@@ -398,12 +433,12 @@ class StreamPipeline {
   std::vector<std::condition_variable> slot_free_;  // one per slot
   uint64_t acked_ = 0;               // chunks the device acknowledged
   std::vector<int64_t> ready_;       // per slot: encrypted chunk awaiting its doorbell
-  std::vector<std::array<uint8_t, kGcmTagSize>> tags_;  // per slot
+  std::vector<Tag> tags_;  // per slot
   uint32_t next_doorbell_ = 0;
   uint64_t rung_ = 0;  // doorbells handed to the stream (an ack needs one)
+  DeviceWaitClock* wait_ = nullptr;  // the writer's, set by Run
   bool ringing_ = false;
   bool stop_ = false;
-  DeviceWaitClock* wait_ = nullptr;  // set by Run
   absl::Status error_;  // first failure on this side
 };
 
@@ -412,14 +447,13 @@ class StreamPipeline {
 H2dWriter::H2dWriter(std::shared_ptr<grpc::Channel> device, H2dWriterOptions options)
     : stub_(v1::Device::NewStub(device)),
       options_(std::move(options)),
-      cancel_(std::make_unique<H2dCancelPoint>()),
-      wait_(std::make_unique<DeviceWaitClock>()) {}
+      cancel_(std::make_unique<H2dCancelPoint>()) {}
 
 H2dWriter::~H2dWriter() = default;
 
 void H2dWriter::Cancel() { cancel_->Cancel(); }
 
-absl::Duration H2dWriter::DeviceWait() const { return wait_->Wait(); }
+absl::Duration H2dWriter::DeviceWait() const { return cancel_->wait.Wait(); }
 
 uint32_t H2dWriter::ChunksFor(uint64_t length, uint32_t chunk_size) {
   return static_cast<uint32_t>((length + chunk_size - 1) / chunk_size);
@@ -449,6 +483,89 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
 absl::StatusOr<H2dWriteStats> H2dWriter::Write(
     const ChannelMaterial& key, uint64_t session_id, uint64_t buffer_id,
     uint64_t dest_offset, uint64_t length, CounterWindow window, H2dSource& source) {
+  std::vector<H2dLaneWrite> one(1);
+  one[0].key = &key;
+  one[0].window = window;
+  one[0].length = length;
+  return Write(one, session_id, buffer_id, dest_offset, length, source);
+}
+
+std::vector<H2dWriter::Plan> H2dWriter::PlanLanes(const std::vector<uint64_t>& lane_lengths,
+                                                  const H2dWriterOptions& options) {
+  const size_t k = lane_lengths.size();
+  std::vector<Plan> plans;
+  if (k == 1) {
+    plans.push_back(PlanFor(lane_lengths[0], options));
+    return plans;
+  }
+  // The workers are shared out among the lanes (at least one each), and so
+  // is the ring's depth (at least one slot per worker plus one at the
+  // device); every slot is a whole chunk.
+  const int total = std::clamp(options.threads, 1, kMaxWriterThreads);
+  for (size_t i = 0; i < k; ++i) {
+    H2dWriterOptions o = options;
+    o.threads = std::max<int>(1, total / static_cast<int>(k) +
+                                     (static_cast<int>(i) < total % static_cast<int>(k)));
+    o.slots = std::max<uint32_t>(1, options.slots / static_cast<uint32_t>(k));
+    Plan p = PlanFor(lane_lengths[i], o);
+    p.slot_size = options.chunk_size;
+    plans.push_back(p);
+  }
+  return plans;
+}
+
+namespace {
+
+// One lane's writing: attach its view of the ring (unless its one chunk's
+// doorbell does), run its chunks, release the ring.
+absl::Status WriteLane(const WindowPlan& base, const H2dWriter::Plan& geometry,
+                       const v1::AttachBounceRequest& attach, v1::Device::Stub& stub,
+                       H2dCancelPoint& cancel, double* source_seconds,
+                       std::vector<Tag>* tags) {
+  WindowPlan plan = base;
+  if (plan.n_chunks == 1) {
+    return WriteOneChunk(plan, attach, stub, cancel, source_seconds, tags);
+  }
+  {
+    v1::AttachBounceResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!cancel.Enter(&ctx)) return Cancelled();
+    absl::Status s = FromGrpc(stub.AttachBounce(&ctx, attach, &resp), "GPU AttachBounce");
+    cancel.Leave(&ctx);
+    if (!s.ok()) {
+      // A cancelled attach: the ring, if mapped, goes with the session or
+      // the route.
+      return s.code() == absl::StatusCode::kCancelled && cancel.IsCancelled() ? Cancelled()
+                                                                              : s;
+    }
+    plan.bounce_id = resp.bounce_id();
+  }
+  bool released = false;
+  absl::Status st = StreamPipeline(plan, geometry.slots, geometry.threads)
+                        .Run(stub, cancel, source_seconds, &released, tags);
+  if (!released) {
+    // The last doorbell never reached the device. Best effort: the device
+    // also drops rings when the session ends.
+    v1::DetachBounceRequest dreq;
+    dreq.set_bounce_id(plan.bounce_id);
+    v1::DetachBounceResponse dresp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    if (cancel.EnterUnlessCancelled(&ctx)) {  // not after a Cancel: the device may be stalled
+      (void)stub.DetachBounce(&ctx, dreq, &dresp);
+      cancel.Leave(&ctx);
+    }
+  }
+  return st;
+}
+
+}  // namespace
+
+absl::StatusOr<H2dWriteStats> H2dWriter::Write(const std::vector<H2dLaneWrite>& lanes,
+                                               uint64_t session_id, uint64_t buffer_id,
+                                               uint64_t dest_offset, uint64_t length,
+                                               H2dSource& source) {
   if (cancel_->IsCancelled()) return Cancelled();  // nothing is read or encrypted
   const uint32_t cs = options_.chunk_size;
   if (cs == 0 || cs % 32 != 0) {
@@ -460,27 +577,56 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
   if (length == 0) {
     return absl::InvalidArgumentError("the window is empty: there is nothing to write");
   }
-  const uint32_t n_chunks = ChunksFor(length, cs);
-  if (n_chunks != window.count) {
-    return absl::InvalidArgumentError(
-        "counter window holds " + std::to_string(window.count) + " counters but " +
-        std::to_string(length) + " bytes need " + std::to_string(n_chunks) + " chunks");
+  if (lanes.empty() || lanes.size() > kCopyEngines) {
+    return absl::InvalidArgumentError("a window is written through 1 to " +
+                                      std::to_string(kCopyEngines) + " copy engines, not " +
+                                      std::to_string(lanes.size()));
   }
-  // Counters are 32-bit: a window must not start at 0 or wrap past the last
-  // one, or two chunks would share an IV (P4 rests on this too, not only on
-  // the orchestrator that cut the window).
-  auto usable = CounterWindowAt(window.first, window.count);
-  if (!usable.ok()) {
-    // Its own code: RESOURCE_EXHAUSTED where only a fresh key exchange helps.
-    return absl::Status(usable.status().code(),
-                        "counter window [" + std::to_string(window.first) + ", +" +
-                            std::to_string(window.count) + ") cannot be used: " +
-                            std::string(usable.status().message()));
+  // The lanes tile the window in order, on chunk boundaries, each with one
+  // counter per chunk in a usable window.
+  uint64_t at = 0;
+  std::vector<uint64_t> lane_lengths;
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    const H2dLaneWrite& l = lanes[i];
+    const std::string name = "lane " + std::to_string(i) + " (LCE" + std::to_string(l.engine) + ")";
+    if (l.key == nullptr) return absl::InvalidArgumentError(name + " has no key");
+    if (l.offset != at || l.offset % cs != 0 || l.length == 0 || l.length > length - at) {
+      return absl::InvalidArgumentError(
+          name + " [" + std::to_string(l.offset) + ", +" + std::to_string(l.length) +
+          ") does not follow the previous lane on a chunk boundary inside the window");
+    }
+    const uint32_t n_chunks = ChunksFor(l.length, cs);
+    if (n_chunks != l.window.count) {
+      return absl::InvalidArgumentError(
+          name + ": counter window holds " + std::to_string(l.window.count) + " counters but " +
+          std::to_string(l.length) + " bytes need " + std::to_string(n_chunks) + " chunks");
+    }
+    // Counters are 32-bit: a window must not start at 0 or wrap past the
+    // last one, or two chunks would share an IV (P4 rests on this too, not
+    // only on the orchestrator that cut the window).
+    auto usable = CounterWindowAt(l.window.first, l.window.count);
+    if (!usable.ok()) {
+      // Its own code: RESOURCE_EXHAUSTED where only a fresh key exchange helps.
+      return absl::Status(usable.status().code(),
+                          name + ": counter window [" + std::to_string(l.window.first) + ", +" +
+                              std::to_string(l.window.count) + ") cannot be used: " +
+                              std::string(usable.status().message()));
+    }
+    lane_lengths.push_back(l.length);
+    at += l.length;
   }
-  const Plan geometry = PlanFor(length, options_);
-  const int threads = geometry.threads;
-  const uint32_t slots = geometry.slots;
-  const uint32_t slot_size = geometry.slot_size;
+  if (at != length) {
+    return absl::InvalidArgumentError("the lanes cover " + std::to_string(at) + " of the " +
+                                      std::to_string(length) + " bytes to write");
+  }
+  const std::vector<Plan> plans = PlanLanes(lane_lengths, options_);
+  std::vector<uint32_t> bases;
+  uint32_t slots = 0;
+  for (const Plan& p : plans) {
+    bases.push_back(slots);
+    slots += p.slots;
+  }
+  const uint32_t slot_size = plans[0].slot_size;
   auto t0 = Clock::now();
   // Without the holder's pool, a pool for this write alone: its ring is
   // removed when the write ends.
@@ -490,6 +636,8 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
     own_pool = std::make_unique<BouncePool>(options_.bounce_dir);
     pool = own_pool.get();
   }
+  // One ring for the write; each lane uses its own slots of it, through a
+  // mapping of its own (a lane's doorbells release only that mapping).
   auto lease = pool->Acquire(slots, slot_size);
   if (!lease.ok()) return lease.status();
   BounceBuffer* ring = lease->ring();
@@ -497,53 +645,53 @@ absl::StatusOr<H2dWriteStats> H2dWriter::Write(
   attach.set_path(ring->path());
   attach.set_slots(slots);
   attach.set_slot_size(slot_size);
-  // A one-chunk window's doorbell attaches the ring itself (and releases it);
-  // a stream needs the ring attached first.
-  uint64_t bounce_id = 0;
-  if (n_chunks > 1) {
-    v1::AttachBounceResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    if (!cancel_->Enter(&ctx)) return Cancelled();
-    absl::Status s =
-        FromGrpc(stub_->AttachBounce(&ctx, attach, &resp), "GPU AttachBounce");
-    cancel_->Leave();
-    if (!s.ok()) {
-      // A cancelled attach: the ring, if mapped, goes with the session or
-      // the route.
-      return s.code() == absl::StatusCode::kCancelled && cancel_->IsCancelled() ? Cancelled() : s;
-    }
-    bounce_id = resp.bounce_id();
-  }
 
-  WindowPlan plan{&key,     session_id, buffer_id, dest_offset, length, window,
-                  cs,       n_chunks,   bounce_id, ring,        &source};
-  double source_seconds = 0;
-  bool released = false;
-  absl::StatusOr<std::string> digest =
-      n_chunks == 1
-          ? WriteOneChunk(plan, attach, *stub_, *cancel_, *wait_, &source_seconds)
-          : StreamPipeline(plan, slots, threads)
-                .Run(*stub_, *cancel_, *wait_, &source_seconds, &released);
-  wait_->Clear();
-  if (n_chunks > 1 && !released) {
-    // The last doorbell never reached the device. Best effort: the device
-    // also drops rings when the session ends.
-    v1::DetachBounceRequest dreq;
-    dreq.set_bounce_id(bounce_id);
-    v1::DetachBounceResponse dresp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    if (cancel_->Enter(&ctx)) {  // not after a Cancel: the device may be stalled
-      (void)stub_->DetachBounce(&ctx, dreq, &dresp);
-      cancel_->Leave();
+  cancel_->Begin();
+  const size_t k = lanes.size();
+  std::vector<std::vector<Tag>> tags(k);
+  std::vector<double> seconds(k, 0);
+  std::vector<absl::Status> results(k);
+  absl::Mutex first_mu;
+  absl::Status first;  // the first lane failure in time is the write's
+  auto run = [&](size_t i) {
+    const H2dLaneWrite& l = lanes[i];
+    WindowPlan plan{l.key,     l.engine, session_id, buffer_id, dest_offset + l.offset,
+                    l.offset,  l.length, l.window,   cs,        ChunksFor(l.length, cs),
+                    0,         ring,     bases[i],   &source};
+    results[i] = WriteLane(plan, plans[i], attach, *stub_, *cancel_, &seconds[i], &tags[i]);
+    if (!results[i].ok()) {
+      {
+        absl::MutexLock l(&first_mu);
+        if (first.ok()) first = results[i];
+      }
+      cancel_->Abort();
     }
+  };
+  std::vector<std::thread> others;
+  for (size_t i = 1; i < k; ++i) others.emplace_back(run, i);
+  run(0);
+  for (auto& t : others) t.join();
+  cancel_->wait.Clear();  // every lane is over
+  if (!first.ok()) {
+    if (cancel_->IsCancelled()) return Cancelled();
+    return first;
   }
-  if (!digest.ok()) return digest.status();
+  // The window's digest: every chunk's tag in window order (lane by lane),
+  // whatever the number of lanes.
+  TagDigest digest;
+  uint64_t chunks = 0;
+  double source_seconds = 0;
+  for (size_t i = 0; i < k; ++i) {
+    for (const Tag& t : tags[i]) digest.Add(t.data());
+    chunks += tags[i].size();
+    source_seconds += seconds[i];
+  }
+  auto d = digest.Final();
+  if (!d.ok()) return d.status();
   H2dWriteStats stats;
   stats.bytes = length;
-  stats.chunks = n_chunks;
-  stats.digest = std::move(*digest);
+  stats.chunks = chunks;
+  stats.digest = std::move(*d);
   stats.read_seconds = source_seconds;
   stats.total_seconds = Since(t0);
   stats.zero_copy = source.CanView();

@@ -5,10 +5,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "device/bounce_pool.h"
+#include "device/h2d_lane.h"
 #include "device/h2d_source.h"
 #include "keyxfer/cc_channel.h"
 #include "keyxfer/counter_window.h"
@@ -18,7 +20,6 @@
 namespace gputravel {
 
 struct H2dCancelPoint;  // where Cancel() reaches the call in progress
-class DeviceWaitClock;  // how long the device has held a doorbell
 
 // The most encryption workers a write uses: more only contend for the same
 // cores and ring (and the ring, one slot per worker plus one, has at most 64
@@ -52,8 +53,9 @@ struct H2dWriteStats {
   bool zero_copy = false;
 };
 
-// The holder's copy-engine path. Chunk i of the window gets counter
-// window.first + i. Workers take chunk indices in counter order, get the
+// The holder's copy-engine path. A window is written through one or more
+// lanes, each a copy engine with its own key and counter window, side by
+// side; within a lane, chunk i gets counter window.first + i. Workers take chunk indices in counter order, get the
 // chunk's plaintext from the source (a view when the source can lend one, a
 // copy into private staging otherwise), encrypt it straight into a ring of
 // shared-memory bounce slots, and ring the device's doorbell in counter order
@@ -66,6 +68,12 @@ struct H2dWriteStats {
 // device may be stalled, and drops the ring at its next key exchange or route
 // change). Plaintext never enters the
 // bounce ring, and private staging is zeroized when the write ends.
+//
+// Several lanes share the write's workers (at least one each) and one ring
+// (each lane its own slots, through a mapping of its own, and its own
+// doorbell stream), so the engines decrypt side by side. The first lane that
+// fails stops the others, and is the write's error. The reported digest is
+// over every chunk's tag in window order, whatever the number of lanes.
 class H2dWriter {
  public:
   H2dWriter(std::shared_ptr<grpc::Channel> device, H2dWriterOptions options);
@@ -78,6 +86,12 @@ class H2dWriter {
                                       uint64_t session_id, uint64_t buffer_id,
                                       uint64_t dest_offset, uint64_t length,
                                       CounterWindow window, H2dSource& source);
+  // The same through several copy engines at once: `lanes` tile
+  // [0, length) in order (H2dLaneWrite).
+  absl::StatusOr<H2dWriteStats> Write(const std::vector<H2dLaneWrite>& lanes,
+                                      uint64_t session_id, uint64_t buffer_id,
+                                      uint64_t dest_offset, uint64_t length,
+                                      H2dSource& source);
   // The same over a copying callback (the fallback path).
   absl::StatusOr<H2dWriteStats> Write(const ChannelMaterial& key,
                                       uint64_t session_id, uint64_t buffer_id,
@@ -99,6 +113,12 @@ class H2dWriter {
     uint32_t slot_size;
   };
   static Plan PlanFor(uint64_t length, const H2dWriterOptions& options);
+  // The geometry of each lane of a write through lanes of these lengths:
+  // one lane is PlanFor; several share options.threads workers (at least
+  // one each) and options.slots slots (at least one per worker plus one per
+  // lane), of whole chunks.
+  static std::vector<Plan> PlanLanes(const std::vector<uint64_t>& lane_lengths,
+                                     const H2dWriterOptions& options);
 
   // Stops the write in progress, and any later one, with CANCELLED: the call
   // to the device is cancelled, so a write waiting on a stalled device
@@ -115,7 +135,6 @@ class H2dWriter {
   std::unique_ptr<v1::Device::Stub> stub_;
   H2dWriterOptions options_;
   std::unique_ptr<H2dCancelPoint> cancel_;
-  std::unique_ptr<DeviceWaitClock> wait_;
 };
 
 }  // namespace gputravel

@@ -3,8 +3,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "device/h2d_lane.h"
 #include "keyxfer/cc_channel.h"
 
 namespace gputravel {
@@ -19,6 +21,14 @@ absl::StatusOr<std::string> WindowDigest(const ChannelMaterial& key, uint64_t se
                                          uint64_t buffer_id, uint64_t dest_offset,
                                          const std::string& plaintext, uint32_t chunk_size,
                                          uint32_t first_counter);
+
+// The same for a window written through lanes (H2dWriter): each lane's
+// chunks under its own key and counters, the tags in window order. For one
+// lane it is the digest above.
+absl::StatusOr<std::string> WindowDigest(const std::vector<H2dLaneWrite>& lanes,
+                                         uint64_t session_id, uint64_t buffer_id,
+                                         uint64_t dest_offset, const std::string& plaintext,
+                                         uint32_t chunk_size);
 
 }  // namespace gputravel
 

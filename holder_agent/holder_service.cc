@@ -12,6 +12,7 @@
 #include "holder_agent/dataset_source.h"
 #include "holder_agent/provision_fault.h"
 #include "keyxfer/handoff.h"
+#include "keyxfer/handoff_lanes.h"
 #include "keyxfer/random.h"
 #include "keyxfer/report_seal.h"
 #include "util/files.h"
@@ -292,19 +293,28 @@ absl::StatusOr<std::string> HolderService::DoProvision(
     *fault = ProvisionFault::kHolder;  // its own policy says no
     return allowed;
   }
-  auto key = UnwrapHandoff(channel->handoff_key, b, req.wrapped_handoff());
+  // The copy-engine lanes must tile the window exactly (each with one
+  // counter per chunk), or a chunk would be written twice or not at all.
+  absl::Status tiled = CheckLanes(b);
+  if (!tiled.ok()) return tiled;
+  auto keys = UnwrapHandoff(channel->handoff_key, b, req.wrapped_handoff());
   channel->handoff_key.Clear();
-  if (!key.ok()) return key.status();
+  if (!keys.ok()) return keys.status();
+  // The keys die on every way out from here (SecretBytes zeroizes).
+  struct Wipe {
+    std::vector<ChannelMaterial>& keys;
+    ~Wipe() {
+      for (ChannelMaterial& k : keys) k.key.Clear();
+    }
+  } wipe{*keys};
   double import_seconds = Since(t0);
-  // Every check passed and the key is open: the trip counts from here,
+  // Every check passed and the keys are open: the trip counts from here,
   // whatever the write's outcome, so this hand-off is never accepted again,
-  // not even by a restarted agent: it is on disk before the key is used.
+  // not even by a restarted agent: it is on disk before a key is used. A
+  // record that cannot be written (the TD's disk is the host's) blames
+  // nobody.
   fresh = options_.freshness->Accept(orchestrator, b.gpu_serial(), b.trip(), b.campaign());
-  if (!fresh.ok()) {
-    key->key.Clear();
-    *fault = ProvisionFault::kHolder;  // its own record could not be kept
-    return fresh;
-  }
+  if (!fresh.ok()) return fresh;
   H2dWriterOptions wo = options_.writer;
   wo.chunk_size = b.chunk_size();
   wo.pool = &bounce_pool_;
@@ -318,20 +328,23 @@ absl::StatusOr<std::string> HolderService::DoProvision(
     watched_ = &writer;
     watched_cancelled_ = cancelled;
   }
-  auto stats = writer.Write(*key, b.gpu_session(), b.buffer_id(), 0, b.window_length(),
-                            CounterWindow{b.first_counter(), b.counter_count()}, source);
+  // Each lane's part of the window through its own copy engine, side by side.
+  const std::vector<H2dLaneWrite> lanes =
+      LaneWrites({b.lanes().begin(), b.lanes().end()}, *keys);
+  auto stats = writer.Write(lanes, b.gpu_session(), b.buffer_id(), 0, b.window_length(), source);
   {
     absl::MutexLock l(&watch_mu_);
     watched_ = nullptr;
     watched_cancelled_ = nullptr;
   }
-  // The key dies here, whatever the outcome (SecretBytes zeroizes).
-  key->key.Clear();
+  // The keys die here, whatever the outcome (SecretBytes zeroizes).
+  for (ChannelMaterial& k : *keys) k.key.Clear();
   if (!stats.ok()) {
     // Unless its dataset failed it, nothing on this side failed: the GPU
     // refused, or could not be reached from this TD (the host's route), or
-    // stopped answering.
-    if (!cancelled()) *fault = source.failed() ? ProvisionFault::kHolder : ProvisionFault::kDevice;
+    // stopped answering. A dataset that cannot be read blames nobody: the
+    // disk under it is the host's.
+    if (!cancelled() && !source.failed()) *fault = ProvisionFault::kDevice;
     return stats.status();
   }
   v1::ProvisionReport rep;

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -162,9 +163,12 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     b.set_buffer_id(buffer_);
     b.set_window_offset(window * kWindow);
     b.set_window_length(kWindow);
-    b.set_first_counter(next_counter_);
-    b.set_counter_count(kChunksPerWindow);
     b.set_chunk_size(kChunk);
+    v1::H2dLane* lane = b.add_lanes();
+    lane->set_copy_engine(0);
+    lane->set_length(kWindow);
+    lane->set_first_counter(next_counter_);
+    lane->set_counter_count(kChunksPerWindow);
     *b.mutable_terms() = Terms();
     return b;
   }
@@ -188,6 +192,13 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     return Strictest(t, {Policy()});
   }
 
+  // LCE0's H2D key, as the one lane of a hand-off.
+  std::vector<ChannelMaterial> LceKeys() {
+    std::vector<ChannelMaterial> k;
+    k.push_back(keys_.lce_h2d.Clone());
+    return k;
+  }
+
   // Sends a hand-off: the LCE H2D key wrapped for `wrapped_for` on `c`, with
   // `sent` as the binding in the request (normally the same).
   grpc::Status Provision(const Channel& c, const v1::HandoffBinding& wrapped_for,
@@ -196,7 +207,7 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     req.set_channel_id(c.id);
     *req.mutable_orchestrator_evidence() = c.orchestrator_evidence;
     *req.mutable_binding() = sent;
-    auto wrapped = WrapHandoff(c.keys.handoff_key, wrapped_for, keys_.lce_h2d);
+    auto wrapped = WrapHandoff(c.keys.handoff_key, wrapped_for, LceKeys());
     EXPECT_TRUE(wrapped.ok()) << wrapped.status();
     req.set_wrapped_handoff(*wrapped);
     grpc::ClientContext ctx;
@@ -379,7 +390,8 @@ TEST_F(HolderServiceTest, TermsOrWindowOutsideTheTrainingPolicyAreRefusedBeforeT
        "minimum window is 32 bytes"},
       {[](v1::HandoffBinding* b) {
          b->set_window_length(32);
-         b->set_counter_count(1);
+         b->mutable_lanes(0)->set_length(32);
+         b->mutable_lanes(0)->set_counter_count(1);
        },
        "a window of 32 bytes"},
       {[](v1::HandoffBinding* b) { b->clear_terms(); }, "trainer.kind is \"\""},
@@ -525,6 +537,29 @@ TEST_F(HolderServiceTest, WindowOutsideTheDatasetIsRefusedAndTakesNoTrip) {
   EXPECT_EQ(DeviceWindow(), Window(3));
 }
 
+// The agent writes through the hand-off's lanes only if they tile its
+// window (one engine each, in order, on chunk boundaries, one counter per
+// chunk): otherwise a chunk would be written twice or not at all. Refused
+// before the keys are opened; the trip is not taken.
+TEST_F(HolderServiceTest, LanesThatDoNotTileTheWindowAreRefusedBeforeTheKeys) {
+  const std::string zeros(kWindow, '\0');
+  const std::vector<std::function<void(v1::HandoffBinding*)>> breaks = {
+      [](v1::HandoffBinding* b) { b->mutable_lanes(0)->set_offset(kChunk); },
+      [](v1::HandoffBinding* b) { b->mutable_lanes(0)->set_copy_engine(8); },
+      [](v1::HandoffBinding* b) { b->mutable_lanes(0)->set_counter_count(kChunksPerWindow + 1); },
+      [](v1::HandoffBinding* b) { b->mutable_lanes(0)->set_length(kWindow - kChunk); },
+  };
+  for (const auto& brk : breaks) {
+    v1::HandoffBinding b = Binding("c1", 5, 3);
+    brk(&b);
+    ExpectRefused(Provision(Open(), b), grpc::StatusCode::INVALID_ARGUMENT,
+                  "hand-off lanes refused");
+    EXPECT_EQ(DeviceWindow(), zeros);
+  }
+  ASSERT_TRUE(Provision(Open(), Binding("c1", 5, 3)).ok());
+  EXPECT_EQ(DeviceWindow(), Window(3));
+}
+
 // An error from the dataset itself names the file in the holder's log; the
 // orchestrator gets the dataset's name instead.
 TEST_F(HolderServiceTest, DatasetErrorsReachTheOrchestratorWithoutTheLocalPath) {
@@ -562,7 +597,7 @@ TEST_F(HolderServiceTest, FailureSaysWhoseSideFailedOnlyOnEvidence) {
 
   ASSERT_EQ(truncate((dir_ + "/data.raw").c_str(), kWindow), 0);
   EXPECT_FALSE(Provision(Open(), Binding("c1", 7, 3)).ok());
-  EXPECT_EQ(last_fault_, kProvisionFaultHolder) << "its own dataset failed it";
+  EXPECT_EQ(last_fault_, "") << "a dataset the host's disk fails blames nobody";
 }
 
 // The device stalls with the first chunk of a trip, and the orchestrator
@@ -590,7 +625,7 @@ TEST_F(StalledDeviceTest, CancelledProvisionStopsTheWriteAtOnce) {
   req.set_channel_id(c.id);
   *req.mutable_orchestrator_evidence() = c.orchestrator_evidence;
   *req.mutable_binding() = Binding("c1", 1, 0);
-  req.set_wrapped_handoff(*WrapHandoff(c.keys.handoff_key, req.binding(), keys_.lce_h2d));
+  req.set_wrapped_handoff(*WrapHandoff(c.keys.handoff_key, req.binding(), LceKeys()));
   grpc::ClientContext ctx;
   auto reader = stub_->Provision(&ctx, req);
   for (int i = 0; i < 2000 && !entered_; ++i) absl::SleepFor(absl::Milliseconds(10));
@@ -627,7 +662,7 @@ TEST_F(StalledDeviceTest, ProgressSaysHowLongTheDeviceHasHeldAChunk) {
   req.set_channel_id(c.id);
   *req.mutable_orchestrator_evidence() = c.orchestrator_evidence;
   *req.mutable_binding() = Binding("c1", 1, 0);
-  req.set_wrapped_handoff(*WrapHandoff(c.keys.handoff_key, req.binding(), keys_.lce_h2d));
+  req.set_wrapped_handoff(*WrapHandoff(c.keys.handoff_key, req.binding(), LceKeys()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   auto reader = stub_->Provision(&ctx, req);

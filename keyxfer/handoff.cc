@@ -12,7 +12,7 @@ namespace gputravel {
 
 std::string HandoffAad(const v1::HandoffBinding& b) {
   WireWriter w;
-  w.Bytes("gputravel-handoff-v2");
+  w.Bytes("gputravel-handoff-v3");
   w.Bytes(b.campaign());
   w.U64(b.trip());
   w.Bytes(b.gpu_serial());
@@ -21,9 +21,15 @@ std::string HandoffAad(const v1::HandoffBinding& b) {
   w.U64(b.buffer_id());
   w.U64(b.window_offset());
   w.U64(b.window_length());
-  w.U32(b.first_counter());
-  w.U32(b.counter_count());
   w.U32(b.chunk_size());
+  w.U32(static_cast<uint32_t>(b.lanes_size()));
+  for (const v1::H2dLane& l : b.lanes()) {
+    w.U32(l.copy_engine());
+    w.U64(l.offset());
+    w.U64(l.length());
+    w.U32(l.first_counter());
+    w.U32(l.counter_count());
+  }
   const v1::TrainingTerms& t = b.terms();
   w.Bytes(t.trainer_kind());
   w.U32(t.vocab());
@@ -41,26 +47,40 @@ std::string HandoffAad(const v1::HandoffBinding& b) {
   return w.Take();
 }
 
+namespace {
+
+constexpr size_t kLanePayload = kAesKeySize + kGcmIvSize + 8;
+
+}  // namespace
+
 absl::StatusOr<std::string> WrapHandoff(const SecretBytes& handoff_key,
                                         const v1::HandoffBinding& binding,
-                                        const ChannelMaterial& lce_h2d) {
-  // The payload carries exactly one AES-256 key: a shorter one would be read
-  // past its end, a longer one cut.
-  if (lce_h2d.key.size() != kAesKeySize) {
+                                        const std::vector<ChannelMaterial>& lane_keys) {
+  if (lane_keys.empty() || lane_keys.size() != static_cast<size_t>(binding.lanes_size())) {
     return absl::InvalidArgumentError(
-        "hand-off not wrapped: the LCE H2D channel key is " +
-        std::to_string(lce_h2d.key.size()) + " bytes, not the " +
-        std::to_string(kAesKeySize) + " of an AES-256 key");
+        "hand-off not wrapped: " + std::to_string(lane_keys.size()) + " keys for " +
+        std::to_string(binding.lanes_size()) + " lanes (one key per lane, at least one)");
+  }
+  // The payload carries AES-256 keys: a shorter one would be read past its
+  // end, a longer one cut.
+  for (const ChannelMaterial& k : lane_keys) {
+    if (k.key.size() != kAesKeySize) {
+      return absl::InvalidArgumentError(
+          "hand-off not wrapped: an H2D channel key is " + std::to_string(k.key.size()) +
+          " bytes, not the " + std::to_string(kAesKeySize) + " of an AES-256 key");
+    }
   }
   auto gcm = AesGcm::Create(handoff_key);
   if (!gcm.ok()) return gcm.status();
-  SecretBytes payload(kAesKeySize + kGcmIvSize + 8);
-  std::copy(lce_h2d.key.data(), lce_h2d.key.data() + kAesKeySize, payload.data());
-  std::copy(lce_h2d.iv_mask.begin(), lce_h2d.iv_mask.end(),
-            payload.data() + kAesKeySize);
-  for (int i = 0; i < 8; ++i) {
-    payload.data()[kAesKeySize + kGcmIvSize + i] =
-        static_cast<uint8_t>(lce_h2d.channel_counter >> (8 * (7 - i)));
+  SecretBytes payload(kLanePayload * lane_keys.size());
+  for (size_t i = 0; i < lane_keys.size(); ++i) {
+    const ChannelMaterial& k = lane_keys[i];
+    uint8_t* p = payload.data() + i * kLanePayload;
+    std::copy(k.key.data(), k.key.data() + kAesKeySize, p);
+    std::copy(k.iv_mask.begin(), k.iv_mask.end(), p + kAesKeySize);
+    for (int j = 0; j < 8; ++j) {
+      p[kAesKeySize + kGcmIvSize + j] = static_cast<uint8_t>(k.channel_counter >> (8 * (7 - j)));
+    }
   }
   uint8_t iv[kGcmIvSize];
   RandomBytes(iv, sizeof(iv));
@@ -77,13 +97,18 @@ absl::StatusOr<std::string> WrapHandoff(const SecretBytes& handoff_key,
   return blob;
 }
 
-absl::StatusOr<ChannelMaterial> UnwrapHandoff(const SecretBytes& handoff_key,
-                                              const v1::HandoffBinding& binding,
-                                              const std::string& blob) {
-  constexpr size_t kPayload = kAesKeySize + kGcmIvSize + 8;
-  if (blob.size() != 1 + kGcmIvSize + kPayload + kGcmTagSize) {
+absl::StatusOr<std::vector<ChannelMaterial>> UnwrapHandoff(const SecretBytes& handoff_key,
+                                                           const v1::HandoffBinding& binding,
+                                                           const std::string& blob) {
+  const size_t lanes = static_cast<size_t>(binding.lanes_size());
+  if (lanes == 0) {
+    return absl::InvalidArgumentError("hand-off names no copy-engine lane");
+  }
+  const size_t payload_size = kLanePayload * lanes;
+  if (blob.size() != 1 + kGcmIvSize + payload_size + kGcmTagSize) {
     return absl::InvalidArgumentError("hand-off blob has the wrong size (" +
-                                      std::to_string(blob.size()) + " bytes)");
+                                      std::to_string(blob.size()) + " bytes for " +
+                                      std::to_string(lanes) + " lanes)");
   }
   auto* in = reinterpret_cast<const uint8_t*>(blob.data());
   if (in[0] != kHandoffVersion) {
@@ -93,26 +118,28 @@ absl::StatusOr<ChannelMaterial> UnwrapHandoff(const SecretBytes& handoff_key,
   auto gcm = AesGcm::Create(handoff_key);
   if (!gcm.ok()) return gcm.status();
   std::string aad = HandoffAad(binding);
-  SecretBytes payload(kPayload);
+  SecretBytes payload(payload_size);
   const uint8_t* ct = in + 1 + kGcmIvSize;
   absl::Status st = (*gcm)->Decrypt(
       in + 1, reinterpret_cast<const uint8_t*>(aad.data()), aad.size(), ct,
-      kPayload, ct + kPayload, payload.data());
+      payload_size, ct + payload_size, payload.data());
   if (!st.ok()) {
     return absl::PermissionDeniedError(
         "hand-off refused: it was not wrapped for this channel, campaign, "
-        "trip, GPU, holder, buffer and window");
+        "trip, GPU, holder, buffer, window and lanes");
   }
-  ChannelMaterial m;
-  m.key = SecretBytes(payload.data(), kAesKeySize);
-  std::copy(payload.data() + kAesKeySize,
-            payload.data() + kAesKeySize + kGcmIvSize, m.iv_mask.begin());
-  m.channel_counter = 0;
-  for (int i = 0; i < 8; ++i) {
-    m.channel_counter =
-        (m.channel_counter << 8) | payload.data()[kAesKeySize + kGcmIvSize + i];
+  std::vector<ChannelMaterial> keys(lanes);
+  for (size_t i = 0; i < lanes; ++i) {
+    const uint8_t* p = payload.data() + i * kLanePayload;
+    ChannelMaterial& m = keys[i];
+    m.key = SecretBytes(p, kAesKeySize);
+    std::copy(p + kAesKeySize, p + kAesKeySize + kGcmIvSize, m.iv_mask.begin());
+    m.channel_counter = 0;
+    for (int j = 0; j < 8; ++j) {
+      m.channel_counter = (m.channel_counter << 8) | p[kAesKeySize + kGcmIvSize + j];
+    }
   }
-  return m;
+  return keys;
 }
 
 }  // namespace gputravel

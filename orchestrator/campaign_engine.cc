@@ -629,6 +629,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     plan.buffer_id = buffer_id;
     plan.buffer_bytes = spec->buffer_bytes;
     plan.chunk_bytes = spec->chunk_bytes;
+    plan.copy_engines = CopyEnginesFor(*spec);
     plan.holder_timeout_seconds = spec->holder_timeout_seconds;
     plan.terms = terms;
     TripControl control;

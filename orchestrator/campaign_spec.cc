@@ -4,6 +4,7 @@
 #include <cctype>
 #include <map>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "trainer/next_token_model.h"
@@ -23,7 +24,7 @@ constexpr size_t kMaxUnixPath = 107;  // sun_path is 108 bytes, NUL included
 constexpr size_t kMaxDatasetName = 256;
 
 const std::set<std::string> kTopFields = {
-    "name",   "gpu",   "buffer_bytes", "chunk_bytes", "rounds", "schedule", "holder_timeout_seconds",
+    "name",   "gpu",   "buffer_bytes", "chunk_bytes", "copy_engines", "rounds", "schedule", "holder_timeout_seconds",
     "on_holder_failure", "holders", "trainer"};
 const std::set<std::string> kHolderFields = {"name", "endpoint", "domain", "dataset"};
 const std::set<std::string> kDatasetFields = {"name", "format"};
@@ -346,9 +347,19 @@ bool operator==(const TrainerSpec& a, const TrainerSpec& b) {
          a.learning_rate == b.learning_rate && a.batch_tokens == b.batch_tokens &&
          a.seed == b.seed;
 }
+uint32_t DefaultCopyEngines() {
+  const unsigned cores = std::thread::hardware_concurrency();
+  return std::clamp<uint32_t>(cores == 0 ? 1 : cores, 1, 8);
+}
+
+uint32_t CopyEnginesFor(const CampaignSpec& spec) {
+  return spec.copy_engines != 0 ? spec.copy_engines : DefaultCopyEngines();
+}
+
 bool operator==(const CampaignSpec& a, const CampaignSpec& b) {
   return a.name == b.name && a.gpu == b.gpu && a.buffer_bytes == b.buffer_bytes &&
-         a.chunk_bytes == b.chunk_bytes && a.rounds == b.rounds && a.schedule == b.schedule &&
+         a.chunk_bytes == b.chunk_bytes && a.copy_engines == b.copy_engines &&
+         a.rounds == b.rounds && a.schedule == b.schedule &&
          a.holder_timeout_seconds == b.holder_timeout_seconds &&
          a.on_holder_failure == b.on_holder_failure && a.holders == b.holders &&
          a.trainer == b.trainer;
@@ -412,6 +423,17 @@ absl::StatusOr<CampaignSpec> ParseCampaignSpec(const json& j, const std::string&
     return Err(where, "chunk_bytes", "must be a multiple of 32 (got " + std::to_string(v) + ")");
   }
   spec.chunk_bytes = static_cast<uint32_t>(v);
+  if (j.contains("copy_engines")) {
+    v = 0;
+    s = GetUint(j, where, "", "copy_engines", false, 1, 8, &v);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          std::string(s.message()) +
+          " (the GPU has eight copy engines, LCE0..LCE7; leave the field out to use one per "
+          "core of the orchestrator's machine, at most 8)");
+    }
+    spec.copy_engines = static_cast<uint32_t>(v);
+  }
   v = spec.rounds;
   s = GetUint(j, where, "", "rounds", false, 1, 1000000, &v);
   if (!s.ok()) return s;
@@ -485,22 +507,24 @@ json CampaignSpecToJson(const CampaignSpec& spec) {
                        {"domain", h.domain},
                        {"dataset", {{"name", h.dataset.name}, {"format", h.dataset.format}}}});
   }
-  return {{"name", spec.name},
-          {"gpu", spec.gpu},
-          {"buffer_bytes", spec.buffer_bytes},
-          {"chunk_bytes", spec.chunk_bytes},
-          {"rounds", spec.rounds},
-          {"schedule", SchedulePolicyName(spec.schedule)},
-          {"holder_timeout_seconds", spec.holder_timeout_seconds},
-          {"on_holder_failure", HolderFailurePolicyName(spec.on_holder_failure)},
-          {"holders", std::move(holders)},
-          {"trainer",
-           {{"kind", spec.trainer.kind},
-            {"vocab", spec.trainer.vocab},
-            {"dim", spec.trainer.dim},
-            {"learning_rate", spec.trainer.learning_rate},
-            {"batch_tokens", spec.trainer.batch_tokens},
-            {"seed", spec.trainer.seed}}}};
+  json out = {{"name", spec.name},
+              {"gpu", spec.gpu},
+              {"buffer_bytes", spec.buffer_bytes},
+              {"chunk_bytes", spec.chunk_bytes},
+              {"rounds", spec.rounds},
+              {"schedule", SchedulePolicyName(spec.schedule)},
+              {"holder_timeout_seconds", spec.holder_timeout_seconds},
+              {"on_holder_failure", HolderFailurePolicyName(spec.on_holder_failure)},
+              {"holders", std::move(holders)},
+              {"trainer",
+               {{"kind", spec.trainer.kind},
+                {"vocab", spec.trainer.vocab},
+                {"dim", spec.trainer.dim},
+                {"learning_rate", spec.trainer.learning_rate},
+                {"batch_tokens", spec.trainer.batch_tokens},
+                {"seed", spec.trainer.seed}}}};
+  if (spec.copy_engines != 0) out["copy_engines"] = spec.copy_engines;
+  return out;
 }
 
 std::string CanonicalSpecJson(const CampaignSpec& spec) {

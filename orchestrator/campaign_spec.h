@@ -14,6 +14,8 @@
 //   gpu                     required, one of SpecOptions::known_gpus
 //   buffer_bytes            required, multiple of 32 in 32..64 GiB
 //   chunk_bytes             (2 MiB) multiple of 32 in 32..64 MiB
+//   copy_engines            (DefaultCopyEngines()) 1..8: copy engines a
+//                           window is written through side by side
 //   rounds                  (1) 1..1000000 passes over every dataset
 //   schedule                ("round-robin") "round-robin" | "proportional"
 //   holder_timeout_seconds  (120) number, > 0 and <= 86400
@@ -90,6 +92,9 @@ struct CampaignSpec {
   std::string gpu;
   uint64_t buffer_bytes = 0;
   uint32_t chunk_bytes = 2u << 20;
+  // 1..8; 0: not given, DefaultCopyEngines() of the machine that plans the
+  // trip (CopyEnginesFor).
+  uint32_t copy_engines = 0;
   uint32_t rounds = 1;
   SchedulePolicy schedule = SchedulePolicy::kRoundRobin;
   double holder_timeout_seconds = 120;
@@ -97,6 +102,14 @@ struct CampaignSpec {
   std::vector<HolderSpec> holders;
   TrainerSpec trainer;
 };
+
+// The copy engines a window goes through when the spec does not say: one
+// per core of this machine (the holder encrypts and, emulated, the device
+// decrypts on the CPU; more engines than cores only contend), at most the
+// GPU's eight.
+uint32_t DefaultCopyEngines();
+// The spec's copy_engines, or DefaultCopyEngines() when not given.
+uint32_t CopyEnginesFor(const CampaignSpec& spec);
 
 // Field-by-field equality (doubles compared exactly: the JSON round trip is
 // exact).

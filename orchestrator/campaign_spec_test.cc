@@ -85,6 +85,11 @@ TEST(CampaignSpecTest, MinimalSpecGetsDefaults) {
   auto s = ParseCampaignSpec(Minimal(), kWhere, Opts());
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->chunk_bytes, 2u << 20);
+  EXPECT_EQ(s->copy_engines, 0u) << "not given: the machine's default when planned";
+  EXPECT_EQ(CopyEnginesFor(*s), DefaultCopyEngines());
+  EXPECT_GE(DefaultCopyEngines(), 1u);
+  EXPECT_LE(DefaultCopyEngines(), 8u);
+  EXPECT_EQ(CampaignSpecToJson(*s).count("copy_engines"), 0u);
   EXPECT_EQ(s->rounds, 1u);
   EXPECT_EQ(s->schedule, SchedulePolicy::kRoundRobin);
   EXPECT_EQ(s->holder_timeout_seconds, 120.0);
@@ -156,6 +161,31 @@ TEST(CampaignSpecTest, PolicyNames) {
   EXPECT_STREQ(SchedulePolicyName(SchedulePolicy::kProportional), "proportional");
   EXPECT_STREQ(HolderFailurePolicyName(HolderFailurePolicy::kSkip), "skip");
   EXPECT_STREQ(HolderFailurePolicyName(HolderFailurePolicy::kPause), "pause");
+}
+
+// copy_engines: 1..8 (the GPU's LCE0..LCE7), kept through the JSON round
+// trip; anything else is refused with a message that says why.
+TEST(CampaignSpecTest, CopyEnginesAreOneToEight) {
+  for (uint32_t k : {1u, 2u, 8u}) {
+    json j = Minimal();
+    j["copy_engines"] = k;
+    auto s = ParseCampaignSpec(j, kWhere, Opts());
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->copy_engines, k);
+    EXPECT_EQ(CopyEnginesFor(*s), k);
+    auto again = ParseCampaignSpec(CampaignSpecToJson(*s), kWhere, Opts());
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(*again, *s);
+  }
+  for (json bad : {json(0), json(9), json(-1), json(2.5), json("4")}) {
+    json j = Minimal();
+    j["copy_engines"] = bad;
+    auto s = ParseCampaignSpec(j, kWhere, Opts());
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.status().message().find("copy_engines"), std::string::npos) << s.status();
+    EXPECT_NE(s.status().message().find("eight copy engines"), std::string::npos) << s.status();
+  }
 }
 
 TEST(CampaignSpecTest, BoundaryValuesAccepted) {
@@ -326,7 +356,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "the spec must be a JSON object (got an array)"},
         BadCase{"UnknownTopField", SET(["bufer_bytes"], 64),
                 "unknown field 'bufer_bytes' (did you mean 'buffer_bytes'? accepted: buffer_bytes, "
-                "chunk_bytes, gpu, holder_timeout_seconds, holders, name, on_holder_failure, "
+                "chunk_bytes, copy_engines, gpu, holder_timeout_seconds, holders, name, "
+                "on_holder_failure, "
                 "rounds, schedule, trainer)"},
         BadCase{"UnknownTopFieldNoSuggestion", SET(["color"], "red"),
                 "unknown field 'color' (accepted: "},

@@ -11,6 +11,7 @@
 #include "keyxfer/report_seal.h"
 #include "keyxfer/counter_window.h"
 #include "keyxfer/handoff.h"
+#include "keyxfer/handoff_lanes.h"
 #include "keyxfer/secret_bytes.h"
 #include "orchestrator/state_store.h"
 #include "util/grpc_status.h"
@@ -328,7 +329,11 @@ struct TripRunner::Trip {
   TripOutcome out;
   std::optional<PreparedChannel> channel;  // attested, with the holder
   v1::ProvisionRequest request;            // our evidence, the wrapped hand-off
-  CounterWindow window;                    // handed to the holder (P4)
+  // The copy-engine lanes handed to the holder, each with its own counter
+  // window from the first counter (P4), and their union on one key
+  // ([first, first + the longest lane's count)), recorded with route_out.
+  std::vector<v1::H2dLane> lanes;
+  CounterWindow window;
   uint64_t handed_session = 0;             // the session whose key it was
   // How the holder's provisioning went (OK, or why not), and whose side a
   // failure is charged to.
@@ -339,6 +344,9 @@ struct TripRunner::Trip {
   std::string data;
   absl::Status read;      // how reading it back went
   bool at_scrub = false;  // step "scrub" is committed (with training or the report)
+  // Chunks the device's copy engines accepted in the session the holder was
+  // handed, as the device said under it (sealed) just before the re-key.
+  uint64_t chunks_accepted = 0;
 };
 
 // What a trip must never leave behind, in one owner. The hand-off key (the
@@ -364,9 +372,11 @@ class TripRunner::SafetyGuard {
   SafetyGuard(const SafetyGuard&) = delete;
   SafetyGuard& operator=(const SafetyGuard&) = delete;
 
-  void HoldKey(ChannelMaterial key) { key_ = std::move(key); }
-  const ChannelMaterial& key() const { return key_; }
-  void WipeKey() { key_.key.Clear(); }
+  void HoldKeys(std::vector<ChannelMaterial> keys) { keys_ = std::move(keys); }
+  const std::vector<ChannelMaterial>& keys() const { return keys_; }
+  void WipeKey() {
+    for (ChannelMaterial& k : keys_) k.key.Clear();
+  }
 
   // The GPU is about to leave (route_out is committed): from here on the
   // safe path runs whatever happens.
@@ -434,7 +444,7 @@ class TripRunner::SafetyGuard {
 
   TripRunner* const runner_;
   Trip* const trip_;
-  ChannelMaterial key_;
+  std::vector<ChannelMaterial> keys_;  // one per lane of the hand-off
   Stage stage_ = Stage::kHome;
 };
 
@@ -495,28 +505,35 @@ absl::StatusOr<bool> TripRunner::PrepareHandoff(Trip* trip, SafetyGuard* guard) 
   v1::ProvisionRequest& preq = trip->request;
   *preq.mutable_orchestrator_evidence() = trip->channel->own_evidence;
 
-  // The counter window on the session's LCE H2D key (P4). The session is
-  // fresh for this trip and its key exists only in this process's memory.
-  // The hand-off is a key fetch with an IV space of its own
-  // (LceH2dForHandoff: the untouched one, as every trip re-keys on its way
+  // The counter windows on the session's copy-engine H2D keys (P4). The
+  // session is fresh for this trip and its keys exist only in this process's
+  // memory. The hand-off is a key fetch with an IV space of its own per engine
+  // (H2dKeysForHandoff: the untouched one, as every trip re-keys on its way
   // home; after an earlier hand-off in the same session, a rotated one), so
-  // the window starts at the first counter, and after a crash the key is gone
-  // and recovery re-keys. The window is recorded with the route_out commit
+  // each window starts at the first counter, and after a crash the keys are
+  // gone and recovery re-keys. The windows are recorded with the route_out commit
   // (Leave), before it leaves.
-  const uint32_t chunks = H2dWriter::ChunksFor(plan.window_length, plan.chunk_bytes);
-  auto window_or = CounterWindowAt(kFirstMessageCounter, chunks);
+  // The window goes through `copy_engines` engines side by side, one lane
+  // (a contiguous part of whole chunks) each, each with its own engine's key
+  // and counter window.
+  auto lanes_or = PlanLanes(plan.window_length, plan.chunk_bytes, plan.copy_engines);
+  if (!lanes_or.ok()) return lanes_or.status();
+  trip->lanes = std::move(*lanes_or);
+  uint32_t longest = 0;
+  for (const v1::H2dLane& l : trip->lanes) longest = std::max(longest, l.counter_count());
+  auto window_or = CounterWindowAt(kFirstMessageCounter, longest);
   if (!window_or.ok()) return window_or.status();
   trip->window = *window_or;
-  const CounterWindow& window = trip->window;
-  auto lce_or = gpu_->LceH2dForHandoff();
-  if (!lce_or.ok()) return lce_or.status();
-  guard->HoldKey(std::move(*lce_or));
-  // The device accepts nothing past the window under this key: a holder that
-  // keeps it can write no more than it was handed, even before the re-key.
-  absl::Status bounded = gpu_->LimitH2d(window.first + window.count - 1);
+  auto keys_or = gpu_->H2dKeysForHandoff(static_cast<uint32_t>(trip->lanes.size()));
+  if (!keys_or.ok()) return keys_or.status();
+  guard->HoldKeys(std::move(*keys_or));
+  // The device accepts nothing under these keys outside their lanes: not
+  // another buffer, not other bytes, not past their counters. A holder that
+  // keeps them can write no more than it was handed, even before the
+  // re-key, and what it tries is counted (ComeHome).
+  absl::Status bounded = gpu_->GrantH2d(LaneGrants(trip->lanes, plan.buffer_id));
   if (!bounded.ok()) {
-    trip->Fail("bounding the copy engine to the trip's counter window: " +
-                   std::string(bounded.message()),
+    trip->Fail("granting the copy engines the trip's window: " + std::string(bounded.message()),
                TripFault::kNone);
     return false;
   }
@@ -530,12 +547,11 @@ absl::StatusOr<bool> TripRunner::PrepareHandoff(Trip* trip, SafetyGuard* guard) 
   b->set_buffer_id(plan.buffer_id);
   b->set_window_offset(plan.window_offset);
   b->set_window_length(plan.window_length);
-  b->set_first_counter(window.first);
-  b->set_counter_count(window.count);
   b->set_chunk_size(plan.chunk_bytes);
+  for (const v1::H2dLane& l : trip->lanes) *b->add_lanes() = l;
   *b->mutable_terms() = plan.terms;
   trip->handed_session = gpu_->session_id();
-  auto blob = WrapHandoff(channel->handoff_key, *b, guard->key());
+  auto blob = WrapHandoff(channel->handoff_key, *b, guard->keys());
   channel->handoff_key.Clear();
   if (!blob.ok()) return blob.status();
   preq.set_channel_id(trip->channel->channel_id);
@@ -636,6 +652,7 @@ absl::Status TripRunner::ComeHome(Trip* trip, SafetyGuard* guard) {
   absl::Status rekey = guard->Rekey(prior, &came_back);
   if (!rekey.ok()) return rekey;  // cannot prove a safe state
   const absl::Status same = came_back.session;
+  trip->chunks_accepted = came_back.h2d_chunks_accepted;
   if (!same.ok()) {
     GT_LOG(0, "trip ", plan.trip, ": the GPU that came back does not hold our session: ",
            same.message());
@@ -668,6 +685,15 @@ absl::Status TripRunner::ComeHome(Trip* trip, SafetyGuard* guard) {
                 ") and wiped device memory (holder " + plan.holder +
                 "'s TD or the host made it)";
     out.fault = TripFault::kUndetermined;
+  } else if (same.ok() && came_back.h2d_grant_refusals != 0) {
+    // The device refused chunks that authenticated under the keys handed to
+    // this holder but aimed outside its window (another buffer, other bytes,
+    // counters past its own): only the holder had those keys.
+    out.error = "holder " + plan.holder + " wrote outside its window: GPU " + gpu_name_ +
+                " refused " + std::to_string(came_back.h2d_grant_refusals) +
+                " chunk(s) made with its keys for another buffer, other bytes or counters "
+                "past its window; the trip is not trusted";
+    out.fault = TripFault::kHolder;
   } else if (!same.ok()) {
     // The session was lost without an exchange the device counted (a reset,
     // or another device): the host's doing, whatever the holder saw.
@@ -694,8 +720,8 @@ void TripRunner::VerifyAndTrain(Trip* trip, SafetyGuard* guard) {
   // encrypted.
   bool digest_match = false;
   if (rd.ok()) {
-    auto digest = WindowDigest(guard->key(), trip->handed_session, plan.buffer_id, 0, data,
-                               plan.chunk_bytes, trip->window.first);
+    auto digest = WindowDigest(LaneWrites(trip->lanes, guard->keys()), trip->handed_session, plan.buffer_id, 0, data,
+                               plan.chunk_bytes);
     digest_match = digest.ok() && *digest == prep.digest() &&
                    prep.bytes() == plan.window_length;
   }
@@ -709,9 +735,22 @@ void TripRunner::VerifyAndTrain(Trip* trip, SafetyGuard* guard) {
   if (!rd.ok()) {
     out.error = std::string(rd.message());
   } else if (!digest_match) {
-    out.error = "digest mismatch: the device holds something other than what holder " +
-                plan.holder + " reported";
-    out.fault = TripFault::kHolder;
+    // Evidence against the holder only when every chunk of the window
+    // reached the device under the keys only it held: then what it wrote is
+    // not what it reported. Fewer chunks mean some were held back on the
+    // way, or their acknowledgements faked, which the host can do.
+    const uint64_t chunks = H2dWriter::ChunksFor(plan.window_length, plan.chunk_bytes);
+    if (trip->chunks_accepted == chunks) {
+      out.error = "digest mismatch: the device holds something other than what holder " +
+                  plan.holder + " reported";
+      out.fault = TripFault::kHolder;
+    } else {
+      out.error = "digest mismatch: GPU " + gpu_name_ + " accepted " +
+                  std::to_string(trip->chunks_accepted) + " of the window's " +
+                  std::to_string(chunks) + " chunks that holder " + plan.holder +
+                  " reported written (held back on the way, or the holder's report is false)";
+      out.fault = TripFault::kUndetermined;
+    }
   } else if (!rec.ok()) {
     out.error = std::string(rec.message());
   } else if (trip->control->cancelled()) {

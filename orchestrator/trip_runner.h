@@ -31,6 +31,9 @@ struct TripPlan {
   uint64_t buffer_id = 0;
   uint64_t buffer_bytes = 0;
   uint32_t chunk_bytes = 0;
+  // Copy engines the window is written through side by side (1..8), each
+  // with its own key and counter window (HandoffBinding.lanes).
+  uint32_t copy_engines = 1;
   // A holder that does not answer (or, while provisioning, makes no progress)
   // for this long fails the trip.
   double holder_timeout_seconds = 120;

@@ -48,6 +48,7 @@ absl::Status StartFixture(Fixture* f, const std::string& failpoint) {
   o.holders = 2;
   o.buffer_bytes = 2u << 20;
   o.chunk_bytes = 512u << 10;
+  o.copy_engines = 2;  // each window through two engines: two keys per hand-off to kill
   o.log_level = 1;
   KeyKeepingHolder::AddTo(&o, "keeper", f->dir);
   // Children inherit the environment at start: only this orchestrator run

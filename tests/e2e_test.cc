@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -833,9 +834,31 @@ TEST(EndToEndTest, MalformedDatasetStopsStartNamingTheProblem) {
   (void)system(("rm -rf " + dir).c_str());
 }
 
+// No (key, IV) pair is handed out twice: over every hand-off the keeper got
+// and every lane of each, a key's (channel counter, message counter) pairs
+// never overlap, and different lanes' keys differ.
+void ExpectNoKeyIvRepeats(const std::vector<KeyKeepingHolder::Kept>& kept) {
+  std::map<std::string, std::set<std::pair<uint64_t, uint32_t>>> used;
+  for (const auto& k : kept) {
+    ASSERT_EQ(k.keys.size(), static_cast<size_t>(k.binding.lanes_size()));
+    for (int i = 0; i < k.binding.lanes_size(); ++i) {
+      const auto& key = k.keys[i];
+      const std::string id(reinterpret_cast<const char*>(key.key.data()), key.key.size());
+      const v1::H2dLane& l = k.binding.lanes(i);
+      for (uint32_t c = 0; c < l.counter_count(); ++c) {
+        EXPECT_TRUE(used[id].insert({key.channel_counter, l.first_counter() + c}).second)
+            << "trip " << k.binding.trip() << " LCE" << l.copy_engine() << " counter "
+            << l.first_counter() + c << " reuses an IV of its key";
+      }
+    }
+  }
+}
+
 TEST(EndToEndTest, HolderRetryingWithItsOldKeyAfterRekeyIsRefused) {
   StackOptions o;
   o.holders = 2;
+  o.copy_engines = 4;  // every one of the holder's keys must die
+  o.chunk_bytes = 256u << 10;  // the keeper's 1 MiB: four chunks, four lanes
   o.log_level = 3;  // most verbose: the logs must still hold no key bytes
   KeeperStack ks;
   ASSERT_NO_FATAL_FAILURE(StartKeeperStack(o, &ks));
@@ -847,23 +870,31 @@ TEST(EndToEndTest, HolderRetryingWithItsOldKeyAfterRekeyIsRefused) {
   auto kept = ks.keeper->kept();
   ASSERT_EQ(kept.size(), 1u) << "the keeper took part in the campaign";
 
-  // A malicious host routes the GPU back to the keeper after its trip; the
-  // kept key is dead at its own session and useless at the current one.
+  const int lanes = kept[0].binding.lanes_size();
+  EXPECT_GE(lanes, 2) << "the window went through several copy engines";
+  ASSERT_EQ(kept[0].keys.size(), static_cast<size_t>(lanes));
+  ExpectNoKeyIvRepeats(kept);
+
+  // A malicious host routes the GPU back to the keeper after its trip; each
+  // of the kept keys is dead at its own session and useless at the current
+  // one.
   auto tries = ks.keeper->TryKeptKeys(ks.stack.get());
   ASSERT_TRUE(tries.ok()) << tries.status();
   EXPECT_EQ(tries->accepted, 0);
-  EXPECT_EQ(tries->old_session_refused, 3);
-  EXPECT_EQ(tries->tag_refused, 3);
+  EXPECT_EQ(tries->old_session_refused, 3 * lanes);
+  EXPECT_EQ(tries->tag_refused, 3 * lanes);
 
   // Key material never reaches a log, even at the most verbose level.
-  std::string raw(reinterpret_cast<const char*>(kept[0].key.key.data()), 32);
-  std::string hex = HexEncode(raw);
-  for (const auto& log : ks.stack->logs()) {
-    std::string text = ReadAll(log.second);
-    EXPECT_FALSE(text.empty()) << log.first;
-    EXPECT_EQ(text.find(raw), std::string::npos) << log.first;
-    EXPECT_EQ(text.find(hex), std::string::npos) << log.first;
-    EXPECT_EQ(text.find(hex.substr(0, 16)), std::string::npos) << log.first;
+  for (const ChannelMaterial& key : kept[0].keys) {
+    std::string raw(reinterpret_cast<const char*>(key.key.data()), 32);
+    std::string hex = HexEncode(raw);
+    for (const auto& log : ks.stack->logs()) {
+      std::string text = ReadAll(log.second);
+      EXPECT_FALSE(text.empty()) << log.first;
+      EXPECT_EQ(text.find(raw), std::string::npos) << log.first;
+      EXPECT_EQ(text.find(hex), std::string::npos) << log.first;
+      EXPECT_EQ(text.find(hex.substr(0, 16)), std::string::npos) << log.first;
+    }
   }
 }
 
@@ -1108,26 +1139,66 @@ TEST(EndToEndTest, HostAnsweringTheScrubWithNotFoundNeverCountsAsScrubbed) {
   (void)system(("rm -rf " + mydir).c_str());
 }
 
-// P3 while the key lives: the device takes no chunk past the counter window
-// the orchestrator handed out (it bounded the copy engine before the GPU
-// left), so a holder that keeps its key has no counter left to write with
-// between its report and the re-key; its trip verifies. (The bound counts
-// chunks, not bytes: see the threat model's known gaps.)
-TEST(EndToEndTest, HolderCannotWritePastItsWindowWhileItsKeyLives) {
+// Runs a campaign with the keeper aiming outside its window (`aims`, with
+// each of its keys while they live) and one honest holder; checks what the
+// device answered each aimed chunk (`code`), and that the orchestrator,
+// which reads the device's count of such chunks before it trusts a trip,
+// refused the keeper's trip as the keeper's fault while the honest holder's
+// trips verified.
+void ExpectAimedOutsideRefused(const std::vector<KeyKeepingHolder::Aim>& aims,
+                               absl::StatusCode code) {
   StackOptions o;
   o.holders = 1;
+  o.copy_engines = 2;
+  o.chunk_bytes = 256u << 10;  // the keeper's 1 MiB: two lanes of two chunks
   KeeperStack ks;
   ASSERT_NO_FATAL_FAILURE(StartKeeperStack(o, &ks));
-  ks.keeper->TryPastTheWindow();
+  for (auto aim : aims) ks.keeper->AimOutside(aim);
   auto report = ks.stack->RunCampaign();
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
-  absl::Status past = ks.keeper->past_window();
-  EXPECT_EQ(past.code(), absl::StatusCode::kOutOfRange) << past;
+  auto kept = ks.keeper->kept();
+  ASSERT_GE(kept.size(), 1u);
+  const int lanes = kept[0].binding.lanes_size();
+  EXPECT_EQ(lanes, 2) << "each of the keeper's two keys is tried";
+  const std::vector<absl::Status> aimed = ks.keeper->aimed();
+  ASSERT_EQ(aimed.size(), aims.size() * lanes * kept.size());
+  for (const absl::Status& a : aimed) EXPECT_EQ(a.code(), code) << a;
+  bool keeper_refused = false;
   for (const auto& t : report->trips()) {
-    EXPECT_EQ(t.outcome(), "ok") << t.holder() << ": " << t.error();
-    EXPECT_TRUE(t.digest_match()) << t.holder();
+    EXPECT_TRUE(t.scrub_verified()) << t.holder();
+    if (t.holder() == "keeper") {
+      EXPECT_EQ(t.outcome(), "failed");
+      EXPECT_NE(t.error().find("keeper wrote outside its window"), std::string::npos) << t.error();
+      EXPECT_NE(t.error().find("refused " + std::to_string(aims.size() * lanes) + " chunk"),
+                std::string::npos)
+          << t.error();
+      keeper_refused = true;
+    } else {
+      EXPECT_EQ(t.outcome(), "ok") << t.holder() << ": " << t.error();
+      EXPECT_TRUE(t.digest_match()) << t.holder();
+    }
   }
+  EXPECT_TRUE(keeper_refused);
+}
+
+// P3 while the keys live: the device takes no chunk past the counter window
+// the orchestrator granted each key (before the GPU left), so a holder that
+// keeps its keys has no counter left to write with between its report and
+// the re-key; what it tries is counted, and the orchestrator refuses its trip.
+TEST(EndToEndTest, HolderCannotWritePastItsWindowWhileItsKeysLive) {
+  ExpectAimedOutsideRefused({KeyKeepingHolder::Aim::kPastWindow},
+                            absl::StatusCode::kOutOfRange);
+}
+
+// A holder writes only its own window: with each of its keys it aims at a
+// buffer it was not handed and at bytes of its buffer outside its key's
+// lane. The device was told each key's buffer, byte range and counters at
+// the hand-off (over the sealed control channel): it refuses every such
+// chunk, writes nothing, counts them, and the orchestrator refuses the trip.
+TEST(EndToEndTest, HolderWritesOnlyItsOwnWindow) {
+  ExpectAimedOutsideRefused(
+      {KeyKeepingHolder::Aim::kOtherBuffer, KeyKeepingHolder::Aim::kOutsideLane},
+      absl::StatusCode::kPermissionDenied);
 }
 
 // The provisioning report is the attested holder's word only: the holder

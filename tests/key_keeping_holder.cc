@@ -122,39 +122,33 @@ grpc::Status KeyKeepingHolder::Provision(grpc::ServerContext*, const v1::Provisi
   if (!responder_) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no channel");
   auto ch = responder_->Confirm(req->orchestrator_evidence(), *verifier_);
   if (!ch.ok()) return ToGrpc(ch.status());
-  auto key = UnwrapHandoff(ch->handoff_key, req->binding(), req->wrapped_handoff());
-  if (!key.ok()) return ToGrpc(key.status());
-  kept_.push_back(Kept{key->Clone(), req->binding()});
-  if (before_write_) before_write_(req->binding());
-  H2dWriterOptions wo;
-  wo.chunk_size = req->binding().chunk_size();
-  wo.bounce_dir = shared_dir_;
+  auto keys = UnwrapHandoff(ch->handoff_key, req->binding(), req->wrapped_handoff());
+  if (!keys.ok()) return ToGrpc(keys.status());
+  const v1::HandoffBinding& b = req->binding();
+  Kept kept;
+  for (const ChannelMaterial& k : *keys) kept.keys.push_back(k.Clone());
+  kept.binding = b;
+  kept_.push_back(std::move(kept));
+  if (before_write_) before_write_(b);
   // Real-looking text, so a campaign's model is not thrown off by it.
-  std::vector<uint16_t> tokens =
-      GenerateCorpus(req->binding().trip(), req->binding().window_length() / 2 + 1);
-  std::string data(reinterpret_cast<const char*>(tokens.data()),
-                   req->binding().window_length());
+  std::vector<uint16_t> tokens = GenerateCorpus(b.trip(), b.window_length() / 2 + 1);
+  std::string data(reinterpret_cast<const char*>(tokens.data()), b.window_length());
+  for (Aim aim : aims_) {
+    if (aim != Aim::kPastWindow) TryAim(aim, b, *keys, data);
+  }
+  H2dWriterOptions wo;
+  wo.chunk_size = b.chunk_size();
+  wo.bounce_dir = shared_dir_;
   H2dWriter w(MakeChannel(device_endpoint_), wo);
-  auto stats = w.Write(*key, req->binding().gpu_session(), req->binding().buffer_id(), 0,
-                       data.size(),
-                       CounterWindow{req->binding().first_counter(),
-                                     req->binding().counter_count()},
-                       [&data](uint64_t off, uint8_t* dst, size_t n) {
-                         std::memcpy(dst, data.data() + off, n);
-                         return absl::OkStatus();
-                       });
+  const std::vector<H2dLaneWrite> lanes = LaneWrites({b.lanes().begin(), b.lanes().end()}, *keys);
+  CopyingSource src([&data](uint64_t off, uint8_t* dst, size_t n) {
+    std::memcpy(dst, data.data() + off, n);
+    return absl::OkStatus();
+  });
+  auto stats = w.Write(lanes, b.gpu_session(), b.buffer_id(), 0, data.size(), src);
   if (!stats.ok()) return ToGrpc(stats.status());
-  if (try_past_window_) {
-    // One more chunk, at the first counter past the window, over the start
-    // of the window: what a holder that kept its key would try.
-    const uint32_t past = req->binding().first_counter() + req->binding().counter_count();
-    auto more = w.Write(*key, req->binding().gpu_session(), req->binding().buffer_id(), 0,
-                        std::min<uint64_t>(data.size(), wo.chunk_size), CounterWindow{past, 1},
-                        [](uint64_t, uint8_t* dst, size_t n) {
-                          std::memset(dst, 'X', n);
-                          return absl::OkStatus();
-                        });
-    past_window_ = more.status();
+  for (Aim aim : aims_) {
+    if (aim == Aim::kPastWindow) TryAim(aim, b, *keys, data);
   }
   if (after_write_) after_write_(req->binding());
   v1::ProvisionReport rep;
@@ -171,10 +165,47 @@ grpc::Status KeyKeepingHolder::Provision(grpc::ServerContext*, const v1::Provisi
   return grpc::Status::OK;
 }
 
+void KeyKeepingHolder::TryAim(Aim aim, const v1::HandoffBinding& b,
+                              const std::vector<ChannelMaterial>& keys, const std::string& data) {
+  H2dWriterOptions wo;
+  wo.chunk_size = b.chunk_size();
+  wo.bounce_dir = shared_dir_;
+  H2dWriter w(MakeChannel(device_endpoint_), wo);
+  for (int i = 0; i < b.lanes_size(); ++i) {
+    const v1::H2dLane& l = b.lanes(i);
+    uint64_t buffer = b.buffer_id();
+    uint64_t at = l.offset();
+    uint32_t counter = l.first_counter();
+    const uint64_t n = std::min<uint64_t>(l.length(), wo.chunk_size);
+    if (aim == Aim::kPastWindow) {
+      counter += l.counter_count();
+    } else if (aim == Aim::kOtherBuffer) {
+      buffer += 1000;  // a buffer it was not handed (another holder's, or none)
+      at = 0;
+    } else {
+      // Another lane's first bytes, or (one lane) just past the window.
+      at = b.lanes_size() > 1 ? b.lanes((i + 1) % b.lanes_size()).offset()
+                              : (b.window_length() + 31) / 32 * 32;
+    }
+    std::vector<H2dLaneWrite> one{
+        H2dLaneWrite{l.copy_engine(), &keys[i], CounterWindow{counter, 1}, 0, n}};
+    CopyingSource src([&data, &l](uint64_t off, uint8_t* dst, size_t len) {
+      std::memcpy(dst, data.data() + l.offset() + off, len);
+      return absl::OkStatus();
+    });
+    aimed_.push_back(w.Write(one, b.gpu_session(), buffer, at, n, src).status());
+  }
+}
+
 std::vector<KeyKeepingHolder::Kept> KeyKeepingHolder::kept() {
   absl::MutexLock l(&mu_);
   std::vector<Kept> out;
-  for (const auto& k : kept_) out.push_back(Kept{k.key.Clone(), k.binding});
+  for (const auto& k : kept_) {
+    Kept c;
+    for (const ChannelMaterial& key : k.keys) c.keys.push_back(key.Clone());
+    c.binding = k.binding;
+    out.push_back(std::move(c));
+  }
   return out;
 }
 
@@ -202,7 +233,7 @@ absl::StatusOr<KeyKeepingHolder::Attempts> KeyKeepingHolder::TryKeptKeys(Emulate
   s = FromGrpc(admin->GetStatus(&sctx, {}, &status), "device GetStatus");
   if (!s.ok()) return s;
   Attempts a;
-  auto src = [](uint64_t, uint8_t* dst, size_t n) {
+  auto fill = [](uint64_t, uint8_t* dst, size_t n) {
     std::memset(dst, 0x5A, n);
     return absl::OkStatus();
   };
@@ -211,20 +242,27 @@ absl::StatusOr<KeyKeepingHolder::Attempts> KeyKeepingHolder::TryKeptKeys(Emulate
     wo.chunk_size = k.binding.chunk_size();
     wo.bounce_dir = shared_dir_;
     H2dWriter w(MakeChannel(device_endpoint_), wo);
-    const uint32_t next = k.binding.first_counter() + k.binding.counter_count();
-    // At its own session, and claiming the current one, at guessed counters.
-    for (uint64_t session : {k.binding.gpu_session(), status.session_id()}) {
-      for (uint32_t counter : {1u, 2u, next}) {
-        auto st = w.Write(k.key, session, k.binding.buffer_id(), 0, wo.chunk_size,
-                          CounterWindow{counter, 1}, src);
-        if (st.ok()) {
-          ++a.accepted;
-        } else if (absl::IsFailedPrecondition(st.status())) {
-          ++a.old_session_refused;
-        } else if (absl::IsUnauthenticated(st.status())) {
-          ++a.tag_refused;
-        } else {
-          ++a.other;
+    for (int i = 0; i < k.binding.lanes_size(); ++i) {
+      const v1::H2dLane& l = k.binding.lanes(i);
+      const uint32_t next = l.first_counter() + l.counter_count();
+      // At its own session, and claiming the current one, at guessed counters.
+      for (uint64_t session : {k.binding.gpu_session(), status.session_id()}) {
+        for (uint32_t counter : {1u, 2u, next}) {
+          std::vector<H2dLaneWrite> one{H2dLaneWrite{l.copy_engine(), &k.keys[i],
+                                                     CounterWindow{counter, 1}, 0,
+                                                     std::min<uint64_t>(wo.chunk_size,
+                                                                        l.length())}};
+          CopyingSource src(fill);
+          auto st = w.Write(one, session, k.binding.buffer_id(), l.offset(), one[0].length, src);
+          if (st.ok()) {
+            ++a.accepted;
+          } else if (absl::IsFailedPrecondition(st.status())) {
+            ++a.old_session_refused;
+          } else if (absl::IsUnauthenticated(st.status())) {
+            ++a.tag_refused;
+          } else {
+            ++a.other;
+          }
         }
       }
     }

@@ -21,8 +21,9 @@ namespace gputravel {
 // handed (what P3 must make useless). It serves in the test process.
 class KeyKeepingHolder final : public v1::HolderAgent::Service {
  public:
+  // One hand-off: its keys, one per lane of its binding, in lane order.
   struct Kept {
-    ChannelMaterial key;
+    std::vector<ChannelMaterial> keys;
     v1::HandoffBinding binding;
   };
 
@@ -45,16 +46,28 @@ class KeyKeepingHolder final : public v1::HolderAgent::Service {
   // Every key handed to this holder so far (copies).
   std::vector<Kept> kept();
 
-  // From now on, right after writing its window (the GPU still routed to
-  // it, its key alive), the holder also tries one chunk at the counter just
-  // past its window; past_window() is what the device answered.
-  void TryPastTheWindow() {
+  // Where the holder also aims, with each of its keys, while they live (the
+  // GPU routed to it): one chunk per key and aim, each made with the real
+  // key (so it authenticates), each a write its window does not allow.
+  enum class Aim {
+    // After writing its window: the first counter past the lane's window,
+    // over the lane's own first chunk.
+    kPastWindow,
+    // Before writing: the lane's first counter, at offset 0 of a buffer it
+    // was not handed.
+    kOtherBuffer,
+    // Before writing: the lane's first counter, in its own buffer but
+    // outside its lane (another lane's bytes, or past the window).
+    kOutsideLane,
+  };
+  void AimOutside(Aim aim) {
     absl::MutexLock l(&mu_);
-    try_past_window_ = true;
+    aims_.push_back(aim);
   }
-  absl::Status past_window() {
+  // What the device answered each aimed chunk, in the order tried.
+  std::vector<absl::Status> aimed() {
     absl::MutexLock l(&mu_);
-    return past_window_;
+    return aimed_;
   }
 
   // Called once the holder's window is on the device, before its report is
@@ -84,10 +97,11 @@ class KeyKeepingHolder final : public v1::HolderAgent::Service {
     report_ = std::move(f);
   }
 
-  // Tries every kept key against the device (the GPU routed to this holder's
-  // TD with the orchestrator's MUX credentials, as a malicious host could):
-  // each key at its own session and claiming the device's current session,
-  // at several counters. Counts the device's answers.
+  // Tries every kept key (every lane's of every hand-off) against the device
+  // (the GPU routed to this holder's TD with the orchestrator's MUX
+  // credentials, as a malicious host could): each key on its own engine, at
+  // its own session and claiming the device's current session, at several
+  // counters. Counts the device's answers.
   struct Attempts {
     int accepted = 0;             // must stay 0
     int old_session_refused = 0;  // FAILED_PRECONDITION: that session is gone
@@ -107,8 +121,11 @@ class KeyKeepingHolder final : public v1::HolderAgent::Service {
   absl::Mutex mu_;
   std::unique_ptr<ChannelResponder> responder_ ABSL_GUARDED_BY(mu_);
   std::vector<Kept> kept_ ABSL_GUARDED_BY(mu_);
-  bool try_past_window_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status past_window_ ABSL_GUARDED_BY(mu_) = absl::UnknownError("not tried");
+  std::vector<Aim> aims_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Status> aimed_ ABSL_GUARDED_BY(mu_);
+  // Tries `aim` with every lane key of the hand-off `b` (`data`: the window).
+  void TryAim(Aim aim, const v1::HandoffBinding& b, const std::vector<ChannelMaterial>& keys,
+              const std::string& data) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::function<void(const v1::HandoffBinding&)> after_write_ ABSL_GUARDED_BY(mu_);
   std::function<void(const v1::HandoffBinding&)> before_write_ ABSL_GUARDED_BY(mu_);
   ReportHook report_ ABSL_GUARDED_BY(mu_);
