@@ -1021,6 +1021,60 @@ TEST_F(StateStoreTest, MigrationSealsClearCheckpointsAndLeavesNoClearBytes) {
   EXPECT_EQ(*store->GetCheckpoint("c3"), "");
 }
 
+// RED TEAM: the host, which holds the orchestrator's disk, plants a model of
+// its choice. Sealing the clear checkpoints that version 4 wrote runs at
+// every open, not only when the database is migrated from version 4: a
+// current database whose row is set to (model = anything, model_trip = 0)
+// has "anything" sealed under the real key and bound to the campaign's
+// latest trained trip, so the trainer continues from the host's model and no
+// swap is detected. Secure behaviour: the planted checkpoint is refused
+// (the open fails, or GetCheckpoint says DATA_LOSS), never served.
+TEST_F(StateStoreTest, RedTeamACheckpointPlantedInTheClearIsNeverServed) {
+  const std::string planted = "HOST-CHOSEN-MODEL-WEIGHTS";
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+    ASSERT_OK(RunTrip(*store, "c1", "h1", 0, 10, 0).status());
+    ASSERT_TRUE(store->GetCheckpoint("c1").ok());
+  }
+  ASSERT_EQ(RawPragma("PRAGMA user_version"), absl::StrCat(StateStore::kSchemaVersion));
+  // The key file stays where it is; only the database is touched.
+  RawPragma("UPDATE campaigns SET model = CAST('" + planted +
+            "' AS BLOB), model_trip = 0 WHERE name = 'c1'");
+  auto reopened = StateStore::Open(path_, KeyPath());
+  if (!reopened.ok()) return;  // refused outright: secure
+  auto r = (*reopened)->GetCheckpoint("c1");
+  if (r.ok()) {
+    EXPECT_NE(*r, planted) << "the host's model was sealed and served as the campaign's "
+                              "checkpoint";
+  } else {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  }
+}
+
+// RED TEAM: the host erases the checkpoint (model = x'', model_trip = 0) of
+// a campaign that has trained trips. GetCheckpoint returns "no checkpoint"
+// for that row, so the trainer starts again from an untrained model while
+// every window trained so far stays counted: training progress is lost
+// without anyone being told. Secure behaviour: DATA_LOSS, as for a swap.
+TEST_F(StateStoreTest, RedTeamAnErasedCheckpointIsDetected) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+    ASSERT_OK(RunTrip(*store, "c1", "h1", 0, 10, 0).status());
+    ASSERT_FALSE(store->GetCheckpoint("c1")->empty());
+  }
+  RawPragma("UPDATE campaigns SET model = x'', model_trip = 0 WHERE name = 'c1'");
+  auto reopened = StateStore::Open(path_, KeyPath());
+  if (!reopened.ok()) return;  // refused outright: secure
+  auto r = (*reopened)->GetCheckpoint("c1");
+  ASSERT_FALSE(r.ok()) << "an erased checkpoint reads as \"no checkpoint yet\" ("
+                       << (r.ok() ? r->size() : 0) << " bytes) after a trained trip";
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+}
+
 TEST_F(StateStoreTest, UnfinishedTripsSurviveCrashAndBlockNewTrips) {
   uint64_t id = 0;
   {
