@@ -1075,6 +1075,39 @@ TEST_F(StateStoreTest, RedTeamAnErasedCheckpointIsDetected) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
 }
 
+// RED TEAM: the host rolls a campaign's model back to an earlier checkpoint
+// it copied from the disk, and clears the later trips' "trained" flag so
+// that the earlier trip looks like the latest trained one. Only the model
+// blob is authenticated, and its binding to "the latest trained trip" rests
+// on rows the host edits freely: the earlier model is served, and every
+// window trained since stays counted on the holders' cursors (trained
+// once, its training lost: P7). Secure behaviour: DATA_LOSS.
+TEST_F(StateStoreTest, RedTeamACheckpointRolledBackWithTheTripRowsIsDetected) {
+  uint64_t first = 0, second = 0;
+  std::string first_model_hex;
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+    ASSERT_OK_AND_ASSIGN(first, RunTrip(*store, "c1", "h1", 0, 10, 0));
+    first_model_hex = RawPragma("SELECT hex(model) FROM campaigns WHERE name = 'c1'");
+    ASSERT_OK_AND_ASSIGN(second, RunTrip(*store, "c1", "h1", 10, 10, 0));
+    EXPECT_EQ(*store->GetCheckpoint("c1"), absl::StrCat("model-", second));
+  }
+  RawPragma("UPDATE campaigns SET model = x'" + first_model_hex + "', model_trip = " +
+            std::to_string(first) + " WHERE name = 'c1'");
+  RawPragma("UPDATE trips SET trained = 0 WHERE id = " + std::to_string(second));
+  auto reopened = StateStore::Open(path_, KeyPath());
+  if (!reopened.ok()) return;  // refused outright: secure
+  ASSERT_OK_AND_ASSIGN(std::vector<HolderRow> holders, (*reopened)->ListHolders("c1"));
+  ASSERT_EQ(holders.size(), 1u);
+  EXPECT_EQ(holders[0].cursor_offset, 20u) << "both windows stay counted";
+  auto r = (*reopened)->GetCheckpoint("c1");
+  ASSERT_FALSE(r.ok()) << "trip " << first << "'s model is served as the campaign's "
+                       << "checkpoint after trip " << second << " trained: " << *r;
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+}
+
 TEST_F(StateStoreTest, UnfinishedTripsSurviveCrashAndBlockNewTrips) {
   uint64_t id = 0;
   {
