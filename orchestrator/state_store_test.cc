@@ -1108,6 +1108,35 @@ TEST_F(StateStoreTest, RedTeamACheckpointRolledBackWithTheTripRowsIsDetected) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
 }
 
+// RED TEAM (held): the version 5 -> 6 rebuild of the holders table keeps
+// every column of every holder row, and the trips that reference them.
+TEST_F(StateStoreTest, RedTeamTheHoldersTableRebuildLosesNothing) {
+  const std::string q =
+      "SELECT group_concat(campaign || '|' || name || '|' || position || '|' || dataset_bytes "
+      "|| '|' || cursor_offset || '|' || round || '|' || state || '|' || error || '|' || trips "
+      "|| '|' || bytes || '|' || hex(attestation), ';') FROM (SELECT * FROM holders ORDER BY "
+      "campaign, name)";
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}, {"h2", 50}})));
+    ASSERT_OK(RunTrip(*store, "c1", "h1", 0, 10, 0).status());
+    ASSERT_OK(RunTrip(*store, "c1", "h2", 0, 20, 0).status());
+    ASSERT_OK(store->MarkHolderState("c1", "h2", kHolderFailed, "why: it failed").status());
+  }
+  RawPragma("UPDATE holders SET attestation = x'0102' WHERE name = 'h1'");
+  const std::string before = RawPragma(q);
+  const std::string trips_before = RawPragma("SELECT count(*) FROM trips");
+  RawPragma("PRAGMA user_version = 5");
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawPragma("PRAGMA user_version"), absl::StrCat(StateStore::kSchemaVersion));
+  EXPECT_EQ(RawPragma(q), before);
+  EXPECT_EQ(RawPragma("SELECT count(*) FROM trips"), trips_before);
+  EXPECT_EQ(RawPragma("SELECT count(*) FROM pragma_foreign_key_check"), "0");
+  ASSERT_OK(RunTrip(*store, "c1", "h1", 10, 10, 0).status());
+}
+
 TEST_F(StateStoreTest, UnfinishedTripsSurviveCrashAndBlockNewTrips) {
   uint64_t id = 0;
   {
