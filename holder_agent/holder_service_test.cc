@@ -600,6 +600,28 @@ TEST_F(HolderServiceTest, FailureSaysWhoseSideFailedOnlyOnEvidence) {
   EXPECT_EQ(last_fault_, "") << "a dataset the host's disk fails blames nobody";
 }
 
+// RED TEAM: the host owns the holder TD's disk (its virtual block device)
+// and can fail any write to it. The agent records each accepted trip on
+// disk before it uses the key; when the host makes that write fail, the
+// agent says "gputravel-fault: holder" ("its own record could not be
+// kept"), so under on_holder_failure: skip the host chooses who is dropped.
+// Secure behaviour: a write the host can fail is no evidence against the
+// holder: no "holder" trailer (nobody, or the host's side, is charged).
+TEST_F(HolderServiceTest, RedTeamARecordWriteTheHostFailsIsNotTheHoldersFault) {
+  // The host, below the TD's file system, makes the record unwritable: here
+  // a directory where the record goes (rename onto it fails, as a write
+  // error of the virtual disk would).
+  const std::string record = pki_.path() + "/freshness.json";
+  ASSERT_EQ(::mkdir(record.c_str(), 0700), 0);
+  ASSERT_TRUE(WriteFile(record + "/x", "x").ok());
+  grpc::Status s = Provision(Open(), Binding("c1", 5, 0));
+  EXPECT_FALSE(s.ok()) << "the test's premise: the record could not be written";
+  EXPECT_NE(last_fault_, kProvisionFaultHolder)
+      << "the holder is charged for a disk write the host failed: " << s.error_message();
+  ::unlink((record + "/x").c_str());
+  ::rmdir(record.c_str());
+}
+
 // The device stalls with the first chunk of a trip, and the orchestrator
 // gives up on the trip: the agent's write stops at once (not at its
 // deadline, minutes later for a large window), so the key goes and the next

@@ -1021,6 +1021,122 @@ TEST_F(StateStoreTest, MigrationSealsClearCheckpointsAndLeavesNoClearBytes) {
   EXPECT_EQ(*store->GetCheckpoint("c3"), "");
 }
 
+// RED TEAM: the host, which holds the orchestrator's disk, plants a model of
+// its choice. Sealing the clear checkpoints that version 4 wrote runs at
+// every open, not only when the database is migrated from version 4: a
+// current database whose row is set to (model = anything, model_trip = 0)
+// has "anything" sealed under the real key and bound to the campaign's
+// latest trained trip, so the trainer continues from the host's model and no
+// swap is detected. Secure behaviour: the planted checkpoint is refused
+// (the open fails, or GetCheckpoint says DATA_LOSS), never served.
+TEST_F(StateStoreTest, RedTeamACheckpointPlantedInTheClearIsNeverServed) {
+  const std::string planted = "HOST-CHOSEN-MODEL-WEIGHTS";
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+    ASSERT_OK(RunTrip(*store, "c1", "h1", 0, 10, 0).status());
+    ASSERT_TRUE(store->GetCheckpoint("c1").ok());
+  }
+  ASSERT_EQ(RawPragma("PRAGMA user_version"), absl::StrCat(StateStore::kSchemaVersion));
+  // The key file stays where it is; only the database is touched.
+  RawPragma("UPDATE campaigns SET model = CAST('" + planted +
+            "' AS BLOB), model_trip = 0 WHERE name = 'c1'");
+  auto reopened = StateStore::Open(path_, KeyPath());
+  if (!reopened.ok()) return;  // refused outright: secure
+  auto r = (*reopened)->GetCheckpoint("c1");
+  if (r.ok()) {
+    EXPECT_NE(*r, planted) << "the host's model was sealed and served as the campaign's "
+                              "checkpoint";
+  } else {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  }
+}
+
+// RED TEAM: the host erases the checkpoint (model = x'', model_trip = 0) of
+// a campaign that has trained trips. GetCheckpoint returns "no checkpoint"
+// for that row, so the trainer starts again from an untrained model while
+// every window trained so far stays counted: training progress is lost
+// without anyone being told. Secure behaviour: DATA_LOSS, as for a swap.
+TEST_F(StateStoreTest, RedTeamAnErasedCheckpointIsDetected) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+    ASSERT_OK(RunTrip(*store, "c1", "h1", 0, 10, 0).status());
+    ASSERT_FALSE(store->GetCheckpoint("c1")->empty());
+  }
+  RawPragma("UPDATE campaigns SET model = x'', model_trip = 0 WHERE name = 'c1'");
+  auto reopened = StateStore::Open(path_, KeyPath());
+  if (!reopened.ok()) return;  // refused outright: secure
+  auto r = (*reopened)->GetCheckpoint("c1");
+  ASSERT_FALSE(r.ok()) << "an erased checkpoint reads as \"no checkpoint yet\" ("
+                       << (r.ok() ? r->size() : 0) << " bytes) after a trained trip";
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+}
+
+// RED TEAM: the host rolls a campaign's model back to an earlier checkpoint
+// it copied from the disk, and clears the later trips' "trained" flag so
+// that the earlier trip looks like the latest trained one. Only the model
+// blob is authenticated, and its binding to "the latest trained trip" rests
+// on rows the host edits freely: the earlier model is served, and every
+// window trained since stays counted on the holders' cursors (trained
+// once, its training lost: P7). Secure behaviour: DATA_LOSS.
+TEST_F(StateStoreTest, RedTeamACheckpointRolledBackWithTheTripRowsIsDetected) {
+  uint64_t first = 0, second = 0;
+  std::string first_model_hex;
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+    ASSERT_OK_AND_ASSIGN(first, RunTrip(*store, "c1", "h1", 0, 10, 0));
+    first_model_hex = RawPragma("SELECT hex(model) FROM campaigns WHERE name = 'c1'");
+    ASSERT_OK_AND_ASSIGN(second, RunTrip(*store, "c1", "h1", 10, 10, 0));
+    EXPECT_EQ(*store->GetCheckpoint("c1"), absl::StrCat("model-", second));
+  }
+  RawPragma("UPDATE campaigns SET model = x'" + first_model_hex + "', model_trip = " +
+            std::to_string(first) + " WHERE name = 'c1'");
+  RawPragma("UPDATE trips SET trained = 0 WHERE id = " + std::to_string(second));
+  auto reopened = StateStore::Open(path_, KeyPath());
+  if (!reopened.ok()) return;  // refused outright: secure
+  ASSERT_OK_AND_ASSIGN(std::vector<HolderRow> holders, (*reopened)->ListHolders("c1"));
+  ASSERT_EQ(holders.size(), 1u);
+  EXPECT_EQ(holders[0].cursor_offset, 20u) << "both windows stay counted";
+  auto r = (*reopened)->GetCheckpoint("c1");
+  ASSERT_FALSE(r.ok()) << "trip " << first << "'s model is served as the campaign's "
+                       << "checkpoint after trip " << second << " trained: " << *r;
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+}
+
+// RED TEAM (held): the version 5 -> 6 rebuild of the holders table keeps
+// every column of every holder row, and the trips that reference them.
+TEST_F(StateStoreTest, RedTeamTheHoldersTableRebuildLosesNothing) {
+  const std::string q =
+      "SELECT group_concat(campaign || '|' || name || '|' || position || '|' || dataset_bytes "
+      "|| '|' || cursor_offset || '|' || round || '|' || state || '|' || error || '|' || trips "
+      "|| '|' || bytes || '|' || hex(attestation), ';') FROM (SELECT * FROM holders ORDER BY "
+      "campaign, name)";
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}, {"h2", 50}})));
+    ASSERT_OK(RunTrip(*store, "c1", "h1", 0, 10, 0).status());
+    ASSERT_OK(RunTrip(*store, "c1", "h2", 0, 20, 0).status());
+    ASSERT_OK(store->MarkHolderState("c1", "h2", kHolderFailed, "why: it failed").status());
+  }
+  RawPragma("UPDATE holders SET attestation = x'0102' WHERE name = 'h1'");
+  const std::string before = RawPragma(q);
+  const std::string trips_before = RawPragma("SELECT count(*) FROM trips");
+  RawPragma("PRAGMA user_version = 5");
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawPragma("PRAGMA user_version"), absl::StrCat(StateStore::kSchemaVersion));
+  EXPECT_EQ(RawPragma(q), before);
+  EXPECT_EQ(RawPragma("SELECT count(*) FROM trips"), trips_before);
+  EXPECT_EQ(RawPragma("SELECT count(*) FROM pragma_foreign_key_check"), "0");
+  ASSERT_OK(RunTrip(*store, "c1", "h1", 10, 10, 0).status());
+}
+
 TEST_F(StateStoreTest, UnfinishedTripsSurviveCrashAndBlockNewTrips) {
   uint64_t id = 0;
   {

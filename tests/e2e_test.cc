@@ -28,6 +28,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "keyxfer/cc_channel.h"
 #include "keyxfer/random.h"
 #include "keyxfer/report_seal.h"
 #include "keyxfer/secret_bytes.h"
@@ -1354,6 +1355,92 @@ TEST(EndToEndTest, DoorbellsTheHostHoldsBackAreChargedToTheHost) {
   ASSERT_TRUE(final_state.ok()) << final_state.status();
   EXPECT_EQ(final_state->state(), v1::COMPLETED) << final_state->error();
   for (const auto& h : final_state->holders()) EXPECT_EQ(h.state(), "done") << h.name();
+  (*stack)->Stop();
+  server->Shutdown();
+}
+
+}  // namespace
+}  // namespace gputravel
+
+namespace gputravel {
+namespace {
+
+// RED TEAM: the host answers the holder's doorbells itself. The device's
+// acknowledgements (SubmitH2DAck, SubmitH2DResponse) are not authenticated:
+// sequence, slot and next counter are all predictable. A relay of the
+// holder's device socket that acknowledges every chunk without passing it on
+// makes the agent believe the whole window landed: it reports success, the
+// orchestrator reads back a buffer that does not hold the window, the digest
+// does not match, and that is charged to the holder (TripFault::kHolder).
+// Under on_holder_failure: skip the host thus chooses whose data trains the
+// model. Secure behaviour: the holder is not charged (the device never
+// accepted its chunks, which only the host can have caused), the campaign
+// pauses.
+class AckForgingRelay : public DeviceRelay {
+ public:
+  using DeviceRelay::DeviceRelay;
+  std::atomic<int> forged{0};
+
+  grpc::Status SubmitH2D(grpc::ServerContext*, const v1::SubmitH2DRequest*,
+                         v1::SubmitH2DResponse* resp) override {
+    ++forged;  // "decrypted and written": it never reaches the device
+    resp->set_next_counter(kFirstMessageCounter + 1);
+    resp->set_bounce_id(0);
+    return grpc::Status::OK;
+  }
+  grpc::Status SubmitH2DStream(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<v1::SubmitH2DAck, v1::SubmitH2DRequest>* stream) override {
+    v1::SubmitH2DRequest req;
+    uint64_t seq = 0;
+    while (stream->Read(&req)) {
+      ++forged;
+      v1::SubmitH2DAck ack;
+      ack.set_sequence(seq);
+      ack.set_slot(req.slot());
+      ack.set_next_counter(static_cast<uint32_t>(kFirstMessageCounter + seq + 1));
+      ++seq;
+      if (!stream->Write(ack)) break;
+    }
+    return grpc::Status::OK;
+  }
+};
+
+TEST(RedTeamFaultAttribution, HostForgingDoorbellAcksDoesNotGetTheHolderSkipped) {
+  StackOptions o;
+  o.holders = 2;
+  o.holder_timeout_seconds = 5;
+  o.on_holder_failure = "skip";
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  const nlohmann::json spec = (*stack)->CampaignSpec();
+  const std::string domain = spec["holders"][0]["domain"].get<std::string>();
+  const std::string holder = spec["holders"][0]["name"].get<std::string>();
+  const std::string socket = (*stack)->device_socket(domain).substr(std::string("unix:").size());
+  ASSERT_EQ(::rename(socket.c_str(), (socket + ".device").c_str()), 0) << socket;
+  AckForgingRelay relay("unix:" + socket + ".device");
+  grpc::ServerBuilder b;
+  b.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
+  b.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  b.SetMaxSendMessageSize(kMaxMessageBytes);
+  b.RegisterService(&relay);
+  auto server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+
+  v1::Campaign report;
+  ASSERT_NO_FATAL_FAILURE(RunUntilPausedOrCompleted(stack->get(), &report));
+  EXPECT_GT(relay.forged.load(), 0) << "the relay acknowledged no doorbell itself";
+  ASSERT_GE(report.trips_size(), 1);
+  EXPECT_EQ(report.trips(0).holder(), holder);
+  EXPECT_EQ(report.trips(0).outcome(), "failed") << report.trips(0).error();
+  EXPECT_TRUE(report.trips(0).scrub_verified());
+  EXPECT_EQ(report.state(), v1::PAUSED)
+      << "the host's forged acks made the campaign go on without " << holder << ": "
+      << report.error();
+  for (const auto& h : report.holders()) {
+    EXPECT_NE(h.state(), "failed")
+        << h.name() << " was charged (" << h.error() << ") for chunks the host kept from the GPU";
+  }
   (*stack)->Stop();
   server->Shutdown();
 }

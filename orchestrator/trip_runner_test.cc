@@ -1,0 +1,148 @@
+// TripRunner's attribution of a failed attested channel (TripFault).
+#include "orchestrator/trip_runner.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "keyxfer/attested_channel.h"
+#include "keyxfer/dev_attester.h"
+#include "keyxfer/ec_key.h"
+#include "keyxfer/x509.h"
+#include "proto/attestation.pb.h"
+#include "proto/holder.grpc.pb.h"
+#include "util/grpc_status.h"
+
+namespace gputravel {
+namespace {
+
+const std::string kHolderMrtd(48, 'H');
+const std::string kOrchMrtd(48, 'O');
+
+// The quote as the host's quote generation returns it. On TDX a TD's quote
+// is signed outside the TD, by the quoting enclave that the host runs and
+// reaches through the host (GetQuote goes to the VMM and on to its quote
+// generation service): the host can return a quote for holder H that does
+// not verify (a corrupted signature here; an outdated quoting enclave, a
+// revoked PCK certificate on real hardware) while every other TD's quotes
+// verify.
+class HostCorruptedQuote : public Attester {
+ public:
+  explicit HostCorruptedQuote(Attester* inner) : inner_(inner) {}
+  absl::StatusOr<Evidence> Attest(const ReportData& report_data) override {
+    auto e = inner_->Attest(report_data);
+    if (!e.ok()) return e;
+    v1::DevEvidence body;
+    if (!body.ParseFromString(e->blob())) return absl::InternalError("not dev evidence");
+    std::string sig = body.signature_der();
+    sig[sig.size() - 1] ^= 0x01;
+    body.set_signature_der(sig);
+    e->set_blob(body.SerializeAsString());
+    return e;
+  }
+
+ private:
+  Attester* inner_;
+};
+
+// A holder agent's OpenChannel: answers with evidence from `attester`.
+class ChannelOnlyHolder final : public v1::HolderAgent::Service {
+ public:
+  explicit ChannelOnlyHolder(Attester* attester) : attester_(attester) {}
+  grpc::Status OpenChannel(grpc::ServerContext*, const v1::OpenChannelRequest* req,
+                           v1::OpenChannelResponse* out) override {
+    auto r = ChannelResponder::Respond(req->orchestrator_public_key(),
+                                       req->orchestrator_nonce(), *attester_);
+    if (!r.ok()) return grpc::Status(grpc::StatusCode::INTERNAL, std::string(r.status().message()));
+    out->set_channel_id("c");
+    out->set_holder_public_key(r->public_key());
+    out->set_holder_nonce(r->nonce());
+    *out->mutable_evidence() = r->evidence();
+    return grpc::Status::OK;
+  }
+
+ private:
+  Attester* attester_;
+};
+
+class TripRunnerChannelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::make_unique<EcKey>(*EcKey::Generate(Curve::kP256));
+    root_der_ = *IssueCertificate(*root_, "dev root", *root_, "", true, 1);
+    orch_ = Make("orchestrator", kOrchMrtd);
+    DevPolicy holders;
+    holders.allowed_mrtd = {kHolderMrtd};
+    verifier_ = std::make_unique<DevVerifier>(root_der_, holders);
+    // A Unix socket path must be short: TEST_TMPDIR can be too long.
+    char tmpl[] = "/tmp/trip_runner_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    socket_ = dir_ + "/holder.sock";
+  }
+  void TearDown() override {
+    ::unlink(socket_.c_str());
+    ::rmdir(dir_.c_str());
+  }
+
+  std::unique_ptr<DevAttester> Make(const std::string& domain, const std::string& mrtd) {
+    auto k = *EcKey::Generate(Curve::kP256);
+    auto cert = *IssueCertificate(k, domain, *root_, root_der_, false, 1);
+    return *DevAttester::Create(domain, std::move(k), cert, mrtd);
+  }
+
+  // PrepareChannel against a holder answering with `attester`'s evidence.
+  TripFault FaultWith(Attester* attester) {
+    ChannelOnlyHolder service(attester);
+    grpc::ServerBuilder b;
+    ::unlink(socket_.c_str());
+    b.AddListeningPort("unix:" + socket_, grpc::InsecureServerCredentials());
+    b.RegisterService(&service);
+    auto server = b.BuildAndStart();
+    if (server == nullptr) {
+      ADD_FAILURE() << "cannot serve on " << socket_;
+      return TripFault::kNone;
+    }
+    auto stub = v1::HolderAgent::NewStub(MakeChannel("unix:" + socket_));
+    TripRunner runner("orchestrator-td", "gpu0", nullptr, nullptr, orch_.get(), verifier_.get());
+    TripFault fault = TripFault::kNone;
+    auto ch = runner.PrepareChannel("holder-a", stub.get(), 10, nullptr, &fault);
+    EXPECT_FALSE(ch.ok());
+    last_error_ = ch.ok() ? "" : std::string(ch.status().message());
+    server->Shutdown();
+    return fault;
+  }
+
+  std::unique_ptr<EcKey> root_;
+  std::string root_der_, dir_, socket_, last_error_;
+  std::unique_ptr<DevAttester> orch_;
+  std::unique_ptr<DevVerifier> verifier_;
+};
+
+// RED TEAM: the host makes holder-a's quote fail verification (its quote
+// generation is the host's). PrepareChannel charges every verification
+// failure to the holder ("its evidence, under its certificate, did not
+// verify"), so under on_holder_failure: skip the host chooses who is dropped.
+// Secure behaviour: evidence whose signature or chain does not verify is no
+// evidence about the holder (not kHolder); evidence that verifies but shows
+// another binary than the policy allows is (kHolder).
+TEST_F(TripRunnerChannelTest, RedTeamAQuoteTheHostCorruptedIsNotChargedToTheHolder) {
+  auto genuine = Make("holder-a", kHolderMrtd);
+  HostCorruptedQuote corrupted(genuine.get());
+  EXPECT_STRNE(TripFaultName(FaultWith(&corrupted)), "holder")
+      << "the holder is charged for a quote the host's quote generation spoiled: "
+      << last_error_;
+}
+
+// The distinction the fix must keep: a holder whose TD runs a binary
+// outside the policy is the holder's failure.
+TEST_F(TripRunnerChannelTest, EvidenceOfABinaryOutsideThePolicyIsTheHolders) {
+  auto other_binary = Make("holder-a", std::string(48, 'X'));
+  EXPECT_STREQ(TripFaultName(FaultWith(other_binary.get())), "holder") << last_error_;
+}
+
+}  // namespace
+}  // namespace gputravel
