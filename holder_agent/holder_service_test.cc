@@ -600,14 +600,11 @@ TEST_F(HolderServiceTest, FailureSaysWhoseSideFailedOnlyOnEvidence) {
   EXPECT_EQ(last_fault_, "") << "a dataset the host's disk fails blames nobody";
 }
 
-// RED TEAM: the host owns the holder TD's disk (its virtual block device)
-// and can fail any write to it. The agent records each accepted trip on
-// disk before it uses the key; when the host makes that write fail, the
-// agent says "gputravel-fault: holder" ("its own record could not be
-// kept"), so under on_holder_failure: skip the host chooses who is dropped.
-// Secure behaviour: a write the host can fail is no evidence against the
-// holder: no "holder" trailer (nobody, or the host's side, is charged).
-TEST_F(HolderServiceTest, RedTeamARecordWriteTheHostFailsIsNotTheHoldersFault) {
+// ATTACK (host): it owns the holder TD's disk (its virtual block device) and
+// can fail any write to it, such as the record of the accepted trip the
+// agent writes before it uses the key. A write the host can fail is no
+// evidence against the holder: no "holder" trailer.
+TEST_F(HolderServiceTest, ARecordWriteTheHostFailsIsNotTheHoldersFault) {
   // The host, below the TD's file system, makes the record unwritable: here
   // a directory where the record goes (rename onto it fails, as a write
   // error of the virtual disk would).

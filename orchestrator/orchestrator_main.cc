@@ -40,7 +40,11 @@ int main(int argc, char** argv) {
       "\"tls\": {\"ca\", \"cert\", \"key\", \"crl\"}} (crl: the campaign's CRL,\n"
       "checked at every handshake and reread when it changes)\n"
       "(docs/operations.md). Campaigns are created through the API\n"
-      "(`gputravel create`).");
+      "(`gputravel create`).",
+      {{"seal_clear_checkpoints",
+        "Seal, once, model checkpoints the database holds in the clear (written before "
+        "checkpoints were sealed). Only for a database known to be this orchestrator's "
+        "own: otherwise a clear checkpoint is refused, as it may have been planted."}});
   const nlohmann::json json = ReadConfigOrExit(kProgram, args.config);
   auto cfg = ParseOrchestratorConfig(json, args.config);
   if (!cfg.ok()) ExitStartupError(kProgram, std::string(cfg.status().message()));
@@ -87,7 +91,8 @@ int main(int argc, char** argv) {
     if (!s.ok()) ExitStartupError(kProgram, std::string(s.message()));
   }
   // Checkpoints in the database are sealed under a key kept outside it.
-  auto store = StateStore::Open(db_path, cfg->checkpoint_key_file);
+  auto store = StateStore::Open(db_path, cfg->checkpoint_key_file,
+                                args.set_bools.count("seal_clear_checkpoints") > 0);
   if (!store.ok()) ExitStartupError(kProgram, std::string(store.status().message()));
   auto creds = MakeServerCredentials(cfg->tls);
   if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));

@@ -59,7 +59,8 @@ StateStore::StateStore(std::unique_ptr<SqliteDb> db, CheckpointSeal seal)
 StateStore::~StateStore() = default;
 
 absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(
-    const std::string& path, const std::string& checkpoint_key_path) {
+    const std::string& path, const std::string& checkpoint_key_path,
+    bool seal_clear_checkpoints) {
   GT_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db, SqliteDb::Open(path));
   GT_RETURN_IF_ERROR(EnsureStateSchema(*db));
   // Deleted and replaced content (a clear checkpoint being sealed, an old
@@ -83,7 +84,7 @@ absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(
         "the checkpoints cannot be read; a new key would not open them)"));
   }
   std::unique_ptr<StateStore> store(new StateStore(std::move(db), *std::move(seal)));
-  GT_RETURN_IF_ERROR(store->SealClearCheckpoints());
+  if (seal_clear_checkpoints) GT_RETURN_IF_ERROR(store->SealClearCheckpoints());
   return store;
 }
 
@@ -306,7 +307,19 @@ absl::StatusOr<std::string> StateStore::GetCheckpoint(const std::string& name) {
     trip = s.ColU64(1);
     latest = s.ColU64(2);
   }
-  if (sealed.empty() && trip == 0) return std::string();
+  if (sealed.empty() && trip == 0) {
+    if (latest == 0) return std::string();  // nothing trained yet
+    return absl::DataLossError(absl::StrCat(
+        "campaign ", Quote(name), " in ", db_path, " has trained trips (the latest is trip ",
+        latest, ") but no checkpoint: it was erased"));
+  }
+  if (trip == 0) {
+    return absl::DataLossError(absl::StrCat(
+        "the checkpoint of campaign ", Quote(name), " in ", db_path,
+        " is stored in the clear, so it may have been planted: it is not used. If this "
+        "database is your own from before checkpoints were sealed, start the orchestrator "
+        "once with --seal_clear_checkpoints"));
+  }
   if (trip != latest) {
     return absl::DataLossError(absl::StrCat(
         "the checkpoint of campaign ", Quote(name), " in ", db_path, " is marked as trip ",

@@ -224,11 +224,15 @@ class StateStore {
   // `checkpoint_key_path` (orchestrator/checkpoint_seal.h). The key file is
   // created if missing while the database holds no sealed checkpoint; with
   // sealed checkpoints and no key file, FAILED_PRECONDITION names both
-  // files. Checkpoints an older schema stored in the clear are sealed here
-  // (bound to their campaign's latest trained trip), and their clear bytes
-  // are overwritten in the database file and its WAL.
+  // files. Checkpoints stored in the clear (by a schema before 5) are
+  // sealed here only when `seal_clear_checkpoints` (the operator's one-time
+  // word that this database is its own: the host that can write the
+  // database could plant a clear model as well), bound to their campaign's
+  // latest trained trip, and their clear bytes are overwritten in the
+  // database file and its WAL; otherwise GetCheckpoint refuses them.
   static absl::StatusOr<std::unique_ptr<StateStore>> Open(
-      const std::string& path, const std::string& checkpoint_key_path);
+      const std::string& path, const std::string& checkpoint_key_path,
+      bool seal_clear_checkpoints = false);
 
   ~StateStore();
   StateStore(const StateStore&) = delete;

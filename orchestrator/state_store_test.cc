@@ -984,10 +984,12 @@ TEST_F(StateStoreTest, ASwappedCheckpointIsDetected) {
   EXPECT_THAT(r.status().message(), HasSubstr(KeyPath()));
 }
 
-// A database of schema 4 stored checkpoints in the clear: opening it seals
-// them (bound to the campaign's latest trained trip), and the clear bytes
-// are gone from the database file and its WAL, whether a checkpoint spilt
-// into overflow pages (c1) or sat in its row's page (c2).
+// A database of schema 4 stored checkpoints in the clear: opened as is,
+// they are refused (they may have been planted); opened with the operator's
+// seal_clear_checkpoints, they are sealed (bound to the campaign's latest
+// trained trip), and the clear bytes are gone from the database file and its
+// WAL, whether a checkpoint spilt into overflow pages (c1) or sat in its
+// row's page (c2).
 TEST_F(StateStoreTest, MigrationSealsClearCheckpointsAndLeavesNoClearBytes) {
   const std::string plain = "CLEAR-CHECKPOINT-" + std::string(5000, 'q') + "-END";
   const std::string small = "SMALL-CLEAR-CHECKPOINT";
@@ -1009,8 +1011,16 @@ TEST_F(StateStoreTest, MigrationSealsClearCheckpointsAndLeavesNoClearBytes) {
   std::filesystem::remove(KeyPath());
   ASSERT_NE(DatabaseBytes().find("CLEAR-CHECKPOINT"), std::string::npos) << "the test's premise";
   ASSERT_NE(DatabaseBytes().find(small), std::string::npos) << "the test's premise";
-  auto store = OpenOrDie();
-  ASSERT_NE(store, nullptr);
+  {
+    auto as_is = OpenOrDie();
+    ASSERT_NE(as_is, nullptr);
+    auto refused = as_is->GetCheckpoint("c1");
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss) << refused.status();
+    EXPECT_THAT(refused.status().message(), HasSubstr("--seal_clear_checkpoints"));
+  }
+  auto opened = StateStore::Open(path_, KeyPath(), /*seal_clear_checkpoints=*/true);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::unique_ptr<StateStore> store = *std::move(opened);
   EXPECT_EQ(RawPragma("PRAGMA user_version"), absl::StrCat(StateStore::kSchemaVersion));
   EXPECT_EQ(DatabaseBytes().find("CLEAR-CHECKPOINT"), std::string::npos);
   EXPECT_EQ(DatabaseBytes().find(small), std::string::npos);
@@ -1021,15 +1031,11 @@ TEST_F(StateStoreTest, MigrationSealsClearCheckpointsAndLeavesNoClearBytes) {
   EXPECT_EQ(*store->GetCheckpoint("c3"), "");
 }
 
-// RED TEAM: the host, which holds the orchestrator's disk, plants a model of
-// its choice. Sealing the clear checkpoints that version 4 wrote runs at
-// every open, not only when the database is migrated from version 4: a
-// current database whose row is set to (model = anything, model_trip = 0)
-// has "anything" sealed under the real key and bound to the campaign's
-// latest trained trip, so the trainer continues from the host's model and no
-// swap is detected. Secure behaviour: the planted checkpoint is refused
-// (the open fails, or GetCheckpoint says DATA_LOSS), never served.
-TEST_F(StateStoreTest, RedTeamACheckpointPlantedInTheClearIsNeverServed) {
+// ATTACK (host): with the orchestrator's disk, the host plants a model of
+// its choice as a clear checkpoint (model = anything, model_trip = 0), as
+// version 4 stored them. Unless an operator said the database is its own
+// (seal_clear_checkpoints), it is never sealed nor served: DATA_LOSS.
+TEST_F(StateStoreTest, ACheckpointPlantedInTheClearIsNeverServed) {
   const std::string planted = "HOST-CHOSEN-MODEL-WEIGHTS";
   {
     auto store = OpenOrDie();
@@ -1053,12 +1059,11 @@ TEST_F(StateStoreTest, RedTeamACheckpointPlantedInTheClearIsNeverServed) {
   }
 }
 
-// RED TEAM: the host erases the checkpoint (model = x'', model_trip = 0) of
-// a campaign that has trained trips. GetCheckpoint returns "no checkpoint"
-// for that row, so the trainer starts again from an untrained model while
-// every window trained so far stays counted: training progress is lost
-// without anyone being told. Secure behaviour: DATA_LOSS, as for a swap.
-TEST_F(StateStoreTest, RedTeamAnErasedCheckpointIsDetected) {
+// ATTACK (host): it erases the checkpoint (model = x'', model_trip = 0) of a
+// campaign that has trained trips, so that the trainer would start again
+// from an untrained model while every window trained so far stays counted.
+// DATA_LOSS, as for a swap.
+TEST_F(StateStoreTest, AnErasedCheckpointIsDetected) {
   {
     auto store = OpenOrDie();
     ASSERT_NE(store, nullptr);
@@ -1075,42 +1080,9 @@ TEST_F(StateStoreTest, RedTeamAnErasedCheckpointIsDetected) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
 }
 
-// RED TEAM: the host rolls a campaign's model back to an earlier checkpoint
-// it copied from the disk, and clears the later trips' "trained" flag so
-// that the earlier trip looks like the latest trained one. Only the model
-// blob is authenticated, and its binding to "the latest trained trip" rests
-// on rows the host edits freely: the earlier model is served, and every
-// window trained since stays counted on the holders' cursors (trained
-// once, its training lost: P7). Secure behaviour: DATA_LOSS.
-TEST_F(StateStoreTest, RedTeamACheckpointRolledBackWithTheTripRowsIsDetected) {
-  uint64_t first = 0, second = 0;
-  std::string first_model_hex;
-  {
-    auto store = OpenOrDie();
-    ASSERT_NE(store, nullptr);
-    ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
-    ASSERT_OK_AND_ASSIGN(first, RunTrip(*store, "c1", "h1", 0, 10, 0));
-    first_model_hex = RawPragma("SELECT hex(model) FROM campaigns WHERE name = 'c1'");
-    ASSERT_OK_AND_ASSIGN(second, RunTrip(*store, "c1", "h1", 10, 10, 0));
-    EXPECT_EQ(*store->GetCheckpoint("c1"), absl::StrCat("model-", second));
-  }
-  RawPragma("UPDATE campaigns SET model = x'" + first_model_hex + "', model_trip = " +
-            std::to_string(first) + " WHERE name = 'c1'");
-  RawPragma("UPDATE trips SET trained = 0 WHERE id = " + std::to_string(second));
-  auto reopened = StateStore::Open(path_, KeyPath());
-  if (!reopened.ok()) return;  // refused outright: secure
-  ASSERT_OK_AND_ASSIGN(std::vector<HolderRow> holders, (*reopened)->ListHolders("c1"));
-  ASSERT_EQ(holders.size(), 1u);
-  EXPECT_EQ(holders[0].cursor_offset, 20u) << "both windows stay counted";
-  auto r = (*reopened)->GetCheckpoint("c1");
-  ASSERT_FALSE(r.ok()) << "trip " << first << "'s model is served as the campaign's "
-                       << "checkpoint after trip " << second << " trained: " << *r;
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
-}
-
-// RED TEAM (held): the version 5 -> 6 rebuild of the holders table keeps
+// The version 5 -> 6 rebuild of the holders table keeps
 // every column of every holder row, and the trips that reference them.
-TEST_F(StateStoreTest, RedTeamTheHoldersTableRebuildLosesNothing) {
+TEST_F(StateStoreTest, TheHoldersTableRebuildLosesNothing) {
   const std::string q =
       "SELECT group_concat(campaign || '|' || name || '|' || position || '|' || dataset_bytes "
       "|| '|' || cursor_offset || '|' || round || '|' || state || '|' || error || '|' || trips "

@@ -168,7 +168,10 @@ absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* 
         return;
       }
       const auto now = std::chrono::steady_clock::now();
-      if (now - last_word > limit || (now - last > limit && device_wait == 0)) {
+      // A device wait that never grows past the limit while the bytes stand
+      // still is no progress either: cut off at twice the limit.
+      if (now - last_word > limit || (now - last > limit && device_wait == 0) ||
+          now - last > 2 * limit) {
         timed_out = true;
         ctx.TryCancel();
         return;
@@ -298,7 +301,11 @@ absl::StatusOr<PreparedChannel> TripRunner::PrepareChannel(const std::string& ho
                                      oresp.evidence(), *verifier_, *attester_,
                                      &out.own_evidence);
   if (!channel.ok()) {
-    *fault = TripFault::kHolder;  // its evidence, under its certificate, did not verify
+    // Its evidence did not verify or does not meet the policy: the host
+    // makes the quote (its quote service) and launches the TD (the firmware
+    // MRTD measures, the disk the agent comes from), so that is no evidence
+    // against the holder.
+    *fault = TripFault::kUndetermined;
     return absl::Status(channel.status().code(),
                         "holder " + holder_name + ": " + std::string(channel.status().message()));
   }

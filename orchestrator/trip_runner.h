@@ -50,9 +50,10 @@ enum class TripFault {
   // commit, a heartbeat).
   kNone,
   // Evidence the holder failed: its agent said so (Provision's
-  // "gputravel-fault: holder", over mTLS under its certificate), its
-  // attestation evidence failed verification, it ended Provision without a
-  // report, or its report does not match what the device holds.
+  // "gputravel-fault: holder", over mTLS under its certificate), it ended
+  // Provision without a report or with one that does not open, the device
+  // refused chunks made with its keys outside its window, or its report
+  // does not match a window the device accepted in full.
   kHolder,
   // The device path explains it: the agent (attested) says its write failed
   // on the GPU or did not reach it, or that the GPU held its chunks
@@ -60,8 +61,10 @@ enum class TripFault {
   // the session it was handed out with.
   kHost,
   // No evidence either way: a holder that did not answer, a stream that
-  // broke, a deadline, a key exchange nobody owns up to. The host can cause
-  // each of these, so the holder is not charged.
+  // broke, a deadline, attestation evidence that does not verify or meet the
+  // policy, a key exchange nobody owns up to, a window the device did not
+  // receive in full. The host can cause each of these, so the holder is not
+  // charged.
   kUndetermined,
 };
 const char* TripFaultName(TripFault fault);  // "holder", "host", ...
@@ -191,8 +194,8 @@ class TripRunner {
 
   // Opens the attested channel with `holder` and completes it (verifies the
   // holder's evidence, makes ours). `control` (may be null) cancels it. On
-  // failure `*fault` (may be null) is kHolder when the holder's evidence
-  // failed verification, kUndetermined when the call failed.
+  // failure `*fault` (may be null) is kUndetermined: neither a failed call
+  // nor evidence that does not verify is evidence against the holder.
   absl::StatusOr<PreparedChannel> PrepareChannel(const std::string& holder_name,
                                                  v1::HolderAgent::Stub* holder,
                                                  double timeout_seconds,

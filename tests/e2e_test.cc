@@ -1365,17 +1365,15 @@ TEST(EndToEndTest, DoorbellsTheHostHoldsBackAreChargedToTheHost) {
 namespace gputravel {
 namespace {
 
-// RED TEAM: the host answers the holder's doorbells itself. The device's
+// ATTACK (host): it answers the holder's doorbells itself. The device's
 // acknowledgements (SubmitH2DAck, SubmitH2DResponse) are not authenticated:
 // sequence, slot and next counter are all predictable. A relay of the
 // holder's device socket that acknowledges every chunk without passing it on
-// makes the agent believe the whole window landed: it reports success, the
-// orchestrator reads back a buffer that does not hold the window, the digest
-// does not match, and that is charged to the holder (TripFault::kHolder).
-// Under on_holder_failure: skip the host thus chooses whose data trains the
-// model. Secure behaviour: the holder is not charged (the device never
-// accepted its chunks, which only the host can have caused), the campaign
-// pauses.
+// makes the agent believe the whole window landed: it reports success and
+// the read-back does not match its digest. The device says, sealed, how
+// many chunks its engines accepted (none): the holder is not charged, the
+// campaign pauses (under on_holder_failure: skip, the host would otherwise
+// choose whose data trains the model).
 class AckForgingRelay : public DeviceRelay {
  public:
   using DeviceRelay::DeviceRelay;
@@ -1406,7 +1404,7 @@ class AckForgingRelay : public DeviceRelay {
   }
 };
 
-TEST(RedTeamFaultAttribution, HostForgingDoorbellAcksDoesNotGetTheHolderSkipped) {
+TEST(EndToEndTest, HostForgingDoorbellAcksDoesNotGetTheHolderSkipped) {
   StackOptions o;
   o.holders = 2;
   o.holder_timeout_seconds = 5;

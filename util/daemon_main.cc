@@ -28,11 +28,13 @@ nlohmann::json ReadConfigOrExit(const std::string& program, const std::string& p
 }
 
 DaemonArgs ParseDaemonArgsOrExit(int argc, char** argv, const std::string& program,
-                                 const std::string& summary) {
+                                 const std::string& summary,
+                                 const std::vector<DaemonBoolFlag>& bools) {
   Flags flags(program, summary);
   flags.String("config", "", "Path of the configuration (JSON). Required.");
   flags.String("ready_file", "", "File written once the daemon serves.");
   flags.Int("v", 1, 0, 3, "Log verbosity: 0 errors, 1 info, 2 debug, 3 trace.");
+  for (const DaemonBoolFlag& b : bools) flags.Bool(b.name, b.help);
   absl::Status ps = flags.Parse(argc, argv);
   if (flags.help_requested()) {
     std::printf("%s", flags.Help().c_str());
@@ -50,7 +52,11 @@ DaemonArgs ParseDaemonArgsOrExit(int argc, char** argv, const std::string& progr
   SetLogLevel(flags.GetInt("v"));
   SetLogPrefix(program);
   BlockTerminationSignals();
-  return DaemonArgs{flags.Get("config"), flags.Get("ready_file")};
+  DaemonArgs args{flags.Get("config"), flags.Get("ready_file"), {}};
+  for (const DaemonBoolFlag& b : bools) {
+    if (flags.IsSet(b.name)) args.set_bools.insert(b.name);
+  }
+  return args;
 }
 
 void ServeUntilSignal(const std::string& program,

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,14 +18,22 @@ namespace gputravel {
 struct DaemonArgs {
   std::string config;      // --config (required)
   std::string ready_file;  // --ready_file
+  std::set<std::string> set_bools;  // the daemon's own boolean flags given
 };
 
-// Parses --config, --ready_file, --v and --help for `program`; --help prints
-// `summary` with the flags and exits 0, bad usage exits 2 with a message.
-// Sets the log level and prefix and blocks SIGINT/SIGTERM (call before any
-// thread starts).
+// A boolean flag of one daemon's own: name and help.
+struct DaemonBoolFlag {
+  std::string name;
+  std::string help;
+};
+
+// Parses --config, --ready_file, --v, `bools` and --help for `program`;
+// --help prints `summary` with the flags and exits 0, bad usage exits 2
+// with a message. Sets the log level and prefix and blocks SIGINT/SIGTERM
+// (call before any thread starts).
 DaemonArgs ParseDaemonArgsOrExit(int argc, char** argv, const std::string& program,
-                                 const std::string& summary);
+                                 const std::string& summary,
+                                 const std::vector<DaemonBoolFlag>& bools = {});
 
 // Prints "program: message" and exits 2 (start-up errors).
 [[noreturn]] void ExitStartupError(const std::string& program, const std::string& message);
