@@ -492,6 +492,39 @@ TEST_F(PkiTest, RevokePublishesEveryCertificateOfTheIdentity) {
   EXPECT_EQ(RefreshCrl(Dir(), 7).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// Red team (attacker: whoever stole holder 'a''s private key, e.g. the host
+// from the TD's disk or a holder after its trip; the certificate is public).
+// The CA revokes 'a' and re-issues it the way its hints say: remove
+// DIR/holder-a.pem and sign again. The TD's request file is still there
+// (`pki csr` refuses to overwrite it), and `pki sign` certifies the very key
+// whose certificate was just revoked, under a new serial the CRL does not
+// list: the thief's key is a valid, unrevoked holder 'a' again. A key once
+// revoked must never be certified again (for any identity): the CA keeps
+// every certificate it signed (DIR/issued) and the CRL, so SignRequest can
+// refuse a request whose public key is that of a revoked certificate (and
+// the hint should say to make a new request with `pki csr`).
+TEST_F(PkiTest, SignRefusesTheKeyOfARevokedCertificate) {
+  ASSERT_TRUE(InitCampaignCa(Dir(), "trial", 30).ok());
+  const std::string td = tmp_.path() + "/td";
+  const Identity a{"holder", "a"};
+  absl::StatusOr<RequestFiles> req = CreateRequest(td, a);
+  ASSERT_TRUE(req.ok()) << req.status();
+  const std::string csr = *ReadFile(req->csr);
+  ASSERT_TRUE(SignRequest(Dir(), csr, a, 10).ok());
+  ASSERT_TRUE(RevokeIdentity(Dir(), a, 7).ok());  // the key was stolen
+  // Re-issue as the hint says: remove the certificate, sign again.
+  ASSERT_EQ(::unlink(IdentityCertPath(Dir(), a).c_str()), 0);
+  absl::StatusOr<std::string> again = SignRequest(Dir(), csr, a, 10);
+  EXPECT_FALSE(again.ok()) << "the CA certified again a key whose certificate it revoked";
+  if (again.ok()) {
+    // What the thief gets: its stolen key with the new certificate passes a
+    // daemon's TLS check against the current CRL.
+    TlsFiles stolen{CaCertPath(Dir()), *again, req->key, CrlPath(Dir())};
+    EXPECT_FALSE(CheckTlsFiles(stolen).ok())
+        << "the stolen key of revoked holder 'a' is a valid identity again";
+  }
+}
+
 TEST_F(PkiTest, DerWithTrailingBytesIsRefused) {
   ASSERT_TRUE(InitCampaignCa(Dir(), "trial", 30).ok());
   absl::StatusOr<IssuedFiles> f = IssueIdentity(Dir(), {"holder", "a"}, 10);
