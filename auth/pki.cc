@@ -287,11 +287,30 @@ std::string NameField(X509_NAME* name, int nid) {
   return out;
 }
 
-// Every certificate of `id` the CA signed: DIR/issued/*.pem and
-// DIR/<role>-<name>.pem (issued before the CA kept copies), by serial.
-absl::StatusOr<std::vector<X509Ptr>> IssuedTo(const std::string& dir, const CampaignCa& ca,
-                                              const Identity& id) {
-  std::vector<std::string> files = {IdentityCertPath(dir, id)};
+// The certificates the CA signed that are found in `files`, one per serial,
+// with the identity each names; `id` (if set) keeps only that identity's.
+std::vector<std::pair<X509Ptr, Identity>> SignedAmong(const std::vector<std::string>& files,
+                                                      const CampaignCa& ca,
+                                                      const Identity* id) {
+  std::vector<std::pair<X509Ptr, Identity>> out;
+  std::set<std::string> serials;
+  EVP_PKEY* ca_pub = X509_get0_pubkey(ca.cert.get());
+  for (const std::string& f : files) {
+    absl::StatusOr<std::string> text = ReadFile(f);
+    if (!text.ok()) continue;  // DIR/<role>-<name>.pem may not exist
+    X509Ptr cert = ParseCertificate(*text);
+    if (!cert || X509_verify(cert.get(), ca_pub) != 1) continue;  // not this CA's
+    absl::StatusOr<Identity> got = IdentityFromCertificate(*text);
+    if (!got.ok() || (id != nullptr && *got != *id)) continue;
+    if (!serials.insert(SerialHex(X509_get0_serialNumber(cert.get()))).second) continue;
+    out.emplace_back(std::move(cert), *got);
+  }
+  return out;
+}
+
+// DIR/issued/*.pem.
+std::vector<std::string> IssuedCopies(const std::string& dir) {
+  std::vector<std::string> files;
   if (DIR* d = ::opendir(IssuedDir(dir).c_str())) {
     while (dirent* e = ::readdir(d)) {
       std::string n = e->d_name;
@@ -301,19 +320,17 @@ absl::StatusOr<std::vector<X509Ptr>> IssuedTo(const std::string& dir, const Camp
     }
     ::closedir(d);
   }
+  return files;
+}
+
+// Every certificate of `id` the CA signed: DIR/issued/*.pem and
+// DIR/<role>-<name>.pem (issued before the CA kept copies), by serial.
+absl::StatusOr<std::vector<X509Ptr>> IssuedTo(const std::string& dir, const CampaignCa& ca,
+                                              const Identity& id) {
+  std::vector<std::string> files = {IdentityCertPath(dir, id)};
+  for (std::string& f : IssuedCopies(dir)) files.push_back(std::move(f));
   std::vector<X509Ptr> out;
-  std::set<std::string> serials;
-  EVP_PKEY* ca_pub = X509_get0_pubkey(ca.cert.get());
-  for (const std::string& f : files) {
-    absl::StatusOr<std::string> text = ReadFile(f);
-    if (!text.ok()) continue;  // DIR/<role>-<name>.pem may not exist
-    X509Ptr cert = ParseCertificate(*text);
-    if (!cert || X509_verify(cert.get(), ca_pub) != 1) continue;  // not this CA's
-    absl::StatusOr<Identity> got = IdentityFromCertificate(*text);
-    if (!got.ok() || *got != id) continue;
-    if (!serials.insert(SerialHex(X509_get0_serialNumber(cert.get()))).second) continue;
-    out.push_back(std::move(cert));
-  }
+  for (auto& [cert, who] : SignedAmong(files, ca, &id)) out.push_back(std::move(cert));
   return out;
 }
 
@@ -579,6 +596,18 @@ absl::StatusOr<std::string> SignRequest(const std::string& dir, absl::string_vie
   absl::StatusOr<CampaignCa> ca = LoadCa(dir);
   if (!ca.ok()) return ca.status();
   if (!(s = CheckValidityWithinCa(dir, ca->cert.get(), valid_days)).ok()) return s;
+  // A key is certified once: revocation goes by serial, so a key certified
+  // again (after its certificate was revoked because the key was stolen)
+  // would outlive its revocation.
+  for (const auto& [cert, who] : SignedAmong(IssuedCopies(dir), *ca, nullptr)) {
+    if (EVP_PKEY_eq(X509_get0_pubkey(cert.get()), key->pkey()) == 1) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "the request's key was already certified (serial ",
+          SerialHex(X509_get0_serialNumber(cert.get())), ", ", DescribeIdentity(who),
+          "): a key is certified once; have the TD make a fresh key and request "
+          "(`gputravel pki csr`, after removing its old key and request)"));
+    }
+  }
   absl::StatusOr<X509Ptr> cert = BuildIdentityCertificate(*ca, id, key->pkey(), valid_days);
   if (!cert.ok()) return cert.status();
   const std::string pem = CertificateToPem(cert->get());

@@ -492,7 +492,7 @@ TEST_F(PkiTest, RevokePublishesEveryCertificateOfTheIdentity) {
   EXPECT_EQ(RefreshCrl(Dir(), 7).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
-// Red team (attacker: whoever stole holder 'a''s private key, e.g. the host
+// ATTACK (whoever stole holder 'a''s private key, e.g. the host
 // from the TD's disk or a holder after its trip; the certificate is public).
 // The CA revokes 'a' and re-issues it the way its hints say: remove
 // DIR/holder-a.pem and sign again. The TD's request file is still there

@@ -154,7 +154,7 @@ absl::Status RevocationList::Check(X509* cert) {
     return absl::PermissionDeniedError(absl::StrCat(
         "certificate ", SerialHex(X509_get0_serialNumber(cert)), " of ",
         id.ok() ? DescribeIdentity(*id) : std::string("an unknown identity"),
-        " is revoked (CRL ", path_, ", since ",
+        kRevokedMark, path_, ", since ",
         Asn1TimeString(X509_REVOKED_get0_revocationDate(revoked)), ")"));
   }
   return absl::OkStatus();

@@ -15,6 +15,11 @@ typedef struct X509_crl_st X509_CRL;
 
 namespace gputravel {
 
+// What Check's refusal of a revoked certificate says (its message contains
+// it, also where a failed TLS handshake passes the message on), so that a
+// caller can tell a revocation by the campaign CA from other failures.
+inline constexpr char kRevokedMark[] = " is revoked (CRL ";
+
 // The campaign's certificate revocation list (an X.509 CRL in PEM, as
 // `gputravel pki revoke` publishes it) as a daemon applies it: every TLS
 // handshake, in either direction, asks Check about the peer's certificate.

