@@ -216,6 +216,9 @@ absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* 
                                  : std::string(said->second.data(), said->second.size());
     if (word == kProvisionFaultDevice) *fault = TripFault::kHost;
     if (word == kProvisionFaultHolder) *fault = TripFault::kHolder;
+    // The campaign CA revoked the holder's certificate: this process's own
+    // check of the CA-signed CRL refused the connection.
+    if (absl::StrContains(st.error_message(), kRevokedMark)) *fault = TripFault::kHolder;
   }
   watchdog.wait();
   control->SetCall(nullptr);

@@ -461,7 +461,13 @@ TEST(EndToEndTest, HolderRevokedMidCampaignGetsNoFurtherTripAndIsSkipped) {
     return true;
   }));
   auto report = (*stack)->WaitForFinal("demo", 120);
-  ASSERT_TRUE(report.ok()) << report.status();
+  if (!report.ok()) {
+    v1::GetCampaignRequest g;
+    g.set_name("demo");
+    grpc::ClientContext ctx;
+    (void)stub->GetCampaign(&ctx, g, &c);
+  }
+  ASSERT_TRUE(report.ok()) << report.status() << ": " << c.error();
   EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
   int ok_after = 0, failed_after = 0, a_trips = 0;
   for (const auto& t : report->trips()) {
