@@ -94,9 +94,9 @@ class HolderService final : public v1::HolderAgent::Service {
   // mapped or read; it returns false once the caller has gone (cancel), and
   // so does `cancelled()`, which the watcher below also polls.
   // On failure `*fault` says whose side failed (provision_fault.h): the
-  // holder's own (its dataset, its policy, a hand-off for another holder),
-  // the device path (the write failed while the dataset did not), or
-  // neither for certain.
+  // holder's own (its policy, a window outside its dataset, a hand-off for
+  // another holder), the device path (the write failed while the dataset
+  // did not), or neither for certain (its disk is the host's).
   // Returns the report, sealed under the channel's report key.
   // `orchestrator`: the caller's certificate name (freshness is kept per
   // orchestrator and GPU).
