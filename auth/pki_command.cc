@@ -105,6 +105,29 @@ bool ParseDays(const Flags& flags, const std::string& cmd, int* days, int* statu
   return true;
 }
 
+// --role and --name as an identity; -1 to continue or a usage exit status.
+int ParseIdentityFlags(const Flags& flags, const std::string& cmd, Identity* id) {
+  *id = Identity{flags.Get("role"), flags.Get("name")};
+  absl::StatusOr<Role> role = ParseRole(id->role);
+  if (!role.ok()) return UsageError(cmd, "--role: " + std::string(role.status().message()));
+  absl::Status valid = ValidateName(id->name);
+  if (!valid.ok()) return UsageError(cmd, "--name: " + std::string(valid.message()));
+  return -1;
+}
+
+// The common start of a pki command: parses, requires `required`, and
+// reads --days into `*days` and --role/--name into `*id` when not null.
+// -1 to go on, else the exit status.
+int ParseCommand(Flags& flags, const std::string& cmd, int argc, char** argv,
+                 std::initializer_list<const char*> required, int* days, Identity* id) {
+  int rc = ParseFlags(flags, cmd, argc, argv);
+  if (rc >= 0) return rc;
+  if ((rc = RequireFlags(flags, cmd, required)) >= 0) return rc;
+  if (days != nullptr && !ParseDays(flags, cmd, days, &rc)) return rc;
+  if (id != nullptr && (rc = ParseIdentityFlags(flags, cmd, id)) >= 0) return rc;
+  return -1;
+}
+
 int Init(int argc, char** argv) {
   const std::string cmd = "gputravel pki init";
   Flags flags(cmd,
@@ -117,11 +140,9 @@ int Init(int argc, char** argv) {
   flags.String("dir", "", "Directory of the campaign PKI (required).");
   flags.String("campaign", "", "Campaign name, the CA's CN (required; same rules as names).");
   flags.String("days", std::to_string(kDefaultCaDays), "Validity of the CA in days.");
-  int rc = ParseFlags(flags, cmd, argc, argv);
-  if (rc >= 0) return rc;
-  if ((rc = RequireFlags(flags, cmd, {"dir", "campaign"})) >= 0) return rc;
   int days = 0;
-  if (!ParseDays(flags, cmd, &days, &rc)) return rc;
+  int rc = ParseCommand(flags, cmd, argc, argv, {"dir", "campaign"}, &days, nullptr);
+  if (rc >= 0) return rc;
   absl::Status valid = ValidateName(flags.Get("campaign"));
   if (!valid.ok()) return UsageError(cmd, "--campaign: " + std::string(valid.message()));
   const std::string dir = flags.Get("dir");
@@ -133,16 +154,6 @@ int Init(int argc, char** argv) {
   std::printf("Wrote %s (private key, mode 0600)\n", CaKeyPath(dir).c_str());
   std::printf("Wrote %s (the CRL, empty)\n", CrlPath(dir).c_str());
   return kOk;
-}
-
-// --role and --name as an identity; -1 to continue or a usage exit status.
-int ParseIdentityFlags(const Flags& flags, const std::string& cmd, Identity* id) {
-  *id = Identity{flags.Get("role"), flags.Get("name")};
-  absl::StatusOr<Role> role = ParseRole(id->role);
-  if (!role.ok()) return UsageError(cmd, "--role: " + std::string(role.status().message()));
-  absl::Status valid = ValidateName(id->name);
-  if (!valid.ok()) return UsageError(cmd, "--name: " + std::string(valid.message()));
-  return -1;
 }
 
 int Issue(int argc, char** argv) {
@@ -163,13 +174,10 @@ int Issue(int argc, char** argv) {
   flags.String("name", "", "Name of the identity, e.g. hospital-a (required).");
   flags.String("days", std::to_string(kDefaultIdentityDays),
                "Validity in days (at most the CA's remaining validity).");
-  int rc = ParseFlags(flags, cmd, argc, argv);
-  if (rc >= 0) return rc;
-  if ((rc = RequireFlags(flags, cmd, {"dir", "role", "name"})) >= 0) return rc;
   int days = 0;
-  if (!ParseDays(flags, cmd, &days, &rc)) return rc;
   Identity id;
-  if ((rc = ParseIdentityFlags(flags, cmd, &id)) >= 0) return rc;
+  int rc = ParseCommand(flags, cmd, argc, argv, {"dir", "role", "name"}, &days, &id);
+  if (rc >= 0) return rc;
   absl::StatusOr<IssuedFiles> files = IssueIdentity(flags.Get("dir"), id, days);
   if (!files.ok()) return Failure(cmd, files.status());
   std::printf("Issued %s (server name %s, valid %d days).\n", DescribeIdentity(id).c_str(),
@@ -195,11 +203,9 @@ int Csr(int argc, char** argv) {
   flags.String("out", "", "Directory for the key and the request (required).");
   flags.String("role", "", "Role of the identity (required).");
   flags.String("name", "", "Name of the identity, e.g. hospital-a (required).");
-  int rc = ParseFlags(flags, cmd, argc, argv);
-  if (rc >= 0) return rc;
-  if ((rc = RequireFlags(flags, cmd, {"out", "role", "name"})) >= 0) return rc;
   Identity id;
-  if ((rc = ParseIdentityFlags(flags, cmd, &id)) >= 0) return rc;
+  int rc = ParseCommand(flags, cmd, argc, argv, {"out", "role", "name"}, nullptr, &id);
+  if (rc >= 0) return rc;
   absl::StatusOr<RequestFiles> files = CreateRequest(flags.Get("out"), id);
   if (!files.ok()) return Failure(cmd, files.status());
   std::printf("Made a key and a signing request for %s.\n", DescribeIdentity(id).c_str());
@@ -230,13 +236,10 @@ int Sign(int argc, char** argv) {
   flags.String("name", "", "Name to sign the request as (required).");
   flags.String("days", std::to_string(kDefaultIdentityDays),
                "Validity in days (at most the CA's remaining validity).");
-  int rc = ParseFlags(flags, cmd, argc, argv);
-  if (rc >= 0) return rc;
-  if ((rc = RequireFlags(flags, cmd, {"dir", "csr", "role", "name"})) >= 0) return rc;
   int days = 0;
-  if (!ParseDays(flags, cmd, &days, &rc)) return rc;
   Identity id;
-  if ((rc = ParseIdentityFlags(flags, cmd, &id)) >= 0) return rc;
+  int rc = ParseCommand(flags, cmd, argc, argv, {"dir", "csr", "role", "name"}, &days, &id);
+  if (rc >= 0) return rc;
   absl::StatusOr<std::string> csr = ReadFile(flags.Get("csr"));
   if (!csr.ok()) return Failure(cmd, csr.status());
   absl::StatusOr<std::string> cert = SignRequest(flags.Get("dir"), *csr, id, days);
@@ -274,13 +277,10 @@ int Revoke(int argc, char** argv) {
   flags.String("name", "", "Name of the identity to revoke (required).");
   flags.String("days", std::to_string(kDefaultCrlDays),
                "Days until the CRL's nextUpdate (publish again before: pki crl).");
-  int rc = ParseFlags(flags, cmd, argc, argv);
-  if (rc >= 0) return rc;
-  if ((rc = RequireFlags(flags, cmd, {"dir", "role", "name"})) >= 0) return rc;
   int days = 0;
-  if (!ParseDays(flags, cmd, &days, &rc)) return rc;
   Identity id;
-  if ((rc = ParseIdentityFlags(flags, cmd, &id)) >= 0) return rc;
+  int rc = ParseCommand(flags, cmd, argc, argv, {"dir", "role", "name"}, &days, &id);
+  if (rc >= 0) return rc;
   absl::StatusOr<CrlInfo> info = RevokeIdentity(flags.Get("dir"), id, days);
   if (!info.ok()) return Failure(cmd, info.status());
   if (info->added.empty()) {
@@ -302,11 +302,9 @@ int Crl(int argc, char** argv) {
               "before then. Exit status: 0 success, 1 failure, 2 usage error.");
   flags.String("dir", "", "Directory of the campaign PKI (required).");
   flags.String("days", std::to_string(kDefaultCrlDays), "Days until the CRL's nextUpdate.");
-  int rc = ParseFlags(flags, cmd, argc, argv);
-  if (rc >= 0) return rc;
-  if ((rc = RequireFlags(flags, cmd, {"dir"})) >= 0) return rc;
   int days = 0;
-  if (!ParseDays(flags, cmd, &days, &rc)) return rc;
+  int rc = ParseCommand(flags, cmd, argc, argv, {"dir"}, &days, nullptr);
+  if (rc >= 0) return rc;
   absl::StatusOr<CrlInfo> info = RefreshCrl(flags.Get("dir"), days);
   if (!info.ok()) return Failure(cmd, info.status());
   PrintCrl(flags.Get("dir"), *info);
