@@ -12,6 +12,7 @@
 #include <ctime>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "auth/identity.h"
 #include "keyxfer/x509.h"
@@ -158,6 +159,10 @@ absl::Status RevocationList::Check(X509* cert) {
         Asn1TimeString(X509_REVOKED_get0_revocationDate(revoked)), ")"));
   }
   return absl::OkStatus();
+}
+
+bool SaysRevoked(const absl::Status& status) {
+  return !status.ok() && absl::StrContains(status.message(), kRevokedMark);
 }
 
 }  // namespace gputravel

@@ -19,6 +19,8 @@ namespace gputravel {
 // it, also where a failed TLS handshake passes the message on), so that a
 // caller can tell a revocation by the campaign CA from other failures.
 inline constexpr char kRevokedMark[] = " is revoked (CRL ";
+// Whether `status` is (or passes on) such a refusal.
+bool SaysRevoked(const absl::Status& status);
 
 // The campaign's certificate revocation list (an X.509 CRL in PEM, as
 // `gputravel pki revoke` publishes it) as a daemon applies it: every TLS

@@ -405,15 +405,22 @@ absl::StatusOr<EventSeqs> StateStore::MarkHolderState(
   }
   return Mutate(Durability::kFlush, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     GT_RETURN_IF_ERROR(LoadHolder(*db_, campaign, holder).status());
-    const int64_t now = NowMs();
-    GT_RETURN_IF_ERROR(db_->Run(
-        "UPDATE holders SET state = ?, error = ? WHERE campaign = ? AND name = ?", state, error,
-        campaign, holder));
-    return AppendLocked(StampedEvent(campaign, 0, "holder_state", state,
-                              error.empty() ? absl::StrCat("holder ", Quoted(holder))
-                                            : absl::StrCat("holder ", Quoted(holder), ": ", error),
-                              now));
+    return SetHolderStateLocked(campaign, holder, state, error);
   });
+}
+
+absl::Status StateStore::SetHolderStateLocked(const std::string& campaign,
+                                              const std::string& holder,
+                                              const std::string& state,
+                                              const std::string& error) {
+  GT_RETURN_IF_ERROR(db_->Run(
+      "UPDATE holders SET state = ?, error = ? WHERE campaign = ? AND name = ?", state, error,
+      campaign, holder));
+  return AppendLocked(StampedEvent(campaign, 0, "holder_state", state,
+                                   error.empty()
+                                       ? absl::StrCat("holder ", Quoted(holder))
+                                       : absl::StrCat("holder ", Quoted(holder), ": ", error),
+                                   NowMs()));
 }
 
 absl::StatusOr<EventSeqs> StateStore::SkipHolder(const std::string& campaign,
@@ -445,12 +452,7 @@ absl::StatusOr<EventSeqs> StateStore::SkipHolder(const std::string& campaign,
                        " in flight; skip the holder once it is finished (it is made safe "
                        "first)"));
     }
-    const int64_t now = NowMs();
-    GT_RETURN_IF_ERROR(db_->Run(
-        "UPDATE holders SET state = ?, error = ? WHERE campaign = ? AND name = ?",
-        kHolderSkipped, error, campaign, holder));
-    return AppendLocked(StampedEvent(campaign, 0, "holder_state", kHolderSkipped,
-                              absl::StrCat("holder ", Quoted(holder), ": ", error), now));
+    return SetHolderStateLocked(campaign, holder, kHolderSkipped, error);
   });
 }
 

@@ -411,6 +411,11 @@ class StateStore {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Inside Mutate: inserts event `e` (time_ms 0 = now) and remembers its seq.
   absl::Status AppendLocked(const EventRow& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets a holder's state and error, with its holder_state event, inside the
+  // caller's change (MarkHolderState, SkipHolder check what may change).
+  absl::Status SetHolderStateLocked(const std::string& campaign, const std::string& holder,
+                                    const std::string& state, const std::string& error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<uint64_t> NextId(Durability durability);
   // Inside Mutate: moves trip `t` to step `to` (checked by the caller to be
   // non-final) if trip_steps.h allows the move, records `window` with it,

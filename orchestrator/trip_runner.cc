@@ -3,7 +3,6 @@
 #include <chrono>
 #include <thread>
 
-#include "absl/strings/match.h"
 #include "auth/revocation_list.h"
 #include "device/h2d_writer.h"
 #include "device/window_digest.h"
@@ -218,7 +217,7 @@ absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* 
     if (word == kProvisionFaultHolder) *fault = TripFault::kHolder;
     // The campaign CA revoked the holder's certificate: this process's own
     // check of the CA-signed CRL refused the connection.
-    if (absl::StrContains(st.error_message(), kRevokedMark)) *fault = TripFault::kHolder;
+    if (SaysRevoked(FromGrpc(st, ""))) *fault = TripFault::kHolder;
   }
   watchdog.wait();
   control->SetCall(nullptr);
@@ -298,7 +297,7 @@ absl::StatusOr<PreparedChannel> TripRunner::PrepareChannel(const std::string& ho
     if (control != nullptr) control->SetCall(nullptr);
     // The campaign CA revoked the holder's certificate (this process's own
     // check of the CA-signed CRL refused the handshake): the CA's word.
-    if (!s.ok() && absl::StrContains(s.message(), kRevokedMark)) *fault = TripFault::kHolder;
+    if (SaysRevoked(s)) *fault = TripFault::kHolder;
     if (!s.ok()) return s;
   }
   PreparedChannel out;

@@ -75,6 +75,19 @@ grpc::Status Control(v1::Orchestrator::Stub* stub, const std::string& what,
   return stub->CancelCampaign(&ctx, ref, out);
 }
 
+// An operator takes `holder` out of paused campaign `name` (SkipHolder).
+grpc::Status Skip(v1::Orchestrator::Stub* stub, const std::string& name,
+                  const std::string& holder, const std::string& reason) {
+  v1::SkipHolderRequest req;
+  req.set_campaign(name);
+  req.set_holder(holder);
+  req.set_reason(reason);
+  v1::Campaign out;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  return stub->SkipHolder(&ctx, req, &out);
+}
+
 // Streams the campaign's events until `stop` returns true (true) or the
 // stream ends (false).
 bool WatchUntil(v1::Orchestrator::Stub* stub, const std::string& name,
@@ -398,13 +411,8 @@ TEST(EndToEndTest, HolderThatStopsAnsweringIsNotChargedAndAnOperatorSkipsIt) {
   for (const auto& h : c.holders()) EXPECT_NE(h.state(), "failed") << h.name();
 
   // An operator, who knows the holder is gone, takes it out.
-  v1::SkipHolderRequest skip;
-  skip.set_campaign("demo");
-  skip.set_holder("holder-b");
-  skip.set_reason("its TD was decommissioned");
   {
-    grpc::ClientContext ctx;
-    grpc::Status s = stub->SkipHolder(&ctx, skip, &c);
+    grpc::Status s = Skip(stub.get(), "demo", "holder-b", "its TD was decommissioned");
     ASSERT_TRUE(s.ok()) << s.error_message();
   }
   ASSERT_TRUE(Control(stub.get(), "resume", "demo", &c).ok());
@@ -1046,16 +1054,12 @@ TEST(EndToEndTest, KeyExchangeDuringATripReadsNothingAndChargesNobody) {
   }
 
   auto stub = ks.stack->OperatorClient();
-  v1::SkipHolderRequest skip;
-  skip.set_campaign("demo");
-  skip.set_holder("keeper");
-  skip.set_reason("its TD exchanged keys with the GPU during its trip");
-  v1::Campaign c;
   {
-    grpc::ClientContext ctx;
-    grpc::Status s = stub->SkipHolder(&ctx, skip, &c);
+    grpc::Status s =
+        Skip(stub.get(), "demo", "keeper", "its TD exchanged keys with the GPU during its trip");
     ASSERT_TRUE(s.ok()) << s.error_message();
   }
+  v1::Campaign c;
   ASSERT_TRUE(Control(stub.get(), "resume", "demo", &c).ok());
   auto report = ks.stack->WaitForFinal("demo", 120);
   ASSERT_TRUE(report.ok()) << report.status();
