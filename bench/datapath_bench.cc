@@ -5,6 +5,7 @@
 //   bazel run -c opt //bench:datapath_bench -- [--json] [--quick]
 //       [--skip_trips | --trips_only | --copy_engines_only]
 //       [--trips N] [--transport tcp|unix] [--bounce_dir DIR] [--bin_dir DIR]
+//       [--writer_threads N]
 #include <cstdio>
 #include <string>
 
@@ -39,6 +40,10 @@ int main(int argc, char** argv) {
   flags.Bool("copy_engines_only",
              "Only the reference and (b'), end-to-end provisioning through 1, 2, 4 and 8 copy "
              "engines; no trips (c).");
+  flags.String("writer_threads", "",
+               "The holder's encryption threads in (b) and (b'), 1 to 64 (default 2, a two-core "
+               "TD's); on a larger machine, half its CPUs matches the limit's assumption that "
+               "encryption and the device's decryption share the cores.");
   flags.Bool("trips_only",
              "Only the reference and (c): leave out the data-path sections (a), (a') and (b).");
   absl::Status s = flags.Parse(argc, argv);
@@ -83,6 +88,14 @@ int main(int argc, char** argv) {
       return usage_error("--trips must be a whole number from 1 to 100000");
     }
     config.trips.rounds = static_cast<uint32_t>(trips);
+  }
+
+  if (!flags.Get("writer_threads").empty()) {
+    int threads = 0;
+    if (!absl::SimpleAtoi(flags.Get("writer_threads"), &threads) || threads < 1 || threads > 64) {
+      return usage_error("--writer_threads must be a whole number from 1 to 64");
+    }
+    config.provision_threads = threads;
   }
 
   std::string command_line;

@@ -1,6 +1,7 @@
 #include "bench/machine_info.h"
 
 #include <openssl/crypto.h>
+#include <sched.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -29,7 +30,13 @@ std::string LoadAverage() {
 
 MachineInfo CollectMachineInfo() {
   MachineInfo m;
-  m.nproc = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  // The CPUs this process may run on (taskset and cgroup cpusets honoured),
+  // not every CPU the machine has online.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  m.nproc = ::sched_getaffinity(0, sizeof(allowed), &allowed) == 0
+                ? CPU_COUNT(&allowed)
+                : static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line;
   std::set<std::string> flags;

@@ -8,7 +8,7 @@ namespace bench {
 
 // What the figures were measured on: they mean little without it.
 struct MachineInfo {
-  int nproc = 0;               // online CPUs (sysconf)
+  int nproc = 0;               // CPUs this process may run on (affinity)
   std::string cpu_model;       // first "model name" of /proc/cpuinfo
   std::string cpu_crypto_flags;  // aes, pclmulqdq, vaes, vpclmulqdq, avx2, avx512f present
   std::string kernel;          // uname -sr

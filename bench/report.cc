@@ -384,8 +384,11 @@ std::string ReportTable(const BenchReport& r) {
     o += Format("  target >= %.1f x threads x OpenSSL (on the lower of the two ratios, %.2f): %s\n",
                 kStageTargetRatio, VerdictRatio(p),
                 VerdictRatio(p) >= kStageTargetRatio ? "met" : "MISSED");
-    o += "\n(b') end-to-end provisioning through k copy engines (k keys, k lanes, k doorbell "
-         "streams)\n";
+    o += Format("\n(b') end-to-end provisioning through k copy engines (k keys, k lanes, k doorbell "
+                "streams, %d writer thread%s)\n",
+                r.provision_engines.empty() ? 0 : r.provision_engines[0].figure.threads,
+                r.provision_engines.empty() || r.provision_engines[0].figure.threads == 1 ? ""
+                                                                                          : "s");
     for (const auto& e : r.provision_engines) {
       const ThroughputFigure& f = e.figure;
       o += Format("  k=%u: %.0f MB/s median over %zu passes, %.2f CPUs busy; %.2f x OpenSSL "
