@@ -617,7 +617,8 @@ TEST_F(ClientCommandsTest, HelpOfEveryCommandNamesEveryFlagAndExitCode) {
       {"status", {"NAME", "--trips"}},
       {"watch", {"NAME", "--after_seq", "--no_progress"}},
       {"list", {}},
-      {"holders", {"--campaign"}},
+      {"holders", {"[check]", "--campaign", "--holder_endpoint", "--name", "--domain",
+                   "--dataset"}},
       {"gpus", {}},
   };
   for (const auto& [cmd, flags] : own) {

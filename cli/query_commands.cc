@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/campaign_view.h"
+#include "cli/progress.h"
 #include "cli/table.h"
 #include "cli/terminal_text.h"
 
@@ -63,7 +64,60 @@ int RunList(CommandContext& ctx) {
   return kExitOk;
 }
 
+// `holders check`: the orchestrator's preflight of one holder agent.
+int RunHolderCheck(CommandContext& ctx) {
+  v1::CheckHolderRequest req;
+  req.set_endpoint(ctx.flags().Get("holder_endpoint"));
+  req.set_name(ctx.flags().Get("name"));
+  req.set_domain(ctx.flags().Get("domain"));
+  req.set_dataset_name(ctx.flags().Get("dataset"));
+  for (const char* need : {"holder_endpoint", "name", "domain"}) {
+    if (ctx.flags().Get(need).empty()) {
+      return ctx.Fail(kExitUsage, std::string("holders check needs --") + need + "; see --help");
+    }
+  }
+  if (!ctx.flags().Get("campaign").empty()) {
+    return ctx.Fail(kExitUsage, "holders check takes no --campaign; see --help");
+  }
+  if (int rc = ctx.Connect()) return rc;
+  v1::HolderCheck resp;
+  auto c = ctx.Call();
+  grpc::Status s = ctx.stub().CheckHolder(c.get(), req, &resp);
+  if (!s.ok()) return ctx.RpcError(s, "CheckHolder of '" + req.name() + "'");
+  if (ctx.json()) {
+    ctx.PrintJson(ToJson(resp));
+    return kExitOk;
+  }
+  const v1::VerifiedAttestation& a = resp.attestation();
+  std::string tcb = a.tcb_status().empty() ? "-" : TerminalSafe(a.tcb_status());
+  for (const auto& id : a.advisory_ids()) tcb += " " + TerminalSafe(id);
+  std::printf("holder %s answers in TD %s, serves dataset %s (%s, %s), and attests.\n",
+              TerminalSafe(resp.name()).c_str(), TerminalSafe(resp.domain()).c_str(),
+              TerminalSafe(resp.dataset_name()).c_str(),
+              TerminalSafe(resp.dataset_format()).c_str(),
+              FormatBytes(resp.dataset_bytes()).c_str());
+  Table t({"FORMAT", "TCB", "VERIFIED", "MRTD", "RTMR3"});
+  t.Add({TerminalSafe(a.format()), tcb, FormatTime(a.verified_unix_ms(), false),
+         TerminalSafe(a.mrtd()), a.rtmr_size() > 3 ? TerminalSafe(a.rtmr(3)) : "-"});
+  std::fputs(t.Render().c_str(), stdout);
+  return kExitOk;
+}
+
 int RunHolders(CommandContext& ctx) {
+  const auto& pos = ctx.flags().positional();
+  if (!pos.empty()) {
+    if (pos[0] != "check") {
+      return ctx.Fail(kExitUsage, "unknown holders subcommand '" + pos[0] +
+                                      "' (only \"check\"); see --help");
+    }
+    return RunHolderCheck(ctx);
+  }
+  for (const char* only_check : {"holder_endpoint", "name", "domain", "dataset"}) {
+    if (!ctx.flags().Get(only_check).empty()) {
+      return ctx.Fail(kExitUsage, std::string("--") + only_check +
+                                      " is for `holders check`; see --help");
+    }
+  }
   if (int rc = ctx.Connect()) return rc;
   v1::ListHoldersRequest req;
   req.set_campaign(ctx.flags().Get("campaign"));
@@ -129,12 +183,26 @@ std::vector<CommandInfo> QueryCommands() {
        "ok and failed, progress (bytes provisioned of the total), last loss and\n"
        "the time of the last change (UTC).",
        NoFlags, RunList},
-      {"holders", "", 0, 0, "List the data holders and their progress.",
+      {"holders", "[check]", 0, 1, "List the data holders and their progress; check one.",
        "Prints the holders of every campaign, or of one with --campaign\n"
        "(ListHolders): campaign, holder, state, round, cursor (of the dataset size),\n"
-       "successful trips, bytes provisioned, endpoint and error.",
+       "successful trips, bytes provisioned, endpoint and error.\n"
+       "\n"
+       "`holders check --holder_endpoint E --name N --domain D [--dataset NAME]`\n"
+       "asks the orchestrator to preflight a holder agent before any campaign names\n"
+       "it (CheckHolder): the orchestrator connects to E as it would for a campaign\n"
+       "(the agent's certificate must name holder N), checks the TD and dataset it\n"
+       "serves, and verifies its attestation evidence against its policy; nothing\n"
+       "is provisioned. Prints what it serves and what was verified of its TD.\n"
+       "(--endpoint stays the orchestrator's.)",
        [](Flags& f) {
          f.String("campaign", "", "Only this campaign's holders (default: every campaign's).");
+         f.String("holder_endpoint", "",
+                  "check: the agent's endpoint, as a campaign spec's holders[].endpoint.");
+         f.String("name", "", "check: the holder's name, as holders[].name.");
+         f.String("domain", "", "check: its TD, as holders[].domain.");
+         f.String("dataset", "",
+                  "check: the dataset it must serve, as holders[].dataset.name (default: any).");
        },
        RunHolders},
       {"gpus", "", 0, 0, "List the GPUs the orchestrator drives and their campaigns.",

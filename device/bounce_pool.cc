@@ -1,5 +1,10 @@
 #include "device/bounce_pool.h"
 
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "keyxfer/random.h"
@@ -25,13 +30,51 @@ BouncePool::Lease::~Lease() {
 
 absl::StatusOr<std::unique_ptr<BounceBuffer>> BouncePool::CreateRing(
     uint32_t slots, uint32_t slot_size) {
-  auto ring = BounceBuffer::Create(
-      dir_ + "/gputravel-bounce-" + HexEncode(RandomString(8)), slots, slot_size);
+  auto ring = BounceBuffer::Create(dir_ + "/" + RingPrefix() + HexEncode(RandomString(8)),
+                                   slots, slot_size);
   if (ring.ok()) {
     absl::MutexLock l(&mu_);
     ++created_;
   }
   return ring;
+}
+
+std::string BouncePool::RingPrefix() const {
+  return owner_.empty() ? "gputravel-bounce-" : "gputravel-bounce-" + owner_ + "-";
+}
+
+absl::StatusOr<int> BouncePool::RemoveOrphanedRings() {
+  if (owner_.empty()) {
+    return absl::FailedPreconditionError(
+        "bounce rings without an owner cannot be told from another process's");
+  }
+  DIR* d = ::opendir(dir_.c_str());
+  if (d == nullptr) {
+    return absl::UnavailableError("cannot read bounce_dir " + dir_ + ": " +
+                                  std::strerror(errno));
+  }
+  const std::string prefix = RingPrefix();
+  int removed = 0;
+  absl::Status status;
+  while (struct dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    // Another owner's name may extend this one's ("h1" and "h1-a"): an
+    // orphan's rest is exactly the random hex of CreateRing.
+    const std::string rest = name.substr(prefix.size());
+    if (rest.size() != 16 || rest.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      continue;
+    }
+    if (::unlink((dir_ + "/" + name).c_str()) != 0 && errno != ENOENT) {
+      status = absl::UnavailableError("cannot remove the orphaned bounce ring " + dir_ + "/" +
+                                      name + ": " + std::strerror(errno));
+      break;
+    }
+    ++removed;
+  }
+  ::closedir(d);
+  if (!status.ok()) return status;
+  return removed;
 }
 
 absl::StatusOr<BouncePool::Lease> BouncePool::Acquire(uint32_t slots,

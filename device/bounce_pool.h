@@ -32,8 +32,12 @@ namespace gputravel {
 // that lease ends.
 class BouncePool {
  public:
-  // Rings are created in `dir` (a tmpfs such as /dev/shm) with random names.
-  explicit BouncePool(std::string dir) : dir_(std::move(dir)) {}
+  // Rings are created in `dir` (a tmpfs such as /dev/shm) with random names,
+  // "gputravel-bounce-<owner>-<random>" when `owner` is given (a holder's
+  // name), so that RemoveOrphanedRings finds the rings of its own earlier
+  // life. `owner` is a holder name (letters, digits, '.', '_', '-').
+  explicit BouncePool(std::string dir, std::string owner = "")
+      : dir_(std::move(dir)), owner_(std::move(owner)) {}
   ~BouncePool() = default;
   BouncePool(const BouncePool&) = delete;
   BouncePool& operator=(const BouncePool&) = delete;
@@ -70,12 +74,23 @@ class BouncePool {
   // Acquire creates a new ring.
   void RemoveKeptRing();
 
+  // Removes the rings an earlier process of the same owner left in `dir`
+  // (killed before it could remove them), returning how many. Only for a
+  // process that holds the owner's exclusive lock on `dir` (the holder
+  // agent's ring lock), before its first Acquire: any ring of that owner is
+  // then an orphan. FailedPrecondition without an owner; an unreadable
+  // directory or a file that cannot be removed is an error naming it.
+  absl::StatusOr<int> RemoveOrphanedRings();
+
  private:
   absl::StatusOr<std::unique_ptr<BounceBuffer>> CreateRing(uint32_t slots,
                                                            uint32_t slot_size);
   void Return();
 
+  std::string RingPrefix() const;
+
   const std::string dir_;
+  const std::string owner_;
   mutable absl::Mutex mu_;
   std::unique_ptr<BounceBuffer> kept_ ABSL_GUARDED_BY(mu_);
   // Removed by RemoveKeptRing while lent: unmapped when the lease ends.

@@ -1,8 +1,10 @@
 #include "device/bounce_pool.h"
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -139,6 +141,49 @@ TEST_F(BouncePoolTest, MissingDirectoryIsAnActionableError) {
   EXPECT_NE(lease.status().message().find("cannot create bounce buffer"),
             std::string::npos)
       << lease.status();
+}
+
+TEST_F(BouncePoolTest, ARestartedOwnerRemovesTheRingsOfItsKilledPredecessorOnly) {
+  // A predecessor killed with its ring in place: a child that takes a ring
+  // and leaves without running a destructor.
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    BouncePool* pool = new BouncePool(dir_, "h1");
+    auto lease = pool->Acquire(2, 4096);
+    ::_exit(lease.ok() ? 0 : 1);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+  // A live holder whose name extends this one's, and an unrelated file.
+  BouncePool neighbour(dir_, "h1-a");
+  auto neighbour_ring = neighbour.Acquire(2, 4096);
+  ASSERT_TRUE(neighbour_ring.ok()) << neighbour_ring.status();
+  const std::string unrelated = dir_ + "/gputravel-bounce-h1-notaring";
+  FILE* f = std::fopen(unrelated.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+
+  BouncePool restarted(dir_, "h1");
+  auto removed = restarted.RemoveOrphanedRings();
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 1);
+  EXPECT_TRUE(Exists(neighbour_ring->ring()->path()));
+  EXPECT_TRUE(Exists(unrelated));
+  auto again = restarted.RemoveOrphanedRings();
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, 0);
+  ::unlink(unrelated.c_str());
+}
+
+TEST_F(BouncePoolTest, OrphanSweepNeedsAnOwnerAndAReadableDirectory) {
+  EXPECT_EQ(BouncePool(dir_).RemoveOrphanedRings().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto missing = BouncePool(dir_ + "/missing", "h1").RemoveOrphanedRings();
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find(dir_ + "/missing"), std::string::npos)
+      << missing.status();
 }
 
 }  // namespace

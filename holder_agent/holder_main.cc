@@ -14,6 +14,7 @@
 #include "auth/identity.h"
 #include "auth/role_gate.h"
 #include "auth/tls_config.h"
+#include "device/bounce_pool.h"
 #include "keyxfer/attestation_config.h"
 #include "keyxfer/runtime_measurement.h"
 #include "trainer/training_policy.h"
@@ -169,6 +170,14 @@ int main(int argc, char** argv) {
       opts.writer.bounce_dir + "/gputravel-holder-" + opts.name + ".lock",
       "holder agent '" + opts.name + "' with bounce_dir " + opts.writer.bounce_dir);
   if (!ring_lock.ok()) Fail(std::string(ring_lock.status().message()));
+  // With the lock held, any ring of this holder in the directory was left by
+  // an earlier agent that was killed before it could remove it.
+  auto orphans = BouncePool(opts.writer.bounce_dir, opts.name).RemoveOrphanedRings();
+  if (!orphans.ok()) Fail(std::string(orphans.status().message()));
+  if (*orphans > 0) {
+    GT_LOG(0, "removed ", *orphans, " bounce ring(s) an earlier agent of holder '", opts.name,
+           "' left in ", opts.writer.bounce_dir);
+  }
   // Hand-off freshness across restarts: the last trip accepted per
   // orchestrator and GPU, in a private directory only this agent uses.
   if (::mkdir(state_dir->c_str(), 0700) != 0 && errno != EEXIST) {

@@ -36,7 +36,7 @@ HolderService::HolderService(HolderOptions options, std::unique_ptr<Dataset> dat
       attester_(attester),
       verifier_(verifier),
       device_(MakeChannel(options_.device_endpoint)),
-      bounce_pool_(options_.writer.bounce_dir) {
+      bounce_pool_(options_.writer.bounce_dir, options_.name) {
   watcher_ = std::thread([this] { WatchForCancel(); });
 }
 

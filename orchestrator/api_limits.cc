@@ -19,7 +19,7 @@ MethodRoles OrchestratorApiRoles() {
   MethodRoles m;
   for (const char* method : {"CreateCampaign", "GetCampaign", "ListCampaigns", "StartCampaign",
                              "PauseCampaign", "ResumeCampaign", "CancelCampaign",
-                             "WatchCampaign", "ListGpus"}) {
+                             "WatchCampaign", "ListGpus", "CheckHolder"}) {
     m[std::string("/gputravel.v1.Orchestrator/") + method] = control;
   }
   m["/gputravel.v1.Orchestrator/ListHolders"] = {kRoleOperator, kRoleScheduler, kRoleHolder};

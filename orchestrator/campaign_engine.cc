@@ -12,6 +12,7 @@
 #include "keyxfer/x509.h"
 #include "orchestrator/campaign_terms.h"
 #include "orchestrator/eval_set.h"
+#include "orchestrator/holder_check.h"
 #include "orchestrator/outcome_policy.h"
 #include "orchestrator/schedule.h"
 #include "orchestrator/store_trip_hooks.h"
@@ -193,45 +194,18 @@ absl::StatusOr<CreateResult> CampaignEngine::Create(const std::string& request_i
     const HolderSpec& h = spec->holders[i];
     auto stub = HolderStub(h);
     if (!stub.ok()) return stub.status();
-    v1::HolderInfo info;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline(std::min(spec->holder_timeout_seconds, 30.0)));
-    grpc::Status got = (*stub)->GetInfo(&ctx, {}, &info);
-    if (!got.ok()) {
-      // gRPC's own text says what the endpoint is (no such socket, refused,
-      // no route, a TLS failure): answered to the caller, it would let an
-      // operator map the paths and network of the orchestrator's TD. The
-      // detail stays in this log.
-      GT_LOG(0, "holders[", i, "] '", h.name, "' at ", h.endpoint, " GetInfo: ",
-             got.error_message());
-      return absl::UnavailableError("holders[" + std::to_string(i) + "]: holder '" + h.name +
-                                    "' unreachable (the orchestrator's log says why)");
-    }
-    if (info.name() != h.name) {
-      return absl::FailedPreconditionError("holders[" + std::to_string(i) + "]: the agent at " +
-                                           h.endpoint + " calls itself '" + info.name() + "'");
-    }
-    if (info.dataset_name() != h.dataset.name) {
-      return absl::FailedPreconditionError(
-          "holders[" + std::to_string(i) + "].dataset.name: holder '" + h.name +
-          "' serves dataset '" + info.dataset_name() + "', not '" + h.dataset.name + "'");
-    }
-    if (h.dataset.format != "auto" && info.dataset_format() != h.dataset.format) {
-      return absl::FailedPreconditionError(
-          "holders[" + std::to_string(i) + "].dataset.format: holder '" + h.name +
-          "' serves format '" + info.dataset_format() + "', not '" + h.dataset.format + "'");
-    }
-    if (info.domain() != h.domain) {
-      return absl::FailedPreconditionError(
-          "holders[" + std::to_string(i) + "].domain: holder '" + h.name + "' runs in TD '" +
-          info.domain() + "', not '" + h.domain + "'");
-    }
+    auto info = FetchHolderInfo(
+        stub->get(),
+        HolderExpectation{h.name, h.endpoint, h.domain, h.dataset.name, h.dataset.format},
+        std::min(spec->holder_timeout_seconds, 30.0), "holders[" + std::to_string(i) + "]");
+    if (!info.ok()) return info.status();
     HolderRow row;
     row.name = h.name;
     row.position = static_cast<int32_t>(i);
-    row.dataset_bytes = info.dataset_bytes();
+    row.dataset_bytes = info->dataset_bytes();
     holders.push_back(row);
-    terms_input.push_back(HolderTermsInput{h.name, info.dataset_bytes(), info.training_policy()});
+    terms_input.push_back(
+        HolderTermsInput{h.name, info->dataset_bytes(), info->training_policy()});
   }
   // P1: the spec must lie inside every holder's training policy; the
   // campaign reports only as the strictest of them allows.
@@ -256,6 +230,30 @@ absl::StatusOr<CreateResult> CampaignEngine::Create(const std::string& request_i
   auto r = store_->CreateCampaign(c, holders);
   if (r.ok()) Notify(r->event_seqs);
   return r;
+}
+
+// A preflight waits for an agent at most this long per call (GetInfo, then
+// OpenChannel), as CreateCampaign at most.
+constexpr double kHolderCheckTimeoutSeconds = 30;
+
+absl::StatusOr<v1::HolderCheck> CampaignEngine::CheckHolder(const v1::CheckHolderRequest& req) {
+  if (!ValidName(req.name())) {
+    return absl::InvalidArgumentError("name: must match [a-z0-9][a-z0-9._-]{0,62} (got '" +
+                                      req.name() + "')");
+  }
+  const std::string endpoint_problem = EndpointProblem(req.endpoint());
+  if (!endpoint_problem.empty()) {
+    return absl::InvalidArgumentError("endpoint: " + endpoint_problem);
+  }
+  if (req.domain().empty()) return absl::InvalidArgumentError("domain: must not be empty");
+  HolderSpec h;
+  h.name = req.name();
+  h.endpoint = req.endpoint();
+  auto stub = HolderStub(h);
+  if (!stub.ok()) return stub.status();
+  return gputravel::CheckHolder(
+      stub->get(), HolderExpectation{req.name(), req.endpoint(), req.domain(), req.dataset_name(), ""},
+      *verifier_, *attester_, kHolderCheckTimeoutSeconds);
 }
 
 absl::StatusOr<CampaignRow> CampaignEngine::StartCampaign(const std::string& name) {

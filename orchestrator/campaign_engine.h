@@ -20,6 +20,7 @@
 #include "orchestrator/trip_runner.h"
 #include "proto/holder.grpc.pb.h"
 #include "proto/mux.grpc.pb.h"
+#include "proto/orchestrator.pb.h"
 #include "trainer/data_loader.h"
 
 namespace gputravel {
@@ -65,6 +66,11 @@ class CampaignEngine {
   // request_id).
   absl::StatusOr<CreateResult> Create(const std::string& request_id,
                                       const std::string& spec_json);
+  // Preflight of a holder no campaign need name yet (orchestrator/
+  // holder_check.h CheckHolder): reachable as itself, serving what it is
+  // asked, in its TD, with evidence this orchestrator's policy accepts.
+  // INVALID_ARGUMENT for a malformed name, endpoint or empty domain.
+  absl::StatusOr<v1::HolderCheck> CheckHolder(const v1::CheckHolderRequest& req);
   absl::StatusOr<CampaignRow> StartCampaign(const std::string& name);
   absl::StatusOr<CampaignRow> Pause(const std::string& name);
   absl::StatusOr<CampaignRow> Resume(const std::string& name);

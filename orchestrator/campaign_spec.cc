@@ -168,18 +168,6 @@ absl::Status GetEnum(const json& obj, const std::string& where, const std::strin
   return absl::OkStatus();
 }
 
-// Campaign and holder names: [a-z0-9][a-z0-9._-]{0,62}. They end up in file
-// names, logs and hand-offs, so the charset is deliberately narrow.
-bool ValidName(const std::string& s) {
-  if (s.empty() || s.size() > 63) return false;
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!alnum(s[0])) return false;
-  for (char c : s) {
-    if (!alnum(c) && c != '.' && c != '_' && c != '-') return false;
-  }
-  return true;
-}
-
 absl::Status CheckName(const std::string& v, const std::string& where, const std::string& p) {
   if (ValidName(v)) return absl::OkStatus();
   return Err(where, p, "must match [a-z0-9][a-z0-9._-]{0,62} (got " + Quote(v) + ")");
@@ -192,56 +180,6 @@ bool HasSpaceOrControl(const std::string& s) {
   return false;
 }
 
-// "" when `e` is a valid endpoint, else why not. Accepted forms:
-//   unix:/abs/path          (gRPC's unix: scheme, absolute path)
-//   host:port               (DNS name or IPv4 address)
-//   [ipv6]:port
-std::string EndpointProblem(const std::string& e) {
-  const std::string kForms = "must be \"unix:/abs/path\" or \"host:port\"";
-  if (e.empty()) return kForms;
-  if (HasSpaceOrControl(e)) return "must not contain whitespace or control characters";
-  if (e.rfind("unix:", 0) == 0) {
-    std::string path = e.substr(5);
-    if (path.empty() || path[0] != '/') return "unix endpoint needs an absolute path (unix:/abs/path)";
-    if (path.size() < 2 || path.back() == '/') return "unix endpoint must name a socket file";
-    if (path.size() > kMaxUnixPath) {
-      return "unix socket path is longer than " + std::to_string(kMaxUnixPath) + " bytes";
-    }
-    return "";
-  }
-  if (e.find('/') != std::string::npos) return kForms;  // some other URI scheme
-  std::string host, port;
-  if (e[0] == '[') {
-    size_t close = e.find(']');
-    if (close == std::string::npos) return "IPv6 address has no closing ']'";
-    host = e.substr(1, close - 1);
-    if (host.empty() || host.find(':') == std::string::npos ||
-        host.find_first_not_of("0123456789abcdefABCDEF:.") != std::string::npos) {
-      return "invalid IPv6 address in brackets";
-    }
-    if (close + 1 >= e.size() || e[close + 1] != ':') return "missing :port after ]";
-    port = e.substr(close + 2);
-  } else {
-    size_t colon = e.rfind(':');
-    if (colon == std::string::npos) return kForms;
-    host = e.substr(0, colon);
-    port = e.substr(colon + 1);
-    if (host.find(':') != std::string::npos) {
-      return "IPv6 addresses must be in brackets ([::1]:port)";
-    }
-    if (host.empty()) return "missing host before :port";
-    for (unsigned char c : host) {
-      if (!std::isalnum(c) && c != '.' && c != '-' && c != '_') {
-        return "host has invalid characters";
-      }
-    }
-  }
-  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoul(port) < 1 || std::stoul(port) > 65535) {
-    return "port must be 1..65535";
-  }
-  return "";
-}
 
 absl::Status ParseDataset(const json& d, const std::string& where, const std::string& path,
                           DatasetSpec* out) {
@@ -334,6 +272,63 @@ absl::Status ParseTrainer(const json& t, const std::string& where, const std::st
 }
 
 }  // namespace
+
+bool ValidName(const std::string& s) {
+  if (s.empty() || s.size() > 63) return false;
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(s[0])) return false;
+  for (char c : s) {
+    if (!alnum(c) && c != '.' && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+std::string EndpointProblem(const std::string& e) {
+  const std::string kForms = "must be \"unix:/abs/path\" or \"host:port\"";
+  if (e.empty()) return kForms;
+  if (HasSpaceOrControl(e)) return "must not contain whitespace or control characters";
+  if (e.rfind("unix:", 0) == 0) {
+    std::string path = e.substr(5);
+    if (path.empty() || path[0] != '/') return "unix endpoint needs an absolute path (unix:/abs/path)";
+    if (path.size() < 2 || path.back() == '/') return "unix endpoint must name a socket file";
+    if (path.size() > kMaxUnixPath) {
+      return "unix socket path is longer than " + std::to_string(kMaxUnixPath) + " bytes";
+    }
+    return "";
+  }
+  if (e.find('/') != std::string::npos) return kForms;  // some other URI scheme
+  std::string host, port;
+  if (e[0] == '[') {
+    size_t close = e.find(']');
+    if (close == std::string::npos) return "IPv6 address has no closing ']'";
+    host = e.substr(1, close - 1);
+    if (host.empty() || host.find(':') == std::string::npos ||
+        host.find_first_not_of("0123456789abcdefABCDEF:.") != std::string::npos) {
+      return "invalid IPv6 address in brackets";
+    }
+    if (close + 1 >= e.size() || e[close + 1] != ':') return "missing :port after ]";
+    port = e.substr(close + 2);
+  } else {
+    size_t colon = e.rfind(':');
+    if (colon == std::string::npos) return kForms;
+    host = e.substr(0, colon);
+    port = e.substr(colon + 1);
+    if (host.find(':') != std::string::npos) {
+      return "IPv6 addresses must be in brackets ([::1]:port)";
+    }
+    if (host.empty()) return "missing host before :port";
+    for (unsigned char c : host) {
+      if (!std::isalnum(c) && c != '.' && c != '-' && c != '_') {
+        return "host has invalid characters";
+      }
+    }
+  }
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(port) < 1 || std::stoul(port) > 65535) {
+    return "port must be 1..65535";
+  }
+  return "";
+}
 
 bool operator==(const DatasetSpec& a, const DatasetSpec& b) {
   return a.name == b.name && a.format == b.format;

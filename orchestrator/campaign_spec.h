@@ -55,6 +55,16 @@ struct DatasetSpec {
   std::string format = "auto";  // "auto" | "llmc-tokens" | "raw"
 };
 
+// Campaign and holder names: [a-z0-9][a-z0-9._-]{0,62}. They end up in file
+// names, logs and hand-offs, so the charset is deliberately narrow.
+bool ValidName(const std::string& s);
+
+// "" when `e` is a valid endpoint, else why not. Accepted forms:
+//   unix:/abs/path          (gRPC's unix: scheme, absolute path)
+//   host:port               (DNS name or IPv4 address)
+//   [ipv6]:port
+std::string EndpointProblem(const std::string& e);
+
 struct HolderSpec {
   std::string name;      // unique within the campaign; bound into hand-offs
   std::string endpoint;  // holder agent gRPC endpoint

@@ -379,4 +379,15 @@ grpc::Status OrchestratorService::ListGpus(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
+grpc::Status OrchestratorService::CheckHolder(grpc::ServerContext* ctx,
+                                              const v1::CheckHolderRequest* req,
+                                              v1::HolderCheck* out) {
+  grpc::Status auth = AuthorizeControl(ctx);
+  if (!auth.ok()) return auth;
+  auto check = engine_->CheckHolder(*req);
+  if (!check.ok()) return ToGrpc(check.status());
+  *out = *std::move(check);
+  return grpc::Status::OK;
+}
+
 }  // namespace gputravel

@@ -1,0 +1,97 @@
+#include "orchestrator/holder_check.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/time/clock.h"
+#include "keyxfer/attested_channel.h"
+#include "orchestrator/attestation_record.h"
+#include "util/grpc_status.h"
+#include "util/log.h"
+
+namespace gputravel {
+namespace {
+
+std::string Field(const std::string& where, const std::string& field) {
+  return where.empty() ? field : where + "." + field;
+}
+
+std::string Prefix(const std::string& where) { return where.empty() ? "" : where + ": "; }
+
+}  // namespace
+
+absl::StatusOr<v1::HolderInfo> FetchHolderInfo(v1::HolderAgent::Stub* stub,
+                                               const HolderExpectation& want,
+                                               double timeout_seconds, const std::string& where) {
+  v1::HolderInfo info;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(timeout_seconds));
+  grpc::Status got = stub->GetInfo(&ctx, {}, &info);
+  if (!got.ok()) {
+    // gRPC's own text says what the endpoint is (no such socket, refused,
+    // no route, a TLS failure): answered to the caller, it would let an
+    // operator map the paths and network of the orchestrator's TD. The
+    // detail stays in this log.
+    GT_LOG(0, Prefix(where), "holder '", want.name, "' at ", want.endpoint,
+           " GetInfo: ", got.error_message());
+    return absl::UnavailableError(Prefix(where) + "holder '" + want.name +
+                                  "' unreachable (the orchestrator's log says why)");
+  }
+  if (info.name() != want.name) {
+    return absl::FailedPreconditionError(Prefix(where) + "the agent at " + want.endpoint +
+                                         " calls itself '" + info.name() + "'");
+  }
+  if (!want.dataset_name.empty() && info.dataset_name() != want.dataset_name) {
+    return absl::FailedPreconditionError(Field(where, "dataset.name") + ": holder '" + want.name +
+                                         "' serves dataset '" + info.dataset_name() +
+                                         "', not '" + want.dataset_name + "'");
+  }
+  if (!want.dataset_format.empty() && want.dataset_format != "auto" &&
+      info.dataset_format() != want.dataset_format) {
+    return absl::FailedPreconditionError(Field(where, "dataset.format") + ": holder '" +
+                                         want.name + "' serves format '" +
+                                         info.dataset_format() + "', not '" +
+                                         want.dataset_format + "'");
+  }
+  if (info.domain() != want.domain) {
+    return absl::FailedPreconditionError(Field(where, "domain") + ": holder '" + want.name +
+                                         "' runs in TD '" + info.domain() + "', not '" +
+                                         want.domain + "'");
+  }
+  return info;
+}
+
+absl::StatusOr<v1::HolderCheck> CheckHolder(v1::HolderAgent::Stub* stub,
+                                            const HolderExpectation& want, Verifier& verifier,
+                                            Attester& attester, double timeout_seconds) {
+  auto info = FetchHolderInfo(stub, want, timeout_seconds, "");
+  if (!info.ok()) return info.status();
+  auto initiator = ChannelInitiator::Create();
+  if (!initiator.ok()) return initiator.status();
+  v1::OpenChannelRequest oreq;
+  oreq.set_orchestrator_public_key(initiator->public_key());
+  oreq.set_orchestrator_nonce(initiator->nonce());
+  v1::OpenChannelResponse oresp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(timeout_seconds));
+  absl::Status opened =
+      FromGrpc(stub->OpenChannel(&ctx, oreq, &oresp), "holder '" + want.name + "' OpenChannel");
+  if (!opened.ok()) return opened;
+  Evidence own;
+  auto channel = initiator->Complete(oresp.holder_public_key(), oresp.holder_nonce(),
+                                     oresp.evidence(), verifier, attester, &own);
+  if (!channel.ok()) {
+    return absl::Status(channel.status().code(), "holder '" + want.name + "': " +
+                                                     std::string(channel.status().message()));
+  }
+  v1::HolderCheck out;
+  out.set_name(info->name());
+  out.set_domain(info->domain());
+  out.set_dataset_name(info->dataset_name());
+  out.set_dataset_format(info->dataset_format());
+  out.set_dataset_bytes(info->dataset_bytes());
+  *out.mutable_training_policy() = info->training_policy();
+  *out.mutable_attestation() = RecordOf(channel->peer, absl::ToUnixMillis(absl::Now()));
+  return out;
+}
+
+}  // namespace gputravel
