@@ -58,6 +58,13 @@ bool IsFinal(v1::CampaignState s) {
   return s == v1::COMPLETED || s == v1::FAILED || s == v1::CANCELLED;
 }
 
+std::string WaitingText(const v1::Campaign& c) {
+  if (!c.waiting_for_gpu()) return "";
+  return c.gpu_holder().empty() ? " (waiting for its GPU)"
+                                : " (waiting for its GPU, held by campaign " +
+                                      TerminalSafe(c.gpu_holder()) + ")";
+}
+
 std::string ProgressText(const v1::Campaign& c) {
   if (c.bytes_total() == 0) return "-";
   return FormatPercent(static_cast<double>(c.bytes_provisioned()) /
@@ -72,7 +79,7 @@ std::string CampaignSummary(const v1::Campaign& c) {
     out += buf + v + "\n";
   };
   row("Campaign", TerminalSafe(c.name()));
-  row("State", StateName(c.state()));
+  row("State", StateName(c.state()) + WaitingText(c));
   row("GPU", c.gpu().empty() ? "-" : TerminalSafe(c.gpu()));
   row("Trips", U64(c.trips_ok()) + " ok, " + U64(c.trips_failed()) + " failed");
   if (c.bytes_total() > 0) {

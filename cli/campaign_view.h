@@ -24,6 +24,9 @@ bool IsFinal(v1::CampaignState s);
 // Bytes provisioned of the total as a percentage; "-" while the total is not
 // known.
 std::string ProgressText(const v1::Campaign& c);
+// " (waiting for its GPU[, held by campaign X])" for a RUNNING campaign
+// that does not hold its GPU yet; "" otherwise.
+std::string WaitingText(const v1::Campaign& c);
 
 // The campaign as "Key          value" lines.
 std::string CampaignSummary(const v1::Campaign& c);

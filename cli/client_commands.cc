@@ -35,6 +35,7 @@ const char kExitCodesHelp[] =
     "  5  cannot reach the orchestrator: UNAVAILABLE or DEADLINE_EXCEEDED\n"
     "  6  UNAUTHENTICATED or PERMISSION_DENIED (certificate or role refused)\n"
     "  7  watch ended with the campaign CANCELLED\n"
+    "  8  watch ended with the campaign PAUSED (it waits for an operator)\n"
     "\nEnvironment: GPUTRAVEL_ENDPOINT, GPUTRAVEL_CA, GPUTRAVEL_CERT, GPUTRAVEL_KEY\n"
     "and GPUTRAVEL_CRL give the defaults of --endpoint, --ca, --cert, --key and\n"
     "--crl.\n";

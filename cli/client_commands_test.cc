@@ -615,7 +615,7 @@ TEST_F(ClientCommandsTest, HelpOfEveryCommandNamesEveryFlagAndExitCode) {
       {"cancel", {"NAME", "--wait"}},
       {"skip", {"CAMPAIGN HOLDER", "--reason"}},
       {"status", {"NAME", "--trips"}},
-      {"watch", {"NAME", "--after_seq", "--no_progress"}},
+      {"watch", {"NAME", "--after_seq", "--no_progress", "--until"}},
       {"list", {}},
       {"holders", {"[check]", "--campaign", "--holder_endpoint", "--name", "--domain",
                    "--dataset"}},
@@ -627,7 +627,7 @@ TEST_F(ClientCommandsTest, HelpOfEveryCommandNamesEveryFlagAndExitCode) {
     EXPECT_HAS(r.out, "Usage: gputravel " + cmd);
     for (const auto& f : common) EXPECT_HAS(r.out, f);
     for (const auto& f : flags) EXPECT_HAS(r.out, f);
-    for (int code = 0; code <= 7; ++code) EXPECT_HAS(r.out, "\n  " + std::to_string(code) + "  ");
+    for (int code = 0; code <= 8; ++code) EXPECT_HAS(r.out, "\n  " + std::to_string(code) + "  ");
     // Flags that are declared but missing from this list would show up here.
     for (const auto& line : Lines(r.out)) {
       if (line.rfind("  --", 0) != 0) continue;

@@ -22,6 +22,7 @@ enum ClientExit {
   kExitUnreachable = 5,  // UNAVAILABLE, DEADLINE_EXCEEDED.
   kExitDenied = 6,       // UNAUTHENTICATED, PERMISSION_DENIED.
   kExitCancelled = 7,    // watch ended with the campaign CANCELLED.
+  kExitPaused = 8,       // watch ended with the campaign PAUSED.
 };
 
 namespace cli {

@@ -54,7 +54,8 @@ int RunList(CommandContext& ctx) {
   Table t({"NAME", "STATE", "GPU", "TRIPS OK", "FAILED", "PROGRESS", "LAST LOSS", "UPDATED"},
           {3, 4, 5, 6});
   for (const auto& cp : resp.campaigns()) {
-    t.Add({TerminalSafe(cp.name()), StateName(cp.state()),
+    t.Add({TerminalSafe(cp.name()),
+           StateName(cp.state()) + (cp.waiting_for_gpu() ? " (waiting for GPU)" : ""),
            cp.gpu().empty() ? "-" : TerminalSafe(cp.gpu()),
            U64(cp.trips_ok()), U64(cp.trips_failed()), ProgressText(cp),
            cp.has_loss() ? FormatLoss(cp.last_loss()) : "-",

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -20,8 +21,17 @@ int RunWatch(CommandContext& ctx) {
   if (after.empty() || *end != '\0' || after_seq < 0) {
     return ctx.Fail(kExitUsage, "--after_seq must be an integer >= 0");
   }
+  const std::string until_name = ctx.flags().Get("until");
+  v1::CampaignState until = v1::CAMPAIGN_STATE_UNSPECIFIED;
+  if (!until_name.empty() && (!v1::CampaignState_Parse(until_name, &until) ||
+                              until == v1::CAMPAIGN_STATE_UNSPECIFIED)) {
+    return ctx.Fail(kExitUsage, "--until must be a campaign state (CREATED, RUNNING, PAUSING, "
+                                "PAUSED, CANCELLING, COMPLETED, FAILED, CANCELLED), not '" +
+                                    until_name + "'");
+  }
   if (int rc = ctx.Connect()) return rc;
   WatchOptions o;
+  o.stop_states = {until_name.empty() ? v1::PAUSED : until};
   o.after_seq = after_seq;
   o.json_lines = ctx.json();
   o.print_events = !ctx.json();
@@ -42,11 +52,20 @@ int RunWatch(CommandContext& ctx) {
     std::printf("%s.\n", line.c_str());
     std::fflush(stdout);
   }
+  if (!until_name.empty() && w.final_state == until) return kExitOk;
   switch (w.final_state) {
     case v1::COMPLETED:
+      if (!until_name.empty()) {
+        return ctx.Fail(kExitFailed,
+                        "campaign '" + name + "' COMPLETED without reaching " + until_name);
+      }
       return kExitOk;
     case v1::CANCELLED:
       return kExitCancelled;
+    case v1::PAUSED:
+      return ctx.Fail(kExitPaused, "campaign '" + name + "' PAUSED" +
+                                       (why.empty() ? "" : ": " + why) +
+                                       "; resume it with `gputravel resume " + name + "`");
     default:
       return ctx.Fail(kExitFailed, "campaign '" + name + "' FAILED" +
                                        (why.empty() ? "" : ": " + why));
@@ -95,12 +114,18 @@ WatchResult Watch(CommandContext& ctx, const std::string& name, const WatchOptio
   v1::Event ev;
   v1::CampaignState last_state = v1::CAMPAIGN_STATE_UNSPECIFIED;
   int64_t last_seq = o.after_seq;
-  while (reader->Read(&ev)) {
+  bool stopped = false;  // in one of o.stop_states
+  auto is_stop_state = [&](v1::CampaignState s) {
+    return std::find(o.stop_states.begin(), o.stop_states.end(), s) != o.stop_states.end();
+  };
+  while (!stopped && reader->Read(&ev)) {
     if (ev.seq() > last_seq) last_seq = ev.seq();
     switch (ev.kind()) {
       case v1::CAMPAIGN_STATE:
         last_state = ev.campaign_state();
         res.last_message = ev.message();
+        // A replayed event of a state the campaign has left does not count.
+        stopped = is_stop_state(last_state) && refresh() && res.campaign.state() == last_state;
         break;
       case v1::ERROR:
         res.last_message = ev.message();
@@ -133,8 +158,13 @@ WatchResult Watch(CommandContext& ctx, const std::string& name, const WatchOptio
       bars.Draw(false);
     }
   }
+  if (stopped) stream_ctx.TryCancel();
   grpc::Status st = reader->Finish();
   bars.Clear();
+  if (stopped) {
+    res.final_state = last_state;
+    return res;
+  }
   if (!st.ok()) {
     res.exit = ctx.RpcError(st, "WatchCampaign",
                             ExitCodeFor(st.error_code()) == kExitUnreachable
@@ -148,7 +178,7 @@ WatchResult Watch(CommandContext& ctx, const std::string& name, const WatchOptio
   bool have = refresh();
   if (IsFinal(last_state)) {
     res.final_state = last_state;
-  } else if (have && IsFinal(res.campaign.state())) {
+  } else if (have && (IsFinal(res.campaign.state()) || is_stop_state(res.campaign.state()))) {
     res.final_state = res.campaign.state();
   } else {
     std::string now = have ? StateName(res.campaign.state()) : "unknown";
@@ -168,12 +198,18 @@ CommandInfo WatchCommand() {
           "(on stdout, or on stderr when only stderr is a terminal); never when the\n"
           "output is not a terminal. With --json every event, the live PROGRESS\n"
           "events (seq 0) included, is printed as one JSON object per line. The\n"
-          "stream ends after the campaign reaches a final state; the exit code says\n"
-          "which: 0 COMPLETED, 1 FAILED, 7 CANCELLED.",
+          "watch ends when the campaign reaches a final state or is PAUSED (it then\n"
+          "waits for an operator); the exit code says which: 0 COMPLETED, 1 FAILED,\n"
+          "7 CANCELLED, 8 PAUSED. With --until STATE it ends when the campaign is in\n"
+          "STATE (exit 0; at once if it already is), or in a final state first (1 for\n"
+          "COMPLETED or FAILED, 7 for CANCELLED).",
           [](Flags& f) {
             f.String("after_seq", "0",
                      "Replay only recorded events with a sequence number above N (0: all).");
             f.Bool("no_progress", "Never draw progress bars, even on a terminal.");
+            f.String("until", "",
+                     "End when the campaign is in this state (e.g. PAUSED, RUNNING, "
+                     "COMPLETED), exit 0.");
           },
           RunWatch};
 }

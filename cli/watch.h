@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cli/command_context.h"
 #include "proto/orchestrator.pb.h"
@@ -17,10 +18,15 @@ struct WatchOptions {
   bool json_lines = false;       // Every event as one JSON object per line.
   int64_t print_from_ms = 0;     // Human lines only for events at/after this time.
   bool progress = true;          // Bars when a terminal is attached.
+  // Besides the final states, states that end the watch once the campaign
+  // is in one of them (a recorded event of such a state that the campaign
+  // has since left does not).
+  std::vector<v1::CampaignState> stop_states;
 };
 
 struct WatchResult {
   int exit = kExitOk;  // Non-zero: already reported.
+  // The final state, or the stop state the watch ended in.
   v1::CampaignState final_state = v1::CAMPAIGN_STATE_UNSPECIFIED;
   v1::Campaign campaign;  // Final campaign, if it could be read.
   bool have_campaign = false;

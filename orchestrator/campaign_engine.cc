@@ -271,15 +271,29 @@ absl::StatusOr<CampaignRow> CampaignEngine::StartCampaign(const std::string& nam
 }
 
 absl::StatusOr<CampaignRow> CampaignEngine::Pause(const std::string& name) {
-  auto c = store_->GetCampaign(name);
-  if (!c.ok()) return c.status();
-  if (c->state == kCampaignPaused) return c;
-  if (c->state != kCampaignRunning) {
-    return absl::FailedPreconditionError("campaign '" + name + "' is " + c->state +
-                                         "; only a running campaign can be paused");
+  absl::StatusOr<EventSeqs> seqs;
+  {
+    // Under mu_, so that no worker picks the campaign up between the look
+    // at the GPUs and the commit (PickCampaign reads under mu_ too).
+    absl::MutexLock l(&mu_);
+    auto c = store_->GetCampaign(name);
+    if (!c.ok()) return c.status();
+    if (c->state == kCampaignPaused || c->state == kCampaignPausing) return c;
+    if (c->state != kCampaignRunning) {
+      return absl::FailedPreconditionError("campaign '" + name + "' is " + c->state +
+                                           "; only a running campaign can be paused");
+    }
+    bool on_gpu = false;
+    for (const auto& g : gpus_) on_gpu = on_gpu || g->campaign == name;
+    // On its GPU a trip may be in flight: PAUSED only once it is safe
+    // (FinishPausing); waiting for the GPU, nothing is in flight.
+    seqs = on_gpu ? store_->SetCampaignState(name, kCampaignPausing, "",
+                                             "pausing by request: the trip in progress completes")
+                  : store_->SetCampaignState(name, kCampaignPaused, "",
+                                             "paused by request (it was waiting for its GPU)");
   }
-  Notify(store_->SetCampaignState(name, kCampaignPaused, "",
-                                  "paused by request: the trip in progress completes"));
+  Notify(seqs);
+  if (!seqs.ok()) return seqs.status();
   return store_->GetCampaign(name);
 }
 
@@ -287,7 +301,8 @@ absl::StatusOr<CampaignRow> CampaignEngine::Resume(const std::string& name) {
   auto c = store_->GetCampaign(name);
   if (!c.ok()) return c.status();
   if (c->state == kCampaignRunning) return c;
-  if (c->state != kCampaignPaused && c->state != kCampaignCreated) {
+  if (c->state != kCampaignPaused && c->state != kCampaignCreated &&
+      c->state != kCampaignPausing) {
     return absl::FailedPreconditionError("campaign '" + name + "' is " + c->state +
                                          "; only a paused or created campaign can be resumed");
   }
@@ -415,6 +430,8 @@ void CampaignEngine::Worker(Gpu* gpu) {
       mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Seconds(2));
       continue;
     }
+    // A pause the last process could not finish (it stopped mid-trip).
+    FinishPausing(gpu->config.name);
     std::optional<std::string> name;
     {
       absl::MutexLock l(&mu_);
@@ -435,8 +452,26 @@ void CampaignEngine::Worker(Gpu* gpu) {
       continue;
     }
     RunCampaign(gpu, *name, &session, &runner);
-    absl::MutexLock l(&mu_);
-    gpu->campaign.clear();
+    {
+      absl::MutexLock l(&mu_);
+      gpu->campaign.clear();
+    }
+    FinishPausing(gpu->config.name);
+  }
+}
+
+void CampaignEngine::FinishPausing(const std::string& gpu) {
+  // Called by the GPU's worker when it runs no campaign: its trip in flight,
+  // if any, was finished, or made safe by recovery.
+  auto all = store_->ListCampaigns();
+  if (!all.ok()) return;
+  for (const auto& c : *all) {
+    if (c.gpu != gpu || c.state != kCampaignPausing) continue;
+    absl::StatusOr<EventSeqs> seqs = store_->SetCampaignState(
+        c.name, kCampaignPaused, "", "paused: no trip in flight, its GPU home and re-keyed",
+        kCampaignPausing);
+    // A resume or cancel that landed meanwhile wins (the state moved on).
+    if (seqs.ok()) Notify(seqs);
   }
 }
 

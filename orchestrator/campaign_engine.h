@@ -101,6 +101,8 @@ class CampaignEngine {
   void RunCampaign(Gpu* gpu, const std::string& name, GpuSession* session,
                    TripRunner* runner);
   std::optional<std::string> PickCampaign(const std::string& gpu);
+  // PAUSING -> PAUSED for the campaigns of `gpu`, whose worker runs none.
+  void FinishPausing(const std::string& gpu);
   absl::StatusOr<std::unique_ptr<v1::HolderAgent::Stub>> HolderStub(const HolderSpec& h);
   absl::StatusOr<CampaignSpec> SpecOf(const CampaignRow& row);
   SpecOptions MakeSpecOptions() const;

@@ -27,6 +27,7 @@ v1::CampaignState StateToProto(const std::string& s) {
   switch (*state) {
     case CampaignState::kCreated: return v1::CREATED;
     case CampaignState::kRunning: return v1::RUNNING;
+    case CampaignState::kPausing: return v1::PAUSING;
     case CampaignState::kPaused: return v1::PAUSED;
     case CampaignState::kCancelling: return v1::CANCELLING;
     case CampaignState::kCompleted: return v1::COMPLETED;
@@ -139,6 +140,13 @@ grpc::Status OrchestratorService::Fill(const CampaignRow& row, bool include_trip
   }
   out->set_created_unix_ms(row.created_ms);
   out->set_updated_unix_ms(row.updated_ms);
+  if (row.state == kCampaignRunning) {
+    const std::string holder = engine_->GpuAssignments()[row.gpu];
+    if (holder != row.name) {
+      out->set_waiting_for_gpu(true);
+      out->set_gpu_holder(holder);
+    }
+  }
   auto holders = engine_->store()->ListHolders(row.name);
   if (!holders.ok()) return ToGrpc(holders.status());
   auto spec = ParseCampaignSpecText(row.spec_json, "", SpecOptions{{row.gpu}, {}});

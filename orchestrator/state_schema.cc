@@ -24,8 +24,8 @@ namespace {
 //                     decide whether a repeated create is the same request.
 //   gpu               the GPU the campaign runs on.
 //   rounds            passes over every holder's dataset.
-//   state             created|running|paused|cancelling|completed|failed|
-//                     cancelled.
+//   state             created|running|pausing|paused|cancelling|completed|
+//                     failed|cancelled (schema 7: pausing).
 //   error             why the campaign failed or was cancelled ("" if none).
 //   buffer_id         device dataset buffer in use, 0 = none.
 //   model             latest checkpoint, written with the trip that trained
@@ -255,9 +255,48 @@ DROP TABLE holders;
 ALTER TABLE holders_v6 RENAME TO holders;
 )sql";
 
+// Version 6 -> 7: a campaign can be "pausing" (a pause waits for the trip
+// in flight). The campaigns table is rebuilt like the holders table for
+// version 6, rows kept.
+constexpr char kMigrateV6ToV7[] = R"sql(
+CREATE TABLE campaigns_v7 (
+  name TEXT PRIMARY KEY,
+  request_id TEXT NOT NULL UNIQUE,
+  spec_json TEXT NOT NULL,
+  gpu TEXT NOT NULL,
+  rounds INTEGER NOT NULL CHECK (rounds >= 1),
+  state TEXT NOT NULL CHECK (state IN ('created', 'running', 'pausing', 'paused',
+      'cancelling', 'completed', 'failed', 'cancelled')),
+  error TEXT NOT NULL DEFAULT '',
+  buffer_id INTEGER NOT NULL DEFAULT 0,
+  model BLOB NOT NULL DEFAULT x'',
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  trips_ok INTEGER NOT NULL DEFAULT 0,
+  trips_failed INTEGER NOT NULL DEFAULT 0,
+  trips_aborted INTEGER NOT NULL DEFAULT 0,
+  bytes_provisioned INTEGER NOT NULL DEFAULT 0,
+  last_loss REAL,
+  last_holder TEXT NOT NULL DEFAULT '',
+  buffer_gpu_serial TEXT NOT NULL DEFAULT '',
+  terms BLOB NOT NULL DEFAULT x'',
+  last_eval_loss REAL,
+  model_trip INTEGER NOT NULL DEFAULT 0 CHECK (model_trip >= 0)
+) STRICT;
+INSERT INTO campaigns_v7 (name, request_id, spec_json, gpu, rounds, state, error, buffer_id,
+                          model, created_ms, updated_ms, trips_ok, trips_failed, trips_aborted,
+                          bytes_provisioned, last_loss, last_holder, buffer_gpu_serial, terms,
+                          last_eval_loss, model_trip)
+  SELECT name, request_id, spec_json, gpu, rounds, state, error, buffer_id, model, created_ms,
+         updated_ms, trips_ok, trips_failed, trips_aborted, bytes_provisioned, last_loss,
+         last_holder, buffer_gpu_serial, terms, last_eval_loss, model_trip FROM campaigns;
+DROP TABLE campaigns;
+ALTER TABLE campaigns_v7 RENAME TO campaigns;
+)sql";
+
 // PRAGMA arguments cannot be bound; this is kStateSchemaVersion spelled out.
-constexpr char kSetUserVersion[] = "PRAGMA user_version = 6";
-static_assert(kStateSchemaVersion == 6, "update kSetUserVersion and add a migration");
+constexpr char kSetUserVersion[] = "PRAGMA user_version = 7";
+static_assert(kStateSchemaVersion == 7, "update kSetUserVersion and add a migration");
 
 absl::StatusOr<int64_t> ReadVersion(SqliteDb& db) {
   GT_ASSIGN_OR_RETURN(Stmt s, db.Prepare("PRAGMA user_version"));
@@ -327,6 +366,10 @@ absl::Status EnsureStateSchema(SqliteDb& db) {
     if (v <= 5) {
       GT_RETURN_IF_ERROR(
           db.ExecScript(kMigrateV5ToV6, "migrating the schema from version 5 to 6"));
+    }
+    if (v <= 6) {
+      GT_RETURN_IF_ERROR(
+          db.ExecScript(kMigrateV6ToV7, "migrating the schema from version 6 to 7"));
     }
     GT_ASSIGN_OR_RETURN(Stmt check, db.Prepare("PRAGMA foreign_key_check"));
     GT_ASSIGN_OR_RETURN(bool orphan, check.Step());

@@ -15,7 +15,7 @@ class SqliteDb;
 // serial of a trip's window and of a campaign's buffer, version 4 training
 // terms, held-out losses and what was reported, version 5 the trip a
 // (sealed) checkpoint belongs to, version 6 the holder state "skipped".
-inline constexpr int kStateSchemaVersion = 6;
+inline constexpr int kStateSchemaVersion = 7;
 
 // Creates the schema in an empty database, or migrates an older one in
 // place, in one write transaction (a failed migration leaves the old

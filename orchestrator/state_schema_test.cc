@@ -76,7 +76,7 @@ TEST_F(StateSchemaTest, CreatesTheCurrentSchemaOnceInAnEmptyDatabase) {
 }
 
 // Version 1's tables, as the current schema minus what versions 2..5 added
-// (version 6 changed a constraint only),
+// (versions 6 and 7 changed constraints only),
 // are migrated in place, rows kept.
 TEST_F(StateSchemaTest, MigratesVersionOneToTheCurrentVersion) {
   ASSERT_TRUE(EnsureStateSchema(*db_).ok());
@@ -128,6 +128,12 @@ TEST_F(StateSchemaTest, MigratesVersionOneToTheCurrentVersion) {
   EXPECT_FALSE(Script("INSERT INTO holders (campaign, name, position, dataset_bytes, state) "
                       "VALUES ('nope', 'h', 0, 100, 'active');")
                    .ok());
+  // Version 6: the campaign survives the rebuild of its table, with its
+  // holder still referencing it, and may be pausing.
+  EXPECT_TRUE(Script("UPDATE campaigns SET state = 'pausing' WHERE name = 'c';").ok());
+  EXPECT_FALSE(Script("UPDATE campaigns SET state = 'dozing' WHERE name = 'c';").ok());
+  EXPECT_FALSE(Script("DELETE FROM campaigns WHERE name = 'c';").ok())
+      << "the holder's reference to its campaign holds after the rebuild";
 }
 
 TEST_F(StateSchemaTest, RefusesANewerVersionNamingTheFile) {

@@ -351,7 +351,7 @@ absl::StatusOr<TripRow> StateStore::GetTrip(uint64_t trip_id) {
 
 absl::StatusOr<EventSeqs> StateStore::SetCampaignState(
     const std::string& name, const std::string& state, const std::string& error,
-    const std::string& message) {
+    const std::string& message, const std::string& only_from) {
   const std::optional<CampaignState> to = CampaignStateFromString(state);
   if (!to.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -359,6 +359,10 @@ absl::StatusOr<EventSeqs> StateStore::SetCampaignState(
   }
   return Mutate(Durability::kFlush, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(*db_, name));
+    if (!only_from.empty() && c.state != only_from) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "campaign ", Quoted(name), " is ", c.state, ", not ", only_from));
+    }
     const std::optional<CampaignState> from = CampaignStateFromString(c.state);
     if (from.has_value() && !CanMoveCampaign(*from, *to)) {
       return absl::FailedPreconditionError(

@@ -281,10 +281,13 @@ class StateStore {
 
   // Moves the campaign to `state` and records `error`. A terminal campaign
   // (completed, failed, cancelled) can only be set to the same state again.
+  // With `only_from`, only a campaign in that state moves (else
+  // FailedPrecondition and nothing changes).
   absl::StatusOr<EventSeqs> SetCampaignState(const std::string& name,
                                              const std::string& state,
                                              const std::string& error,
-                                             const std::string& message);
+                                             const std::string& message,
+                                             const std::string& only_from = "");
   // Records the device dataset buffer (0 = released) and the serial of the
   // GPU it is on ("" with buffer 0).
   absl::StatusOr<EventSeqs> SetCampaignBuffer(const std::string& name,

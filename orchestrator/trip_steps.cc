@@ -80,6 +80,7 @@ struct CampaignStateName {
 constexpr CampaignStateName kCampaignStates[] = {
     {CampaignState::kCreated, kCampaignCreated},
     {CampaignState::kRunning, kCampaignRunning},
+    {CampaignState::kPausing, kCampaignPausing},
     {CampaignState::kPaused, kCampaignPaused},
     {CampaignState::kCancelling, kCampaignCancelling},
     {CampaignState::kCompleted, kCampaignCompleted},

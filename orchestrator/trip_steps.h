@@ -106,6 +106,7 @@ TripRecovery RecoveryFor(absl::string_view step);
 // Campaign states' stored names.
 inline constexpr char kCampaignCreated[] = "created";
 inline constexpr char kCampaignRunning[] = "running";
+inline constexpr char kCampaignPausing[] = "pausing";
 inline constexpr char kCampaignPaused[] = "paused";
 inline constexpr char kCampaignCancelling[] = "cancelling";
 inline constexpr char kCampaignCompleted[] = "completed";
@@ -116,6 +117,7 @@ inline constexpr char kCampaignCancelled[] = "cancelled";
 enum class CampaignState {
   kCreated,
   kRunning,
+  kPausing,  // asked to pause; the trip in flight is being finished safely
   kPaused,
   kCancelling,  // a trip is being made safe; then cancelled
   kCompleted,

@@ -110,8 +110,9 @@ TEST(TripStepsTest, ReportAndTrainingMoves) {
 }
 
 TEST(TripStepsTest, CampaignStates) {
-  const std::vector<std::string> stored = {"created",   "running", "paused", "cancelling",
-                                           "completed", "failed",  "cancelled"};
+  const std::vector<std::string> stored = {"created",    "running",   "pausing",
+                                           "paused",     "cancelling", "completed",
+                                           "failed",     "cancelled"};
   std::vector<std::string> names;
   for (CampaignState s : AllCampaignStates()) {
     names.push_back(ToString(s));
@@ -122,6 +123,7 @@ TEST(TripStepsTest, CampaignStates) {
   EXPECT_TRUE(IsTerminalCampaignState("completed"));
   EXPECT_TRUE(IsTerminalCampaignState("cancelled"));
   EXPECT_FALSE(IsTerminalCampaignState("cancelling"));
+  EXPECT_FALSE(IsTerminalCampaignState("pausing"));
   EXPECT_FALSE(IsTerminalCampaignState("sleeping"));
   EXPECT_TRUE(CanMoveCampaign(CampaignState::kRunning, CampaignState::kPaused));
   EXPECT_TRUE(CanMoveCampaign(CampaignState::kFailed, CampaignState::kFailed));
