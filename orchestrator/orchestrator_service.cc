@@ -257,7 +257,8 @@ grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
   if (!watch.ok()) return ToGrpc(watch.status());
   int64_t seq = req->after_seq();
   uint64_t progress_seen = 0;
-  std::map<uint64_t, std::string> trip_holder;
+  // Per trip: its holder and window length (the total of its PROVISIONED).
+  std::map<uint64_t, std::pair<std::string, uint64_t>> trip_holder;
   // A watcher that left is noticed by the next failing Write. Asking gRPC
   // whether the call was cancelled polls its completion queue (it cost more
   // than the rest of a wake-up), so that is asked only when a wait ended
@@ -291,9 +292,13 @@ grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
         auto it = trip_holder.find(e.trip);
         if (it == trip_holder.end()) {
           auto t = store->GetTrip(e.trip);
-          it = trip_holder.emplace(e.trip, t.ok() ? t->holder : "").first;
+          it = trip_holder
+                   .emplace(e.trip, t.ok() ? std::make_pair(t->holder, t->window_length)
+                                           : std::make_pair(std::string(), uint64_t{0}))
+                   .first;
         }
-        ev.set_holder(it->second);
+        ev.set_holder(it->second.first);
+        if (e.kind == "provisioned") ev.set_total_bytes(it->second.second);
       }
       if (e.kind == "campaign_state") {
         ev.set_campaign_state(StateToProto(e.step));

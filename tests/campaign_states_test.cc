@@ -1,5 +1,6 @@
 // Campaign states that tell the truth, against the real daemons: a pause
-// with a trip in flight reads PAUSING until that trip is safe, then PAUSED;
+// with a trip in flight reads PAUSING until that trip is safe, then PAUSED
+// (and PROVISIONED events carry their totals);
 // a campaign waiting for its GPU says so (and pauses at once); a pause the
 // orchestrator could not finish before it stopped is finished at the next
 // start; `gputravel watch` ends on PAUSED with its own exit code.
@@ -146,6 +147,10 @@ TEST_F(CampaignStatesTest, APauseReadsPausingUntilTheTripInFlightIsSafeThenPause
       ++open_trips;
     }
     if (ev[i].kind() == v1::TRIP_FINISHED) --open_trips;
+    if (ev[i].kind() == v1::PROVISIONED) {  // carries its window's total
+      EXPECT_GT(ev[i].total_bytes(), 0u) << "trip " << ev[i].trip();
+      EXPECT_EQ(ev[i].bytes(), ev[i].total_bytes()) << "trip " << ev[i].trip();
+    }
   }
   EXPECT_EQ(open_trips, 0);
   // The GPU is free once PAUSED, and the campaign resumes.
