@@ -13,6 +13,8 @@ namespace gputravel::cli {
 namespace {
 
 std::string HolderCursor(const v1::HolderStatus& h) {
+  // A holder done with every round has its cursor back at 0.
+  if (h.state() == "done") return "all of " + FormatBytes(h.dataset_bytes());
   std::string s = FormatBytes(h.cursor_offset());
   if (h.dataset_bytes() > 0) s += " of " + FormatBytes(h.dataset_bytes());
   return s;

@@ -34,5 +34,35 @@ TEST(CampaignViewTest, NoAttestationTableBeforeAnyTrip) {
   EXPECT_EQ(AttestationTable(hs), "");
 }
 
+TEST(CampaignViewTest, AHolderDoneWithEveryRoundShowsItsWholeDataset) {
+  google::protobuf::RepeatedPtrField<v1::HolderStatus> hs;
+  v1::HolderStatus* done = hs.Add();
+  done->set_name("hospital-a");
+  done->set_state("done");
+  done->set_round(2);
+  done->set_dataset_bytes(3u << 20);
+  v1::HolderStatus* active = hs.Add();
+  active->set_name("hospital-b");
+  active->set_state("active");
+  active->set_cursor_offset(1u << 20);
+  active->set_dataset_bytes(4u << 20);
+  const std::string t = HoldersTable(hs, false);
+  EXPECT_NE(t.find("all of 3.0 MiB"), std::string::npos) << t;
+  EXPECT_NE(t.find("1.0 MiB of 4.0 MiB"), std::string::npos) << t;
+}
+
+TEST(CampaignViewTest, WaitingForTheGpuNamesWhoHoldsIt) {
+  v1::Campaign c;
+  c.set_state(v1::RUNNING);
+  EXPECT_EQ(WaitingText(c), "");
+  c.set_waiting_for_gpu(true);
+  EXPECT_EQ(WaitingText(c), " (waiting for its GPU)");
+  c.set_gpu_holder("alpha");
+  EXPECT_EQ(WaitingText(c), " (waiting for its GPU, held by campaign alpha)");
+  EXPECT_NE(CampaignSummary(c).find("RUNNING (waiting for its GPU, held by campaign alpha)"),
+            std::string::npos)
+      << CampaignSummary(c);
+}
+
 }  // namespace
 }  // namespace gputravel::cli

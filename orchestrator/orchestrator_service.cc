@@ -100,7 +100,10 @@ void TripToProto(const TripRow& t, v1::Trip* out) {
   out->set_ended_unix_ms(t.ended_ms);
 }
 
-void HolderToProto(const HolderRow& h, const HolderSpec* spec, v1::HolderStatus* out) {
+// `campaign_state`: the campaign's stored state. A holder still active in a
+// campaign that ended says how it ended for it.
+void HolderToProto(const HolderRow& h, const HolderSpec* spec, const std::string& campaign_state,
+                   v1::HolderStatus* out) {
   out->set_campaign(h.campaign);
   out->set_name(h.name);
   if (spec != nullptr) {
@@ -112,6 +115,11 @@ void HolderToProto(const HolderRow& h, const HolderSpec* spec, v1::HolderStatus*
   out->set_cursor_offset(h.cursor_offset);
   out->set_round(h.round);
   out->set_state(h.state);
+  if (h.state == kHolderActive && campaign_state == kCampaignCancelled) {
+    out->set_state("cancelled");
+  } else if (h.state == kHolderActive && campaign_state == kCampaignFailed) {
+    out->set_state("unfinished");
+  }
   out->set_error(h.error);
   out->set_trips(h.trips);
   out->set_bytes(h.bytes);
@@ -158,7 +166,7 @@ grpc::Status OrchestratorService::Fill(const CampaignRow& row, bool include_trip
         if (s.name == h.name) hs = &s;
       }
     }
-    HolderToProto(h, hs, out->add_holders());
+    HolderToProto(h, hs, row.state, out->add_holders());
     total += h.dataset_bytes * row.rounds;
   }
   out->set_bytes_total(total);

@@ -180,6 +180,11 @@ TEST_F(CampaignStatesTest, ACampaignWaitingForItsGpuSaysSoAndPausesAtOnce) {
   EXPECT_FALSE(c.waiting_for_gpu());
   ASSERT_TRUE(Call(stub_.get(), "cancel", "first", &c).ok());
   ASSERT_TRUE(Call(stub_.get(), "cancel", "second", &c).ok());
+  // Its holders say the campaign was cancelled, not that they are active.
+  const v1::Campaign cancelled = Get(stub_.get(), "second");
+  EXPECT_EQ(cancelled.state(), v1::CANCELLED);
+  ASSERT_EQ(cancelled.holders_size(), 2);
+  for (const auto& h : cancelled.holders()) EXPECT_EQ(h.state(), "cancelled") << h.name();
 }
 
 TEST_F(CampaignStatesTest, APauseTheOrchestratorCouldNotFinishIsFinishedAtItsNextStart) {
