@@ -204,6 +204,24 @@ int RunSkipHolder(CommandContext& ctx) {
   return kExitOk;
 }
 
+int RunDelete(CommandContext& ctx) {
+  const std::string name = ctx.flags().positional()[0];
+  if (int rc = ctx.Connect()) return rc;
+  v1::CampaignRef ref;
+  ref.set_name(name);
+  v1::DeleteCampaignResponse resp;
+  auto c = ctx.Call();
+  grpc::Status s = ctx.stub().DeleteCampaign(c.get(), ref, &resp);
+  if (!s.ok()) return ctx.RpcError(s, "DeleteCampaign '" + name + "'");
+  if (ctx.json()) {
+    ctx.PrintJson(ToJson(resp));
+  } else {
+    std::printf("Deleted campaign '%s'; its name can be used again.\n",
+                TerminalSafe(name).c_str());
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 std::vector<CommandInfo> CampaignCommands() {
@@ -268,6 +286,16 @@ std::vector<CommandInfo> CampaignCommands() {
                                 "holder and in the campaign's events).");
        },
        RunSkipHolder},
+      {"delete", "NAME", 1, 1,
+       "Delete a COMPLETED, FAILED or CANCELLED campaign (operators only).",
+       "Removes campaign NAME (DeleteCampaign) with its holders, trips, events and\n"
+       "model checkpoint, so that its name can be used again. Only a campaign in a\n"
+       "final state can be deleted (exit 4 otherwise: cancel it first), and only\n"
+       "by the operator role. Trip ids are never reused; the deletion is recorded\n"
+       "in the orchestrator's log and as a daemon-wide event naming the caller.\n"
+       "To keep the campaign's record, save `gputravel status NAME --trips --json`\n"
+       "first.",
+       NoFlags, RunDelete},
   };
 }
 

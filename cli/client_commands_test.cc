@@ -590,15 +590,15 @@ json ParseOne(const Result& r) {
 
 TEST(ClientCommands, IsClientCommandAndSummaries) {
   std::string help = ClientCommandsHelp();
-  for (const char* c : {"create", "start", "pause", "resume", "cancel", "skip", "status",
-                        "watch", "list", "holders", "gpus"}) {
+  for (const char* c : {"create", "start", "pause", "resume", "cancel", "skip", "delete",
+                        "status", "watch", "list", "holders", "gpus"}) {
     EXPECT_TRUE(IsClientCommand(c)) << c;
     EXPECT_HAS(help, std::string("  ") + c + " ");
   }
   EXPECT_FALSE(IsClientCommand("demo"));
   EXPECT_FALSE(IsClientCommand("pki"));
   EXPECT_FALSE(IsClientCommand(""));
-  EXPECT_EQ(Lines(help).size(), 11u) << help;
+  EXPECT_EQ(Lines(help).size(), 12u) << help;
 }
 
 TEST_F(ClientCommandsTest, HelpOfEveryCommandNamesEveryFlagAndExitCode) {
@@ -614,6 +614,7 @@ TEST_F(ClientCommandsTest, HelpOfEveryCommandNamesEveryFlagAndExitCode) {
       {"resume", {"NAME"}},
       {"cancel", {"NAME", "--wait"}},
       {"skip", {"CAMPAIGN HOLDER", "--reason"}},
+      {"delete", {"NAME"}},
       {"status", {"NAME", "--trips"}},
       {"watch", {"NAME", "--after_seq", "--no_progress", "--until"}},
       {"list", {}},

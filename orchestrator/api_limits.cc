@@ -24,6 +24,7 @@ MethodRoles OrchestratorApiRoles() {
   }
   m["/gputravel.v1.Orchestrator/ListHolders"] = {kRoleOperator, kRoleScheduler, kRoleHolder};
   m["/gputravel.v1.Orchestrator/SkipHolder"] = {kRoleOperator};
+  m["/gputravel.v1.Orchestrator/DeleteCampaign"] = {kRoleOperator};
   m["/grpc.health.v1.Health/*"] = control;
   m["/grpc.reflection.v1alpha.ServerReflection/*"] = control;
   m["/grpc.reflection.v1.ServerReflection/*"] = control;

@@ -256,6 +256,14 @@ absl::StatusOr<v1::HolderCheck> CampaignEngine::CheckHolder(const v1::CheckHolde
       *verifier_, *attester_, kHolderCheckTimeoutSeconds);
 }
 
+absl::Status CampaignEngine::DeleteCampaign(const std::string& name, const std::string& who) {
+  auto seqs = store_->DeleteCampaign(name, who);
+  Notify(seqs);
+  if (!seqs.ok()) return seqs.status();
+  GT_LOG(0, "campaign '", name, "' deleted by ", who);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CampaignRow> CampaignEngine::StartCampaign(const std::string& name) {
   auto c = store_->GetCampaign(name);
   if (!c.ok()) return c.status();

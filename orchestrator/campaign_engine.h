@@ -72,6 +72,9 @@ class CampaignEngine {
   // INVALID_ARGUMENT for a malformed name, endpoint or empty domain.
   absl::StatusOr<v1::HolderCheck> CheckHolder(const v1::CheckHolderRequest& req);
   absl::StatusOr<CampaignRow> StartCampaign(const std::string& name);
+  // Removes a final campaign so its name can be used again (StateStore::
+  // DeleteCampaign); `who` is the caller, recorded.
+  absl::Status DeleteCampaign(const std::string& name, const std::string& who);
   absl::StatusOr<CampaignRow> Pause(const std::string& name);
   absl::StatusOr<CampaignRow> Resume(const std::string& name);
   absl::StatusOr<CampaignRow> Cancel(const std::string& name);

@@ -250,6 +250,16 @@ grpc::Status OrchestratorService::SkipHolder(grpc::ServerContext* ctx,
   return Fill(*row, false, out);
 }
 
+grpc::Status OrchestratorService::DeleteCampaign(grpc::ServerContext* ctx,
+                                                 const v1::CampaignRef* req,
+                                                 v1::DeleteCampaignResponse*) {
+  // Erasing a campaign's record is an operator's decision.
+  Identity who;
+  grpc::Status auth = Authorize(*ctx, {kRoleOperator}, &who);
+  if (!auth.ok()) return auth;
+  return ToGrpc(engine_->DeleteCampaign(req->name(), DescribeIdentity(who)));
+}
+
 grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
                                                 const v1::WatchCampaignRequest* req,
                                                 grpc::ServerWriter<v1::Event>* out) {

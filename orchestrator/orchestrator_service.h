@@ -35,6 +35,8 @@ class OrchestratorService final : public v1::Orchestrator::Service {
                              grpc::ServerWriter<v1::Event>* out) override;
   grpc::Status ListHolders(grpc::ServerContext* ctx, const v1::ListHoldersRequest* req,
                            v1::ListHoldersResponse* out) override;
+  grpc::Status DeleteCampaign(grpc::ServerContext* ctx, const v1::CampaignRef* req,
+                              v1::DeleteCampaignResponse* out) override;
   grpc::Status CheckHolder(grpc::ServerContext* ctx, const v1::CheckHolderRequest* req,
                            v1::HolderCheck* out) override;
   grpc::Status ListGpus(grpc::ServerContext* ctx, const v1::ListCampaignGpusRequest* req,

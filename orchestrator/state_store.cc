@@ -460,6 +460,28 @@ absl::StatusOr<EventSeqs> StateStore::SkipHolder(const std::string& campaign,
   });
 }
 
+absl::StatusOr<EventSeqs> StateStore::DeleteCampaign(const std::string& name,
+                                                     const std::string& who) {
+  return Mutate(Durability::kFlush, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+    GT_ASSIGN_OR_RETURN(CampaignRow c, LoadCampaign(*db_, name));
+    if (!IsTerminalCampaignState(c.state)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("campaign ", Quoted(name), " is ", c.state,
+                       "; only a completed, failed or cancelled campaign can be deleted "
+                       "(cancel it first)"));
+    }
+    GT_RETURN_IF_ERROR(db_->Run("DELETE FROM events WHERE campaign = ?", name));
+    GT_RETURN_IF_ERROR(db_->Run("DELETE FROM trips WHERE campaign = ?", name));
+    GT_RETURN_IF_ERROR(db_->Run("DELETE FROM holders WHERE campaign = ?", name));
+    GT_RETURN_IF_ERROR(db_->Run("DELETE FROM campaigns WHERE name = ?", name));
+    return AppendLocked(StampedEvent("", 0, "campaign_deleted", c.state,
+                                     absl::StrCat("campaign ", Quoted(name), " (", c.state,
+                                                  ", ", c.trips_ok, " trips ok) deleted by ",
+                                                  who),
+                                     NowMs()));
+  });
+}
+
 // ---------------------------------------------------------------------------
 // Events.
 

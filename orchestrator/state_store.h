@@ -374,6 +374,14 @@ class StateStore {
                                        const std::string& holder,
                                        const std::string& error);
 
+  // Removes a campaign that reached a final state (completed, failed,
+  // cancelled) with its holders, trips, events and checkpoint, so that its
+  // name can be used again; a daemon-wide event ("" campaign, kind
+  // "campaign_deleted") records who deleted which campaign in which state.
+  // Trip ids and event sequence numbers are never reused. NotFound for an
+  // unknown campaign, FailedPrecondition for one that is not final.
+  absl::StatusOr<EventSeqs> DeleteCampaign(const std::string& name, const std::string& who);
+
   // Appends one free-form event (e.g. "recovery", "error"); returns its seq.
   absl::StatusOr<int64_t> AppendEvent(const EventRow& e);
   // Events with seq > after_seq, oldest first, at most `limit` (> 0), of one

@@ -793,6 +793,31 @@ TEST_F(StateStoreTest, TripIsFinishedAndCountedExactlyOnce) {
   EXPECT_EQ(hs[0].cursor_offset, 10u);
 }
 
+TEST_F(StateStoreTest, AFinalCampaignIsDeletedWholeAndItsNameAndNoTripIdComeBack) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+  ASSERT_OK_AND_ASSIGN(uint64_t id, RunTrip(*store, "c1", "h1", 0, 10, 0));
+  EXPECT_EQ(store->DeleteCampaign("c1", "operator 'alice'").status().code(),
+            absl::StatusCode::kFailedPrecondition);  // running
+  EXPECT_EQ(store->DeleteCampaign("nope", "operator 'alice'").status().code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_OK(store->SetCampaignState("c1", kCampaignCancelled, "", "cancelled"));
+  ASSERT_OK(store->DeleteCampaign("c1", "operator 'alice'"));
+  EXPECT_EQ(store->GetCampaign("c1").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->GetTrip(id).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRow> own, store->EventsAfter("c1", 0, 100));
+  EXPECT_TRUE(own.empty());
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRow> all, store->EventsAfter("", 0, 1000));
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.back().kind, "campaign_deleted");
+  EXPECT_THAT(all.back().message, HasSubstr("deleted by operator 'alice'"));
+  // The name is free; trip ids go on past the deleted campaign's.
+  ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+  ASSERT_OK_AND_ASSIGN(uint64_t next, store->NextTripId());
+  EXPECT_GT(next, id);
+}
+
 TEST_F(StateStoreTest, CursorWrapsIntoNextRoundAndHolderCompletes) {
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);

@@ -882,5 +882,45 @@ TEST_F(AuthorizationTest, OrchestratorCertificateIsAcceptedByHoldersAndMux) {
   EXPECT_EQ(list.gpus(0).backend(), "emulated");
 }
 
+// Deleting a campaign's record is an operator's decision too; a deleted
+// campaign's name can be used again, and trip ids go on from where they were.
+TEST_F(AuthorizationTest, OnlyOperatorsDeleteFinalCampaignsAndTheNameIsFreeAgain) {
+  auto op = As(kOperator, stack_->orchestrator_endpoint(), kOrch);
+  grpc::Status s = CreateCampaign(op, "delete-me");
+  ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+  auto del = [](std::shared_ptr<grpc::Channel> ch, const std::string& name) {
+    v1::CampaignRef req;
+    req.set_name(name);
+    v1::DeleteCampaignResponse out;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    return v1::Orchestrator::NewStub(ch)->DeleteCampaign(&ctx, req, &out);
+  };
+  const std::string only_operator = "allowed roles: operator";
+  ExpectDenied(del(As(kScheduler, stack_->orchestrator_endpoint(), kOrch), "delete-me"),
+               kScheduler, only_operator, "scheduler DeleteCampaign");
+  ExpectDenied(del(As(kHolderA, stack_->orchestrator_endpoint(), kOrch), "delete-me"), kHolderA,
+               only_operator, "holder-a DeleteCampaign");
+  s = del(op, "delete-me");  // CREATED is not final
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_NE(s.error_message().find("cancel it first"), std::string::npos) << s.error_message();
+  EXPECT_EQ(del(op, "no-such").error_code(), grpc::StatusCode::NOT_FOUND);
+  {
+    v1::CampaignRef ref;
+    ref.set_name("delete-me");
+    v1::Campaign out;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    ASSERT_TRUE(v1::Orchestrator::NewStub(op)->CancelCampaign(&ctx, ref, &out).ok());
+  }
+  s = del(op, "delete-me");
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  v1::Campaign gone;
+  EXPECT_EQ(GetCampaign(op, "delete-me", &gone).error_code(), grpc::StatusCode::NOT_FOUND);
+  // The name is free again (a new request id: the old one went with it too).
+  s = CreateCampaign(op, "delete-me");
+  EXPECT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+}
+
 }  // namespace
 }  // namespace gputravel
