@@ -478,8 +478,8 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
   if (!ready.ok()) return ready.status();
   if (!*ready) return trip.out;
   GT_LOG(3, "trip ", plan.trip, ": hand-off prepared, ", trip.lanes.size(),
-         " lane(s), counters from ", trip.window.first, " (", trip.window.count,
-         "), device session ", trip.handed_session);
+         " lane(s), counter window first ", trip.window.first, " count ", trip.window.count,
+         ", device session ", trip.handed_session);
   if (!Leave(&trip, &guard)) return trip.out;
   GT_LOG(3, "trip ", plan.trip, ": provisioning by ", plan.holder, ": ",
          trip.provisioned.ToString());

@@ -17,8 +17,17 @@
 
 namespace gputravel {
 
+namespace {
+// Whether --log_format=json was given: start-up errors then are JSON lines too.
+bool g_json_log = false;
+}  // namespace
+
 void ExitStartupError(const std::string& program, const std::string& message) {
-  std::fprintf(stderr, "%s: %s\n", program.c_str(), message.c_str());
+  if (g_json_log) {
+    GT_LOG(0, message);
+  } else {
+    std::fprintf(stderr, "%s: %s\n", program.c_str(), message.c_str());
+  }
   std::exit(2);
 }
 
@@ -60,6 +69,7 @@ DaemonArgs ParseDaemonArgsOrExit(int argc, char** argv, const std::string& progr
   if (!no_dumps.ok()) ExitStartupError(program, std::string(no_dumps.message()));
   SetLogLevel(flags.GetInt("v"));
   SetLogFormat(*log_format);
+  g_json_log = *log_format == LogFormat::kJson;
   SetLogPrefix(program);
   BlockTerminationSignals();
   DaemonArgs args{flags.Get("config"), flags.Get("ready_file"), {}};

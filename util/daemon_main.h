@@ -36,7 +36,8 @@ DaemonArgs ParseDaemonArgsOrExit(int argc, char** argv, const std::string& progr
                                  const std::string& summary,
                                  const std::vector<DaemonBoolFlag>& bools = {});
 
-// Prints "program: message" and exits 2 (start-up errors).
+// Prints "program: message" (with --log_format=json, an ERROR line in JSON)
+// and exits 2 (start-up errors).
 [[noreturn]] void ExitStartupError(const std::string& program, const std::string& message);
 
 // The configuration at `path` (--config), read by util/files.h ReadJsonFile

@@ -39,6 +39,23 @@ TEST(DaemonMainDeathTest, HelpNamesLogFormat) {
       ::testing::ExitedWithCode(0), "--log_format.*text.*json");
 }
 
+TEST(DaemonMainDeathTest, StartupErrorsFollowTheLogFormat) {
+  EXPECT_EXIT(
+      {
+        Parse({"--config=/x.json"});
+        ExitStartupError("test_daemon", "/x.json: missing field 'name'");
+      },
+      ::testing::ExitedWithCode(2), "^test_daemon: /x.json: missing field 'name'\n$");
+  EXPECT_EXIT(
+      {
+        Parse({"--config=/x.json", "--log_format=json"});
+        ExitStartupError("test_daemon", "/x.json: missing field \"name\"");
+      },
+      ::testing::ExitedWithCode(2),
+      "^\\{\"time\":\"[-0-9T:.]+Z\",\"level\":\"ERROR\",\"party\":\"test_daemon\",.*"
+      "\"message\":\"/x.json: missing field \\\\\"name\\\\\"\"\\}\n$");
+}
+
 // --log_format=json makes every line one JSON object that names the daemon.
 TEST(DaemonMainTest, JsonFormatWritesJsonLines) {
   DaemonArgs args = Parse({"--config=/etc/x.json", "--log_format=json", "--v=2"});

@@ -28,13 +28,18 @@ std::string Caller(grpc::ServerContextBase* ctx) {
 class RpcTraceInterceptor : public grpc::experimental::Interceptor {
  public:
   explicit RpcTraceInterceptor(grpc::experimental::ServerRpcInfo* info)
-      : method_(info->method() != nullptr ? info->method() : "?"), start_(absl::Now()) {
-    GT_LOG(3, "rpc ", method_, " from ", Caller(info->server_context()), " begins");
-  }
+      : info_(info),
+        method_(info->method() != nullptr ? info->method() : "?"),
+        start_(absl::Now()) {}
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    using grpc::experimental::InterceptionHookPoints;
+    // The peer and its certificate are known once the call's metadata is in.
     if (methods->QueryInterceptionHookPoint(
-            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+            InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
+      GT_LOG(3, "rpc ", method_, " from ", Caller(info_->server_context()), " begins");
+    }
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
       const grpc::Status s = methods->GetSendStatus();
       GT_LOG(3, "rpc ", method_, " ends: ",
              absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())), " (",
@@ -44,6 +49,7 @@ class RpcTraceInterceptor : public grpc::experimental::Interceptor {
   }
 
  private:
+  grpc::experimental::ServerRpcInfo* const info_;
   const std::string method_;
   const absl::Time start_;
 };
