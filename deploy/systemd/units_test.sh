@@ -8,17 +8,8 @@
 # GPUTRAVEL_SKIP_SYSTEMD_ANALYZE=1 to run only the textual checks.
 set -euo pipefail
 
-find_file() {
-  for c in "${TEST_SRCDIR:-}/${TEST_WORKSPACE:-gputravel}/deploy/systemd/$1" \
-           "$(dirname "$0")/$1"; do
-    if [[ -f "$c" ]]; then echo "$c"; return 0; fi
-  done
-  echo "$1 not found" >&2
-  return 1
-}
+source "$(dirname "$0")/test_lib.sh"
 
-FAILURES=0
-fail() { echo "FAIL: $*"; FAILURES=$((FAILURES + 1)); }
 # has UNIT_FILE LINE: the exact line is in the unit.
 has() { grep -qxF -- "$2" "$1" || fail "$(basename "$1"): missing line: $2"; }
 lacks() { ! grep -qE -- "$2" "$1" || fail "$(basename "$1"): forbidden: $2"; }
@@ -81,6 +72,8 @@ done
 has "$ORCH" "StateDirectory=gputravel/orchestrator"
 has "$ORCH" "StateDirectoryMode=0700"
 has "$ORCH" "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"
+# SQLite as root (the TDX drop-in) fchowns its WAL file: refused, not killed.
+has "$ORCH" "SystemCallErrorNumber=EPERM"
 has "$HOLDER" "StateDirectory=gputravel/holder-%i"
 has "$HOLDER" "StateDirectoryMode=0700"
 has "$HOLDER" "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"
@@ -106,24 +99,16 @@ grep -qE '^u gputravel ' "$SYSUSERS" || fail "gputravel.sysusers.conf does not m
 grep -qxF "d /run/gputravel/shm 0755 root root -" "$TMPFILES" || fail "gputravel.tmpfiles.conf: no /run/gputravel/shm"
 
 # The example configurations use the directories the units make writable.
-find_example() {
-  for c in "${TEST_SRCDIR:-}/${TEST_WORKSPACE:-gputravel}/deploy/examples/$1" \
-           "$(dirname "$0")/../examples/$1"; do
-    if [[ -f "$c" ]]; then echo "$c"; return 0; fi
-  done
-  echo "$1 not found" >&2
-  return 1
-}
 example_has() {
   grep -qE "^  \"$2\": \"$3\",?\$" "$1" || fail "$(basename "$1"): \"$2\" is not \"$3\" (the unit's directory)"
 }
-example_has "$(find_example orchestrator-tdx.json)" state_dir /var/lib/gputravel/orchestrator
-HOLDER_EXAMPLE=$(find_example holder-tdx.json)
+example_has "$(find_file ../examples/orchestrator-tdx.json)" state_dir /var/lib/gputravel/orchestrator
+HOLDER_EXAMPLE=$(find_file ../examples/holder-tdx.json)
 example_has "$HOLDER_EXAMPLE" name hospital-a
 example_has "$HOLDER_EXAMPLE" state_dir /var/lib/gputravel/holder-hospital-a
 example_has "$HOLDER_EXAMPLE" bounce_dir /run/gputravel/shm/hospital-a
 for mux_example in mux-sysfs.json mux-libvirt.json; do
-  f=$(find_example "$mux_example")
+  f=$(find_file "../examples/$mux_example")
   example_has "$f" state_file '/var/lib/gputravel/[^/"]+'
   example_has "$f" audit_log '/var/log/gputravel/[^/"]+'
 done
@@ -180,6 +165,24 @@ else
       echo "$variant: $(printf '%s\n' "$report" | grep 'Overall exposure')"
     fi
   }
+  # The user and the shared-memory directories, as installed: made under a
+  # scratch root, the holder line filled in as docs/operations.md shows.
+  ROOT="$TMP/root"
+  mkdir -p "$ROOT/etc"
+  cp "$SYSUSERS" "$TMP/sysusers.conf"
+  out=$(systemd-sysusers --root="$ROOT" "$TMP/sysusers.conf" 2>&1) || fail "systemd-sysusers failed: $out"
+  grep -qiE 'ignoring|fail|invalid' <<<"$out" && fail "systemd-sysusers $SYSUSERS: $out"
+  grep -q '^gputravel:x:[0-9]*:[0-9]*:.*:/usr/sbin/nologin$' "$ROOT/etc/passwd" \
+    || fail "systemd-sysusers made no system user gputravel without a shell"
+  sed 's|^# d /run/gputravel/shm/NAME|d /run/gputravel/shm/hospital-a|' "$TMPFILES" > "$TMP/tmpfiles.conf"
+  out=$(systemd-tmpfiles --root="$ROOT" --create "$TMP/tmpfiles.conf" 2>&1) \
+    || fail "systemd-tmpfiles $TMPFILES: $out"
+  [[ -z "$out" ]] || fail "systemd-tmpfiles $TMPFILES: $out"
+  uid=$(sed -n 's/^gputravel:x:\([0-9]*\):.*/\1/p' "$ROOT/etc/passwd")
+  [[ "$(stat -c '%a %u' "$ROOT/run/gputravel/shm/hospital-a" 2>/dev/null)" == "700 $uid" ]] \
+    || fail "the holder's shared-memory directory is not 0700 and gputravel's"
+  [[ "$(stat -c '%a' "$ROOT/run/gputravel/shm" 2>/dev/null)" == "755" ]] \
+    || fail "/run/gputravel/shm is not 0755"
   # Thresholds in tenths of systemd's 0.0-10.0 exposure scale.
   check orchestrator "$ORCH" gputravel-orchestrator.service 15
   check orchestrator-tdx "$ORCH" gputravel-orchestrator.service 20 "$TDX"
