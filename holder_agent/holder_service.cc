@@ -254,6 +254,8 @@ absl::StatusOr<std::string> HolderService::DoProvision(
   auto channel = responder->Confirm(req.orchestrator_evidence(), *verifier_);
   if (!channel.ok()) return channel.status();
   const v1::HandoffBinding& b = req.binding();
+  GT_LOG(3, "trip ", b.trip(), ": orchestrator ", orchestrator, " attested, hand-off bound to GPU ",
+         b.gpu_serial(), " session ", b.gpu_session());
   if (b.holder() != options_.name) {
     *fault = ProvisionFault::kHolder;  // this agent is not the one the campaign names
     return absl::PermissionDeniedError("hand-off is for holder '" + b.holder() +
@@ -315,6 +317,8 @@ absl::StatusOr<std::string> HolderService::DoProvision(
   // nobody.
   fresh = options_.freshness->Accept(orchestrator, b.gpu_serial(), b.trip(), b.campaign());
   if (!fresh.ok()) return fresh;
+  GT_LOG(3, "trip ", b.trip(), ": hand-off accepted, writing ", b.window_length(), " bytes in ",
+         b.lanes_size(), " lane(s)");
   H2dWriterOptions wo = options_.writer;
   wo.chunk_size = b.chunk_size();
   wo.pool = &bounce_pool_;
@@ -332,6 +336,7 @@ absl::StatusOr<std::string> HolderService::DoProvision(
   const std::vector<H2dLaneWrite> lanes =
       LaneWrites({b.lanes().begin(), b.lanes().end()}, *keys);
   auto stats = writer.Write(lanes, b.gpu_session(), b.buffer_id(), 0, b.window_length(), source);
+  GT_LOG(3, "trip ", b.trip(), ": window written: ", stats.status().ToString());
   {
     absl::MutexLock l(&watch_mu_);
     watched_ = nullptr;

@@ -53,8 +53,10 @@ absl::Status TripRunner::RouteTo(const std::string& domain, uint64_t token) {
   v1::RouteResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(Deadline(30));
-  return FromGrpc(mux_->Route(&ctx, req, &resp),
-                  "MUX Route " + gpu_name_ + " -> " + domain);
+  absl::Status s = FromGrpc(mux_->Route(&ctx, req, &resp),
+                            "MUX Route " + gpu_name_ + " -> " + domain);
+  GT_LOG(3, "MUX Route ", gpu_name_, " -> '", domain, "' (token ", token, "): ", s.ToString());
+  return s;
 }
 
 absl::Status TripRunner::RouteHome(uint64_t token) { return RouteTo(domain_, token); }
@@ -469,17 +471,28 @@ absl::StatusOr<TripOutcome> TripRunner::Run(const TripPlan& plan,
          plan.window_length, ")");
   Trip trip(plan, holder, hooks, control);
   if (!OpenChannel(&trip, std::move(prepared))) return trip.out;
+  GT_LOG(3, "trip ", plan.trip, ": channel with holder ", plan.holder, " attested");
   hooks->Attested(trip.channel->channel.peer);
   SafetyGuard guard(this, &trip);
   auto ready = PrepareHandoff(&trip, &guard);
   if (!ready.ok()) return ready.status();
   if (!*ready) return trip.out;
+  GT_LOG(3, "trip ", plan.trip, ": hand-off prepared, ", trip.lanes.size(),
+         " lane(s), counter window first ", trip.window.first, " count ", trip.window.count,
+         ", device session ", trip.handed_session);
   if (!Leave(&trip, &guard)) return trip.out;
+  GT_LOG(3, "trip ", plan.trip, ": provisioning by ", plan.holder, ": ",
+         trip.provisioned.ToString());
   absl::Status home = ComeHome(&trip, &guard);
   if (!home.ok()) return home;  // cannot prove a safe state
+  GT_LOG(3, "trip ", plan.trip, ": GPU home and re-keyed, device session ",
+         gpu_->session_id(), ", ", trip.chunks_accepted, " chunk(s) accepted");
   VerifyAndTrain(&trip, &guard);
+  GT_LOG(3, "trip ", plan.trip, ": verified", trip.out.trained ? " and trained" : "",
+         trip.out.error.empty() ? "" : ", error: ", trip.out.error);
   absl::Status safe = guard.Finish();  // the scrub
   if (!safe.ok()) return safe;  // residue cannot be ruled out
+  GT_LOG(3, "trip ", plan.trip, ": buffer ", plan.buffer_id, " scrubbed");
   hooks->Scrubbed();
   trip.out.cancelled = control->cancelled();
   trip.out.ok = trip.out.error.empty() && trip.out.rekeyed && trip.out.scrub_verified;

@@ -13,11 +13,21 @@
 #include "util/grpc_status.h"
 #include "util/log.h"
 #include "util/no_core_dumps.h"
+#include "util/rpc_trace.h"
 
 namespace gputravel {
 
+namespace {
+// Whether --log_format=json was given: start-up errors then are JSON lines too.
+bool g_json_log = false;
+}  // namespace
+
 void ExitStartupError(const std::string& program, const std::string& message) {
-  std::fprintf(stderr, "%s: %s\n", program.c_str(), message.c_str());
+  if (g_json_log) {
+    GT_LOG(0, message);
+  } else {
+    std::fprintf(stderr, "%s: %s\n", program.c_str(), message.c_str());
+  }
   std::exit(2);
 }
 
@@ -33,7 +43,13 @@ DaemonArgs ParseDaemonArgsOrExit(int argc, char** argv, const std::string& progr
   Flags flags(program, summary);
   flags.String("config", "", "Path of the configuration (JSON). Required.");
   flags.String("ready_file", "", "File written once the daemon serves.");
-  flags.Int("v", 1, 0, 3, "Log verbosity: 0 errors, 1 info, 2 debug, 3 trace.");
+  flags.Int("v", 1, 0, 3,
+            "Log verbosity: 0 errors, 1 info, 2 debug, 3 trace (every RPC's entry and exit, "
+            "each trip step, each MUX route step).");
+  flags.String("log_format", "text",
+               "Log lines on stderr: text (TIME LEVEL PARTY FILE:LINE: MESSAGE) or json (one "
+               "object per line: time, level, party, source, message). Times are ISO-8601 "
+               "UTC with milliseconds.");
   for (const DaemonBoolFlag& b : bools) flags.Bool(b.name, b.help);
   absl::Status ps = flags.Parse(argc, argv);
   if (flags.help_requested()) {
@@ -47,9 +63,13 @@ DaemonArgs ParseDaemonArgsOrExit(int argc, char** argv, const std::string& progr
   if (!flags.positional().empty()) {
     ExitStartupError(program, "unexpected argument '" + flags.positional()[0] + "'");
   }
+  absl::StatusOr<LogFormat> log_format = ParseLogFormat(flags.Get("log_format"));
+  if (!log_format.ok()) ExitStartupError(program, std::string(log_format.status().message()));
   absl::Status no_dumps = DisableCoreDumps();
   if (!no_dumps.ok()) ExitStartupError(program, std::string(no_dumps.message()));
   SetLogLevel(flags.GetInt("v"));
+  SetLogFormat(*log_format);
+  g_json_log = *log_format == LogFormat::kJson;
   SetLogPrefix(program);
   BlockTerminationSignals();
   DaemonArgs args{flags.Get("config"), flags.Get("ready_file"), {}};
@@ -85,6 +105,11 @@ void ServeUntilSignal(const std::string& program,
     b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
     ApplyServerLimits(e.limits, program + " " + e.address, &b);
     for (grpc::Service* service : e.services) b.RegisterService(service);
+    if (LogLevel() >= 3) {
+      std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> trace;
+      trace.push_back(MakeRpcTraceInterceptorFactory());
+      b.experimental().SetInterceptorCreators(std::move(trace));
+    }
     auto server = b.BuildAndStart();
     if (!server) ExitStartupError(program, "cannot listen on " + e.address);
     if (e.address.rfind("unix:", 0) == 0) {

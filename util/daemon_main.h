@@ -27,15 +27,17 @@ struct DaemonBoolFlag {
   std::string help;
 };
 
-// Parses --config, --ready_file, --v, `bools` and --help for `program`;
-// --help prints `summary` with the flags and exits 0, bad usage exits 2
-// with a message. Sets the log level and prefix and blocks SIGINT/SIGTERM
-// (call before any thread starts).
+// Parses --config, --ready_file, --v, --log_format, `bools` and --help for
+// `program`; --help prints `summary` with the flags and exits 0, bad usage
+// (an unknown --log_format among it) exits 2 with a message. Sets the log
+// level, format and prefix and blocks SIGINT/SIGTERM (call before any thread
+// starts).
 DaemonArgs ParseDaemonArgsOrExit(int argc, char** argv, const std::string& program,
                                  const std::string& summary,
                                  const std::vector<DaemonBoolFlag>& bools = {});
 
-// Prints "program: message" and exits 2 (start-up errors).
+// Prints "program: message" (with --log_format=json, an ERROR line in JSON)
+// and exits 2 (start-up errors).
 [[noreturn]] void ExitStartupError(const std::string& program, const std::string& message);
 
 // The configuration at `path` (--config), read by util/files.h ReadJsonFile
@@ -56,7 +58,8 @@ struct ServedEndpoint {
   ServerLimits limits;
 };
 
-// Serves each endpoint on its own server until
+// Serves each endpoint on its own server (tracing every call's entry and
+// exit at --v=3, util/rpc_trace.h) until
 // SIGINT/SIGTERM, announces readiness, then shuts every server down within
 // one short deadline, runs `after_shutdown` and exits 0. Exits 2 if an
 // endpoint cannot be served, or if a Unix socket path is served by another

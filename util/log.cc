@@ -1,13 +1,15 @@
 #include "util/log.h"
 
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <mutex>
+
+#include "absl/time/clock.h"
 
 namespace gputravel {
 namespace {
 std::atomic<int> g_level{1};
+std::atomic<LogFormat> g_format{LogFormat::kText};
 std::mutex g_mu;
 std::string& Prefix() {
   static std::string* p = new std::string("gputravel");
@@ -17,18 +19,24 @@ std::string& Prefix() {
 
 void SetLogLevel(int level) { g_level = level; }
 int LogLevel() { return g_level; }
+void SetLogFormat(LogFormat format) { g_format = format; }
 void SetLogPrefix(const std::string& prefix) {
   std::lock_guard<std::mutex> l(g_mu);
   Prefix() = prefix;
 }
 
-void LogLine(int level, const std::string& line) {
-  static const char* kNames[] = {"ERROR", "INFO", "DEBUG", "TRACE"};
-  double t = std::chrono::duration<double>(
-                 std::chrono::system_clock::now().time_since_epoch()).count();
+void LogLineAt(int level, const char* file, int line, const std::string& message) {
+  const absl::Time now = absl::Now();
   std::lock_guard<std::mutex> l(g_mu);
-  std::fprintf(stderr, "%.3f %s %s: %s\n", t, kNames[level < 0 ? 0 : level > 3 ? 3 : level],
-               Prefix().c_str(), line.c_str());
+  LogRecord r;
+  r.time = now;
+  r.level = level;
+  r.party = Prefix();
+  r.file = file != nullptr ? file : "";
+  r.line = line;
+  r.message = message;
+  const std::string out = FormatLogRecord(r, g_format);
+  std::fwrite(out.data(), 1, out.size(), stderr);
 }
 
 }  // namespace gputravel

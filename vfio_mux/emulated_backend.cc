@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "util/grpc_status.h"
+#include "util/log.h"
 #include "vfio_mux/mux_policy.h"
 
 namespace gputravel {
@@ -32,6 +33,7 @@ absl::Status EmulatedBackend::Move(const std::string& gpu, const std::string& fr
   if (!to.empty() && domains_.count(to) == 0) return DomainNotConfigured(to);
   auto stub = StubFor(gpu);
   if (!stub.ok()) return stub.status();
+  GT_LOG(3, "emulated GPU ", gpu, ": owner '", from, "' -> '", to, "'");
   v1::SetOwnerRequest req;
   req.set_domain(to);
   v1::SetOwnerResponse resp;

@@ -642,6 +642,8 @@ absl::StatusOr<Route> RouteTable::RouteTo(const std::string& gpu,
     if (!begun.ok()) return begun.status();
     from = *std::move(begun);
   }
+  GT_LOG(3, "route ", gpu, ": moving from '", from, "' to '", domain, "' (token ",
+         fencing_token, ")");
   // The move runs without the table's lock (a detach may wait for a guest
   // for tens of seconds): reads and other GPUs go on meanwhile, and the GPU
   // is marked busy, so no other decision about it can interleave. Even when
@@ -652,6 +654,7 @@ absl::StatusOr<Route> RouteTable::RouteTo(const std::string& gpu,
   // asked to move from a domain to itself confirms the GPU is there and
   // repairs what it can (RoutingBackend::Move).
   absl::Status moved = backend_->Move(gpu, from, domain);
+  GT_LOG(3, "route ", gpu, ": backend move: ", moved.ToString());
   absl::MutexLock l(&mu_);
   EndLocked(gpu);
   if (!moved.ok()) {

@@ -5,19 +5,10 @@
 # (where systemd-analyze is installed) systemd accepts the unit with it.
 set -euo pipefail
 
-find_file() {
-  for c in "${TEST_SRCDIR:-}/${TEST_WORKSPACE:-gputravel}/deploy/systemd/$1" \
-           "$(dirname "$0")/$1"; do
-    if [[ -f "$c" ]]; then echo "$c"; return 0; fi
-  done
-  echo "$1 not found" >&2
-  return 1
-}
+source "$(dirname "$0")/test_lib.sh"
 GEN=$(find_file sysfs_dropin.sh)
 UNIT=$(find_file gputravel-mux.service)
 
-FAILURES=0
-fail() { echo "FAIL: $*"; FAILURES=$((FAILURES + 1)); }
 
 TMP=$(mktemp -d /tmp/sysfs_dropin_test.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT

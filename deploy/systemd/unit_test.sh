@@ -10,19 +10,10 @@ set -euo pipefail
 # systemd-analyze's threshold is in tenths of its 0.0-10.0 exposure scale.
 THRESHOLD=25
 
-find_file() {
-  for c in "${TEST_SRCDIR:-}/${TEST_WORKSPACE:-gputravel}/deploy/systemd/$1" \
-           "$(dirname "$0")/$1"; do
-    if [[ -f "$c" ]]; then echo "$c"; return 0; fi
-  done
-  echo "$1 not found" >&2
-  return 1
-}
+source "$(dirname "$0")/test_lib.sh"
 UNIT=$(find_file gputravel-mux.service)
 DROPIN=$(find_file gputravel-mux.service.d/sysfs-backend.conf)
 
-FAILURES=0
-fail() { echo "FAIL: $*"; FAILURES=$((FAILURES + 1)); }
 has() { grep -qxF -- "$1" "$UNIT" || fail "missing line: $1"; }
 lacks() { ! grep -qE -- "$1" "$UNIT" || fail "forbidden: $1"; }
 

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "util/log.h"
 #include "vfio_mux/libvirt/hostdev_xml.h"
 #include "vfio_mux/mux_policy.h"
 #include "vfio_mux/libvirt/libvirt_event_loop.h"
@@ -619,10 +620,14 @@ absl::Status LibvirtBackend::Move(const std::string& gpu,
     return AttachLocked(conn->get(), gpu, g, to_domain);
   }
   if (!from_domain.empty()) {
+    GT_LOG(3, "GPU ", gpu, " (", g.bdf, "): detaching from '", from_domain, "'");
     s = DetachLocked(conn->get(), gpu, g, from_domain);
     if (!s.ok()) return s;
   }
-  if (!to_domain.empty()) return AttachLocked(conn->get(), gpu, g, to_domain);
+  if (!to_domain.empty()) {
+    GT_LOG(3, "GPU ", gpu, " (", g.bdf, "): attaching to '", to_domain, "'");
+    return AttachLocked(conn->get(), gpu, g, to_domain);
+  }
   absl::StatusOr<std::vector<std::string>> holders = DomainsHoldingBdf(conn->get(), g.bdf);
   if (!holders.ok()) return holders.status();
   if (!holders->empty()) {

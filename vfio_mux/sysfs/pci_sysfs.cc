@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "util/log.h"
 #include "vfio_mux/sysfs/pci_address.h"
 
 namespace gputravel {
@@ -322,6 +323,7 @@ absl::Status PciSysfs::WaitForDriver(const std::string& bdf,
 absl::Status PciSysfs::Unbind(const std::string& bdf,
                               const std::string& driver) {
   const std::string step = absl::StrCat("unbinding from ", driver);
+  GT_LOG(3, "GPU ", bdf, ": ", step);
   absl::Status s = BoundedWrite(UnbindPath(bdf), bdf, bdf, step);
   if (!s.ok()) return s;
   std::string last;
@@ -339,6 +341,7 @@ absl::Status PciSysfs::Unbind(const std::string& bdf,
 
 absl::Status PciSysfs::Probe(const std::string& bdf, absl::string_view want) {
   const std::string step = absl::StrCat("probing for ", want);
+  GT_LOG(3, "GPU ", bdf, ": ", step);
   absl::Status s = BoundedWrite(ProbePath(), bdf, bdf, step);
   if (!s.ok()) return s;
   std::string last;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "util/log.h"
 #include "vfio_mux/mux_policy.h"
 #include "vfio_mux/sysfs/pci_address.h"
 #include "vfio_mux/sysfs/vfio_preparation.h"
@@ -174,6 +175,8 @@ absl::Status SysfsBackend::Move(const std::string& gpu,
     s = CheckNoHoldersLocked(gpu, d, from_domain);
     if (!s.ok()) return s;
   }
+  GT_LOG(3, "GPU ", gpu, " (", d.bdf, "): on vfio-pci, group viable, reset disabled, ",
+         "no holder left in '", from_domain, "'; now '", to_domain, "'");
   d.domain = to_domain;
   d.domain_known = true;
   return absl::OkStatus();
