@@ -5,6 +5,7 @@ The end-to-end test against the real orchestrator is a separate target."""
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -155,13 +156,16 @@ class RemoteTrainerTest(unittest.TestCase):
         self.service = FakeTrainerService(self.windows)
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         pb_grpc.add_TrainerServicer_to_server(self.service, self.server)
-        self.address = "unix:" + os.path.join(self.tmp, "trainer.sock")
+        # A short directory: Unix socket paths are limited to 107 bytes.
+        self.sock_dir = tempfile.mkdtemp(prefix="gt-py-", dir="/tmp")
+        self.address = "unix:" + os.path.join(self.sock_dir, "trainer.sock")
         self.server.add_insecure_port(self.address)
         self.server.start()
         self.ckpt = os.path.join(self.tmp, "ckpt")
 
     def tearDown(self):
         self.server.stop(None)
+        shutil.rmtree(self.sock_dir, ignore_errors=True)
 
     def trainer(self, model, syncs=None, **kw):
         return RemoteTrainer(
