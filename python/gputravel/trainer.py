@@ -100,15 +100,24 @@ class _Window:
 
 
 class RemoteTrainer:
-    """Attaches to `campaign` and hands its batches to the loop."""
+    """Attaches to `campaign` and hands its batches to the loop.
+
+    save(fileobj) / load(fileobj): write / restore the whole training state
+    (weights and optimizer). sync(): wait for the device's queued work.
+    on_window(WindowReported): called after each window is committed.
+    channel_factory: a callable returning the gRPC channel (default: mTLS to
+    `endpoint` with `files`, accepting only orchestrator/`server_name`).
+    """
 
     def __init__(self, campaign, checkpoint_dir, save, load, endpoint=None, files=None,
                  server_name="orchestrator", sync=None, channel_factory=None,
-                 reattach_attempts=30, reattach_delay_seconds=1.0, timeout=30.0):
+                 reattach_attempts=30, reattach_delay_seconds=1.0, timeout=30.0,
+                 on_window=None):
         self.campaign = campaign
         self.store = CheckpointStore(checkpoint_dir)
         self._save, self._load = save, load
         self._sync = sync or (lambda: None)
+        self._on_window = on_window or (lambda reported: None)
         if channel_factory is None:
             files = files or channel_mod.TlsFiles.from_env()
             channel_factory = lambda: channel_mod.secure_channel(  # noqa: E731
@@ -260,3 +269,4 @@ class RemoteTrainer:
         self.reported.append(WindowReported(w.trip, w.holder, tokens, list(w.losses), sha,
                                             r.tokens_committed))
         self.store.prune(keep=[sha])
+        self._on_window(self.reported[-1])
