@@ -1,6 +1,5 @@
 """The example trainer's model on its own: it learns a synthetic llm.c-style
-corpus (a sparse Markov chain like trainer/synthetic_corpus.h's) well below
-the untrained loss ln(vocab)."""
+corpus (tests/markov_corpus.py) well below the untrained loss ln(vocab)."""
 
 import io
 import math
@@ -9,29 +8,12 @@ import sys
 import time
 import unittest
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from examples.decoder_lm import ModelConfig, Trainer, batch_to_sequences  # noqa: E402
-
-VOCAB = 512
-
-
-def markov_corpus(tokens, seed, vocab=VOCAB):
-    """Each token has 4 likely successors (0.50, 0.25, 0.15, 0.06; else
-    uniform), fixed for every seed: entropy about 1.5 nats per token."""
-    chain = np.random.default_rng(12345).integers(0, vocab, (vocab, 4))
-    rng = np.random.default_rng(seed)
-    choice = rng.choice(5, size=tokens, p=[0.50, 0.25, 0.15, 0.06, 0.04])
-    uniform = rng.integers(0, vocab, tokens)
-    out = np.empty(tokens, dtype=np.uint16)
-    t = int(rng.integers(0, vocab))
-    for i in range(tokens):
-        out[i] = t
-        t = int(uniform[i]) if choice[i] == 4 else int(chain[t, choice[i]])
-    return torch.from_numpy(out.astype(np.int64))
+from tests.markov_corpus import VOCAB, markov_corpus  # noqa: E402
 
 
 class DecoderLMTest(unittest.TestCase):

@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from examples import torch_trainer  # noqa: E402
 from examples.decoder_lm import ModelConfig, Trainer  # noqa: E402
 from gputravel.checkpoints import CheckpointStore  # noqa: E402
-from tests.decoder_lm_test import markov_corpus  # noqa: E402
+from tests.markov_corpus import markov_corpus  # noqa: E402
 from tests.fake_trainer_service import VOCAB, FakeTrainerService, ServedFake  # noqa: E402
 
 WINDOW_TOKENS = 24 * 1024
