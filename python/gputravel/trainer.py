@@ -144,6 +144,7 @@ class RemoteTrainer:
         while True:
             self.attaches += 1
             self._window = None
+            self.holds_lease = False  # a new stream grants its own lease
             stream = self._stub.Attach(pb.AttachRequest(campaign=self.campaign))
             try:
                 for msg in stream:
