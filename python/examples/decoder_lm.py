@@ -4,9 +4,10 @@ an MLP, a tied output head) over llm.c token streams, small enough that a
 short campaign trains in seconds on two CPU cores.
 
 train_step() takes one batch as the Trainer service delivers it (a window
-slice of B+1 tokens whose B pairs (t[i], t[i+1]) are the examples), cuts it
-into sequences of `context` tokens and takes one optimizer step on the mean
-loss over every pair of the batch.
+slice of B+1 tokens whose B pairs (t[i], t[i+1]) are the examples), and
+takes one optimizer step per `step_tokens` pairs of it (each cut into
+sequences of `context` tokens); it returns the mean loss over every pair of
+the batch, each measured just before the step that learns from it.
 """
 
 import dataclasses
@@ -25,6 +26,9 @@ class ModelConfig:
     n_layers: int = 2
     n_heads: int = 4
     lr: float = 3e-3
+    # Token pairs per optimizer step: a delivered batch (16384 tokens in the
+    # demo) is trained as several steps, so a short campaign learns.
+    step_tokens: int = 1024
 
 
 class CausalSelfAttention(nn.Module):
@@ -118,8 +122,17 @@ class Trainer:
                                    ignore_index=-100).item()
 
     def train_step(self, tokens):
-        """One optimizer step on the batch; returns its loss (nats per pair)
-        before the step."""
+        """Trains on the batch (one optimizer step per step_tokens pairs);
+        returns its mean loss (nats per pair), each part's before its step."""
+        step = self.config.step_tokens
+        total, pairs = 0.0, 0
+        for s in range(0, len(tokens) - 1, step):
+            part = tokens[s:s + step + 1]
+            total += self._step(part) * (len(part) - 1)
+            pairs += len(part) - 1
+        return total / pairs
+
+    def _step(self, tokens):
         self.model.train()
         x, y = batch_to_sequences(tokens, self.config.context, self.config.vocab)
         logits = self.model(x.to(self.device))
