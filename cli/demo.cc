@@ -1,8 +1,13 @@
 #include "cli/demo.h"
 
+#include <poll.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdio>
 #include <string>
 
+#include "auth/identity.h"
 #include "cli/emulated_stack.h"
 #include "cli/terminal_text.h"
 #include "nlohmann/json.hpp"
@@ -58,6 +63,44 @@ void PrintTable(const v1::Campaign& c) {
               c.terms().min_windows_per_loss() == 1 ? "" : "s");
 }
 
+volatile std::sig_atomic_t g_stop_serving = 0;
+void StopServing(int) { g_stop_serving = 1; }
+
+// `demo --serve FILE`: writes how to reach the running stack to FILE (JSON,
+// mode 0600, renamed into place so a reader never sees half of it) and
+// waits for SIGTERM or SIGINT. Returns the exit code.
+int Serve(EmulatedStack& stack, const std::string& file) {
+  auto files = [&](const char* role, const char* name) {
+    TlsFiles t = stack.tls({role, name});
+    return nlohmann::json{{"ca", t.ca}, {"cert", t.cert}, {"key", t.key}, {"crl", t.crl}};
+  };
+  nlohmann::json info = {{"dir", stack.dir()},
+                         {"endpoint", stack.orchestrator_endpoint()},
+                         {"server_name", "orchestrator"},
+                         {"scheduler", files(kRoleScheduler, "scheduler")},
+                         {"operator", files(kRoleOperator, "operator")},
+                         {"spec", stack.CampaignSpec()},
+                         {"pid", static_cast<int>(::getpid())}};
+  struct sigaction sa = {};
+  sa.sa_handler = StopServing;
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  std::string tmp = file + ".tmp";
+  absl::Status st = WriteNewFile(tmp, info.dump(2) + "\n", 0600);
+  if (st.ok() && std::rename(tmp.c_str(), file.c_str()) != 0) {
+    st = absl::InternalError("cannot rename " + tmp + " to " + file);
+  }
+  if (!st.ok()) {
+    std::fprintf(stderr, "gputravel demo: --serve: %s\n", TerminalSafe(st.message()).c_str());
+    return kDemoUsage;
+  }
+  std::fprintf(stderr, "gputravel demo: serving at %s (details in %s); stop with SIGTERM or "
+                       "Ctrl-C\n", stack.orchestrator_endpoint().c_str(), file.c_str());
+  while (!g_stop_serving) ::poll(nullptr, 0, 100);
+  stack.Stop();
+  return kDemoOk;
+}
+
 }  // namespace
 
 int DemoCommand(int argc, char** argv) {
@@ -82,6 +125,10 @@ int DemoCommand(int argc, char** argv) {
             "temporary directory).");
   flags.Bool("keep", "Keep the temporary directory (configs, logs) and print its path.");
   flags.String("bin_dir", "", "Directory of the daemons (default: Bazel runfiles).");
+  flags.String("serve", "",
+               "Start the stack and run no campaign: write its endpoint, the scheduler's and "
+               "operator's TLS files and the campaign spec to this JSON file, and serve until "
+               "SIGTERM or Ctrl-C (for API clients such as the Python package's tests).");
   absl::Status ps = flags.Parse(argc, argv, 2);
   if (flags.help_requested()) {
     std::printf("%s", flags.Help().c_str());
@@ -117,6 +164,7 @@ int DemoCommand(int argc, char** argv) {
     return kDemoUsage;
   }
   if (o.keep) std::fprintf(stderr, "gputravel demo: keeping %s\n", (*stack)->dir().c_str());
+  if (!flags.Get("serve").empty()) return Serve(**stack, flags.Get("serve"));
   auto report = (*stack)->RunCampaign();
   (*stack)->Stop();
   if (!report.ok()) {

@@ -20,6 +20,11 @@ PACKAGES=(
   # The network baseline (bench/headline_bench): namespaces, veth and tc;
   # its plot.
   iproute2 python3-matplotlib
+  # The Python package (python/): gRPC client and stubs generated at build
+  # time, the PyTorch example trainer (CPU), and an optimized BLAS for it
+  # (Debian's python3-torch otherwise runs on the reference BLAS, ~4x slower).
+  python3-grpcio python3-grpc-tools python3-protobuf python3-torch python3-numpy
+  libopenblas0-pthread
 )
 
 missing=()
