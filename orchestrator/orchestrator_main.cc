@@ -110,7 +110,12 @@ int main(int argc, char** argv) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   // On SIGTERM the engine stops first: a trip in flight is cancelled and made
   // safe, and open watch streams end.
-  ServeUntilSignal(kProgram, {{cfg->listen, {&service}, *creds, OrchestratorApiLimits()}},
+  ServeUntilSignal(kProgram,
+                   {{cfg->listen,
+                     {&service},
+                     *creds,
+                     OrchestratorApiLimits(),
+                     {v1::Orchestrator::service_full_name()}}},
                    args.ready_file, nullptr,
                    [&engine] { engine.Shutdown(); });
 }

@@ -6,6 +6,7 @@
 #include <memory>
 #include <utility>
 
+#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "util/daemon.h"
 #include "util/files.h"
@@ -112,6 +113,9 @@ void ServeUntilSignal(const std::string& program,
     }
     auto server = b.BuildAndStart();
     if (!server) ExitStartupError(program, "cannot listen on " + e.address);
+    if (grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService()) {
+      for (const std::string& name : e.health_names) health->SetServingStatus(name, true);
+    }
     if (e.address.rfind("unix:", 0) == 0) {
       absl::Status s =
           SetUnixSocketMode(e.address.substr(5), e.credentials ? 0660 : 0600);

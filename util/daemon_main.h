@@ -56,6 +56,9 @@ struct ServedEndpoint {
   // What its callers may cost it (util/server_limits.h); the defaults are
   // the emulated device bus's.
   ServerLimits limits;
+  // Services the standard health service (when enabled) answers SERVING
+  // for by name ("gputravel.v1.Orchestrator"), besides "" (the server).
+  std::vector<std::string> health_names;
 };
 
 // Serves each endpoint on its own server (tracing every call's entry and

@@ -40,6 +40,7 @@ class ClientAgainstOrchestratorTest(unittest.TestCase):
 
     def test_health_and_reflection_without_hand_written_protos(self):
         self.assertEqual(self.client.health(""), "SERVING")
+        self.assertEqual(self.client.health(ORCHESTRATOR_SERVICE), "SERVING")
         self.assertIn(ORCHESTRATOR_SERVICE, self.client.services())
         self.assertIn("grpc.health.v1.Health", self.client.services())
 
@@ -88,7 +89,7 @@ class ClientAgainstOrchestratorTest(unittest.TestCase):
     def test_pause_resume_cancel_and_watch_to_the_end(self):
         c, _ = self.client.create(self.spec("py-cancel"), request_id="req-py-cancel")
         self.assertEqual(self.client.resume(c.name).state, pb.RUNNING)
-        self.assertIn(self.client.pause(c.name).state, (pb.RUNNING, pb.PAUSED))
+        self.assertIn(self.client.pause(c.name).state, (pb.PAUSING, pb.PAUSED))
         self.assertIn(self.client.cancel(c.name).state, (pb.CANCELLING, pb.CANCELLED))
         states = [e.campaign_state for e in self.client.watch(c.name)
                   if e.kind == pb.CAMPAIGN_STATE]
