@@ -6,6 +6,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/resource_quota.h"
 #include "util/daemon.h"
 #include "util/files.h"
@@ -15,6 +16,10 @@
 #include "util/no_core_dumps.h"
 
 namespace gputravel {
+
+void TurnOffLockOrderChecks() {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+}
 
 void ExitStartupError(const std::string& program, const std::string& message) {
   std::fprintf(stderr, "%s: %s\n", program.c_str(), message.c_str());
@@ -51,6 +56,7 @@ DaemonArgs ParseDaemonArgsOrExit(int argc, char** argv, const std::string& progr
   if (!no_dumps.ok()) ExitStartupError(program, std::string(no_dumps.message()));
   SetLogLevel(flags.GetInt("v"));
   SetLogPrefix(program);
+  TurnOffLockOrderChecks();
   BlockTerminationSignals();
   DaemonArgs args{flags.Get("config"), flags.Get("ready_file"), {}};
   for (const DaemonBoolFlag& b : bools) {

@@ -29,11 +29,22 @@ struct DaemonBoolFlag {
 
 // Parses --config, --ready_file, --v, `bools` and --help for `program`;
 // --help prints `summary` with the flags and exits 0, bad usage exits 2
-// with a message. Sets the log level and prefix and blocks SIGINT/SIGTERM
-// (call before any thread starts).
+// with a message. Sets the log level and prefix, turns off lock-order
+// checks (TurnOffLockOrderChecks) and blocks SIGINT/SIGTERM (call before any
+// thread starts).
 DaemonArgs ParseDaemonArgsOrExit(int argc, char** argv, const std::string& program,
                                  const std::string& summary,
                                  const std::vector<DaemonBoolFlag>& bools = {});
+
+// Turns off Abseil's lock-order (deadlock) detection for the whole process.
+// Debian's Abseil is built with it on: every absl::Mutex lock and unlock,
+// gRPC's own included, then also updates one process-wide graph of lock
+// order under one global spin lock, which costs the data path's threads CPU
+// and makes them wait on each other. Daemons and the benchmarks that measure
+// their code run without it (ParseDaemonArgsOrExit calls this); unit tests
+// keep it, so they still catch a lock taken in the wrong order. Call before
+// any thread starts.
+void TurnOffLockOrderChecks();
 
 // Prints "program: message" and exits 2 (start-up errors).
 [[noreturn]] void ExitStartupError(const std::string& program, const std::string& message);
