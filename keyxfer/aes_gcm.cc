@@ -8,57 +8,8 @@
 #include <cstring>
 #include <string>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 namespace gputravel {
 namespace {
-
-// Copies a piece of ciphertext out to shared memory. On x86-64 with
-// non-temporal stores: the bounce slot is read next by another party (the
-// copy engine), not by this core, and streaming stores skip reading each
-// line of the slot into the cache first, which a plain copy pays for.
-#if defined(__x86_64__)
-__attribute__((target("avx2"))) void StreamAvx2(uint8_t* dst, const uint8_t* src, size_t n) {
-  for (size_t i = 0; i < n; i += 64) {
-    __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(src + i));
-    __m256i b = _mm256_load_si256(reinterpret_cast<const __m256i*>(src + i + 32));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), a);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 32), b);
-  }
-}
-
-void StreamSse2(uint8_t* dst, const uint8_t* src, size_t n) {
-  for (size_t i = 0; i < n; i += 16) {
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
-                     _mm_load_si128(reinterpret_cast<const __m128i*>(src + i)));
-  }
-}
-
-const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
-#endif
-
-// `src` is 64-byte aligned (the private piece).
-void CopyOut(uint8_t* dst, const uint8_t* src, size_t n) {
-#if defined(__x86_64__)
-  if (reinterpret_cast<uintptr_t>(dst) % 32 == 0) {
-    const size_t bulk = n / 64 * 64;
-    if (kHaveAvx2) StreamAvx2(dst, src, bulk); else StreamSse2(dst, src, bulk);
-    std::memcpy(dst + bulk, src + bulk, n - bulk);
-    return;
-  }
-#endif
-  std::memcpy(dst, src, n);
-}
-
-// Orders the streaming stores before whatever announces the data (the
-// doorbell).
-void CopiesDone() {
-#if defined(__x86_64__)
-  _mm_sfence();
-#endif
-}
 
 // aligned_alloc wants a multiple of the alignment.
 static_assert(AesGcm::kEncryptPiece % 64 == 0 && AesGcm::kDecryptPiece % 64 == 0,
@@ -202,16 +153,18 @@ absl::Status AesGcm::EncryptToShared(const uint8_t iv[kGcmIvSize], const uint8_t
   for (size_t done = 0; done < n;) {
     const size_t k = std::min(n - done, encrypt_piece_);
     // The tag is computed over `piece`, which nobody else can reach; what
-    // lands in shared memory is a copy.
+    // lands in shared memory is a copy. A plain copy, through the cache:
+    // whoever reads the slot next (the emulated copy engine on another core,
+    // or a GPU's DMA read, which the cache answers) finds it there, where
+    // streaming stores would send every byte to memory and back
+    // (docs/performance.md, (b')).
     if (EVP_EncryptUpdate(c, piece, &len, in + done, static_cast<int>(k)) != 1 ||
         static_cast<size_t>(len) != k) {
-      CopiesDone();
       return absl::InternalError("OpenSSL: GCM encrypt failed");
     }
-    CopyOut(shared_out + done, piece, k);
+    std::memcpy(shared_out + done, piece, k);
     done += k;
   }
-  CopiesDone();
   if (EVP_EncryptFinal_ex(c, piece, &len) != 1 ||
       EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, kGcmTagSize, tag) != 1) {
     return absl::InternalError("OpenSSL: GCM finalisation failed");
