@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "bench/datapath_runner.h"
 #include "bench/report.h"
+#include "util/daemon_main.h"
 #include "util/flags.h"
 #include "util/log.h"
 
@@ -74,6 +75,7 @@ int main(int argc, char** argv) {
     return usage_error("--transport is tcp or unix, not '" + flags.Get("transport") + "'");
   }
   SetLogLevel(0);  // the in-process device's INFO lines would drown the output
+  TurnOffLockOrderChecks();  // as the daemons whose code it runs in process
   bench::BenchConfig config =
       flags.IsSet("quick") ? bench::BenchConfig::Quick() : bench::BenchConfig::Full();
   config.bounce_dir = flags.Get("bounce_dir");

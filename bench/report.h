@@ -92,6 +92,10 @@ struct BenchReport {
     ThroughputFigure figure;
     double limit_mbps = 0;
     double ratio_limit = 0;
+    // OpenSSL on nproc threads at once (median over the passes) / 2: the
+    // limit as the machine delivers it (0 on one CPU).
+    double measured_limit_mbps = 0;
+    double ratio_measured_limit = 0;
   };
   std::vector<EngineFigure> provision_engines;
   std::vector<ComponentTiming> components;       // (c) steps, in process

@@ -123,7 +123,11 @@ absl::StatusOr<std::unique_ptr<BounceBuffer>> BounceBuffer::OpenReadOnly(
         std::to_string(len) + " of " + std::to_string(slots) + " slots of " +
         std::to_string(slot_size) + " bytes and their tags announced");
   }
-  void* p = ::mmap(nullptr, len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+  // Not populated: each lane of a write maps the whole ring but reads only
+  // its own slots, so its pages are mapped as the copy engine first reads
+  // them (16 at a time, the kernel's fault-around), not all of them per lane
+  // (k lanes would each map, and then unmap, the whole ring).
+  void* p = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
   ::close(fd);
   if (p == MAP_FAILED) return absl::ResourceExhaustedError("cannot map " + path);
   // The owner can truncate the file while the device reads it (GuardReads).

@@ -719,11 +719,21 @@ absl::StatusOr<uint64_t> EmulatedGpu::AttachBounce(
   return id;
 }
 
+std::shared_ptr<BounceBuffer> EmulatedGpu::TakeBounceLocked(uint64_t bounce_id) {
+  auto it = bounces_.find(bounce_id);
+  if (it == bounces_.end()) return nullptr;
+  std::shared_ptr<BounceBuffer> ring = std::move(it->second);
+  bounces_.erase(it);
+  return ring;
+}
+
 absl::Status EmulatedGpu::DetachBounce(const std::string& domain, uint64_t bounce_id) {
+  std::shared_ptr<BounceBuffer> ring;  // unmapped after the lock is released
   absl::MutexLock l(&mu_);
   absl::Status s = CheckOwnerLocked(domain);
   if (!s.ok()) return s;
-  if (bounces_.erase(bounce_id) == 0) return absl::NotFoundError("no such bounce buffer");
+  ring = TakeBounceLocked(bounce_id);
+  if (ring == nullptr) return absl::NotFoundError("no such bounce buffer");
   return absl::OkStatus();
 }
 
@@ -742,10 +752,12 @@ absl::StatusOr<uint32_t> EmulatedGpu::SubmitH2D(
     chunk = &on_attached;
   }
   absl::StatusOr<uint32_t> r = CopyChunk(domain, *chunk);
+  // A ring let go of here is unmapped when this goes, after mu_ is released.
+  std::shared_ptr<BounceBuffer> released;
   if (chunk->release_bounce()) {
     // The window's last doorbell, whatever became of its chunk.
     absl::MutexLock l(&mu_);
-    if (CheckOwnerLocked(domain).ok()) bounces_.erase(chunk->bounce_id());
+    if (CheckOwnerLocked(domain).ok()) released = TakeBounceLocked(chunk->bounce_id());
   } else if (req.has_attach()) {
     if (r.ok()) {
       if (attached != nullptr) *attached = chunk->bounce_id();
@@ -753,7 +765,7 @@ absl::StatusOr<uint32_t> EmulatedGpu::SubmitH2D(
       // The caller never learns the id of a ring whose first chunk failed:
       // it is unmapped again rather than left for the next exchange.
       absl::MutexLock l(&mu_);
-      bounces_.erase(chunk->bounce_id());
+      released = TakeBounceLocked(chunk->bounce_id());
     }
   }
   return r;

@@ -232,6 +232,11 @@ class EmulatedGpu {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every buffer is gone, each zeroized, as after a reset.
   void WipeMemoryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes attached ring `bounce_id` and hands it over (null if none): the
+  // caller drops it after releasing mu_, so that unmapping the ring (tens of
+  // MiB, a TLB shootdown) never holds up the other copy engines.
+  std::shared_ptr<BounceBuffer> TakeBounceLocked(uint64_t bounce_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // GrantH2dCommand: validates every grant, then applies them all; an error
   // goes in `*r` and grants nothing.
   void GrantH2dLocked(const v1::GrantH2dCommand& cmd, v1::DeviceReply* r)

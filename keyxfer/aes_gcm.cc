@@ -9,55 +9,37 @@
 #include <string>
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include <cpuid.h>
 #endif
 
 namespace gputravel {
 namespace {
 
-// Copies a piece of ciphertext out to shared memory. On x86-64 with
-// non-temporal stores: the bounce slot is read next by another party (the
-// copy engine), not by this core, and streaming stores skip reading each
-// line of the slot into the cache first, which a plain copy pays for.
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) void StreamAvx2(uint8_t* dst, const uint8_t* src, size_t n) {
-  for (size_t i = 0; i < n; i += 64) {
-    __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(src + i));
-    __m256i b = _mm256_load_si256(reinterpret_cast<const __m256i*>(src + i + 32));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), a);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 32), b);
-  }
+// Enhanced REP MOVSB (CPUID leaf 7, EBX bit 9).
+bool HasErms() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 9)) != 0;
 }
-
-void StreamSse2(uint8_t* dst, const uint8_t* src, size_t n) {
-  for (size_t i = 0; i < n; i += 16) {
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
-                     _mm_load_si128(reinterpret_cast<const __m128i*>(src + i)));
-  }
-}
-
-const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
+const bool kHaveErms = HasErms();
 #endif
 
-// `src` is 64-byte aligned (the private piece).
-void CopyOut(uint8_t* dst, const uint8_t* src, size_t n) {
+// Copies a private piece of ciphertext into a bounce slot, through the
+// cache: whoever reads the slot next (the emulated copy engine on another
+// core, or a GPU's DMA read, which the cache answers) finds it there, where
+// streaming stores would send every byte to memory and back. With ERMS,
+// REP MOVSB (fast-string stores, which can fill whole cache lines without
+// reading them in first) measured faster than memcpy's vector loop at
+// this size, which reads each line of the slot before writing it
+// (docs/performance.md, (b')).
+void CopyToSlot(uint8_t* dst, const uint8_t* src, size_t n) {
 #if defined(__x86_64__)
-  if (reinterpret_cast<uintptr_t>(dst) % 32 == 0) {
-    const size_t bulk = n / 64 * 64;
-    if (kHaveAvx2) StreamAvx2(dst, src, bulk); else StreamSse2(dst, src, bulk);
-    std::memcpy(dst + bulk, src + bulk, n - bulk);
+  if (kHaveErms) {
+    __asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
     return;
   }
 #endif
   std::memcpy(dst, src, n);
-}
-
-// Orders the streaming stores before whatever announces the data (the
-// doorbell).
-void CopiesDone() {
-#if defined(__x86_64__)
-  _mm_sfence();
-#endif
 }
 
 // aligned_alloc wants a multiple of the alignment.
@@ -205,13 +187,11 @@ absl::Status AesGcm::EncryptToShared(const uint8_t iv[kGcmIvSize], const uint8_t
     // lands in shared memory is a copy.
     if (EVP_EncryptUpdate(c, piece, &len, in + done, static_cast<int>(k)) != 1 ||
         static_cast<size_t>(len) != k) {
-      CopiesDone();
       return absl::InternalError("OpenSSL: GCM encrypt failed");
     }
-    CopyOut(shared_out + done, piece, k);
+    CopyToSlot(shared_out + done, piece, k);
     done += k;
   }
-  CopiesDone();
   if (EVP_EncryptFinal_ex(c, piece, &len) != 1 ||
       EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, kGcmTagSize, tag) != 1) {
     return absl::InternalError("OpenSSL: GCM finalisation failed");

@@ -64,8 +64,8 @@ class AesGcm {
   static constexpr size_t kEncryptPiece = 84 * 96;
   static constexpr size_t kDecryptPiece = 4 * 1024;
   // Other piece sizes for this instance, for measuring the choice above
-  // (bench/piece_bench): multiples of 64 bytes (the streaming stores stay
-  // aligned) from 64 bytes to 1 MiB, else INVALID_ARGUMENT.
+  // (bench/piece_bench): multiples of 64 bytes (the piece is allocated
+  // 64-byte aligned) from 64 bytes to 1 MiB, else INVALID_ARGUMENT.
   absl::Status SetPieceSizes(size_t encrypt_piece, size_t decrypt_piece);
 
   // Convenience: ciphertext || tag.

@@ -101,8 +101,8 @@ TEST(AesGcmTest, SharedMemoryVariantsMatchThePlainOnes) {
 }
 
 // The encrypting piece is a whole number of the stitched AES-NI GCM loop's
-// 96-byte strides, and other sizes are refused unless they keep the
-// streaming stores aligned.
+// 96-byte strides, and other sizes are refused unless they are whole
+// 64-byte lines (the piece is allocated 64-byte aligned).
 TEST(AesGcmTest, PieceSizes) {
   static_assert(AesGcm::kEncryptPiece % 96 == 0);
   auto g = AesGcm::Create(RandomKey());

@@ -6,6 +6,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "util/daemon.h"
@@ -22,6 +23,10 @@ namespace {
 // Whether --log_format=json was given: start-up errors then are JSON lines too.
 bool g_json_log = false;
 }  // namespace
+
+void TurnOffLockOrderChecks() {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+}
 
 void ExitStartupError(const std::string& program, const std::string& message) {
   if (g_json_log) {
@@ -72,6 +77,7 @@ DaemonArgs ParseDaemonArgsOrExit(int argc, char** argv, const std::string& progr
   SetLogFormat(*log_format);
   g_json_log = *log_format == LogFormat::kJson;
   SetLogPrefix(program);
+  TurnOffLockOrderChecks();
   BlockTerminationSignals();
   DaemonArgs args{flags.Get("config"), flags.Get("ready_file"), {}};
   for (const DaemonBoolFlag& b : bools) {

@@ -30,11 +30,22 @@ struct DaemonBoolFlag {
 // Parses --config, --ready_file, --v, --log_format, `bools` and --help for
 // `program`; --help prints `summary` with the flags and exits 0, bad usage
 // (an unknown --log_format among it) exits 2 with a message. Sets the log
-// level, format and prefix and blocks SIGINT/SIGTERM (call before any thread
+// level, format and prefix, turns off lock-order checks
+// (TurnOffLockOrderChecks) and blocks SIGINT/SIGTERM (call before any thread
 // starts).
 DaemonArgs ParseDaemonArgsOrExit(int argc, char** argv, const std::string& program,
                                  const std::string& summary,
                                  const std::vector<DaemonBoolFlag>& bools = {});
+
+// Turns off Abseil's lock-order (deadlock) detection for the whole process.
+// Debian's Abseil is built with it on: every absl::Mutex lock and unlock,
+// gRPC's own included, then also updates one process-wide graph of lock
+// order under one global spin lock, which costs the data path's threads CPU
+// and makes them wait on each other. Daemons and the benchmarks that measure
+// their code run without it (ParseDaemonArgsOrExit calls this); unit tests
+// keep it, so they still catch a lock taken in the wrong order. Call before
+// any thread starts.
+void TurnOffLockOrderChecks();
 
 // Prints "program: message" (with --log_format=json, an ERROR line in JSON)
 // and exits 2 (start-up errors).
