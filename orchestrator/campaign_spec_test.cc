@@ -540,10 +540,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"TrainerWrongType", SET(["trainer"], "next-token"),
                 "trainer: must be an object (got \"next-token\")"},
         BadCase{"TrainerUnknownField", SET(["trainer"]["lr"], 0.1),
-                "trainer: unknown field 'lr' (accepted: batch_tokens, dim, kind, learning_rate, "
-                "seed, vocab)"},
+                "trainer: unknown field 'lr' (accepted: batch_tokens, dim, identity, kind, "
+                "learning_rate, on_failure, release_timeout_seconds, seed, timeout_seconds, "
+                "vocab)"},
         BadCase{"TrainerKindUnknown", SET(["trainer"]["kind"], "gpt2"),
-                "trainer.kind: must be one of next-token, none (got \"gpt2\")"},
+                "trainer.kind: must be one of next-token, none, external (got \"gpt2\")"},
         BadCase{"TrainerVocabTooSmall", SET(["trainer"]["vocab"], 1),
                 "trainer.vocab: must be in 2..65536 (got 1)"},
         BadCase{"TrainerVocabTooBig", SET(["trainer"]["vocab"], 65537),

@@ -83,6 +83,12 @@ namespace {
 //                     counter window handed to the holder, recorded with
 //                     step route_out; 0 before.
 //   duration_us       (schema 2) whole trip, monotonic clock; 0 = unknown.
+//   trainer_checkpoint  (schema 7) with an external trainer
+//                     (proto/trainer.proto): the SHA-256 of the checkpoint
+//                     it reported with this window, committed with
+//                     trained = 1; empty otherwise.
+//   trainer_tokens    (schema 7) the tokens of this window the external
+//                     trainer reported (and the orchestrator delivered).
 // events: append-only log that watchers stream.
 //   seq               AUTOINCREMENT: increasing, never reused.
 //   campaign          campaign ("" for daemon-wide events).
@@ -255,9 +261,17 @@ DROP TABLE holders;
 ALTER TABLE holders_v6 RENAME TO holders;
 )sql";
 
+// Version 6 -> 7: what an external trainer reported with a window, so that
+// a repeated report is recognised (proto/trainer.proto ReportWindow).
+constexpr char kMigrateV6ToV7[] = R"sql(
+ALTER TABLE trips ADD COLUMN trainer_checkpoint BLOB NOT NULL DEFAULT x'';
+ALTER TABLE trips ADD COLUMN trainer_tokens INTEGER NOT NULL DEFAULT 0
+    CHECK (trainer_tokens >= 0);
+)sql";
+
 // PRAGMA arguments cannot be bound; this is kStateSchemaVersion spelled out.
-constexpr char kSetUserVersion[] = "PRAGMA user_version = 6";
-static_assert(kStateSchemaVersion == 6, "update kSetUserVersion and add a migration");
+constexpr char kSetUserVersion[] = "PRAGMA user_version = 7";
+static_assert(kStateSchemaVersion == 7, "update kSetUserVersion and add a migration");
 
 absl::StatusOr<int64_t> ReadVersion(SqliteDb& db) {
   GT_ASSIGN_OR_RETURN(Stmt s, db.Prepare("PRAGMA user_version"));
@@ -327,6 +341,10 @@ absl::Status EnsureStateSchema(SqliteDb& db) {
     if (v <= 5) {
       GT_RETURN_IF_ERROR(
           db.ExecScript(kMigrateV5ToV6, "migrating the schema from version 5 to 6"));
+    }
+    if (v <= 6) {
+      GT_RETURN_IF_ERROR(
+          db.ExecScript(kMigrateV6ToV7, "migrating the schema from version 6 to 7"));
     }
     GT_ASSIGN_OR_RETURN(Stmt check, db.Prepare("PRAGMA foreign_key_check"));
     GT_ASSIGN_OR_RETURN(bool orphan, check.Step());

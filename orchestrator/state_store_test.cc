@@ -197,6 +197,12 @@ class StateStoreTest : public ::testing::Test {
   // clear, with no trip bound to it.
   void DropVersion5Columns() {
     RawPragma("ALTER TABLE campaigns DROP COLUMN model_trip");
+    DropVersion7Columns();
+  }
+  // Takes the database back to what version 6 wrote (no external trainer).
+  void DropVersion7Columns() {
+    RawPragma("ALTER TABLE trips DROP COLUMN trainer_checkpoint");
+    RawPragma("ALTER TABLE trips DROP COLUMN trainer_tokens");
   }
 
   // The checkpoint key file beside the database, as the daemon keeps it.
@@ -1099,6 +1105,7 @@ TEST_F(StateStoreTest, TheHoldersTableRebuildLosesNothing) {
   RawPragma("UPDATE holders SET attestation = x'0102' WHERE name = 'h1'");
   const std::string before = RawPragma(q);
   const std::string trips_before = RawPragma("SELECT count(*) FROM trips");
+  DropVersion7Columns();
   RawPragma("PRAGMA user_version = 5");
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);

@@ -84,7 +84,8 @@ struct DataLoader::Slot {
   Outcome outcome = Outcome::kPending;
 };
 
-DataLoader::DataLoader(size_t batch_tokens) : batch_tokens_(batch_tokens) {}
+DataLoader::DataLoader(size_t batch_tokens, KeepWindow keep)
+    : batch_tokens_(batch_tokens), keep_(keep) {}
 
 DataLoader::~DataLoader() = default;
 
@@ -199,7 +200,9 @@ absl::StatusOr<Batch> DataLoader::Next(absl::Duration timeout) {
     batch.tokens[i] = static_cast<uint16_t>(bytes[2 * i] | (bytes[2 * i + 1] << 8));
   }
   // Every byte now lives in the consumer's batches: drop the plaintext.
-  if (batch.last_of_window) ZeroizeAndClear(&slot.window.tokens);
+  if (batch.last_of_window && keep_ == KeepWindow::kUntilHandedOut) {
+    ZeroizeAndClear(&slot.window.tokens);
+  }
   return batch;
 }
 
@@ -246,6 +249,37 @@ absl::Status DataLoader::Report(uint64_t trip, uint64_t offset_in_window,
       "data loader: Report(trip ", trip, ", offset ", offset_in_window,
       "): no such batch awaits a report (trip ", slot->window.trip, ": ",
       slot->reported, " of ", slot->handed, " handed-out batches reported)"));
+}
+
+absl::Status DataLoader::Rewind() {
+  absl::MutexLock lock(&mu_);
+  if (keep_ != KeepWindow::kUntilReported) {
+    return absl::FailedPreconditionError(
+        "data loader: Rewind needs a loader that keeps each window until it is reported");
+  }
+  if (current_ == nullptr) {
+    return absl::FailedPreconditionError("data loader: Rewind: no window is being trained");
+  }
+  if (current_->reported != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "data loader: Rewind: ", current_->reported, " batches of trip ",
+        current_->window.trip, " were already reported"));
+  }
+  current_->handed = 0;
+  return absl::OkStatus();
+}
+
+std::optional<DataLoader::CurrentWindow> DataLoader::Current() {
+  absl::MutexLock lock(&mu_);
+  if (current_ == nullptr) return std::nullopt;
+  CurrentWindow c;
+  c.trip = current_->window.trip;
+  c.holder = current_->window.holder;
+  c.tokens = current_->num_tokens;
+  c.batches = current_->total_batches;
+  c.handed = current_->handed;
+  c.reported = current_->reported;
+  return c;
 }
 
 void DataLoader::Close() {
