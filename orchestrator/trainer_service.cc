@@ -53,16 +53,6 @@ ServerLimits TrainerServiceLimits() {
   return l;
 }
 
-absl::Status CheckTrainerListen(const std::string& endpoint, const std::string& where) {
-  if (endpoint.rfind("unix:/", 0) != 0 || endpoint.size() <= 6) {
-    return absl::InvalidArgumentError(
-        where + ": '" + endpoint + "' is not \"unix:/absolute/path\": the trainer listener "
-        "serves plaintext windows and is a Unix socket inside the orchestrator's TD only, "
-        "never a TCP port");
-  }
-  return absl::OkStatus();
-}
-
 void TrainerServiceImpl::Shutdown() {
   absl::MutexLock l(&mu_);
   stopping_ = true;

@@ -71,11 +71,6 @@ MethodRoles TrainerServiceRoles();
 // tokens (32 MiB) out, small reports in.
 ServerLimits TrainerServiceLimits();
 
-// OK for "unix:/absolute/path"; anything else (a TCP address above all:
-// the plaintext must not leave the TD over a network) InvalidArgument
-// naming `where`.
-absl::Status CheckTrainerListen(const std::string& endpoint, const std::string& where);
-
 }  // namespace gputravel
 
 #endif  // GPUTRAVEL_ORCHESTRATOR_TRAINER_SERVICE_H_
