@@ -889,6 +889,44 @@ TEST_F(StateStoreTest, RecordTrainedCheckpointsAndMovesToScrubAtomically) {
   EXPECT_EQ(*store->GetCheckpoint("c1"), model);
 }
 
+// An external trainer's report is committed with the trip in the same
+// transaction as the training step, and its resume point as the campaign's
+// sealed checkpoint; once only.
+TEST_F(StateStoreTest, RecordTrainedStoresAnExternalTrainersReportWithTheTrip) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+  ASSERT_OK_AND_ASSIGN(uint64_t id, store->NextTripId());
+  TripRow t;
+  t.id = id;
+  t.campaign = "c1";
+  t.holder = "h1";
+  t.window_length = 50;
+  ASSERT_OK(store->BeginTrip(t));
+  ASSERT_OK(store->SetTripStep(id, kStepTrain, ""));
+  const std::string digest(32, '\x11');
+  EXPECT_EQ(store->RecordTrained(id, 2.0, std::nullopt, "resume",
+                                 ExternalTrainerReport{"short", 25})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_OK_AND_ASSIGN(TripRow before, store->GetTrip(id));
+  EXPECT_FALSE(before.trained) << "nothing of a refused report is kept";
+  ASSERT_OK(store->RecordTrained(id, 2.0, std::nullopt, "resume",
+                                 ExternalTrainerReport{digest, 25}));
+  ASSERT_OK_AND_ASSIGN(TripRow after, store->GetTrip(id));
+  EXPECT_TRUE(after.trained);
+  EXPECT_EQ(after.step, kStepScrub);
+  EXPECT_EQ(after.trainer_checkpoint_sha256, digest);
+  EXPECT_EQ(after.trainer_tokens, 25u);
+  EXPECT_EQ(*store->GetCheckpoint("c1"), "resume");
+  EXPECT_EQ(store->RecordTrained(id, 2.0, std::nullopt, "resume",
+                                 ExternalTrainerReport{digest, 25})
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 // Checkpoints at rest: a copy of the database files (a backup, a disk the
 // host reads) holds no byte of a checkpoint; the key is in its own file,
 // and without it the store does not open a database that holds sealed
