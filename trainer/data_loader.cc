@@ -167,11 +167,14 @@ absl::StatusOr<WindowResult> DataLoader::Offer(TrainingWindow window,
 
 absl::StatusOr<Batch> DataLoader::Next(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return closed_ ||
+  const uint64_t wakes = wakes_;
+  auto ready = [this, wakes]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return closed_ || wakes_ != wakes ||
            (current_ != nullptr && current_->handed < current_->total_batches);
   };
-  if (!mu_.AwaitWithTimeout(absl::Condition(&ready), timeout)) {
+  if (!mu_.AwaitWithTimeout(absl::Condition(&ready), timeout) ||
+      (wakes_ != wakes && !closed_ &&
+       !(current_ != nullptr && current_->handed < current_->total_batches))) {
     return absl::DeadlineExceededError(absl::StrCat(
         "data loader: no batch within ", absl::FormatDuration(timeout),
         " (GPU still travelling); call Next again"));
@@ -286,6 +289,11 @@ void DataLoader::Close() {
   absl::MutexLock lock(&mu_);
   closed_ = true;
   if (current_ != nullptr) DetachCurrentLocked(Outcome::kClosed);
+}
+
+void DataLoader::WakeConsumers() {
+  absl::MutexLock lock(&mu_);
+  ++wakes_;
 }
 
 void DataLoader::AbandonCurrent() {

@@ -125,7 +125,8 @@ class DataLoader {
   // (GPU travelling). Errors:
   //   OutOfRange        "no more data": the loader was closed; the training
   //                     loop should exit;
-  //   DeadlineExceeded  nothing arrived within `timeout` (call again).
+  //   DeadlineExceeded  nothing arrived within `timeout`, or WakeConsumers
+  //                     was called meanwhile (call again).
   absl::StatusOr<Batch> Next(absl::Duration timeout);
 
   // Consumer: the loss (mean nats over the batch's pairs) of the oldest batch
@@ -144,6 +145,10 @@ class DataLoader {
   // waiter. Offer then fails with FailedPrecondition and Next with OutOfRange.
   // Idempotent. To finish the current window first, wait for Offer to return.
   void Close();
+
+  // Makes every Next waiting now return DeadlineExceeded at once (the
+  // consumer has something else to do: a remote trainer's lease message).
+  void WakeConsumers();
 
   // Abandons the current window (campaign cancelled): its Offer returns
   // Cancelled, its bytes are zeroized, its unreported batches get Cancelled
@@ -185,6 +190,7 @@ class DataLoader {
   const KeepWindow keep_;
   absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t wakes_ ABSL_GUARDED_BY(mu_) = 0;  // WakeConsumers calls
   Slot* current_ ABSL_GUARDED_BY(mu_) = nullptr;
   // The trip of the last window detached before it was fully reported:
   // late reports for it get Cancelled rather than FailedPrecondition.

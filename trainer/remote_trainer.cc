@@ -45,6 +45,7 @@ void RemoteTrainer::QueueLeaseLocked() {
                                                               absl::Seconds(1))));
   }
   lease_out_.push_back(m);
+  loader_.WakeConsumers();  // a stream waiting for a batch sends it now
 }
 
 absl::StatusOr<WindowResult> RemoteTrainer::TrainWindow(TrainingWindow window,
