@@ -172,6 +172,21 @@ TEST(ExternalTrainerTest, AnOrchestratorKilledMidWindowResumesFromTheCommittedPa
     s = api->StartCampaign(&ctx2, ref, &c);
     ASSERT_TRUE(s.ok()) << s.error_message();
   }
+  // The Trainer service is served on trainer_listen only: at the API
+  // endpoint a trainer's call is refused before it reaches a service.
+  {
+    auto ch = MakeSecureChannel(st->orchestrator_endpoint(), st->tls({kRoleTrainer, kTrainerName}),
+                                Identity{kRoleOrchestrator, "orchestrator"});
+    ASSERT_TRUE(ch.ok()) << ch.status();
+    auto wrong_port = v1::Trainer::NewStub(*ch);
+    grpc::ClientContext ctx;
+    v1::AttachRequest req;
+    req.set_campaign("demo");
+    auto reader = wrong_port->Attach(&ctx, req);
+    v1::TrainerMessage m;
+    EXPECT_FALSE(reader->Read(&m));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  }
   Ledger ledger;
   std::atomic<bool> stop{false}, was_killed{false};
   std::thread trainer(RunTrainer, st->trainer_endpoint(),

@@ -94,6 +94,18 @@ TEST(RemoteTrainerTest, DetachingMidWindowHandsTheWindowOutAgainFromItsFirstBatc
   t.Detach(a->session);
   EXPECT_EQ(t.Next(a->session, absl::ZeroDuration()).status().code(),
             absl::StatusCode::kCancelled);
+  {
+    // A report while no stream is attached (a replay, or a trainer that lost
+    // its stream) is refused: the window must be delivered and trained again.
+    WindowReportIn replay;
+    replay.trip = 5;
+    replay.batch_loss = {1, 1, 1};
+    replay.tokens = 13;
+    replay.checkpoint_sha256 = std::string(32, 'a');
+    auto r = t.Report(replay);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(r.status().message().find("no trainer is attached"), std::string::npos);
+  }
   auto again = t.Attach();
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->resume.committed_trip, 0u);
