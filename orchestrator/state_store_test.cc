@@ -180,6 +180,20 @@ class StateStoreTest : public ::testing::Test {
     return out;
   }
 
+  // Begins a trip of a 50-byte window of c1's holder h1.
+  static absl::StatusOr<uint64_t> BeginTrip50(StateStore& store) {
+    auto id = store.NextTripId();
+    if (!id.ok()) return id.status();
+    TripRow t;
+    t.id = *id;
+    t.campaign = "c1";
+    t.holder = "h1";
+    t.window_length = 50;
+    auto begun = store.BeginTrip(t);
+    if (!begun.ok()) return begun.status();
+    return *id;
+  }
+
   // Takes the database back to what version 3 wrote (before training terms,
   // held-out and reported losses, and attestation records).
   void DropVersion4Columns() {
@@ -854,13 +868,7 @@ TEST_F(StateStoreTest, RecordTrainedCheckpointsAndMovesToScrubAtomically) {
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
-  ASSERT_OK_AND_ASSIGN(uint64_t id, store->NextTripId());
-  TripRow t;
-  t.id = id;
-  t.campaign = "c1";
-  t.holder = "h1";
-  t.window_length = 50;
-  ASSERT_OK(store->BeginTrip(t));
+  ASSERT_OK_AND_ASSIGN(uint64_t id, BeginTrip50(*store));
   // Training is only recorded after step train was committed.
   EXPECT_EQ(store->RecordTrained(id, 1.5, std::nullopt, "m").status().code(),
             absl::StatusCode::kFailedPrecondition);
@@ -896,13 +904,7 @@ TEST_F(StateStoreTest, RecordTrainedStoresAnExternalTrainersReportWithTheTrip) {
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
-  ASSERT_OK_AND_ASSIGN(uint64_t id, store->NextTripId());
-  TripRow t;
-  t.id = id;
-  t.campaign = "c1";
-  t.holder = "h1";
-  t.window_length = 50;
-  ASSERT_OK(store->BeginTrip(t));
+  ASSERT_OK_AND_ASSIGN(uint64_t id, BeginTrip50(*store));
   ASSERT_OK(store->SetTripStep(id, kStepTrain, ""));
   const std::string digest(32, '\x11');
   EXPECT_EQ(store->RecordTrained(id, 2.0, std::nullopt, "resume",

@@ -95,13 +95,17 @@ void StoreTripHooks::Attested(const AttestedIdentity& peer) {
   }
 }
 
-absl::StatusOr<bool> StoreTripHooks::TrainRemote(const std::string& plaintext) {
+TrainingWindow StoreTripHooks::Window(const std::string& plaintext) const {
   TrainingWindow w;
   w.campaign = plan_->campaign;
   w.trip = plan_->trip;
   w.holder = plan_->holder;
   w.window_offset = plan_->window_offset;
-  w.tokens = plaintext;  // the loader zeroizes its copy once reported
+  w.tokens = plaintext;  // the loader zeroizes its copy once consumed
+  return w;
+}
+
+absl::StatusOr<bool> StoreTripHooks::TrainRemote(const std::string& plaintext) {
   // The trainer's report, committed with the trip in one transaction: the
   // campaign's resume point (sealed like a model) and the report on the trip.
   auto commit = [this](const WindowResult& r, const ResumePoint& after) -> absl::Status {
@@ -129,7 +133,7 @@ absl::StatusOr<bool> StoreTripHooks::TrainRemote(const std::string& plaintext) {
     if (seq.ok()) notify_(EventSeqs{*seq});
     GT_LOG(0, "campaign ", plan_->campaign, ": ", message);
   };
-  auto r = remote_->TrainWindow(std::move(w), commit, event);
+  auto r = remote_->TrainWindow(Window(plaintext), commit, event);
   if (!r.ok()) {
     trainer_failed_ = true;
     return r.status();
@@ -142,13 +146,7 @@ absl::StatusOr<bool> StoreTripHooks::TrainRemote(const std::string& plaintext) {
 absl::StatusOr<bool> StoreTripHooks::Train(const std::string& plaintext) {
   if (remote_ != nullptr) return TrainRemote(plaintext);
   if (trainer_ == nullptr) return false;
-  TrainingWindow w;
-  w.campaign = plan_->campaign;
-  w.trip = plan_->trip;
-  w.holder = plan_->holder;
-  w.window_offset = plan_->window_offset;
-  w.tokens = plaintext;  // the loader zeroizes its copy once consumed
-  auto r = loader_->Offer(std::move(w), absl::Seconds(train_timeout_));
+  auto r = loader_->Offer(Window(plaintext), absl::Seconds(train_timeout_));
   if (!r.ok()) return r.status();
   // The held-out loss on the orchestrator's own evaluation set, after
   // this window; stored with it, reported only as the terms allow.

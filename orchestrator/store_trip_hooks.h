@@ -64,6 +64,8 @@ class StoreTripHooks final : public TripHooks {
   RemoteTrainer* const remote_;
   bool trainer_failed_ = false;
 
+  // The trip's window for a loader, holding a copy of `plaintext`.
+  TrainingWindow Window(const std::string& plaintext) const;
   absl::StatusOr<bool> TrainRemote(const std::string& plaintext);
 };
 

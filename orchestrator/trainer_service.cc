@@ -87,6 +87,21 @@ grpc::Status TrainerServiceImpl::Admit(grpc::ServerContext* ctx, const std::stri
   return grpc::Status::OK;
 }
 
+grpc::Status TrainerServiceImpl::AdmitRunning(grpc::ServerContext* ctx,
+                                              const std::string& campaign,
+                                              std::shared_ptr<RemoteTrainer>* trainer) {
+  TrainerCampaignInfo info;
+  grpc::Status admitted = Admit(ctx, campaign, &info);
+  if (!admitted.ok()) return admitted;
+  *trainer = registry_->WaitFor(campaign, absl::ZeroDuration());
+  if (*trainer == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "campaign '" + campaign + "' is " + info.state +
+                            " and not running: no window is in training and no lease held");
+  }
+  return grpc::Status::OK;
+}
+
 std::shared_ptr<RemoteTrainer> TrainerServiceImpl::WaitForTrainer(grpc::ServerContext* ctx,
                                                                   const std::string& campaign,
                                                                   grpc::Status* end) {
@@ -199,15 +214,9 @@ grpc::Status TrainerServiceImpl::Attach(grpc::ServerContext* ctx, const v1::Atta
 grpc::Status TrainerServiceImpl::ReportWindow(grpc::ServerContext* ctx,
                                               const v1::WindowReport* req,
                                               v1::WindowCommitted* out) {
-  TrainerCampaignInfo info;
-  grpc::Status admitted = Admit(ctx, req->campaign(), &info);
+  std::shared_ptr<RemoteTrainer> trainer;
+  grpc::Status admitted = AdmitRunning(ctx, req->campaign(), &trainer);
   if (!admitted.ok()) return admitted;
-  std::shared_ptr<RemoteTrainer> trainer = registry_->WaitFor(req->campaign(), absl::ZeroDuration());
-  if (trainer == nullptr) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "campaign '" + req->campaign() + "' is " + info.state +
-                            ": no window is in training; attach again");
-  }
   WindowReportIn report;
   report.trip = req->trip();
   report.batch_loss.assign(req->batch_loss().begin(), req->batch_loss().end());
@@ -224,14 +233,9 @@ grpc::Status TrainerServiceImpl::ReleaseLease(grpc::ServerContext* ctx,
                                               const v1::LeaseReleased* req,
                                               v1::LeaseReleasedAck* out) {
   (void)out;
-  TrainerCampaignInfo info;
-  grpc::Status admitted = Admit(ctx, req->campaign(), &info);
+  std::shared_ptr<RemoteTrainer> trainer;
+  grpc::Status admitted = AdmitRunning(ctx, req->campaign(), &trainer);
   if (!admitted.ok()) return admitted;
-  std::shared_ptr<RemoteTrainer> trainer = registry_->WaitFor(req->campaign(), absl::ZeroDuration());
-  if (trainer == nullptr) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "campaign '" + req->campaign() + "' holds no lease now");
-  }
   return ToGrpc(trainer->ReleaseLease(req->lease_id()));
 }
 

@@ -52,6 +52,10 @@ class TrainerServiceImpl final : public v1::Trainer::Service {
   // and the campaign of kind "external". Fills `info`.
   grpc::Status Admit(grpc::ServerContext* ctx, const std::string& campaign,
                      TrainerCampaignInfo* info);
+  // Admit, and the campaign's RemoteTrainer now (FAILED_PRECONDITION when
+  // it is not running).
+  grpc::Status AdmitRunning(grpc::ServerContext* ctx, const std::string& campaign,
+                            std::shared_ptr<RemoteTrainer>* trainer);
   // The campaign's RemoteTrainer, waiting while the campaign exists but does
   // not run (null with `*end` set: the stream ends with it).
   std::shared_ptr<RemoteTrainer> WaitForTrainer(grpc::ServerContext* ctx,
