@@ -230,5 +230,34 @@ TEST(ExternalTrainerTest, AnOrchestratorKilledMidWindowResumesFromTheCommittedPa
   EXPECT_GE(aborted, 1) << "the window in training when the orchestrator died";
 }
 
+// A trainer that never attaches: the first trip fails after
+// trainer.timeout_seconds, the campaign pauses (trainer.on_failure "pause")
+// with an error naming the trainer, and the holder is not charged.
+TEST(ExternalTrainerTest, ATrainerThatNeverAttachesPausesTheCampaignWithoutChargingTheHolder) {
+  StackOptions o;
+  o.holders = 1;
+  o.buffer_bytes = 2u << 20;
+  o.chunk_bytes = 512u << 10;
+  o.copy_engines = 1;
+  o.eval_set = false;
+  o.external_trainer = kTrainerName;
+  o.holder_training_policy = {{"min_windows_per_loss", 1}, {"trainer_kinds", {"external"}}};
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  nlohmann::json spec = (*stack)->CampaignSpec();
+  spec["trainer"]["timeout_seconds"] = 2;
+  auto c = (*stack)->RunCampaign(&spec);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->state(), v1::PAUSED);
+  EXPECT_NE(c->error().find("trainer 'torch-1' of campaign 'demo' is not attached"),
+            std::string::npos)
+      << c->error();
+  EXPECT_NE(c->error().find("is not charged"), std::string::npos) << c->error();
+  ASSERT_EQ(c->holders_size(), 1);
+  EXPECT_EQ(c->holders(0).state(), "active");
+  ASSERT_GE(c->trips_size(), 1);
+  EXPECT_EQ(c->trips(0).outcome(), "failed");
+}
+
 }  // namespace
 }  // namespace gputravel

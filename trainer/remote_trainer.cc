@@ -62,6 +62,7 @@ absl::StatusOr<WindowResult> RemoteTrainer::TrainWindow(TrainingWindow window,
     ++lease_id_;
     lease_granted_ = true;
     lease_withdrawn_ = false;
+    lease_delivered_ = false;
     QueueLeaseLocked();
   }
   auto r = loader_.Offer(std::move(window), options_.window_timeout);
@@ -114,6 +115,10 @@ void RemoteTrainer::WithdrawLease(const EventFn& event) {
   {
     absl::MutexLock l(&mu_);
     if (!lease_granted_) return;
+    if (!lease_delivered_) {
+      lease_granted_ = false;  // no trainer ever held it
+      return;
+    }
     lease_withdrawn_ = true;
     id = lease_id_;
     QueueLeaseLocked();
@@ -186,6 +191,7 @@ absl::StatusOr<std::optional<TrainerStreamMessage>> RemoteTrainer::Next(
       TrainerStreamMessage m;
       m.lease = lease_out_.front();
       lease_out_.pop_front();
+      if (!m.lease->release) lease_delivered_ = true;
       return m;
     }
     if (held_.has_value()) {
@@ -218,6 +224,7 @@ absl::StatusOr<std::optional<TrainerStreamMessage>> RemoteTrainer::Next(
     TrainerStreamMessage lease;
     lease.lease = lease_out_.front();
     lease_out_.pop_front();
+    if (!lease.lease->release) lease_delivered_ = true;
     return lease;
   }
   return m;

@@ -99,7 +99,8 @@ class RemoteTrainer {
   // Grants a new lease, offers `window`, waits for the trainer's report and
   // commits it with `commit`, then withdraws the lease and waits for its
   // release (release_timeout; a late release is an `event`, not an error:
-  // the window is committed). Errors name the trainer: DeadlineExceeded when
+  // the window is committed). A grant no stream received is withdrawn
+  // without waiting. Errors name the trainer: DeadlineExceeded when
   // it did not attach or report within window_timeout, the commit's error,
   // Cancelled when Abandon or Close was called meanwhile.
   absl::StatusOr<WindowResult> TrainWindow(TrainingWindow window, const CommitFn& commit,
@@ -173,6 +174,9 @@ class RemoteTrainer {
   uint64_t lease_id_ ABSL_GUARDED_BY(mu_) = 0;
   bool lease_granted_ ABSL_GUARDED_BY(mu_) = false;
   bool lease_withdrawn_ ABSL_GUARDED_BY(mu_) = false;
+  // The grant reached a stream (a trainer that never got it holds nothing:
+  // withdrawing it then waits for no release).
+  bool lease_delivered_ ABSL_GUARDED_BY(mu_) = false;
   // A report fed to the loader and waiting for its commit.
   std::optional<WindowReportIn> pending_ ABSL_GUARDED_BY(mu_);
   uint64_t commits_ ABSL_GUARDED_BY(mu_) = 0;  // resolved reports
