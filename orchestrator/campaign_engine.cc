@@ -189,6 +189,11 @@ absl::StatusOr<CreateResult> CampaignEngine::Create(const std::string& request_i
   }
   auto spec = ParseCampaignSpecText(spec_json, "spec_json: ", MakeSpecOptions());
   if (!spec.ok()) return spec.status();
+  if (spec->trainer.kind == "external" && config_->trainer_listen.empty()) {
+    return absl::FailedPreconditionError(
+        "trainer.kind: \"external\" needs the Trainer service, and this orchestrator's "
+        "configuration has no trainer_listen");
+  }
   // A retry of a request that already succeeded must not need the holders.
   auto existing = store_->GetCampaign(spec->name);
   if (existing.ok() && existing->request_id == request_id &&

@@ -259,5 +259,25 @@ TEST(ExternalTrainerTest, ATrainerThatNeverAttachesPausesTheCampaignWithoutCharg
   EXPECT_EQ(c->trips(0).outcome(), "failed");
 }
 
+// Without trainer_listen no trainer could attach: create refuses the spec.
+TEST(ExternalTrainerTest, AnOrchestratorWithoutTrainerListenRefusesAnExternalTrainer) {
+  StackOptions o;
+  o.holders = 1;
+  o.buffer_bytes = 2u << 20;
+  o.eval_set = false;
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  nlohmann::json spec = (*stack)->CampaignSpec();
+  spec["trainer"] = {{"kind", "external"}, {"identity", kTrainerName}, {"batch_tokens", 16384}};
+  v1::CreateCampaignRequest req;
+  req.set_request_id("no-listener");
+  req.set_spec_json(spec.dump());
+  v1::CreateCampaignResponse created;
+  grpc::ClientContext ctx;
+  grpc::Status s = (*stack)->OperatorClient()->CreateCampaign(&ctx, req, &created);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("no trainer_listen"), std::string::npos) << s.error_message();
+}
+
 }  // namespace
 }  // namespace gputravel
