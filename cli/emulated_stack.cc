@@ -236,6 +236,7 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
                                {kRoleOperator, "operator"},
                                {kRoleScheduler, "scheduler"}};
   for (const auto& h : st->holders_) ids.push_back({kRoleHolder, h.name});
+  if (!options.external_trainer.empty()) ids.push_back({kRoleTrainer, options.external_trainer});
   for (const auto& id : ids) {
     auto issued = IssueIdentity(st->tls_dir(), id, 30);
     if (!issued.ok()) return issued.status();
@@ -346,6 +347,7 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
                              {"heartbeat_period_seconds", options.heartbeat_period_seconds}}})},
       {"attestation", DevAttestation(st->pki_, kOrchestratorDomain, allowed_holders)},
       {"tls", TlsJson(st->tls({kRoleOrchestrator, "orchestrator"}))}};
+  if (!options.external_trainer.empty()) orch["trainer_listen"] = st->trainer_endpoint();
   if (options.eval_set) {
     // Held-out text of the same synthetic language, drawn with a seed no
     // holder uses: the orchestrator's own, inside its TD.
@@ -430,6 +432,11 @@ json EmulatedStack::CampaignSpec() const {
   if (options_.copy_engines != 0) spec["copy_engines"] = options_.copy_engines;
   spec["trainer"] = options_.trainer ? json{{"kind", "next-token"}, {"batch_tokens", 16384}}
                                      : json{{"kind", "none"}};
+  if (!options_.external_trainer.empty()) {
+    spec["trainer"] = json{{"kind", "external"},
+                           {"identity", options_.external_trainer},
+                           {"batch_tokens", 16384}};
+  }
   return spec;
 }
 

@@ -48,6 +48,12 @@ struct StackOptions {
   std::string schedule = "round-robin";
   std::string on_holder_failure = "skip";
   bool trainer = true;  // the built-in next-token trainer
+  // The name of an external trainer (proto/trainer.proto): non-empty, the
+  // campaign's trainer is kind "external" with this identity, a certificate
+  // of role trainer is issued for it and the orchestrator serves the
+  // Trainer service on trainer_endpoint(). The holders' training_policy
+  // must then allow "external" in its trainer_kinds.
+  std::string external_trainer;
   std::string bin_dir;  // empty: found next to this program (Bazel runfiles)
   std::string campaign = "demo";
   // Holders served by the caller (tests): added to the campaign and given a
@@ -121,6 +127,8 @@ class EmulatedStack {
   const std::string& mux_endpoint() const { return mux_endpoint_; }
   std::string device_admin_endpoint() const { return "unix:" + dir_ + "/device-admin.sock"; }
   const std::string& orchestrator_endpoint() const { return orchestrator_endpoint_; }
+  // The Trainer service's Unix socket (with StackOptions::external_trainer).
+  std::string trainer_endpoint() const { return "unix:" + dir_ + "/trainer.sock"; }
   // The campaign PKI directory and the TLS files of one identity (issued for
   // the orchestrator, the MUX, every holder, "operator" and "scheduler").
   std::string tls_dir() const { return dir_ + "/pki/tls"; }

@@ -16,6 +16,7 @@
 #include "orchestrator/outcome_policy.h"
 #include "orchestrator/schedule.h"
 #include "orchestrator/store_trip_hooks.h"
+#include "orchestrator/external_trainer.h"
 #include "orchestrator/trip_recovery.h"
 #include "trainer/builtin_trainer.h"
 #include "trainer/training_policy.h"
@@ -34,6 +35,7 @@ struct CampaignEngine::Gpu {
   std::string campaign;            // running on this GPU now
   TripControl* control = nullptr;  // of the trip in flight
   DataLoader* loader = nullptr;    // of the campaign's trainer
+  RemoteTrainer* remote = nullptr;  // of a campaign of trainer kind "external"
   // Opens the next trip's attested channel beside the current trip.
   TaskThread channel_opener;
 };
@@ -88,6 +90,7 @@ void CampaignEngine::Shutdown() {
     for (auto& g : gpus_) {
       if (g->control != nullptr) g->control->Cancel();
       if (g->loader != nullptr) g->loader->AbandonCurrent();
+      if (g->remote != nullptr) g->remote->Abandon();
     }
   }
   for (auto& g : gpus_) {
@@ -153,6 +156,14 @@ SpecOptions CampaignEngine::MakeSpecOptions() const {
   return o;
 }
 
+absl::StatusOr<TrainerCampaignInfo> CampaignEngine::TrainerInfo(const std::string& campaign) {
+  auto row = store_->GetCampaign(campaign);
+  if (!row.ok()) return row.status();
+  auto spec = SpecOf(*row);
+  if (!spec.ok()) return spec.status();
+  return TrainerCampaignInfo{spec->trainer.kind, spec->trainer.identity, row->state, row->error};
+}
+
 absl::StatusOr<CampaignSpec> CampaignEngine::SpecOf(const CampaignRow& row) {
   return ParseCampaignSpecText(row.spec_json, "campaign '" + row.name + "' spec: ",
                                MakeSpecOptions());
@@ -179,6 +190,11 @@ absl::StatusOr<CreateResult> CampaignEngine::Create(const std::string& request_i
   }
   auto spec = ParseCampaignSpecText(spec_json, "spec_json: ", MakeSpecOptions());
   if (!spec.ok()) return spec.status();
+  if (spec->trainer.kind == "external" && config_->trainer_listen.empty()) {
+    return absl::FailedPreconditionError(
+        "trainer.kind: \"external\" needs the Trainer service, and this orchestrator's "
+        "configuration has no trainer_listen");
+  }
   // A retry of a request that already succeeded must not need the holders.
   auto existing = store_->GetCampaign(spec->name);
   if (existing.ok() && existing->request_id == request_id &&
@@ -585,9 +601,22 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     absl::Status ts = trainer->Start(&loader);
     if (!ts.ok()) return fail(kCampaignFailed, "trainer: " + std::string(ts.message()));
   }
+  // An external trainer: the campaign's resume point is its checkpoint
+  // (sealed, bound to the trip that committed it).
+  std::shared_ptr<RemoteTrainer> remote;
+  if (terms.trainer_kind() == "external") {
+    auto made = MakeRemoteTrainer(store_, *spec, terms);
+    if (!made.ok()) {
+      return fail(kCampaignPaused, "trainer resume point: " +
+                                       std::string(made.status().message()));
+    }
+    remote = *std::move(made);
+    trainers_.Register(name, remote);
+  }
   {
     absl::MutexLock l(&mu_);
     gpu->loader = &loader;
+    gpu->remote = remote.get();
   }
 
   // The attested channel for the next trip, opened on the GPU's channel
@@ -688,7 +717,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
           SetProgress(plan.campaign, plan.trip, plan.holder, bytes, total);
         },
         &plan, &loader, trainer.get(), &eval_tokens_,
-        std::max(600.0, spec->holder_timeout_seconds));
+        std::max(600.0, spec->holder_timeout_seconds), remote.get());
     std::optional<PreparedChannel> prepared;
     if (next_channel.valid()) {
       auto r = next_channel.get();
@@ -763,6 +792,16 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
       }
       buffer_id = *replaced;
     }
+    if (hooks.trainer_failed() && !outcome->ok && !outcome->cancelled) {
+      // Not the holder's doing (it is not charged): the campaign's trainer
+      // policy applies, and the event names the trainer.
+      const bool fail_campaign = spec->trainer.on_failure == "fail";
+      fail(fail_campaign ? kCampaignFailed : kCampaignPaused,
+           "trip " + std::to_string(t.id) + " was not trained (holder " + h.name +
+               " is not charged; trainer.on_failure: " + spec->trainer.on_failure +
+               "): " + f.error);
+      break;
+    }
     const AfterTrip after_trip =
         DecideAfterTrip(*outcome, f, t.id, h.name, spec->on_holder_failure);
     if (after_trip.action == AfterTrip::Action::kPause) {
@@ -782,10 +821,17 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
   {
     absl::MutexLock l(&mu_);
     gpu->loader = nullptr;
+    gpu->remote = nullptr;
   }
   loader.Close();
   if (trainer) trainer->Stop();
   auto c = store_->GetCampaign(name);
+  if (remote) {
+    // The attached trainer's stream ends: OK when the campaign is done,
+    // else with why it stopped (it attaches again for the next run).
+    trainers_.Unregister(name, remote.get());
+    remote->Close(TrainerStreamEnd(name, stopping(), c));
+  }
   if (c.ok() && c->state == kCampaignCancelling) {
     Notify(store_->SetCampaignState(name, kCampaignCancelled, "", "cancelled; GPU safe"));
   }

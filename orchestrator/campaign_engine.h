@@ -17,6 +17,8 @@
 #include "orchestrator/campaign_spec.h"
 #include "orchestrator/daemon_config.h"
 #include "orchestrator/state_store.h"
+#include "orchestrator/trainer_registry.h"
+#include "orchestrator/trainer_service.h"
 #include "orchestrator/trip_runner.h"
 #include "proto/holder.grpc.pb.h"
 #include "proto/mux.grpc.pb.h"
@@ -92,6 +94,10 @@ class CampaignEngine {
   std::map<std::string, std::string> GpuAssignments();
 
   StateStore* store() { return store_; }
+  // The campaigns an external trainer may attach to now (the Trainer
+  // service's), and what the service needs to know of a campaign.
+  TrainerRegistry* trainers() { return &trainers_; }
+  absl::StatusOr<TrainerCampaignInfo> TrainerInfo(const std::string& campaign);
   // Per-campaign changes that watch streams wait on (and their bound).
   CampaignChanges* changes() { return &changes_; }
   const OrchestratorConfig& config() const { return *config_; }
@@ -132,6 +138,7 @@ class CampaignEngine {
   uint64_t wake_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, LiveProgress> progress_ ABSL_GUARDED_BY(mu_);
   CampaignChanges changes_{kMaxWatchesPerCaller};
+  TrainerRegistry trainers_;
 };
 
 }  // namespace gputravel

@@ -7,6 +7,7 @@
 #include <thread>
 #include <utility>
 
+#include "auth/identity.h"
 #include "trainer/next_token_model.h"
 #include "util/json_fields.h"
 #include "util/json_text.h"
@@ -28,12 +29,18 @@ const std::set<std::string> kTopFields = {
     "on_holder_failure", "holders", "trainer"};
 const std::set<std::string> kHolderFields = {"name", "endpoint", "domain", "dataset"};
 const std::set<std::string> kDatasetFields = {"name", "format"};
-const std::set<std::string> kTrainerFields = {"kind", "vocab", "dim", "learning_rate",
-                                              "batch_tokens", "seed"};
+const std::set<std::string> kTrainerFields = {
+    "kind", "vocab", "dim", "learning_rate", "batch_tokens", "seed",
+    "identity", "timeout_seconds", "release_timeout_seconds", "on_failure"};
+// Fields that shape the built-in model, and those of an external trainer.
+const std::vector<std::string> kBuiltinOnlyFields = {"dim", "learning_rate", "seed"};
+const std::vector<std::string> kExternalOnlyFields = {"identity", "timeout_seconds",
+                                                      "release_timeout_seconds", "on_failure"};
+const std::vector<std::string> kTrainerFailurePolicies = {"pause", "fail"};
 const std::vector<std::string> kFormats = {"auto", "llmc-tokens", "raw"};
 const std::vector<std::string> kSchedules = {"round-robin", "proportional"};
 const std::vector<std::string> kFailurePolicies = {"skip", "pause"};
-const std::vector<std::string> kTrainerKinds = {"next-token", "none"};
+const std::vector<std::string> kTrainerKinds = {"next-token", "none", "external"};
 
 // Path of a member inside the object at `path` ("" is the top level).
 std::string Sub(const std::string& path, const std::string& key) {
@@ -242,6 +249,28 @@ absl::Status ParseTrainer(const json& t, const std::string& where, const std::st
   if (!s.ok()) return s;
   s = GetEnum(t, where, path, "kind", kTrainerKinds, &out->kind);
   if (!s.ok()) return s;
+  const bool external = out->kind == "external";
+  for (const std::string& f : external ? kBuiltinOnlyFields : kExternalOnlyFields) {
+    if (!t.contains(f)) continue;
+    return Err(where, Sub(path, f),
+               external ? "shapes the built-in model only; an external trainer's model is "
+                          "its own (leave it out with kind \"external\")"
+                        : "applies to kind \"external\" only (kind is \"" + out->kind + "\")");
+  }
+  if (external) {
+    s = GetString(t, where, path, "identity", true, &out->identity);
+    if (!s.ok()) return s;
+    absl::Status name = ValidateName(out->identity);
+    if (!name.ok()) return Err(where, Sub(path, "identity"), std::string(name.message()));
+    s = GetPositiveNumber(t, where, path, "timeout_seconds", 86400, "86400",
+                          &out->timeout_seconds);
+    if (!s.ok()) return s;
+    s = GetPositiveNumber(t, where, path, "release_timeout_seconds", 3600, "3600",
+                          &out->release_timeout_seconds);
+    if (!s.ok()) return s;
+    s = GetEnum(t, where, path, "on_failure", kTrainerFailurePolicies, &out->on_failure);
+    if (!s.ok()) return s;
+  }
   uint64_t v = out->vocab;
   s = GetUint(t, where, path, "vocab", false, 2, 65536, &v);
   if (!s.ok()) return s;
@@ -250,7 +279,7 @@ absl::Status ParseTrainer(const json& t, const std::string& where, const std::st
   s = GetUint(t, where, path, "dim", false, 1, 1024, &v);
   if (!s.ok()) return s;
   out->dim = static_cast<uint32_t>(v);
-  if (out->kind != "none") {
+  if (out->kind == "next-token") {
     // Every trained window stores the model's checkpoint: one that cannot
     // be stored would fail every trip, and resuming would repeat it.
     const uint64_t bytes = NextTokenModel::CheckpointBytes(out->vocab, out->dim);
@@ -340,7 +369,10 @@ bool operator==(const HolderSpec& a, const HolderSpec& b) {
 bool operator==(const TrainerSpec& a, const TrainerSpec& b) {
   return a.kind == b.kind && a.vocab == b.vocab && a.dim == b.dim &&
          a.learning_rate == b.learning_rate && a.batch_tokens == b.batch_tokens &&
-         a.seed == b.seed;
+         a.seed == b.seed && a.identity == b.identity &&
+         a.timeout_seconds == b.timeout_seconds &&
+         a.release_timeout_seconds == b.release_timeout_seconds &&
+         a.on_failure == b.on_failure;
 }
 uint32_t DefaultCopyEngines() {
   const unsigned cores = std::thread::hardware_concurrency();
@@ -494,6 +526,29 @@ absl::StatusOr<CampaignSpec> ParseCampaignSpecText(const std::string& text,
   return ParseCampaignSpec(*j, where, opts);
 }
 
+namespace {
+
+// Only the fields of the trainer's kind: the parser refuses the others.
+json TrainerToJson(const TrainerSpec& t) {
+  if (t.kind == "external") {
+    return {{"kind", t.kind},
+            {"vocab", t.vocab},
+            {"batch_tokens", t.batch_tokens},
+            {"identity", t.identity},
+            {"timeout_seconds", t.timeout_seconds},
+            {"release_timeout_seconds", t.release_timeout_seconds},
+            {"on_failure", t.on_failure}};
+  }
+  return {{"kind", t.kind},
+          {"vocab", t.vocab},
+          {"dim", t.dim},
+          {"learning_rate", t.learning_rate},
+          {"batch_tokens", t.batch_tokens},
+          {"seed", t.seed}};
+}
+
+}  // namespace
+
 json CampaignSpecToJson(const CampaignSpec& spec) {
   json holders = json::array();
   for (const auto& h : spec.holders) {
@@ -511,13 +566,7 @@ json CampaignSpecToJson(const CampaignSpec& spec) {
               {"holder_timeout_seconds", spec.holder_timeout_seconds},
               {"on_holder_failure", HolderFailurePolicyName(spec.on_holder_failure)},
               {"holders", std::move(holders)},
-              {"trainer",
-               {{"kind", spec.trainer.kind},
-                {"vocab", spec.trainer.vocab},
-                {"dim", spec.trainer.dim},
-                {"learning_rate", spec.trainer.learning_rate},
-                {"batch_tokens", spec.trainer.batch_tokens},
-                {"seed", spec.trainer.seed}}}};
+              {"trainer", TrainerToJson(spec.trainer)}};
   if (spec.copy_engines != 0) out["copy_engines"] = spec.copy_engines;
   return out;
 }

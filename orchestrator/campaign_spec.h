@@ -32,12 +32,24 @@
 //                           (non-empty, at most 256 bytes, no whitespace)
 //       format              ("auto") "auto" | "llmc-tokens" | "raw"
 //   trainer                 ({"kind": "next-token"})
-//     kind                  ("next-token") "next-token" | "none"
+//     kind                  ("next-token") "next-token" | "none" | "external"
 //     vocab                 (512) 2..65536
-//     dim                   (32) 1..1024
-//     learning_rate         (0.05) number, > 0 and <= 100
+//     dim                   (32) 1..1024; built-in model only
+//     learning_rate         (0.05) number, > 0 and <= 100; built-in model only
 //     batch_tokens          (65536) 2..16777216
-//     seed                  (1) any uint64
+//     seed                  (1) any uint64; built-in model only
+//   With kind "external" (a training process attached to the Trainer service,
+//   proto/trainer.proto), dim, learning_rate and seed are refused (they shape
+//   the built-in model only) and these apply:
+//     identity              required: the name in the certificate (role
+//                           trainer) of the only process that may attach
+//     timeout_seconds       (600) number, > 0 and <= 86400: the longest a
+//                           window waits for the trainer to attach, train and
+//                           report it
+//     release_timeout_seconds  (30) number, > 0 and <= 3600: the longest the
+//                           GPU waits for the trainer to release its lease
+//     on_failure            ("pause") "pause" | "fail": what a trainer that
+//                           misses timeout_seconds does to the campaign
 // Integer fields must be JSON integers: 1.5, 8.0, "8" and negative numbers
 // are rejected. JSON null is not "absent": it is a wrong type.
 
@@ -79,7 +91,8 @@ struct HolderSpec {
 inline constexpr uint64_t kMaxCheckpointBytes = 900'000'000;
 
 struct TrainerSpec {
-  std::string kind = "next-token";  // "next-token" (built-in) | "none"
+  // "next-token" (built-in) | "none" | "external" (proto/trainer.proto)
+  std::string kind = "next-token";
   uint32_t vocab = 512;
   uint32_t dim = 32;
   // The built-in model's own default (NextTokenModelConfig): at 0.5 its Adam
@@ -87,6 +100,11 @@ struct TrainerSpec {
   double learning_rate = 0.05;
   uint64_t batch_tokens = 65536;
   uint64_t seed = 1;
+  // Kind "external" only (defaults elsewhere).
+  std::string identity;
+  double timeout_seconds = 600;
+  double release_timeout_seconds = 30;
+  std::string on_failure = "pause";  // "pause" | "fail"
 };
 
 // Which holder goes next (see orchestrator/schedule.h).

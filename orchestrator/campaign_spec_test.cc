@@ -114,6 +114,62 @@ TEST(CampaignSpecTest, PartialTrainerKeepsOtherDefaults) {
   EXPECT_EQ(s->trainer.vocab, 512u);
 }
 
+// An external trainer: its identity is required and a valid name; the
+// built-in model's fields are refused for it, and its own fields for the
+// other kinds; the canonical form round-trips.
+TEST(CampaignSpecTest, ExternalTrainer) {
+  json j = Minimal();
+  j["trainer"] = {{"kind", "external"}, {"identity", "torch-1"}, {"vocab", 1024},
+                  {"batch_tokens", 8192}, {"timeout_seconds", 60},
+                  {"release_timeout_seconds", 5}, {"on_failure", "fail"}};
+  auto s = ParseCampaignSpec(j, kWhere, Opts());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->trainer.kind, "external");
+  EXPECT_EQ(s->trainer.identity, "torch-1");
+  EXPECT_EQ(s->trainer.timeout_seconds, 60);
+  EXPECT_EQ(s->trainer.release_timeout_seconds, 5);
+  EXPECT_EQ(s->trainer.on_failure, "fail");
+  auto again = ParseCampaignSpec(CampaignSpecToJson(*s), kWhere, Opts());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(*again == *s);
+  EXPECT_EQ(CampaignSpecToJson(*s)["trainer"].count("dim"), 0u);
+  EXPECT_EQ(CampaignSpecToJson(*s)["trainer"]["timeout_seconds"], 60);
+
+  json defaults = Minimal();
+  defaults["trainer"] = {{"kind", "external"}, {"identity", "t"}};
+  auto d = ParseCampaignSpec(defaults, kWhere, Opts());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->trainer.timeout_seconds, 600);
+  EXPECT_EQ(d->trainer.release_timeout_seconds, 30);
+  EXPECT_EQ(d->trainer.on_failure, "pause");
+
+  const std::vector<std::pair<json, std::string>> bad = {
+      {{{"kind", "external"}}, "trainer.identity: missing (required)"},
+      {{{"kind", "external"}, {"identity", "Bad Name"}}, "trainer.identity: "},
+      {{{"kind", "external"}, {"identity", "t"}, {"dim", 8}},
+       "trainer.dim: shapes the built-in model only"},
+      {{{"kind", "external"}, {"identity", "t"}, {"learning_rate", 0.01}},
+       "trainer.learning_rate: shapes the built-in model only"},
+      {{{"kind", "external"}, {"identity", "t"}, {"seed", 3}},
+       "trainer.seed: shapes the built-in model only"},
+      {{{"kind", "external"}, {"identity", "t"}, {"on_failure", "skip"}},
+       "trainer.on_failure: must be one of pause, fail"},
+      {{{"kind", "external"}, {"identity", "t"}, {"timeout_seconds", 0}},
+       "trainer.timeout_seconds: must be > 0"},
+      {{{"kind", "next-token"}, {"identity", "t"}},
+       "trainer.identity: applies to kind \"external\" only"},
+      {{{"timeout_seconds", 5}}, "trainer.timeout_seconds: applies to kind \"external\" only"},
+  };
+  for (const auto& [trainer, want] : bad) {
+    json b = Minimal();
+    b["trainer"] = trainer;
+    auto r = ParseCampaignSpec(b, kWhere, Opts());
+    ASSERT_FALSE(r.ok()) << trainer.dump();
+    EXPECT_NE(r.status().message().find(want), std::string::npos)
+        << trainer.dump() << ": " << r.status().message();
+  }
+}
+
 TEST(CampaignSpecTest, RoundTripFull) {
   auto s = ParseCampaignSpec(Full(), kWhere, Opts());
   ASSERT_TRUE(s.ok()) << s.status();
@@ -540,10 +596,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"TrainerWrongType", SET(["trainer"], "next-token"),
                 "trainer: must be an object (got \"next-token\")"},
         BadCase{"TrainerUnknownField", SET(["trainer"]["lr"], 0.1),
-                "trainer: unknown field 'lr' (accepted: batch_tokens, dim, kind, learning_rate, "
-                "seed, vocab)"},
+                "trainer: unknown field 'lr' (accepted: batch_tokens, dim, identity, kind, "
+                "learning_rate, on_failure, release_timeout_seconds, seed, timeout_seconds, "
+                "vocab)"},
         BadCase{"TrainerKindUnknown", SET(["trainer"]["kind"], "gpt2"),
-                "trainer.kind: must be one of next-token, none (got \"gpt2\")"},
+                "trainer.kind: must be one of next-token, none, external (got \"gpt2\")"},
         BadCase{"TrainerVocabTooSmall", SET(["trainer"]["vocab"], 1),
                 "trainer.vocab: must be in 2..65536 (got 1)"},
         BadCase{"TrainerVocabTooBig", SET(["trainer"]["vocab"], 65537),

@@ -9,9 +9,12 @@ v1::TrainingTerms TrainerTerms(const TrainerSpec& trainer) {
   v1::TrainingTerms t;
   t.set_trainer_kind(trainer.kind);
   t.set_vocab(trainer.vocab);
+  t.set_batch_tokens(trainer.batch_tokens);
+  // An external trainer's model is its own: dim, learning rate and seed
+  // stay 0 (the built-in model's terms do not bind it).
+  if (trainer.kind == "external") return t;
   t.set_dim(trainer.dim);
   t.set_learning_rate(trainer.learning_rate);
-  t.set_batch_tokens(trainer.batch_tokens);
   t.set_seed(trainer.seed);
   return t;
 }

@@ -58,6 +58,25 @@ TEST(CampaignTermsTest, TheLeakingSpecIsRefusedNamingTheHolder) {
   EXPECT_TRUE(DecideCampaignTerms(s, {Holder("a", 20 << 20)}).ok());
 }
 
+// P1: a holder's windows reach an external trainer only if its policy
+// lists "external" (the default policy does not); the built-in model's
+// terms do not bind an external trainer.
+TEST(CampaignTermsTest, AnExternalTrainerNeedsEveryHolderToAllowIt) {
+  CampaignSpec s = Spec(8 << 20);
+  s.trainer.kind = "external";
+  s.trainer.identity = "torch-1";
+  v1::TrainingPolicy allows = DefaultTrainingPolicy();
+  allows.add_trainer_kinds("external");
+  ExpectRefused(DecideCampaignTerms(s, {Holder("a", 20 << 20, allows), Holder("b", 3 << 20)}),
+                "holders[1]: trainer.kind is \"external\"; allowed: next-token, none");
+  auto t = DecideCampaignTerms(s, {Holder("a", 20 << 20, allows), Holder("b", 3 << 20, allows)});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->terms.trainer_kind(), "external");
+  EXPECT_EQ(t->terms.dim(), 0u);
+  EXPECT_EQ(t->terms.learning_rate(), 0);
+  EXPECT_EQ(t->terms.seed(), 0u);
+}
+
 TEST(CampaignTermsTest, EveryHoldersPolicyCountsAndTheStrictestReportingWins) {
   v1::TrainingPolicy lax = DefaultTrainingPolicy();
   lax.set_min_window_bytes(4096);

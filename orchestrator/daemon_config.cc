@@ -12,11 +12,21 @@ namespace {
 const std::set<std::string> kKnownFields = {"listen",      "domain",     "state_dir",
                                             "mux_endpoint", "mux_name",   "gpus",
                                             "attestation",  "tls",        "eval_tokens",
-                                            "checkpoint_key_file"};
+                                            "checkpoint_key_file", "trainer_listen"};
 const std::set<std::string> kKnownGpuFields = {"name", "device_endpoint", "device_ca",
                                                "serial", "heartbeat_period_seconds"};
 
 }  // namespace
+
+absl::Status CheckTrainerListen(const std::string& endpoint, const std::string& where) {
+  if (endpoint.rfind("unix:/", 0) != 0 || endpoint.size() <= 6) {
+    return absl::InvalidArgumentError(
+        where + ": '" + endpoint + "' is not \"unix:/absolute/path\": the trainer listener "
+        "serves plaintext windows and is a Unix socket inside the orchestrator's TD only, "
+        "never a TCP port");
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<OrchestratorConfig> ParseOrchestratorConfig(const nlohmann::json& j,
                                                            const std::string& where) {
@@ -30,6 +40,10 @@ absl::StatusOr<OrchestratorConfig> ParseOrchestratorConfig(const nlohmann::json&
   GT_ASSIGN_OR_RETURN(cfg.mux_endpoint, JsonString(j, where, "mux_endpoint"));
   if (j.contains("mux_name")) {
     GT_ASSIGN_OR_RETURN(cfg.mux_name, JsonString(j, where, "mux_name"));
+  }
+  if (j.contains("trainer_listen")) {
+    GT_ASSIGN_OR_RETURN(cfg.trainer_listen, JsonString(j, where, "trainer_listen"));
+    GT_RETURN_IF_ERROR(CheckTrainerListen(cfg.trainer_listen, where + ": trainer_listen"));
   }
   if (j.contains("eval_tokens")) {
     GT_ASSIGN_OR_RETURN(cfg.eval_tokens, JsonString(j, where, "eval_tokens"));

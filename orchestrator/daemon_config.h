@@ -33,6 +33,11 @@ struct GpuConfig {
 // here: schedulers create them through the API (campaign_spec.h).
 struct OrchestratorConfig {
   std::string listen;       // scheduler/operator API endpoint (mTLS)
+  // The Trainer service's endpoint (proto/trainer.proto; mTLS, role
+  // trainer): a Unix socket inside the orchestrator's TD only,
+  // "unix:/absolute/path". Empty: not served (no campaign of trainer kind
+  // "external" can train).
+  std::string trainer_listen;
   std::string domain;       // the orchestrator TD's name at the MUX
   std::string state_dir;    // SQLite database and counter-window files
   // The key the database's model checkpoints are sealed under
@@ -50,6 +55,11 @@ struct OrchestratorConfig {
   // no held-out loss.
   std::string eval_tokens;
 };
+
+// OK for "unix:/absolute/path"; anything else (a TCP address above all: the
+// trainer listener serves plaintext windows, which must not leave the TD over
+// a network) InvalidArgument naming `where`.
+absl::Status CheckTrainerListen(const std::string& endpoint, const std::string& where);
 
 // Parses and validates; every error names the file and the field
 // (e.g. "orch.json: gpus[1]: missing field 'device_ca'"). Checks that the TLS files

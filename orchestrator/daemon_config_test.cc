@@ -66,6 +66,11 @@ TEST_F(DaemonConfigTest, GoodConfigParses) {
   auto elsewhere = ParseOrchestratorConfig(j, "o.json");
   ASSERT_TRUE(elsewhere.ok()) << elsewhere.status();
   EXPECT_EQ(elsewhere->checkpoint_key_file, "/secrets/checkpoint.key");
+  EXPECT_EQ(c->trainer_listen, "") << "no trainer service unless configured";
+  j["trainer_listen"] = "unix:/run/gputravel/trainer.sock";
+  auto trainer = ParseOrchestratorConfig(j, "o.json");
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  EXPECT_EQ(trainer->trainer_listen, "unix:/run/gputravel/trainer.sock");
 }
 
 // Only a development configuration may leave a GPU's serial unpinned.
@@ -87,7 +92,7 @@ struct BadCase {
 TEST_F(DaemonConfigTest, EveryBadFieldIsNamed) {
   const std::vector<BadCase> cases = {
       {"NotObject", [](nlohmann::json& j) { j = nlohmann::json::array(); }, "o.json: must be"},
-      {"UnknownField", [](nlohmann::json& j) { j["campaigns"] = 1; }, "o.json: unknown field 'campaigns' (accepted: attestation, checkpoint_key_file, domain, eval_tokens, gpus, listen, mux_endpoint, mux_name, state_dir, tls)"},
+      {"UnknownField", [](nlohmann::json& j) { j["campaigns"] = 1; }, "o.json: unknown field 'campaigns' (accepted: attestation, checkpoint_key_file, domain, eval_tokens, gpus, listen, mux_endpoint, mux_name, state_dir, tls, trainer_listen)"},
       {"MissingListen", [](nlohmann::json& j) { j.erase("listen"); }, "listen"},
       {"ListenNotString", [](nlohmann::json& j) { j["listen"] = 5; }, "listen"},
       {"MissingDomain", [](nlohmann::json& j) { j.erase("domain"); }, "domain"},
@@ -117,6 +122,12 @@ TEST_F(DaemonConfigTest, EveryBadFieldIsNamed) {
        "256 is not 0"},
       {"HeartbeatNotNumber", [](nlohmann::json& j) { j["gpus"][1]["heartbeat_period_seconds"] = "x"; },
        "heartbeat_period_seconds"},
+      {"TrainerListenTcp", [](nlohmann::json& j) { j["trainer_listen"] = "127.0.0.1:7001"; },
+       "o.json: trainer_listen: '127.0.0.1:7001' is not \"unix:/absolute/path\""},
+      {"TrainerListenRelative", [](nlohmann::json& j) { j["trainer_listen"] = "unix:t.sock"; },
+       "trainer_listen: 'unix:t.sock' is not"},
+      {"TrainerListenNotString", [](nlohmann::json& j) { j["trainer_listen"] = 1; },
+       "trainer_listen"},
       {"NoAttestation", [](nlohmann::json& j) { j.erase("attestation"); }, "attestation: missing object"},
       {"NoTls", [](nlohmann::json& j) { j.erase("tls"); }, "tls: missing object"},
       {"TlsMissingCert", [](nlohmann::json& j) { j["tls"].erase("cert"); }, "tls.cert"},

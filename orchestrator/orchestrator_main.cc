@@ -15,6 +15,7 @@
 #include "orchestrator/daemon_config.h"
 #include "orchestrator/orchestrator_service.h"
 #include "orchestrator/state_store.h"
+#include "orchestrator/trainer_service.h"
 #include "util/daemon_main.h"
 #include "util/exclusive_lock.h"
 #include "util/files.h"
@@ -35,7 +36,8 @@ int main(int argc, char** argv) {
       "schedulers only), all over mTLS.\n"
       "Config JSON: {\"listen\", \"domain\", \"state_dir\",\n"
       "\"checkpoint_key_file\" (default <state_dir>/checkpoint.key), \"mux_endpoint\",\n"
-      "\"mux_name\", \"gpus\": [{\"name\", \"device_endpoint\", \"device_ca\",\n"
+      "\"mux_name\", \"trainer_listen\" (unix:/path; the Trainer service),\n"
+      "\"gpus\": [{\"name\", \"device_endpoint\", \"device_ca\",\n"
       "\"serial\", \"heartbeat_period_seconds\"}], \"attestation\": {...},\n"
       "\"tls\": {\"ca\", \"cert\", \"key\", \"crl\"}} (crl: the campaign's CRL,\n"
       "checked at every handshake and reread when it changes)\n"
@@ -106,16 +108,32 @@ int main(int argc, char** argv) {
   absl::Status s = engine.Start();
   if (!s.ok()) ExitStartupError(kProgram, std::string(s.message()));
   OrchestratorService service(&engine);
+  std::vector<ServedEndpoint> endpoints = {{cfg->listen,
+                                            {&service},
+                                            *creds,
+                                            OrchestratorApiLimits(),
+                                            {v1::Orchestrator::service_full_name()}}};
+  // The Trainer service, on its own Unix socket (daemon_config.h refuses
+  // anything else): role trainer only, before a request is read; the
+  // service admits only a campaign's trainer.identity.
+  TrainerServiceImpl trainer_service(
+      [&engine](const std::string& c) { return engine.TrainerInfo(c); }, engine.trainers());
+  if (!cfg->trainer_listen.empty()) {
+    auto trainer_creds = MakeServerCredentials(cfg->tls);
+    if (!trainer_creds.ok()) {
+      ExitStartupError(kProgram, std::string(trainer_creds.status().message()));
+    }
+    InstallRoleGate(trainer_creds->get(), TrainerServiceRoles(), {}, RevocationListOf(cfg->tls));
+    endpoints.push_back(
+        {cfg->trainer_listen, {&trainer_service}, *trainer_creds, TrainerServiceLimits()});
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   // On SIGTERM the engine stops first: a trip in flight is cancelled and made
-  // safe, and open watch streams end.
-  ServeUntilSignal(kProgram,
-                   {{cfg->listen,
-                     {&service},
-                     *creds,
-                     OrchestratorApiLimits(),
-                     {v1::Orchestrator::service_full_name()}}},
-                   args.ready_file, nullptr,
-                   [&engine] { engine.Shutdown(); });
+  // safe, and open watch and trainer streams end.
+  ServeUntilSignal(kProgram, endpoints, args.ready_file, nullptr,
+                   [&engine, &trainer_service] {
+                     trainer_service.Shutdown();
+                     engine.Shutdown();
+                   });
 }

@@ -22,7 +22,8 @@ namespace {
   "outcome, error, bytes, chunks, digest_match, scrub_verified, rekeyed, " \
   "trained, loss, provision_seconds, started_ms, ended_ms, gpu_session, "  \
   "first_counter, counter_count, duration_us, gpu_serial, eval_loss, "  \
-  "reported_loss, reported_eval_loss, attestation"
+  "reported_loss, reported_eval_loss, attestation, trainer_checkpoint, "  \
+  "trainer_tokens"
 #define GT_SS_EVENT_COLS \
   "seq, campaign, trip, kind, step, message, bytes, loss, time_ms, eval_loss"
 
@@ -96,6 +97,8 @@ TripRow ReadTrip(Stmt& s) {
   t.reported_loss = s.ColOptReal(25);
   t.reported_eval_loss = s.ColOptReal(26);
   t.attestation = s.ColBlob(27);
+  t.trainer_checkpoint_sha256 = s.ColBlob(28);
+  t.trainer_tokens = s.ColU64(29);
   return t;
 }
 

@@ -83,6 +83,12 @@ namespace {
 //                     counter window handed to the holder, recorded with
 //                     step route_out; 0 before.
 //   duration_us       (schema 2) whole trip, monotonic clock; 0 = unknown.
+//   trainer_checkpoint  (schema 8) with an external trainer
+//                     (proto/trainer.proto): the SHA-256 of the checkpoint
+//                     it reported with this window, committed with
+//                     trained = 1; empty otherwise.
+//   trainer_tokens    (schema 8) the tokens of this window the external
+//                     trainer reported (and the orchestrator delivered).
 // events: append-only log that watchers stream.
 //   seq               AUTOINCREMENT: increasing, never reused.
 //   campaign          campaign ("" for daemon-wide events).
@@ -294,9 +300,17 @@ DROP TABLE campaigns;
 ALTER TABLE campaigns_v7 RENAME TO campaigns;
 )sql";
 
+// Version 7 -> 8: what an external trainer reported with a window, so that
+// a repeated report is recognised (proto/trainer.proto ReportWindow).
+constexpr char kMigrateV7ToV8[] = R"sql(
+ALTER TABLE trips ADD COLUMN trainer_checkpoint BLOB NOT NULL DEFAULT x'';
+ALTER TABLE trips ADD COLUMN trainer_tokens INTEGER NOT NULL DEFAULT 0
+    CHECK (trainer_tokens >= 0);
+)sql";
+
 // PRAGMA arguments cannot be bound; this is kStateSchemaVersion spelled out.
-constexpr char kSetUserVersion[] = "PRAGMA user_version = 7";
-static_assert(kStateSchemaVersion == 7, "update kSetUserVersion and add a migration");
+constexpr char kSetUserVersion[] = "PRAGMA user_version = 8";
+static_assert(kStateSchemaVersion == 8, "update kSetUserVersion and add a migration");
 
 absl::StatusOr<int64_t> ReadVersion(SqliteDb& db) {
   GT_ASSIGN_OR_RETURN(Stmt s, db.Prepare("PRAGMA user_version"));
@@ -370,6 +384,10 @@ absl::Status EnsureStateSchema(SqliteDb& db) {
     if (v <= 6) {
       GT_RETURN_IF_ERROR(
           db.ExecScript(kMigrateV6ToV7, "migrating the schema from version 6 to 7"));
+    }
+    if (v <= 7) {
+      GT_RETURN_IF_ERROR(
+          db.ExecScript(kMigrateV7ToV8, "migrating the schema from version 7 to 8"));
     }
     GT_ASSIGN_OR_RETURN(Stmt check, db.Prepare("PRAGMA foreign_key_check"));
     GT_ASSIGN_OR_RETURN(bool orphan, check.Step());

@@ -14,8 +14,10 @@ class SqliteDb;
 // Version 2 added the trips' counter window and duration, version 3 the GPU
 // serial of a trip's window and of a campaign's buffer, version 4 training
 // terms, held-out losses and what was reported, version 5 the trip a
-// (sealed) checkpoint belongs to, version 6 the holder state "skipped".
-inline constexpr int kStateSchemaVersion = 7;
+// (sealed) checkpoint belongs to, version 6 the holder state "skipped",
+// version 7 the campaign state "pausing", version 8 an external trainer's
+// report on each trip.
+inline constexpr int kStateSchemaVersion = 8;
 
 // Creates the schema in an empty database, or migrates an older one in
 // place, in one write transaction (a failed migration leaves the old

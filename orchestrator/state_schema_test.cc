@@ -75,8 +75,8 @@ TEST_F(StateSchemaTest, CreatesTheCurrentSchemaOnceInAnEmptyDatabase) {
   EXPECT_EQ(Version(), kStateSchemaVersion);
 }
 
-// Version 1's tables, as the current schema minus what versions 2..5 added
-// (versions 6 and 7 changed constraints only),
+// Version 1's tables, as the current schema minus what versions 2..5 and 8
+// added (versions 6 and 7 changed constraints only),
 // are migrated in place, rows kept.
 TEST_F(StateSchemaTest, MigratesVersionOneToTheCurrentVersion) {
   ASSERT_TRUE(EnsureStateSchema(*db_).ok());
@@ -101,6 +101,8 @@ TEST_F(StateSchemaTest, MigratesVersionOneToTheCurrentVersion) {
                      "ALTER TABLE campaigns DROP COLUMN last_eval_loss;"
                      "ALTER TABLE campaigns DROP COLUMN model_trip;"
                      "ALTER TABLE events DROP COLUMN eval_loss;"
+                     "ALTER TABLE trips DROP COLUMN trainer_checkpoint;"
+                     "ALTER TABLE trips DROP COLUMN trainer_tokens;"
                      "PRAGMA user_version = 1;")
                   .ok());
   ASSERT_EQ(Version(), 1);
@@ -108,7 +110,8 @@ TEST_F(StateSchemaTest, MigratesVersionOneToTheCurrentVersion) {
   ASSERT_TRUE(EnsureStateSchema(*db_).ok());
   EXPECT_EQ(Version(), kStateSchemaVersion);
   for (const char* col : {"gpu_session", "first_counter", "counter_count", "duration_us",
-                          "gpu_serial", "eval_loss", "reported_loss", "reported_eval_loss"}) {
+                          "gpu_serial", "eval_loss", "reported_loss", "reported_eval_loss",
+                          "trainer_checkpoint", "trainer_tokens"}) {
     EXPECT_EQ(Columns("trips").count(col), 1u) << col;
   }
   for (const char* col : {"buffer_gpu_serial", "terms", "last_eval_loss", "model_trip"}) {

@@ -155,6 +155,17 @@ struct TripRow {
   // Whole trip on the orchestrator's monotonic clock, planning to verified
   // scrub (FinishTrip); 0 while unfinished or unknown (recovered trips).
   int64_t duration_us = 0;
+  // An external trainer's report of this window (proto/trainer.proto),
+  // committed with trained: its checkpoint's SHA-256 and the window's
+  // tokens; empty and 0 otherwise.
+  std::string trainer_checkpoint_sha256;
+  uint64_t trainer_tokens = 0;
+};
+
+// What an external trainer reported with a window (RecordTrained).
+struct ExternalTrainerReport {
+  std::string checkpoint_sha256;  // 32 bytes
+  uint64_t tokens = 0;
 };
 
 // The counter window of a trip's hand-off: counters [first, first + count)
@@ -342,9 +353,13 @@ class StateStore {
   // trip found at "train" was not checkpointed (train again or abort), and
   // one found at "scrub" with trained=true only needs its scrub: a window is
   // never trained twice into the model.
-  absl::StatusOr<EventSeqs> RecordTrained(uint64_t trip_id, double loss,
-                                          std::optional<double> eval_loss,
-                                          const std::string& model_blob);
+  // With `external` (a campaign of trainer kind "external"), the report is
+  // stored on the trip in the same transaction, and `model_blob` is the
+  // campaign's resume point (serialized v1::Resume), sealed like a model.
+  absl::StatusOr<EventSeqs> RecordTrained(
+      uint64_t trip_id, double loss, std::optional<double> eval_loss,
+      const std::string& model_blob,
+      const std::optional<ExternalTrainerReport>& external = std::nullopt);
 
   // Finishes the trip exactly once (FailedPrecondition the second time):
   // step "done" (ok, failed) or "aborted" (aborted), ended_ms, scrub/rekey

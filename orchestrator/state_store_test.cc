@@ -180,6 +180,20 @@ class StateStoreTest : public ::testing::Test {
     return out;
   }
 
+  // Begins a trip of a 50-byte window of c1's holder h1.
+  static absl::StatusOr<uint64_t> BeginTrip50(StateStore& store) {
+    auto id = store.NextTripId();
+    if (!id.ok()) return id.status();
+    TripRow t;
+    t.id = *id;
+    t.campaign = "c1";
+    t.holder = "h1";
+    t.window_length = 50;
+    auto begun = store.BeginTrip(t);
+    if (!begun.ok()) return begun.status();
+    return *id;
+  }
+
   // Takes the database back to what version 3 wrote (before training terms,
   // held-out and reported losses, and attestation records).
   void DropVersion4Columns() {
@@ -197,6 +211,12 @@ class StateStoreTest : public ::testing::Test {
   // clear, with no trip bound to it.
   void DropVersion5Columns() {
     RawPragma("ALTER TABLE campaigns DROP COLUMN model_trip");
+    DropVersion7Columns();
+  }
+  // Takes the database back to what version 6 wrote (no external trainer).
+  void DropVersion7Columns() {
+    RawPragma("ALTER TABLE trips DROP COLUMN trainer_checkpoint");
+    RawPragma("ALTER TABLE trips DROP COLUMN trainer_tokens");
   }
 
   // The checkpoint key file beside the database, as the daemon keeps it.
@@ -873,13 +893,7 @@ TEST_F(StateStoreTest, RecordTrainedCheckpointsAndMovesToScrubAtomically) {
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
-  ASSERT_OK_AND_ASSIGN(uint64_t id, store->NextTripId());
-  TripRow t;
-  t.id = id;
-  t.campaign = "c1";
-  t.holder = "h1";
-  t.window_length = 50;
-  ASSERT_OK(store->BeginTrip(t));
+  ASSERT_OK_AND_ASSIGN(uint64_t id, BeginTrip50(*store));
   // Training is only recorded after step train was committed.
   EXPECT_EQ(store->RecordTrained(id, 1.5, std::nullopt, "m").status().code(),
             absl::StatusCode::kFailedPrecondition);
@@ -906,6 +920,38 @@ TEST_F(StateStoreTest, RecordTrainedCheckpointsAndMovesToScrubAtomically) {
   EXPECT_EQ(store->SetTripStep(id, kStepTrain, "").status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(*store->GetCheckpoint("c1"), model);
+}
+
+// An external trainer's report is committed with the trip in the same
+// transaction as the training step, and its resume point as the campaign's
+// sealed checkpoint; once only.
+TEST_F(StateStoreTest, RecordTrainedStoresAnExternalTrainersReportWithTheTrip) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+  ASSERT_OK_AND_ASSIGN(uint64_t id, BeginTrip50(*store));
+  ASSERT_OK(store->SetTripStep(id, kStepTrain, ""));
+  const std::string digest(32, '\x11');
+  EXPECT_EQ(store->RecordTrained(id, 2.0, std::nullopt, "resume",
+                                 ExternalTrainerReport{"short", 25})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_OK_AND_ASSIGN(TripRow before, store->GetTrip(id));
+  EXPECT_FALSE(before.trained) << "nothing of a refused report is kept";
+  ASSERT_OK(store->RecordTrained(id, 2.0, std::nullopt, "resume",
+                                 ExternalTrainerReport{digest, 25}));
+  ASSERT_OK_AND_ASSIGN(TripRow after, store->GetTrip(id));
+  EXPECT_TRUE(after.trained);
+  EXPECT_EQ(after.step, kStepScrub);
+  EXPECT_EQ(after.trainer_checkpoint_sha256, digest);
+  EXPECT_EQ(after.trainer_tokens, 25u);
+  EXPECT_EQ(*store->GetCheckpoint("c1"), "resume");
+  EXPECT_EQ(store->RecordTrained(id, 2.0, std::nullopt, "resume",
+                                 ExternalTrainerReport{digest, 25})
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 // Checkpoints at rest: a copy of the database files (a backup, a disk the
@@ -1124,6 +1170,7 @@ TEST_F(StateStoreTest, TheHoldersTableRebuildLosesNothing) {
   RawPragma("UPDATE holders SET attestation = x'0102' WHERE name = 'h1'");
   const std::string before = RawPragma(q);
   const std::string trips_before = RawPragma("SELECT count(*) FROM trips");
+  DropVersion7Columns();
   RawPragma("PRAGMA user_version = 5");
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);

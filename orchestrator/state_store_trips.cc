@@ -203,7 +203,12 @@ absl::StatusOr<EventSeqs> StateStore::RecordProvisioned(uint64_t trip_id, uint64
 
 absl::StatusOr<EventSeqs> StateStore::RecordTrained(
     uint64_t trip_id, double loss, std::optional<double> eval_loss,
-    const std::string& model_blob) {
+    const std::string& model_blob, const std::optional<ExternalTrainerReport>& external) {
+  if (external.has_value() && external->checkpoint_sha256.size() != 32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trip ", trip_id, ": the trainer's checkpoint digest is ",
+        external->checkpoint_sha256.size(), " bytes, not a SHA-256 (32)"));
+  }
   if (!std::isfinite(loss) || (eval_loss.has_value() && !std::isfinite(*eval_loss))) {
     return absl::InvalidArgumentError(absl::StrCat(
         "trip ", trip_id, ": the ", std::isfinite(loss) ? "held-out loss" : "training loss",
@@ -271,6 +276,11 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
                                 "reported_eval_loss = ?, trained = 1, step = ? WHERE id = ?",
                                 loss, eval_loss, reported, reported_eval,
                                 ToString(StepAfterTrained()), trip_id));
+    if (external.has_value()) {
+      GT_RETURN_IF_ERROR(db_->Run(
+          "UPDATE trips SET trainer_checkpoint = ?, trainer_tokens = ? WHERE id = ?",
+          BlobRef{external->checkpoint_sha256}, external->tokens, trip_id));
+    }
     // Sealed, bound to the campaign and this trip.
     GT_ASSIGN_OR_RETURN(std::string sealed, seal_.Seal(t.campaign, trip_id, model_blob));
     if (reported) {

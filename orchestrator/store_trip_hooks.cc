@@ -6,6 +6,7 @@
 
 #include "absl/time/clock.h"
 #include "orchestrator/attestation_record.h"
+#include "proto/trainer.pb.h"
 #include "util/failpoint.h"
 #include "util/log.h"
 
@@ -25,10 +26,10 @@ StoreTripHooks::StoreTripHooks(StateStore* store, CommitNotifier notify,
                                const TripPlan* plan, DataLoader* loader,
                                BuiltinTrainer* trainer,
                                const std::vector<uint16_t>* eval_tokens,
-                               double train_timeout_seconds)
+                               double train_timeout_seconds, RemoteTrainer* remote)
     : store_(store), notify_(std::move(notify)), progress_(std::move(progress)), plan_(plan),
       loader_(loader), trainer_(trainer), eval_tokens_(eval_tokens),
-      train_timeout_(train_timeout_seconds) {}
+      train_timeout_(train_timeout_seconds), remote_(remote) {}
 
 absl::Status StoreTripHooks::Step(TripStep step, const std::string& message) {
   auto seqs = store_->SetTripStep(plan_->trip, ToString(step), message);
@@ -60,7 +61,7 @@ absl::Status StoreTripHooks::Provisioned(uint64_t bytes, uint64_t chunks, double
   return seqs.status();
 }
 
-bool StoreTripHooks::Trains() const { return trainer_ != nullptr; }
+bool StoreTripHooks::Trains() const { return trainer_ != nullptr || remote_ != nullptr; }
 void StoreTripHooks::Rekeyed() {
   if (on_rekeyed_) on_rekeyed_();
 }
@@ -94,15 +95,58 @@ void StoreTripHooks::Attested(const AttestedIdentity& peer) {
   }
 }
 
-absl::StatusOr<bool> StoreTripHooks::Train(const std::string& plaintext) {
-  if (trainer_ == nullptr) return false;
+TrainingWindow StoreTripHooks::Window(const std::string& plaintext) const {
   TrainingWindow w;
   w.campaign = plan_->campaign;
   w.trip = plan_->trip;
   w.holder = plan_->holder;
   w.window_offset = plan_->window_offset;
   w.tokens = plaintext;  // the loader zeroizes its copy once consumed
-  auto r = loader_->Offer(std::move(w), absl::Seconds(train_timeout_));
+  return w;
+}
+
+absl::StatusOr<bool> StoreTripHooks::TrainRemote(const std::string& plaintext) {
+  // The trainer's report, committed with the trip in one transaction: the
+  // campaign's resume point (sealed like a model) and the report on the trip.
+  auto commit = [this](const WindowResult& r, const ResumePoint& after) -> absl::Status {
+    v1::Resume resume;
+    resume.set_committed_trip(after.committed_trip);
+    resume.set_checkpoint_sha256(after.checkpoint_sha256);
+    resume.set_tokens_committed(after.tokens_committed);
+    resume.set_batch_tokens(remote_->options().batch_tokens);
+    resume.set_vocab(remote_->options().vocab);
+    auto seqs = store_->RecordTrained(plan_->trip, r.mean_loss, std::nullopt,
+                                      resume.SerializeAsString(),
+                                      ExternalTrainerReport{after.checkpoint_sha256, r.tokens});
+    notify_(seqs);
+    if (!seqs.ok()) return seqs.status();
+    CrashPoint(std::string("after_commit:") + ToString(StepAfterTrained()));
+    return absl::OkStatus();
+  };
+  auto event = [this](const std::string& message) {
+    EventRow e;
+    e.campaign = plan_->campaign;
+    e.trip = plan_->trip;
+    e.kind = "trainer";
+    e.message = message;
+    auto seq = store_->AppendEvent(e);
+    if (seq.ok()) notify_(EventSeqs{*seq});
+    GT_LOG(0, "campaign ", plan_->campaign, ": ", message);
+  };
+  auto r = remote_->TrainWindow(Window(plaintext), commit, event);
+  if (!r.ok()) {
+    trainer_failed_ = true;
+    return r.status();
+  }
+  GT_LOG(1, "trip ", plan_->trip, ": trainer '", remote_->options().identity, "' trained ",
+         r->tokens, " tokens");
+  return true;
+}
+
+absl::StatusOr<bool> StoreTripHooks::Train(const std::string& plaintext) {
+  if (remote_ != nullptr) return TrainRemote(plaintext);
+  if (trainer_ == nullptr) return false;
+  auto r = loader_->Offer(Window(plaintext), absl::Seconds(train_timeout_));
   if (!r.ok()) return r.status();
   // The held-out loss on the orchestrator's own evaluation set, after
   // this window; stored with it, reported only as the terms allow.

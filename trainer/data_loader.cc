@@ -84,7 +84,8 @@ struct DataLoader::Slot {
   Outcome outcome = Outcome::kPending;
 };
 
-DataLoader::DataLoader(size_t batch_tokens) : batch_tokens_(batch_tokens) {}
+DataLoader::DataLoader(size_t batch_tokens, KeepWindow keep)
+    : batch_tokens_(batch_tokens), keep_(keep) {}
 
 DataLoader::~DataLoader() = default;
 
@@ -166,11 +167,14 @@ absl::StatusOr<WindowResult> DataLoader::Offer(TrainingWindow window,
 
 absl::StatusOr<Batch> DataLoader::Next(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return closed_ ||
+  const uint64_t wakes = wakes_;
+  auto ready = [this, wakes]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return closed_ || wakes_ != wakes ||
            (current_ != nullptr && current_->handed < current_->total_batches);
   };
-  if (!mu_.AwaitWithTimeout(absl::Condition(&ready), timeout)) {
+  if (!mu_.AwaitWithTimeout(absl::Condition(&ready), timeout) ||
+      (wakes_ != wakes && !closed_ &&
+       !(current_ != nullptr && current_->handed < current_->total_batches))) {
     return absl::DeadlineExceededError(absl::StrCat(
         "data loader: no batch within ", absl::FormatDuration(timeout),
         " (GPU still travelling); call Next again"));
@@ -199,7 +203,9 @@ absl::StatusOr<Batch> DataLoader::Next(absl::Duration timeout) {
     batch.tokens[i] = static_cast<uint16_t>(bytes[2 * i] | (bytes[2 * i + 1] << 8));
   }
   // Every byte now lives in the consumer's batches: drop the plaintext.
-  if (batch.last_of_window) ZeroizeAndClear(&slot.window.tokens);
+  if (batch.last_of_window && keep_ == KeepWindow::kUntilHandedOut) {
+    ZeroizeAndClear(&slot.window.tokens);
+  }
   return batch;
 }
 
@@ -248,10 +254,46 @@ absl::Status DataLoader::Report(uint64_t trip, uint64_t offset_in_window,
       slot->reported, " of ", slot->handed, " handed-out batches reported)"));
 }
 
+absl::Status DataLoader::Rewind() {
+  absl::MutexLock lock(&mu_);
+  if (keep_ != KeepWindow::kUntilReported) {
+    return absl::FailedPreconditionError(
+        "data loader: Rewind needs a loader that keeps each window until it is reported");
+  }
+  if (current_ == nullptr) {
+    return absl::FailedPreconditionError("data loader: Rewind: no window is being trained");
+  }
+  if (current_->reported != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "data loader: Rewind: ", current_->reported, " batches of trip ",
+        current_->window.trip, " were already reported"));
+  }
+  current_->handed = 0;
+  return absl::OkStatus();
+}
+
+std::optional<DataLoader::CurrentWindow> DataLoader::Current() {
+  absl::MutexLock lock(&mu_);
+  if (current_ == nullptr) return std::nullopt;
+  CurrentWindow c;
+  c.trip = current_->window.trip;
+  c.holder = current_->window.holder;
+  c.tokens = current_->num_tokens;
+  c.batches = current_->total_batches;
+  c.handed = current_->handed;
+  c.reported = current_->reported;
+  return c;
+}
+
 void DataLoader::Close() {
   absl::MutexLock lock(&mu_);
   closed_ = true;
   if (current_ != nullptr) DetachCurrentLocked(Outcome::kClosed);
+}
+
+void DataLoader::WakeConsumers() {
+  absl::MutexLock lock(&mu_);
+  ++wakes_;
 }
 
 void DataLoader::AbandonCurrent() {

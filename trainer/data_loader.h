@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -87,14 +88,22 @@ struct WindowResult {
 //
 // Plaintext hygiene: the window's bytes are zeroized as soon as its last batch
 // was handed out (the consumer owns its Batch copies, which zeroize
-// themselves), or when it is abandoned, times out or the loader closes.
+// themselves), or when it is abandoned, times out or the loader closes. A
+// loader made with kUntilReported keeps them until the window is fully
+// reported (or abandoned, timed out, closed) instead, so that Rewind can hand
+// the window out again to a consumer that lost its batches (a remote trainer
+// that reconnects: trainer/remote_trainer.h).
 //
 // Thread-safe.
 class DataLoader {
  public:
+  // How long the current window's bytes stay in the loader (see above).
+  enum class KeepWindow { kUntilHandedOut, kUntilReported };
+
   // batch_tokens: tokens per batch, not counting the one overlap token. 0 is
   // refused by every Offer with InvalidArgument.
-  explicit DataLoader(size_t batch_tokens);
+  explicit DataLoader(size_t batch_tokens,
+                      KeepWindow keep = KeepWindow::kUntilHandedOut);
   // Destroy only once no thread is inside Offer, Next or Report.
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
@@ -116,7 +125,8 @@ class DataLoader {
   // (GPU travelling). Errors:
   //   OutOfRange        "no more data": the loader was closed; the training
   //                     loop should exit;
-  //   DeadlineExceeded  nothing arrived within `timeout` (call again).
+  //   DeadlineExceeded  nothing arrived within `timeout`, or WakeConsumers
+  //                     was called meanwhile (call again).
   absl::StatusOr<Batch> Next(absl::Duration timeout);
 
   // Consumer: the loss (mean nats over the batch's pairs) of the oldest batch
@@ -136,10 +146,33 @@ class DataLoader {
   // Idempotent. To finish the current window first, wait for Offer to return.
   void Close();
 
+  // Makes every Next waiting now return DeadlineExceeded at once (the
+  // consumer has something else to do: a remote trainer's lease message).
+  void WakeConsumers();
+
   // Abandons the current window (campaign cancelled): its Offer returns
   // Cancelled, its bytes are zeroized, its unreported batches get Cancelled
   // from Report, and Next waits for the next window. No-op without a window.
   void AbandonCurrent();
+
+  // Hands the current window out again from its first batch: its batches
+  // handed out and not reported are forgotten (their reports are refused
+  // with FailedPrecondition). FailedPrecondition without a current window,
+  // when a batch of it was already reported, or with a loader made
+  // kUntilHandedOut (its bytes may be gone).
+  absl::Status Rewind();
+
+  // The window being trained now, as the consumer sees it.
+  struct CurrentWindow {
+    uint64_t trip = 0;
+    std::string holder;
+    uint64_t tokens = 0;   // N: whole uint16 tokens
+    uint64_t batches = 0;  // batches it is cut into
+    uint64_t handed = 0;   // handed out by Next since the Offer or Rewind
+    uint64_t reported = 0;
+  };
+  // nullopt while there is none (the GPU travelling).
+  std::optional<CurrentWindow> Current();
 
   size_t batch_tokens() const { return batch_tokens_; }
 
@@ -154,8 +187,10 @@ class DataLoader {
   void DetachCurrentLocked(Outcome outcome) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t batch_tokens_;
+  const KeepWindow keep_;
   absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t wakes_ ABSL_GUARDED_BY(mu_) = 0;  // WakeConsumers calls
   Slot* current_ ABSL_GUARDED_BY(mu_) = nullptr;
   // The trip of the last window detached before it was fully reported:
   // late reports for it get Cancelled rather than FailedPrecondition.

@@ -43,6 +43,45 @@ class Thread {
 
 constexpr absl::Duration kLong = absl::Seconds(30);  // never reached when passing
 
+// A loader that keeps each window until it is reported hands it out again
+// from its first batch on Rewind; one that drops it once handed out refuses.
+TEST(DataLoaderTest, RewindHandsTheWindowOutAgainOnlyWhenKept) {
+  DataLoader plain(4);
+  EXPECT_EQ(plain.Rewind().code(), absl::StatusCode::kFailedPrecondition);
+  DataLoader loader(4, DataLoader::KeepWindow::kUntilReported);
+  EXPECT_EQ(loader.Rewind().code(), absl::StatusCode::kFailedPrecondition) << "no window";
+  EXPECT_FALSE(loader.Current().has_value());
+  Thread producer([&] {
+    auto r = loader.Offer(MakeWindow(3, TokenBytes(100, 9)), kLong);  // 2 batches
+    EXPECT_TRUE(r.ok()) << r.status();
+  });
+  std::vector<uint16_t> first_pass;
+  for (int k = 0; k < 2; ++k) {
+    auto b = loader.Next(kLong);
+    ASSERT_TRUE(b.ok()) << b.status();
+    first_pass.insert(first_pass.end(), b->tokens.begin(), b->tokens.end());
+  }
+  auto cur = loader.Current();
+  ASSERT_TRUE(cur.has_value());
+  EXPECT_EQ(cur->trip, 3u);
+  EXPECT_EQ(cur->batches, 2u);
+  EXPECT_EQ(cur->handed, 2u);
+  EXPECT_EQ(cur->tokens, 9u);
+  ASSERT_TRUE(loader.Rewind().ok());
+  std::vector<uint16_t> second_pass;
+  for (int k = 0; k < 2; ++k) {
+    auto b = loader.Next(kLong);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(b->offset_in_window, static_cast<uint64_t>(k) * 8);
+    second_pass.insert(second_pass.end(), b->tokens.begin(), b->tokens.end());
+  }
+  EXPECT_EQ(first_pass, second_pass) << "the same bytes, kept until reported";
+  ASSERT_TRUE(loader.Report(3, 0, 1.0).ok());
+  EXPECT_EQ(loader.Rewind().code(), absl::StatusCode::kFailedPrecondition)
+      << "a batch was reported";
+  ASSERT_TRUE(loader.Report(3, 8, 1.0).ok());
+}
+
 TEST(DataLoaderTest, NextTimesOutWhileGpuTravels) {
   DataLoader loader(4);
   absl::StatusOr<Batch> b = loader.Next(absl::Milliseconds(20));

@@ -12,7 +12,7 @@ namespace gputravel {
 namespace {
 
 const std::set<std::string>& KnownKinds() {
-  static const std::set<std::string> kKinds = {"next-token", "none"};
+  static const std::set<std::string> kKinds = {"next-token", "none", "external"};
   return kKinds;
 }
 
@@ -34,11 +34,11 @@ absl::Status Validate(const v1::TrainingPolicy& p, const std::string& where) {
   };
   if (p.min_window_bytes() < 32) return bad("min_window_bytes", "an integer >= 32");
   if (p.trainer_kinds().empty()) {
-    return bad("trainer_kinds", "a non-empty array of \"next-token\" and/or \"none\"");
+    return bad("trainer_kinds", "a non-empty array of \"next-token\", \"none\", \"external\"");
   }
   for (const std::string& k : p.trainer_kinds()) {
     if (KnownKinds().count(k) == 0) {
-      return bad("trainer_kinds", "an array of \"next-token\" and/or \"none\" (got \"" + k + "\")");
+      return bad("trainer_kinds", "an array of \"next-token\", \"none\", \"external\" (got \"" + k + "\")");
     }
   }
   if (p.min_vocab() < 2 || p.min_vocab() > 65536) return bad("min_vocab", "2..65536");
@@ -124,7 +124,7 @@ absl::StatusOr<v1::TrainingPolicy> ParseTrainingPolicy(const nlohmann::json& j,
     const auto& kinds = j["trainer_kinds"];
     if (!kinds.is_array()) {
       return absl::InvalidArgumentError(
-          where + ": 'trainer_kinds' must be a non-empty array of \"next-token\" and/or \"none\"");
+          where + ": 'trainer_kinds' must be a non-empty array of \"next-token\", \"none\", \"external\"");
     }
     p.clear_trainer_kinds();
     for (const auto& k : kinds) {

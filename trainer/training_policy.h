@@ -22,7 +22,9 @@
 namespace gputravel {
 
 // The policy of an agent whose configuration says nothing else: windows of
-// at least 1 MiB (512 Ki llm.c tokens), either trainer kind, a vocabulary of
+// at least 1 MiB (512 Ki llm.c tokens), trainer kinds "next-token" and "none"
+// (not "external": a holder opts in to its plaintext reaching a training
+// process outside the orchestrator's binary, proto/trainer.proto), a vocabulary of
 // at least 256, batches of at least 4096 tokens, learning rates up to 0.1,
 // losses rounded to 2 decimals and reported once per 4 trained windows.
 inline constexpr uint64_t kDefaultMinWindowBytes = uint64_t{1} << 20;
@@ -42,7 +44,7 @@ v1::TrainingPolicy DefaultTrainingPolicy();
 // range are errors naming `where` and the field, e.g.
 //   "holder.json: training_policy: 'loss_decimals' must be 0..6".
 //   min_window_bytes      integer >= 32
-//   trainer_kinds         non-empty array of "next-token" | "none"
+//   trainer_kinds         non-empty array of "next-token" | "none" | "external"
 //   min_vocab             integer 2..65536
 //   min_batch_tokens      integer >= 2
 //   max_learning_rate     number > 0

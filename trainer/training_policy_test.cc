@@ -1,5 +1,7 @@
 #include "trainer/training_policy.h"
 
+#include <algorithm>
+
 #include <cmath>
 
 #include "gtest/gtest.h"
@@ -25,6 +27,18 @@ TEST(TrainingPolicyTest, AnEmptyObjectIsTheDefault) {
   EXPECT_EQ(p->min_window_bytes(), kDefaultMinWindowBytes);
   EXPECT_EQ(p->min_windows_per_loss(), kDefaultMinWindowsPerLoss);
   EXPECT_EQ(p->loss_decimals(), kDefaultLossDecimals);
+}
+
+// An external trainer (a process outside the orchestrator's binary) is
+// allowed only where a holder lists it: not by default.
+TEST(TrainingPolicyTest, AnExternalTrainerIsAnOptIn) {
+  const v1::TrainingPolicy d = DefaultTrainingPolicy();
+  EXPECT_EQ(std::count(d.trainer_kinds().begin(), d.trainer_kinds().end(), "external"), 0);
+  auto p = ParseTrainingPolicy(nlohmann::json::parse(R"({"trainer_kinds": ["external"]})"),
+                               "h.json: training_policy");
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->trainer_kinds_size(), 1);
+  EXPECT_EQ(p->trainer_kinds(0), "external");
 }
 
 TEST(TrainingPolicyTest, ParsesEveryField) {
