@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "auth/identity.h"
 #include "cli/emulated_stack.h"
@@ -13,6 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "util/files.h"
 #include "util/flags.h"
+#include "util/subprocess.h"
 
 namespace gputravel {
 namespace {
@@ -26,7 +28,10 @@ bool TripVerified(const v1::Trip& t) {
   return t.outcome() == "ok" && t.digest_match() && t.scrub_verified() && t.rekeyed();
 }
 
-void PrintTable(const v1::Campaign& c) {
+// The identity of the demo's PyTorch trainer (`--trainer torch`).
+constexpr char kTorchTrainer[] = "torch";
+
+void PrintTable(const v1::Campaign& c, bool torch) {
   std::printf("\nCampaign '%s' on the emulated H100-CC (%s): %s\n\n",
               TerminalSafe(c.name()).c_str(),
               EmulatedStack::kGpuSerial, v1::CampaignState_Name(c.state()).c_str());
@@ -50,6 +55,16 @@ void PrintTable(const v1::Campaign& c) {
                 t.rekeyed() ? "yes" : "NO", loss, eval);
     if (!t.error().empty()) std::printf("      error: %s\n", TerminalSafe(t.error()).c_str());
   }
+  if (torch) {
+    std::printf("\nThe loss column is the PyTorch trainer's training loss on each window\n"
+                "(python/examples/torch_trainer.py, a small decoder-only transformer in its\n"
+                "own process, fed through the orchestrator's Trainer service): the mean\n"
+                "over the window's batches of each batch's loss as the model learns, in\n"
+                "nats, as the holders' policies let it out (rounded to %u decimals). An\n"
+                "untrained model scores ln(512) = 6.24.\n",
+                c.terms().loss_decimals());
+    return;
+  }
   std::printf("\nThe loss column is the built-in next-token trainer's training loss on each\n"
               "window: the mean over its batches of each batch's loss just before the model\n"
               "learns from it, in nats. The held-out column is the model's loss, after the\n"
@@ -69,7 +84,7 @@ void StopServing(int) { g_stop_serving = 1; }
 // `demo --serve FILE`: writes how to reach the running stack to FILE (JSON,
 // mode 0600, renamed into place so a reader never sees half of it) and
 // waits for SIGTERM or SIGINT. Returns the exit code.
-int Serve(EmulatedStack& stack, const std::string& file) {
+int Serve(EmulatedStack& stack, const std::string& file, bool torch) {
   auto files = [&](const char* role, const char* name) {
     TlsFiles t = stack.tls({role, name});
     return nlohmann::json{{"ca", t.ca}, {"cert", t.cert}, {"key", t.key}, {"crl", t.crl}};
@@ -81,6 +96,11 @@ int Serve(EmulatedStack& stack, const std::string& file) {
                          {"operator", files(kRoleOperator, "operator")},
                          {"spec", stack.CampaignSpec()},
                          {"pid", static_cast<int>(::getpid())}};
+  if (torch) {  // the trainer's TLS files and the Trainer service's socket
+    info["trainer"] = files(kRoleTrainer, kTorchTrainer);
+    info["trainer"]["name"] = kTorchTrainer;
+    info["trainer"]["endpoint"] = stack.trainer_endpoint();
+  }
   struct sigaction sa = {};
   sa.sa_handler = StopServing;
   ::sigaction(SIGTERM, &sa, nullptr);
@@ -101,6 +121,27 @@ int Serve(EmulatedStack& stack, const std::string& file) {
   return kDemoOk;
 }
 
+// `--trainer torch`: starts the example PyTorch trainer (a py_binary in this
+// program's runfiles) as its own process, attached to the campaign through
+// the stack's Trainer service with the trainer's certificate. Its output
+// goes to DIR/torch-trainer.log.
+absl::Status StartTorchTrainer(EmulatedStack& stack, const std::string& bin_dir, int threads,
+                               Subprocess* trainer) {
+  auto dir = FindDaemonDir(bin_dir);
+  if (!dir.ok()) return dir.status();
+  const std::string program = *dir + "/python/torch_trainer";
+  if (::access(program.c_str(), X_OK) != 0) {
+    return absl::NotFoundError("cannot find the PyTorch trainer " + program +
+                               " (start the demo with `bazel run //:gputravel -- demo`)");
+  }
+  const TlsFiles t = stack.tls({kRoleTrainer, kTorchTrainer});
+  return trainer->Start({program, "--campaign", stack.CampaignSpec()["name"].get<std::string>(),
+                         "--checkpoint_dir", stack.dir() + "/torch-checkpoints", "--endpoint",
+                         stack.trainer_endpoint(), "--ca", t.ca, "--cert", t.cert, "--key", t.key,
+                         "--threads", std::to_string(threads), "--json"},
+                        stack.dir() + "/torch-trainer.log");
+}
+
 }  // namespace
 
 int DemoCommand(int argc, char** argv) {
@@ -109,6 +150,11 @@ int DemoCommand(int argc, char** argv) {
               "as separate processes in a temporary directory, runs one campaign in\n"
               "which the GPU travels to every holder and back, prints a table per\n"
               "trip (with the trainer's loss) and stops every daemon.\n"
+              "With --trainer torch the model is the example PyTorch trainer instead\n"
+              "of the built-in one: a small decoder-only transformer in its own\n"
+              "process (Debian's python3-torch, CPU), fed the windows through the\n"
+              "orchestrator's Trainer service; the holders' datasets are then small\n"
+              "(64 KiB x holder number) so that it trains in seconds.\n"
               "Exit status: 0 if the campaign completed and every trip verified\n"
               "(digest match, scrub verified, fresh re-key); 1 if the campaign did not\n"
               "complete (it failed, paused or was cancelled, or could not be created,\n"
@@ -125,10 +171,15 @@ int DemoCommand(int argc, char** argv) {
             "temporary directory).");
   flags.Bool("keep", "Keep the temporary directory (configs, logs) and print its path.");
   flags.String("bin_dir", "", "Directory of the daemons (default: Bazel runfiles).");
+  flags.String("trainer", "builtin",
+               "builtin (the orchestrator's next-token model) or torch (the example PyTorch "
+               "trainer, python/examples/torch_trainer.py, in its own process).");
   flags.String("serve", "",
                "Start the stack and run no campaign: write its endpoint, the scheduler's and "
-               "operator's TLS files and the campaign spec to this JSON file, and serve until "
-               "SIGTERM or Ctrl-C (for API clients such as the Python package's tests).");
+               "operator's TLS files and the campaign spec (with --trainer torch also the "
+               "trainer's TLS files and the Trainer service's socket) to this JSON file, and "
+               "serve until SIGTERM or Ctrl-C (for API clients such as the Python package's "
+               "tests).");
   absl::Status ps = flags.Parse(argc, argv, 2);
   if (flags.help_requested()) {
     std::printf("%s", flags.Help().c_str());
@@ -152,6 +203,21 @@ int DemoCommand(int argc, char** argv) {
   o.log_level = flags.GetInt("v");
   o.keep = flags.IsSet("keep");
   o.bin_dir = flags.Get("bin_dir");
+  const std::string trainer_kind = flags.Get("trainer");
+  if (trainer_kind != "builtin" && trainer_kind != "torch") {
+    std::fprintf(stderr, "gputravel demo: --trainer is builtin or torch, not '%s' (see --help)\n",
+                 TerminalSafe(trainer_kind).c_str());
+    return kDemoUsage;
+  }
+  const bool torch = trainer_kind == "torch";
+  if (torch) {
+    o.external_trainer = kTorchTrainer;
+    o.eval_set = false;  // the held-out set is the built-in model's
+    o.holder_training_policy = {{"min_windows_per_loss", 1},
+                                {"min_window_bytes", 32},
+                                {"trainer_kinds", {"next-token", "external"}}};
+    for (int i = 0; i < o.holders; ++i) o.dataset_bytes.push_back((64u << 10) * (i + 1));
+  }
   bool as_json = flags.IsSet("json");
   if (!as_json) {
     std::printf("Starting the emulated stack: GPU, MUX, %d holder(s), orchestrator...\n",
@@ -164,8 +230,21 @@ int DemoCommand(int argc, char** argv) {
     return kDemoUsage;
   }
   if (o.keep) std::fprintf(stderr, "gputravel demo: keeping %s\n", (*stack)->dir().c_str());
-  if (!flags.Get("serve").empty()) return Serve(**stack, flags.Get("serve"));
+  if (!flags.Get("serve").empty()) return Serve(**stack, flags.Get("serve"), torch);
+  Subprocess trainer;
+  if (torch) {
+    absl::Status started = StartTorchTrainer(**stack, o.bin_dir, o.threads, &trainer);
+    if (!started.ok()) {
+      std::fprintf(stderr, "gputravel demo: the PyTorch trainer could not start: %s\n",
+                   TerminalSafe(started.message()).c_str());
+      (*stack)->Stop();
+      return kDemoUsage;
+    }
+    if (!as_json) std::printf("Started the PyTorch trainer (its own process).\n");
+  }
   auto report = (*stack)->RunCampaign();
+  // The trainer's stream ends with the campaign; it exits by itself.
+  if (torch && trainer.Running()) trainer.Terminate(10000);
   (*stack)->Stop();
   if (!report.ok()) {
     // The stack ran but the campaign did not complete (not created, not
@@ -180,6 +259,7 @@ int DemoCommand(int argc, char** argv) {
     nlohmann::json j;
     j["ok"] = ok;
     j["campaign"] = report->name();
+    j["trainer"] = trainer_kind;
     j["state"] = v1::CampaignState_Name(report->state());
     j["trips"] = nlohmann::json::array();
     for (const auto& t : report->trips()) {
@@ -199,12 +279,18 @@ int DemoCommand(int argc, char** argv) {
       if (t.has_eval_loss()) tj["eval_loss"] = t.eval_loss();
       j["trips"].push_back(tj);
     }
+    // The reported training losses fall over the campaign (last below first).
+    std::vector<double> losses;
+    for (const auto& t : report->trips()) {
+      if (t.has_loss()) losses.push_back(t.loss());
+    }
+    j["loss_falling"] = losses.size() >= 2 && losses.back() < losses.front();
     if (!report->error().empty()) j["error"] = report->error();
     // Never throws: invalid UTF-8 from the daemons becomes U+FFFD.
     std::printf("%s\n",
                 j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
-    PrintTable(*report);
+    PrintTable(*report, torch);
     std::printf("\n%s\n", ok ? "OK: every trip verified (digest, scrub, fresh re-key)."
                               : ("FAILED: " + (report->error().empty()
                                                    ? std::string("a trip did not verify")

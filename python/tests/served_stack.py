@@ -24,8 +24,9 @@ class ServedStack:
     """Context manager: `info` is the JSON `demo --serve` writes (endpoint,
     scheduler/operator TLS files, spec, dir)."""
 
-    def __init__(self, holders=2, start_seconds=120):
+    def __init__(self, holders=2, start_seconds=120, extra_args=()):
         self.holders = holders
+        self.extra_args = list(extra_args)
         self.start_seconds = start_seconds
         self.info = None
         self._proc = None
@@ -35,7 +36,8 @@ class ServedStack:
         info_path = os.path.join(tmp, "stack.json")
         self._log = open(os.path.join(tmp, "stack.log"), "w")
         self._proc = subprocess.Popen(
-            [gputravel_binary(), "demo", "--serve", info_path, "--holders", str(self.holders)],
+            [gputravel_binary(), "demo", "--serve", info_path, "--holders", str(self.holders)]
+            + self.extra_args,
             stdout=self._log, stderr=subprocess.STDOUT)
         # Bounded wait for the stack's readiness file (a failure to start
         # ends the process, which is checked each time round).
