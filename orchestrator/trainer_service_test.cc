@@ -7,6 +7,7 @@
 
 #include "orchestrator/trainer_service.h"
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -142,6 +143,12 @@ class TrainerServiceTest : public ::testing::Test {
   }
 
   absl::StatusOr<TrainerCampaignInfo> Lookup(const std::string& campaign) {
+    {
+      absl::MutexLock l(&info_mu_);
+      ++lookups_[campaign];
+      auto it = info_.find(campaign);
+      if (it != info_.end()) return it->second;
+    }
     if (campaign == "builtin") return TrainerCampaignInfo{"next-token", "", kCampaignRunning, ""};
     auto it = campaigns_.find(campaign);
     if (it == campaigns_.end()) return absl::NotFoundError("campaign '" + campaign + "' not found");
@@ -263,8 +270,22 @@ class TrainerServiceTest : public ::testing::Test {
     return run;
   }
 
+  // What Lookup answers for `campaign` from now on (a campaign whose state
+  // or spec a test changes while a stream waits), and how often it was asked.
+  void SetInfo(const std::string& campaign, TrainerCampaignInfo info) {
+    absl::MutexLock l(&info_mu_);
+    info_[campaign] = std::move(info);
+  }
+  int Lookups(const std::string& campaign) {
+    absl::MutexLock l(&info_mu_);
+    return lookups_[campaign];
+  }
+
   TempDir tmp_;
   std::string pki_;
+  absl::Mutex info_mu_;
+  std::map<std::string, TrainerCampaignInfo> info_ ABSL_GUARDED_BY(info_mu_);
+  std::map<std::string, int> lookups_ ABSL_GUARDED_BY(info_mu_);
   TrainerRegistry registry_;
   TrainerServiceImpl* service_ = nullptr;
   std::unique_ptr<RunningServer> server_;
@@ -519,6 +540,53 @@ TEST_F(TrainerServiceTest, TheStreamEndsOkWhenTheCampaignIsDoneAndCancelledOnShu
   TrainerRun stopped = Train(stub.get(), "c3");
   stopper.join();
   EXPECT_EQ(stopped.end.error_code(), grpc::StatusCode::CANCELLED);
+}
+
+// Attack (a trainer of another campaign, through name reuse): trainer t1
+// attaches to its campaign "c9" while c9 exists but does not run, so its
+// stream waits (TrainerServiceImpl::WaitForTrainer). Meanwhile c9 is
+// cancelled and deleted (DeleteCampaign) and a new campaign is created under
+// the same name, naming trainer t2, and started. The caller's name was
+// checked once, by Admit before the wait; WaitForTrainer looks again only at
+// the campaign's state, never at its trainer.identity, so the registry hands
+// t1 the new c9's RemoteTrainer: its Resume, its lease and the plaintext
+// batches of holders who named t2 (P1). Fix: re-check the caller against the
+// campaign's identity each time WaitForTrainer finds a trainer (better: bind
+// the stream to the campaign instance it was admitted for, e.g. its
+// created_ms or request id, so a re-created name ends the stream).
+TEST_F(TrainerServiceTest, AWaitingAttachIsNotHandedARecreatedCampaignOfAnotherTrainer) {
+  SetInfo("c9", TrainerCampaignInfo{"external", "t1", kCampaignCreated, ""});
+  auto stub = Stub(kTrainer1);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  v1::AttachRequest req;
+  req.set_campaign("c9");
+  auto reader = stub->Attach(&ctx, req);
+  // Admitted (one look-up) and waiting (the next ones).
+  for (int i = 0; i < 1000 && Lookups("c9") < 2; ++i) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_GE(Lookups("c9"), 2) << "the stream never waited";
+  // The name now belongs to another campaign, of trainer t2, which runs.
+  SetInfo("c9", TrainerCampaignInfo{"external", "t2", kCampaignRunning, ""});
+  Campaign* c = AddCampaign("c9");
+  Produce(c, {{1, 200}});
+  v1::TrainerMessage m;
+  int resumes = 0, batches = 0;
+  size_t leaked = 0;
+  while (reader->Read(&m)) {
+    if (m.has_resume()) ++resumes;
+    if (m.has_batch()) {
+      ++batches;
+      leaked += m.batch().tokens().size();
+      break;
+    }
+  }
+  ctx.TryCancel();
+  grpc::Status end = reader->Finish();
+  EXPECT_EQ(resumes, 0) << "t1 was told the resume point of a campaign that names t2";
+  EXPECT_EQ(batches, 0) << "t1 received " << leaked
+                        << " plaintext bytes of a campaign that names t2";
+  EXPECT_FALSE(end.ok());
+  EXPECT_EQ(c->CommitCount(1), 0);
 }
 
 }  // namespace
