@@ -676,6 +676,60 @@ TEST(EndToEndTest, ACancelIsNotUndoneByATripTheHostKeepsUnsafe) {
   EXPECT_EQ(report->state(), v1::CANCELLED) << report->error();
 }
 
+// Attack (a scheduler through CheckHolder, against a campaign it does not
+// run): every CheckHolder opens an attested channel at the holder's agent
+// (OpenChannel) and never claims it. The agent keeps at most
+// kMaxPendingChannels (16) unclaimed channels and drops the oldest to make
+// room (HolderService::OpenChannel). The engine opens the next trip's
+// channel ahead, while the GPU is scrubbed (TripRunner::PrepareChannel):
+// CheckHolder calls meanwhile evict it, the next Provision is refused
+// "unknown or already used channel", and the campaign pauses (a fault of
+// nobody's). Each call also costs the agent a quote. Fix: a preflight must
+// not take a slot the engine's trips need (close the checked channel, keep
+// preflight channels apart with their own small cap, or rate-limit
+// CheckHolder per holder), and/or the engine opens a fresh channel when its
+// prepared one is unknown at the agent.
+TEST(EndToEndTest, CheckHolderCallsDoNotEvictARunningCampaignsPreparedChannel) {
+  StackOptions o;
+  o.holders = 1;
+  o.dataset_bytes = {8u << 20};
+  o.buffer_bytes = 1u << 20;
+  o.chunk_bytes = 256u << 10;
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  EmulatedStack* st = stack->get();
+  auto stub = st->OperatorClient();
+  const nlohmann::json h = st->CampaignSpec()["holders"][0];
+  v1::CheckHolderRequest check;
+  check.set_endpoint(h["endpoint"].get<std::string>());
+  check.set_name(h["name"].get<std::string>());
+  check.set_domain(h["domain"].get<std::string>());
+  v1::CreateCampaignResponse created;
+  ASSERT_TRUE(Create(stub.get(), st->CampaignSpec(), "r1", &created).ok());
+  v1::Campaign c;
+  ASSERT_TRUE(Control(stub.get(), "start", "demo", &c).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> checks{0};
+  std::vector<std::thread> checkers;
+  for (int k = 0; k < 4; ++k) {
+    checkers.emplace_back([&] {
+      auto mine = st->OperatorClient();
+      for (int i = 0; i < 5000 && !stop.load(); ++i) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+        v1::HolderCheck out;
+        if (mine->CheckHolder(&ctx, check, &out).ok()) ++checks;
+      }
+    });
+  }
+  auto report = st->WaitForFinal("demo", 240, /*paused_ends_wait=*/true);
+  stop.store(true);
+  for (auto& t : checkers) t.join();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_GT(checks.load(), 0);
+  EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
+}
+
 TEST(EndToEndTest, CreateIsIdempotentAndValidatesTheSpec) {
   StackOptions o;
   o.holders = 1;
