@@ -7,6 +7,7 @@
 
 #include "orchestrator/trainer_service.h"
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,6 +25,8 @@
 #include "orchestrator/trip_steps.h"
 #include "proto/trainer.grpc.pb.h"
 #include "trainer/remote_trainer.h"
+#include "util/files.h"
+#include "util/server_limits.h"
 
 namespace gputravel {
 namespace {
@@ -142,6 +145,12 @@ class TrainerServiceTest : public ::testing::Test {
   }
 
   absl::StatusOr<TrainerCampaignInfo> Lookup(const std::string& campaign) {
+    {
+      absl::MutexLock l(&info_mu_);
+      ++lookups_[campaign];
+      auto it = info_.find(campaign);
+      if (it != info_.end()) return it->second;
+    }
     if (campaign == "builtin") return TrainerCampaignInfo{"next-token", "", kCampaignRunning, ""};
     auto it = campaigns_.find(campaign);
     if (it == campaigns_.end()) return absl::NotFoundError("campaign '" + campaign + "' not found");
@@ -263,8 +272,22 @@ class TrainerServiceTest : public ::testing::Test {
     return run;
   }
 
+  // What Lookup answers for `campaign` from now on (a campaign whose state
+  // or spec a test changes while a stream waits), and how often it was asked.
+  void SetInfo(const std::string& campaign, TrainerCampaignInfo info) {
+    absl::MutexLock l(&info_mu_);
+    info_[campaign] = std::move(info);
+  }
+  int Lookups(const std::string& campaign) {
+    absl::MutexLock l(&info_mu_);
+    return lookups_[campaign];
+  }
+
   TempDir tmp_;
   std::string pki_;
+  absl::Mutex info_mu_;
+  std::map<std::string, TrainerCampaignInfo> info_ ABSL_GUARDED_BY(info_mu_);
+  std::map<std::string, int> lookups_ ABSL_GUARDED_BY(info_mu_);
   TrainerRegistry registry_;
   TrainerServiceImpl* service_ = nullptr;
   std::unique_ptr<RunningServer> server_;
@@ -519,6 +542,142 @@ TEST_F(TrainerServiceTest, TheStreamEndsOkWhenTheCampaignIsDoneAndCancelledOnShu
   TrainerRun stopped = Train(stub.get(), "c3");
   stopper.join();
   EXPECT_EQ(stopped.end.error_code(), grpc::StatusCode::CANCELLED);
+}
+
+// Attack (a trainer of another campaign, through name reuse): trainer t1
+// attaches to its campaign "c9" while c9 exists but does not run, so its
+// stream waits (TrainerServiceImpl::WaitForTrainer). Meanwhile c9 is
+// cancelled and deleted (DeleteCampaign) and a new campaign is created under
+// the same name, naming trainer t2, and started. The caller's name was
+// checked once, by Admit before the wait; WaitForTrainer looks again only at
+// the campaign's state, never at its trainer.identity, so the registry hands
+// t1 the new c9's RemoteTrainer: its Resume, its lease and the plaintext
+// batches of holders who named t2 (P1). Fix: re-check the caller against the
+// campaign's identity each time WaitForTrainer finds a trainer (better: bind
+// the stream to the campaign instance it was admitted for, e.g. its
+// created_ms or request id, so a re-created name ends the stream).
+TEST_F(TrainerServiceTest, AWaitingAttachIsNotHandedARecreatedCampaignOfAnotherTrainer) {
+  SetInfo("c9", TrainerCampaignInfo{"external", "t1", kCampaignCreated, ""});
+  auto stub = Stub(kTrainer1);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  v1::AttachRequest req;
+  req.set_campaign("c9");
+  auto reader = stub->Attach(&ctx, req);
+  // Admitted (one look-up) and waiting (the next ones).
+  for (int i = 0; i < 1000 && Lookups("c9") < 2; ++i) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_GE(Lookups("c9"), 2) << "the stream never waited";
+  // The name now belongs to another campaign, of trainer t2, which runs.
+  SetInfo("c9", TrainerCampaignInfo{"external", "t2", kCampaignRunning, ""});
+  Campaign* c = AddCampaign("c9");
+  Produce(c, {{1, 200}});
+  v1::TrainerMessage m;
+  int resumes = 0, batches = 0;
+  size_t leaked = 0;
+  while (reader->Read(&m)) {
+    if (m.has_resume()) ++resumes;
+    if (m.has_batch()) {
+      ++batches;
+      leaked += m.batch().tokens().size();
+      break;
+    }
+  }
+  ctx.TryCancel();
+  grpc::Status end = reader->Finish();
+  EXPECT_EQ(resumes, 0) << "t1 was told the resume point of a campaign that names t2";
+  EXPECT_EQ(batches, 0) << "t1 received " << leaked
+                        << " plaintext bytes of a campaign that names t2";
+  EXPECT_FALSE(end.ok());
+  EXPECT_EQ(c->CommitCount(1), 0);
+}
+
+// A connection of its own (no subchannel shared with other channels), as a
+// trainer process opening several would have.
+std::shared_ptr<grpc::Channel> OwnConnection(const std::string& endpoint, const TlsFiles& f,
+                                             int k) {
+  grpc::SslCredentialsOptions o;
+  o.pem_root_certs = *ReadFile(f.ca);
+  o.pem_cert_chain = *ReadFile(f.cert);
+  o.pem_private_key = *ReadFile(f.key);
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride(ServerNameFor(kOrch));
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetInt("gputravel.test.connection", k);
+  return grpc::CreateCustomChannel(endpoint, grpc::SslCredentials(o), args);
+}
+
+// Attack (a holder of a trainer certificate for another campaign starves
+// this one): an Attach for a campaign that exists but does not run waits in
+// TrainerServiceImpl::WaitForTrainer, holding one of the trainer listener's
+// synchronous handler threads (TrainerServiceLimits: max_threads 64, 16
+// streams per connection), and nothing bounds how many such waits one
+// caller may have: the "one trainer per campaign" rule only applies once the
+// campaign's RemoteTrainer is registered. Trainer t2, named by a campaign
+// "c2" that is created but not started, opens 80 waiting Attach streams over
+// 5 connections; then c1's own trainer t1 cannot attach (RESOURCE_EXHAUSTED),
+// so c1's windows time out and c1 pauses. Fix: one waiting Attach per
+// campaign (refuse a second one FAILED_PRECONDITION as for a running
+// campaign) and/or a per-caller cap on open streams, as the API's
+// WatchCampaign has (kMaxWatchesPerCaller).
+TEST_F(TrainerServiceTest, WaitingAttachesOfAnotherTrainerDoNotStarveARunningCampaign) {
+  Campaign* c1 = AddCampaign("c1");
+  Produce(c1, {{1, 200}});
+  SetInfo("c2", TrainerCampaignInfo{"external", "t2", kCampaignCreated, ""});
+  // The daemon's trainer listener, with its limits.
+  auto creds = MakeServerCredentials(TestFiles(pki_, kOrch));
+  ASSERT_TRUE(creds.ok()) << creds.status();
+  InstallRoleGate(creds->get(), TrainerServiceRoles());
+  TrainerServiceImpl service([this](const std::string& c) { return Lookup(c); }, &registry_);
+  const std::string endpoint = "unix:" + tmp_.path() + "/limited.sock";
+  grpc::ServerBuilder b;
+  b.AddListeningPort(endpoint, *creds);
+  b.RegisterService(&service);
+  ApplyServerLimits(TrainerServiceLimits(), "trainer", &b);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+
+  // c1's own trainer attaches on a connection of its own, and leaves.
+  auto t1 = v1::Trainer::NewStub(OwnConnection(endpoint, TestFiles(pki_, kTrainer1), 99));
+  auto attach_c1 = [&t1](grpc::Status* end) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    v1::AttachRequest req;
+    req.set_campaign("c1");
+    auto reader = t1->Attach(&ctx, req);
+    v1::TrainerMessage m;
+    const bool got = reader->Read(&m) && m.has_resume();
+    if (got) ctx.TryCancel();
+    *end = reader->Finish();
+    return got;
+  };
+  grpc::Status end;
+  ASSERT_TRUE(attach_c1(&end)) << end.error_code() << " " << end.error_message();
+
+  constexpr int kConnections = 5, kStreams = 16;
+  std::vector<std::unique_ptr<v1::Trainer::Stub>> stubs;
+  std::vector<std::unique_ptr<grpc::ClientContext>> ctxs;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::TrainerMessage>>> waits;
+  for (int k = 0; k < kConnections; ++k) {
+    stubs.push_back(v1::Trainer::NewStub(OwnConnection(endpoint, TestFiles(pki_, kTrainer2), k)));
+    for (int i = 0; i < kStreams; ++i) {
+      ctxs.push_back(std::make_unique<grpc::ClientContext>());
+      v1::AttachRequest req;
+      req.set_campaign("c2");
+      waits.push_back(stubs.back()->Attach(ctxs.back().get(), req));
+    }
+  }
+  // The waits are in the server (each looked its campaign up).
+  for (int i = 0; i < 1000 && Lookups("c2") < kConnections * kStreams; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  // Now c1's trainer attaches again.
+  EXPECT_TRUE(attach_c1(&end)) << "c1's trainer could not attach while t2 waits "
+                               << Lookups("c2") << " times: " << end.error_code() << " "
+                               << end.error_message();
+  for (auto& x : ctxs) x->TryCancel();
+  for (auto& w : waits) (void)w->Finish();
+  service.Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
 }
 
 }  // namespace

@@ -619,6 +619,117 @@ TEST(EndToEndTest, CancelStopsProvisioningPromptlyAndSafely) {
   EXPECT_EQ(again.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
 }
 
+// Attack (the host undoes a cancel): the operator cancels a campaign while
+// its trip is provisioning, and the host has killed the MUX, so the trip
+// cannot be made safe at once. RunCampaign then records the trip's failure
+// with fail(kCampaignPaused, "... could not be made safe ..."), and
+// StateStore::SetCampaignState lets CANCELLING become PAUSED
+// (CanMoveCampaign only guards final states): the cancel is forgotten.
+// Recovery, which finishes interrupted cancels, only looks for CANCELLING
+// campaigns, so once the MUX is back the campaign sits PAUSED, and a
+// scheduler's resume trains the holders' data of a campaign an operator
+// cancelled. Fix: a CANCELLING campaign may only become CANCELLED (refuse
+// CANCELLING -> PAUSED/RUNNING in the store, or keep CANCELLING in the
+// engine's failure paths) so recovery completes the cancel.
+TEST(EndToEndTest, ACancelIsNotUndoneByATripTheHostKeepsUnsafe) {
+  StackOptions o;
+  o.holders = 1;
+  o.dataset_bytes = {128u << 20};
+  o.buffer_bytes = 128u << 20;
+  o.chunk_bytes = 4u << 10;
+  o.threads = 1;
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto stub = (*stack)->OperatorClient();
+  v1::CreateCampaignResponse created;
+  ASSERT_TRUE(Create(stub.get(), (*stack)->CampaignSpec(), "r1", &created).ok());
+  v1::Campaign c;
+  ASSERT_TRUE(Control(stub.get(), "start", "demo", &c).ok());
+  ASSERT_TRUE(WatchUntil(stub.get(), "demo",
+                         [](const v1::Event& e) { return e.kind() == v1::PROGRESS; }));
+  // The GPU is with the holder; the host kills its MUX, then the operator
+  // cancels.
+  Subprocess* mux = (*stack)->process("mux");
+  ASSERT_NE(mux, nullptr);
+  mux->Kill();
+  for (int i = 0; i < 500 && mux->Running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_FALSE(mux->Running());
+  ASSERT_TRUE(Control(stub.get(), "cancel", "demo", &c).ok());
+  // Until the orchestrator gives up on the route home (or 60 s).
+  std::string state = "CANCELLING";
+  for (int i = 0; i < 600; ++i) {
+    v1::GetCampaignRequest g;
+    g.set_name("demo");
+    grpc::ClientContext ctx;
+    v1::Campaign now;
+    ASSERT_TRUE(stub->GetCampaign(&ctx, g, &now).ok());
+    state = v1::CampaignState_Name(now.state());
+    if (now.state() != v1::CANCELLING) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(state, "PAUSED") << "the operator's cancel became a pause: a resume runs it again";
+  ASSERT_TRUE((*stack)->Restart("mux").ok());
+  auto report = (*stack)->WaitForFinal("demo", 120, /*paused_ends_wait=*/true);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->state(), v1::CANCELLED) << report->error();
+}
+
+// Attack (a scheduler through CheckHolder, against a campaign it does not
+// run): every CheckHolder opens an attested channel at the holder's agent
+// (OpenChannel) and never claims it. The agent keeps at most
+// kMaxPendingChannels (16) unclaimed channels and drops the oldest to make
+// room (HolderService::OpenChannel). The engine opens the next trip's
+// channel ahead, while the GPU is scrubbed (TripRunner::PrepareChannel):
+// CheckHolder calls meanwhile evict it, the next Provision is refused
+// "unknown or already used channel", and the campaign pauses (a fault of
+// nobody's). Each call also costs the agent a quote. Fix: a preflight must
+// not take a slot the engine's trips need (close the checked channel, keep
+// preflight channels apart with their own small cap, or rate-limit
+// CheckHolder per holder), and/or the engine opens a fresh channel when its
+// prepared one is unknown at the agent.
+TEST(EndToEndTest, CheckHolderCallsDoNotEvictARunningCampaignsPreparedChannel) {
+  StackOptions o;
+  o.holders = 1;
+  o.dataset_bytes = {8u << 20};
+  o.buffer_bytes = 1u << 20;
+  o.chunk_bytes = 256u << 10;
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  EmulatedStack* st = stack->get();
+  auto stub = st->OperatorClient();
+  const nlohmann::json h = st->CampaignSpec()["holders"][0];
+  v1::CheckHolderRequest check;
+  check.set_endpoint(h["endpoint"].get<std::string>());
+  check.set_name(h["name"].get<std::string>());
+  check.set_domain(h["domain"].get<std::string>());
+  v1::CreateCampaignResponse created;
+  ASSERT_TRUE(Create(stub.get(), st->CampaignSpec(), "r1", &created).ok());
+  v1::Campaign c;
+  ASSERT_TRUE(Control(stub.get(), "start", "demo", &c).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> checks{0};
+  std::vector<std::thread> checkers;
+  for (int k = 0; k < 4; ++k) {
+    checkers.emplace_back([&] {
+      auto mine = st->OperatorClient();
+      for (int i = 0; i < 5000 && !stop.load(); ++i) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+        v1::HolderCheck out;
+        if (mine->CheckHolder(&ctx, check, &out).ok()) ++checks;
+      }
+    });
+  }
+  auto report = st->WaitForFinal("demo", 240, /*paused_ends_wait=*/true);
+  stop.store(true);
+  for (auto& t : checkers) t.join();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_GT(checks.load(), 0);
+  EXPECT_EQ(report->state(), v1::COMPLETED) << report->error();
+}
+
 TEST(EndToEndTest, CreateIsIdempotentAndValidatesTheSpec) {
   StackOptions o;
   o.holders = 1;

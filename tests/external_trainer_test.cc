@@ -279,5 +279,112 @@ TEST(ExternalTrainerTest, AnOrchestratorWithoutTrainerListenRefusesAnExternalTra
   EXPECT_NE(s.error_message().find("no trainer_listen"), std::string::npos) << s.error_message();
 }
 
+// Attack (a scheduler or operator cancels; the trainer keeps training): the
+// campaign is cancelled while its external trainer is inside a window.
+// CampaignEngine::Cancel cancels the trip and abandons the in-process
+// DataLoader (Gpu::loader) but not the campaign's RemoteTrainer
+// (Gpu::remote), whose window is a different loader. So after the cancel the
+// trainer still receives the rest of the holder's plaintext, its report
+// still commits the window (a cancelled campaign trains and checkpoints one
+// more window of a holder that was told it is cancelled), and the cancel
+// waits for the trainer (up to trainer.timeout_seconds) instead of making the
+// GPU safe at once. Fix: Cancel must also call running->remote->Abandon()
+// (as Shutdown does), so the window's bytes are zeroized and its report is
+// refused.
+TEST(ExternalTrainerTest, CancelAbandonsTheExternalTrainersWindow) {
+  StackOptions o;
+  o.holders = 1;
+  o.buffer_bytes = 2u << 20;
+  o.chunk_bytes = 512u << 10;
+  o.copy_engines = 1;
+  o.eval_set = false;
+  o.external_trainer = kTrainerName;
+  o.holder_training_policy = {{"min_windows_per_loss", 1}, {"trainer_kinds", {"external"}}};
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  EmulatedStack* st = stack->get();
+  auto api = st->OperatorClient();
+  nlohmann::json spec = st->CampaignSpec();
+  spec["trainer"]["timeout_seconds"] = 60;
+  {
+    v1::CreateCampaignRequest req;
+    req.set_request_id("cancel-external");
+    req.set_spec_json(spec.dump());
+    v1::CreateCampaignResponse created;
+    grpc::ClientContext ctx;
+    grpc::Status s = api->CreateCampaign(&ctx, req, &created);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    v1::CampaignRef ref;
+    ref.set_name("demo");
+    v1::Campaign c;
+    grpc::ClientContext ctx2;
+    s = api->StartCampaign(&ctx2, ref, &c);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  auto ch = MakeSecureChannel(st->trainer_endpoint(), st->tls({kRoleTrainer, kTrainerName}),
+                              Identity{kRoleOrchestrator, "orchestrator"});
+  ASSERT_TRUE(ch.ok()) << ch.status();
+  auto stub = v1::Trainer::NewStub(*ch);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  v1::AttachRequest req;
+  req.set_campaign("demo");
+  auto reader = stub->Attach(&ctx, req);
+  v1::TrainerMessage m;
+  bool cancelled = false;
+  int batches_after_cancel = 0;
+  uint64_t tokens = 0;
+  int batches = 0;
+  grpc::Status report = grpc::Status(grpc::StatusCode::UNKNOWN, "not reported");
+  while (reader->Read(&m)) {
+    if (m.has_lease() && m.lease().release()) {
+      grpc::ClientContext rc;
+      v1::LeaseReleased rel;
+      rel.set_campaign("demo");
+      rel.set_lease_id(m.lease().lease_id());
+      v1::LeaseReleasedAck ack;
+      (void)stub->ReleaseLease(&rc, rel, &ack);
+    }
+    if (!m.has_batch()) continue;
+    const v1::Batch& b = m.batch();
+    const uint64_t n = b.tokens().size() / 2;
+    tokens += batches == 0 ? n : n - 1;
+    ++batches;
+    if (cancelled) ++batches_after_cancel;
+    if (!cancelled) {
+      // The operator cancels the campaign in the middle of the window.
+      v1::CampaignRef ref;
+      ref.set_name("demo");
+      v1::Campaign c;
+      grpc::ClientContext cc;
+      grpc::Status s = api->CancelCampaign(&cc, ref, &c);
+      ASSERT_TRUE(s.ok()) << s.error_message();
+      cancelled = true;
+    }
+    if (b.last_of_window()) {
+      v1::WindowReport r;
+      r.set_campaign("demo");
+      r.set_trip(b.trip());
+      r.set_tokens(tokens);
+      for (int i = 0; i < batches; ++i) r.add_batch_loss(3.0);
+      r.set_checkpoint_sha256(DigestOf(b.trip()));
+      grpc::ClientContext rc;
+      v1::WindowCommitted done;
+      report = stub->ReportWindow(&rc, r, &done);
+      break;
+    }
+  }
+  ctx.TryCancel();
+  (void)reader->Finish();
+  auto final_state = st->WaitForFinal("demo", 120);
+  ASSERT_TRUE(final_state.ok()) << final_state.status();
+  EXPECT_EQ(final_state->state(), v1::CANCELLED) << final_state->error();
+  EXPECT_FALSE(report.ok()) << "the window of a cancelled campaign was committed after "
+                            << batches_after_cancel << " more plaintext batches";
+  for (const auto& t : final_state->trips()) {
+    EXPECT_FALSE(t.has_loss()) << "trip " << t.id() << " was trained after the cancel";
+  }
+}
+
 }  // namespace
 }  // namespace gputravel
