@@ -161,7 +161,8 @@ absl::StatusOr<TrainerCampaignInfo> CampaignEngine::TrainerInfo(const std::strin
   if (!row.ok()) return row.status();
   auto spec = SpecOf(*row);
   if (!spec.ok()) return spec.status();
-  return TrainerCampaignInfo{spec->trainer.kind, spec->trainer.identity, row->state, row->error};
+  return TrainerCampaignInfo{spec->trainer.kind, spec->trainer.identity, row->state, row->error,
+                             row->request_id + "@" + std::to_string(row->created_ms)};
 }
 
 absl::StatusOr<CampaignSpec> CampaignEngine::SpecOf(const CampaignRow& row) {
@@ -262,6 +263,8 @@ absl::StatusOr<v1::HolderCheck> CampaignEngine::CheckHolder(const v1::CheckHolde
     return absl::InvalidArgumentError("endpoint: " + endpoint_problem);
   }
   if (req.domain().empty()) return absl::InvalidArgumentError("domain: must not be empty");
+  absl::Status allowed = holder_checks_.Take(req.endpoint(), req.name(), absl::Now());
+  if (!allowed.ok()) return allowed;
   HolderSpec h;
   h.name = req.name();
   h.endpoint = req.endpoint();
@@ -388,6 +391,9 @@ absl::StatusOr<CampaignRow> CampaignEngine::Cancel(const std::string& name) {
       if (!seqs->empty()) last_seq_ = std::max(last_seq_, seqs->back());
       if (running != nullptr && running->control != nullptr) running->control->Cancel();
       if (running != nullptr && running->loader != nullptr) running->loader->AbandonCurrent();
+      // An external trainer's window too: no batch after the cancel, nothing
+      // of it committed, and the GPU made safe without waiting for it.
+      if (running != nullptr && running->remote != nullptr) running->remote->Abandon();
     }
   }
   return store_->GetCampaign(name);

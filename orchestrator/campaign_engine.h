@@ -16,6 +16,7 @@
 #include "orchestrator/campaign_changes.h"
 #include "orchestrator/campaign_spec.h"
 #include "orchestrator/daemon_config.h"
+#include "orchestrator/holder_check.h"
 #include "orchestrator/state_store.h"
 #include "orchestrator/trainer_registry.h"
 #include "orchestrator/trainer_service.h"
@@ -123,6 +124,7 @@ class CampaignEngine {
   void Wake();
 
   const OrchestratorConfig* const config_;
+  HolderCheckLimiter holder_checks_;
   // The held-out set (config eval_tokens), read by Start; empty: none.
   std::vector<uint16_t> eval_tokens_;
   StateStore* const store_;

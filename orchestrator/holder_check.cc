@@ -94,4 +94,27 @@ absl::StatusOr<v1::HolderCheck> CheckHolder(v1::HolderAgent::Stub* stub,
   return out;
 }
 
+absl::Status HolderCheckLimiter::Take(const std::string& endpoint, const std::string& name,
+                                      absl::Time now) {
+  absl::MutexLock l(&mu_);
+  // Forget endpoints whose checks are all older than the window.
+  for (auto it = taken_.begin(); it != taken_.end();) {
+    std::deque<absl::Time>& times = it->second;
+    while (!times.empty() && now - times.front() >= kHolderCheckWindow) times.pop_front();
+    it = times.empty() ? taken_.erase(it) : std::next(it);
+  }
+  std::deque<absl::Time>& times = taken_[endpoint];
+  if (static_cast<int>(times.size()) >= kMaxHolderChecks) {
+    const int64_t wait = absl::ToInt64Seconds(kHolderCheckWindow - (now - times.front())) + 1;
+    return absl::ResourceExhaustedError(
+        "holder '" + name + "' at " + endpoint + " was checked " +
+        std::to_string(kMaxHolderChecks) + " times in the last " +
+        std::to_string(absl::ToInt64Minutes(kHolderCheckWindow)) +
+        " minutes; each check leaves an attested channel at its agent, and more could push "
+        "out a running campaign's: try again in " + std::to_string(wait) + " s");
+  }
+  times.push_back(now);
+  return absl::OkStatus();
+}
+
 }  // namespace gputravel

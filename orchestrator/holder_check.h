@@ -5,9 +5,14 @@
 // campaign: that the agent answers as the holder it was told of, serves the
 // expected dataset in the expected TD, and (preflight) attests.
 
+#include <deque>
+#include <map>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "keyxfer/attester.h"
 #include "proto/holder.grpc.pb.h"
 #include "proto/orchestrator.pb.h"
@@ -41,6 +46,27 @@ absl::StatusOr<v1::HolderInfo> FetchHolderInfo(v1::HolderAgent::Stub* stub,
 absl::StatusOr<v1::HolderCheck> CheckHolder(v1::HolderAgent::Stub* stub,
                                             const HolderExpectation& want, Verifier& verifier,
                                             Attester& attester, double timeout_seconds);
+
+// Each preflight leaves an attested channel unclaimed at the agent, which
+// keeps at most 16 for up to 10 minutes and drops the oldest to make room
+// (holder_agent/holder_service.h): unbounded checks would push out the
+// channel a running campaign prepared for its next trip. At most
+// kMaxHolderChecks preflights of one agent (endpoint) per kHolderCheckWindow
+// leave it room for the campaigns' own.
+inline constexpr int kMaxHolderChecks = 8;
+inline constexpr absl::Duration kHolderCheckWindow = absl::Minutes(10);
+
+// Counts preflights per agent endpoint. Thread-safe.
+class HolderCheckLimiter {
+ public:
+  // Takes one of the endpoint's preflights at `now`, or RESOURCE_EXHAUSTED
+  // naming the holder and when to try again.
+  absl::Status Take(const std::string& endpoint, const std::string& name, absl::Time now);
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, std::deque<absl::Time>> taken_ ABSL_GUARDED_BY(mu_);
+};
 
 }  // namespace gputravel
 

@@ -102,9 +102,19 @@ grpc::Status TrainerServiceImpl::AdmitRunning(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-std::shared_ptr<RemoteTrainer> TrainerServiceImpl::WaitForTrainer(grpc::ServerContext* ctx,
-                                                                  const std::string& campaign,
-                                                                  grpc::Status* end) {
+std::shared_ptr<RemoteTrainer> TrainerServiceImpl::WaitForTrainer(
+    grpc::ServerContext* ctx, const std::string& campaign, const TrainerCampaignInfo& admitted,
+    grpc::Status* end) {
+  // The campaign the caller was admitted to, still: not deleted and created
+  // again under its name, perhaps for another trainer, while it waited.
+  auto same_campaign = [&](const TrainerCampaignInfo& now) {
+    if (now.instance == admitted.instance && now.identity == admitted.identity) return true;
+    *end = grpc::Status(grpc::StatusCode::ABORTED,
+                        "campaign '" + campaign +
+                            "' was deleted and created again since this trainer attached; "
+                            "attach again");
+    return false;
+  };
   while (true) {
     if (stopping()) {
       *end = grpc::Status(grpc::StatusCode::CANCELLED, "the orchestrator is shutting down");
@@ -119,14 +129,48 @@ std::shared_ptr<RemoteTrainer> TrainerServiceImpl::WaitForTrainer(grpc::ServerCo
       *end = ToGrpc(info.status());
       return nullptr;
     }
+    if (!same_campaign(*info)) return nullptr;
     if (Final(info->state)) {
       *end = FinalStatus(campaign, *info);
       return nullptr;
     }
     // Not running now (created, paused, or between two runs): wait for it.
     auto trainer = registry_->WaitFor(campaign, kPoll);
-    if (trainer != nullptr) return trainer;
+    if (trainer == nullptr) continue;
+    // Read again after the registry: its trainer is of the campaign now.
+    auto now = lookup_(campaign);
+    if (!now.ok()) {
+      *end = ToGrpc(now.status());
+      return nullptr;
+    }
+    if (!same_campaign(*now)) return nullptr;
+    return trainer;
   }
+}
+
+grpc::Status TrainerServiceImpl::EnterAttach(const std::string& caller,
+                                             const std::string& campaign) {
+  absl::MutexLock l(&mu_);
+  if (attaches_by_campaign_[campaign] >= kMaxAttachesPerCampaign) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "campaign '" + campaign + "' already has " +
+                            std::to_string(kMaxAttachesPerCampaign) +
+                            " Attach streams open; one trainer attaches once");
+  }
+  if (attaches_by_caller_[caller] >= kMaxAttachesPerCaller) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        caller + " already has " + std::to_string(kMaxAttachesPerCaller) +
+                            " Attach streams open");
+  }
+  ++attaches_by_campaign_[campaign];
+  ++attaches_by_caller_[caller];
+  return grpc::Status::OK;
+}
+
+void TrainerServiceImpl::LeaveAttach(const std::string& caller, const std::string& campaign) {
+  absl::MutexLock l(&mu_);
+  if (--attaches_by_campaign_[campaign] <= 0) attaches_by_campaign_.erase(campaign);
+  if (--attaches_by_caller_[caller] <= 0) attaches_by_caller_.erase(caller);
 }
 
 grpc::Status TrainerServiceImpl::Attach(grpc::ServerContext* ctx, const v1::AttachRequest* req,
@@ -134,9 +178,18 @@ grpc::Status TrainerServiceImpl::Attach(grpc::ServerContext* ctx, const v1::Atta
   TrainerCampaignInfo info;
   grpc::Status admitted = Admit(ctx, req->campaign(), &info);
   if (!admitted.ok()) return admitted;
+  // Bounded before it may wait: a waiting stream holds a server thread.
+  grpc::Status entered = EnterAttach(info.identity, req->campaign());
+  if (!entered.ok()) return entered;
+  struct Leave {
+    TrainerServiceImpl* self;
+    const std::string& caller;
+    const std::string& campaign;
+    ~Leave() { self->LeaveAttach(caller, campaign); }
+  } leave{this, info.identity, req->campaign()};
   grpc::Status end;
   while (true) {
-    std::shared_ptr<RemoteTrainer> trainer = WaitForTrainer(ctx, req->campaign(), &end);
+    std::shared_ptr<RemoteTrainer> trainer = WaitForTrainer(ctx, req->campaign(), info, &end);
     if (trainer == nullptr) return end;
     // A trainer that reconnects at once may come before its old stream's
     // end was noticed (within kPoll).

@@ -9,6 +9,7 @@
 // trainer.identity.
 
 #include <functional>
+#include <map>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -26,6 +27,9 @@ struct TrainerCampaignInfo {
   std::string identity;      // the spec's trainer.identity ("" unless external)
   std::string state;         // kCampaign* (orchestrator/state_store.h)
   std::string error;         // the campaign's error, if any
+  // Which campaign of that name (its request id and creation time): a name
+  // deleted and created again is another campaign.
+  std::string instance;
 };
 // NotFound for an unknown campaign.
 using TrainerCampaignLookup =
@@ -57,17 +61,31 @@ class TrainerServiceImpl final : public v1::Trainer::Service {
   grpc::Status AdmitRunning(grpc::ServerContext* ctx, const std::string& campaign,
                             std::shared_ptr<RemoteTrainer>* trainer);
   // The campaign's RemoteTrainer, waiting while the campaign exists but does
-  // not run (null with `*end` set: the stream ends with it).
+  // not run (null with `*end` set: the stream ends with it, also when the
+  // campaign stops being the one `admitted` describes: deleted and created
+  // again under its name).
   std::shared_ptr<RemoteTrainer> WaitForTrainer(grpc::ServerContext* ctx,
                                                 const std::string& campaign,
+                                                const TrainerCampaignInfo& admitted,
                                                 grpc::Status* end);
   bool stopping();
+  // Counts an Attach stream of `caller` on `campaign` while it lasts (each
+  // holds a server thread, attached or waiting): RESOURCE_EXHAUSTED beyond
+  // kMaxAttachesPerCampaign on one campaign (one, and a reconnect whose old
+  // stream's end is not noticed yet) or kMaxAttachesPerCaller of one caller.
+  grpc::Status EnterAttach(const std::string& caller, const std::string& campaign);
+  void LeaveAttach(const std::string& caller, const std::string& campaign);
 
   const TrainerCampaignLookup lookup_;
   TrainerRegistry* const registry_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, int> attaches_by_campaign_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> attaches_by_caller_ ABSL_GUARDED_BY(mu_);
 };
+
+inline constexpr int kMaxAttachesPerCampaign = 2;
+inline constexpr int kMaxAttachesPerCaller = 8;
 
 // Role "trainer" for every method of the service (auth/role_gate.h).
 MethodRoles TrainerServiceRoles();

@@ -118,6 +118,12 @@ bool IsTerminalCampaignState(absl::string_view name) {
 }
 
 bool CanMoveCampaign(CampaignState from, CampaignState to) {
+  // A cancel is final once asked for: a trip that could not be made safe
+  // leaves the campaign CANCELLING for recovery to finish, never PAUSED (a
+  // resume would train it again).
+  if (from == CampaignState::kCancelling) {
+    return to == CampaignState::kCancelling || to == CampaignState::kCancelled;
+  }
   return !IsTerminal(from) || from == to;
 }
 

@@ -128,6 +128,9 @@ TEST(TripStepsTest, CampaignStates) {
   EXPECT_TRUE(CanMoveCampaign(CampaignState::kRunning, CampaignState::kPaused));
   EXPECT_TRUE(CanMoveCampaign(CampaignState::kFailed, CampaignState::kFailed));
   EXPECT_FALSE(CanMoveCampaign(CampaignState::kCompleted, CampaignState::kRunning));
+  EXPECT_TRUE(CanMoveCampaign(CampaignState::kCancelling, CampaignState::kCancelled));
+  EXPECT_FALSE(CanMoveCampaign(CampaignState::kCancelling, CampaignState::kPaused));
+  EXPECT_FALSE(CanMoveCampaign(CampaignState::kCancelling, CampaignState::kRunning));
 }
 
 }  // namespace
