@@ -132,7 +132,8 @@ bool IsTerminal(CampaignState state);
 // A stored name of a terminal state (false for an unknown name).
 bool IsTerminalCampaignState(absl::string_view name);
 // The store's rule: any state may become any other, except that a terminal
-// campaign can only be set to the same state again.
+// campaign can only be set to the same state again and a cancelling one
+// only becomes cancelled.
 bool CanMoveCampaign(CampaignState from, CampaignState to);
 
 }  // namespace gputravel
