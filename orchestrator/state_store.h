@@ -291,7 +291,8 @@ class StateStore {
   absl::StatusOr<TripRow> GetTrip(uint64_t trip_id);
 
   // Moves the campaign to `state` and records `error`. A terminal campaign
-  // (completed, failed, cancelled) can only be set to the same state again.
+  // (completed, failed, cancelled) can only be set to the same state again,
+  // a cancelling one only to cancelled (CanMoveCampaign).
   // With `only_from`, only a campaign in that state moves (else
   // FailedPrecondition and nothing changes).
   absl::StatusOr<EventSeqs> SetCampaignState(const std::string& name,
