@@ -1,11 +1,15 @@
 #include "cli/demo.h"
 
 #include <poll.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "auth/identity.h"
@@ -242,7 +246,53 @@ int DemoCommand(int argc, char** argv) {
     }
     if (!as_json) std::printf("Started the PyTorch trainer (its own process).\n");
   }
+  // A trainer that dies before the campaign ends (PyTorch missing, say)
+  // would leave its windows waiting for trainer.timeout_seconds: the
+  // campaign is cancelled at once instead, and its log shown.
+  std::atomic<bool> campaign_over{false};
+  std::atomic<bool> trainer_died{false};
+  std::thread trainer_watch;
+  if (torch) {
+    trainer_watch = std::thread([&] {
+      while (!campaign_over.load()) {
+        if (!trainer.Running()) {
+          // It exits 0 only once its campaign's stream ended final.
+          if (WIFEXITED(trainer.exit_status()) && WEXITSTATUS(trainer.exit_status()) == 0) return;
+          trainer_died = true;
+          auto stub = (*stack)->OperatorClient();
+          v1::CampaignRef ref;
+          ref.set_name((*stack)->CampaignSpec()["name"].get<std::string>());
+          v1::Campaign ignored;
+          grpc::ClientContext ctx;
+          ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+          if (stub != nullptr) (void)stub->CancelCampaign(&ctx, ref, &ignored);
+          return;
+        }
+        ::poll(nullptr, 0, 200);
+      }
+    });
+  }
   auto report = (*stack)->RunCampaign();
+  campaign_over = true;
+  if (trainer_watch.joinable()) trainer_watch.join();
+  if (trainer_died) {
+    const std::string log = ReadFile((*stack)->dir() + "/torch-trainer.log").value_or("");
+    const int st = trainer.exit_status();
+    std::fprintf(stderr,
+                 "gputravel demo: the PyTorch trainer %s %d before the campaign ended; the "
+                 "campaign was cancelled. The end of its output:\n",
+                 WIFSIGNALED(st) ? "was killed by signal" : "exited with status",
+                 WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    // Line by line, each escaped for the terminal.
+    const std::string tail = log.size() > 4000 ? log.substr(log.size() - 4000) : log;
+    size_t from = 0;
+    while (from < tail.size()) {
+      size_t nl = tail.find('\n', from);
+      if (nl == std::string::npos) nl = tail.size();
+      std::fprintf(stderr, "  %s\n", TerminalSafe(tail.substr(from, nl - from)).c_str());
+      from = nl + 1;
+    }
+  }
   // The trainer's stream ends with the campaign; it exits by itself.
   if (torch && trainer.Running()) trainer.Terminate(10000);
   (*stack)->Stop();
