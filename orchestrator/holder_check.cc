@@ -3,8 +3,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/time/clock.h"
-#include "keyxfer/attested_channel.h"
 #include "orchestrator/attestation_record.h"
+#include "orchestrator/holder_channel.h"
 #include "util/grpc_status.h"
 #include "util/log.h"
 
@@ -65,24 +65,10 @@ absl::StatusOr<v1::HolderCheck> CheckHolder(v1::HolderAgent::Stub* stub,
                                             Attester& attester, double timeout_seconds) {
   auto info = FetchHolderInfo(stub, want, timeout_seconds, "");
   if (!info.ok()) return info.status();
-  auto initiator = ChannelInitiator::Create();
-  if (!initiator.ok()) return initiator.status();
-  v1::OpenChannelRequest oreq;
-  oreq.set_orchestrator_public_key(initiator->public_key());
-  oreq.set_orchestrator_nonce(initiator->nonce());
-  v1::OpenChannelResponse oresp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline(timeout_seconds));
-  absl::Status opened =
-      FromGrpc(stub->OpenChannel(&ctx, oreq, &oresp), "holder '" + want.name + "' OpenChannel");
-  if (!opened.ok()) return opened;
-  Evidence own;
-  auto channel = initiator->Complete(oresp.holder_public_key(), oresp.holder_nonce(),
-                                     oresp.evidence(), verifier, attester, &own);
-  if (!channel.ok()) {
-    return absl::Status(channel.status().code(), "holder '" + want.name + "': " +
-                                                     std::string(channel.status().message()));
-  }
+  // Dropped unused: nothing is handed out on it.
+  auto channel = OpenHolderChannel(stub, want.name, "holder '" + want.name + "'",
+                                   timeout_seconds, verifier, attester, nullptr, nullptr);
+  if (!channel.ok()) return channel.status();
   v1::HolderCheck out;
   out.set_name(info->name());
   out.set_domain(info->domain());
@@ -90,7 +76,7 @@ absl::StatusOr<v1::HolderCheck> CheckHolder(v1::HolderAgent::Stub* stub,
   out.set_dataset_format(info->dataset_format());
   out.set_dataset_bytes(info->dataset_bytes());
   *out.mutable_training_policy() = info->training_policy();
-  *out.mutable_attestation() = RecordOf(channel->peer, absl::ToUnixMillis(absl::Now()));
+  *out.mutable_attestation() = RecordOf(channel->channel.peer, absl::ToUnixMillis(absl::Now()));
   return out;
 }
 

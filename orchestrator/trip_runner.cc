@@ -283,43 +283,20 @@ absl::StatusOr<PreparedChannel> TripRunner::PrepareChannel(const std::string& ho
                                                            TripFault* fault) {
   TripFault ignored;
   if (fault == nullptr) fault = &ignored;
+  // Evidence that does not verify or meet the policy is no evidence against
+  // the holder: the host makes the quote (its quote service) and launches
+  // the TD (the firmware MRTD measures, the disk the agent comes from).
   *fault = TripFault::kUndetermined;
-  auto initiator = ChannelInitiator::Create();
-  if (!initiator.ok()) return initiator.status();
-  v1::OpenChannelRequest oreq;
-  oreq.set_orchestrator_public_key(initiator->public_key());
-  oreq.set_orchestrator_nonce(initiator->nonce());
-  v1::OpenChannelResponse oresp;
-  {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline(timeout_seconds));
-    if (control != nullptr) control->SetCall(&ctx);
-    absl::Status s = FromGrpc(holder->OpenChannel(&ctx, oreq, &oresp),
-                              "holder " + holder_name + " OpenChannel");
-    if (control != nullptr) control->SetCall(nullptr);
-    // The campaign CA revoked the holder's certificate (this process's own
-    // check of the CA-signed CRL refused the handshake): the CA's word.
-    if (SaysRevoked(s)) *fault = TripFault::kHolder;
-    if (!s.ok()) return s;
-  }
-  PreparedChannel out;
-  out.holder = holder_name;
-  out.channel_id = oresp.channel_id();
-  auto channel = initiator->Complete(oresp.holder_public_key(), oresp.holder_nonce(),
-                                     oresp.evidence(), *verifier_, *attester_,
-                                     &out.own_evidence);
-  if (!channel.ok()) {
-    // Its evidence did not verify or does not meet the policy: the host
-    // makes the quote (its quote service) and launches the TD (the firmware
-    // MRTD measures, the disk the agent comes from), so that is no evidence
-    // against the holder.
-    *fault = TripFault::kUndetermined;
-    return absl::Status(channel.status().code(),
-                        "holder " + holder_name + ": " + std::string(channel.status().message()));
-  }
-  out.channel = std::move(*channel);
-  out.opened = std::chrono::steady_clock::now();
-  return out;
+  bool call_failed = false;
+  auto opened = OpenHolderChannel(
+      holder, holder_name, "holder " + holder_name, timeout_seconds, *verifier_, *attester_,
+      control == nullptr ? std::function<void(grpc::ClientContext*)>()
+                         : [control](grpc::ClientContext* ctx) { control->SetCall(ctx); },
+      &call_failed);
+  // The campaign CA revoked the holder's certificate (this process's own
+  // check of the CA-signed CRL refused the handshake): the CA's word.
+  if (!opened.ok() && call_failed && SaysRevoked(opened.status())) *fault = TripFault::kHolder;
+  return opened;
 }
 
 // Everything one trip carries from phase to phase.

@@ -12,6 +12,7 @@
 #include "device/gpu_session.h"
 #include "keyxfer/attested_channel.h"
 #include "keyxfer/attester.h"
+#include "orchestrator/holder_channel.h"
 #include "orchestrator/state_store.h"
 #include "orchestrator/trip_steps.h"
 #include "proto/holder.grpc.pb.h"
@@ -128,14 +129,6 @@ class TripHooks {
 // needs no GPU): the holder's evidence verified, ours made, the hand-off key
 // derived. Single use; the holder keeps its end until the Provision that
 // names channel_id.
-struct PreparedChannel {
-  std::string holder;
-  std::string channel_id;
-  AttestedChannel channel;
-  Evidence own_evidence;
-  std::chrono::steady_clock::time_point opened;
-};
-
 // A prepared channel older than this is not used (its evidence is re-made).
 inline constexpr std::chrono::seconds kPreparedChannelLifetime{30};
 
