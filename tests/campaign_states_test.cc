@@ -5,24 +5,19 @@
 // orchestrator could not finish before it stopped is finished at the next
 // start; `gputravel watch` ends on PAUSED with its own exit code.
 #include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "auth/identity.h"
-#include "auth/tls_config.h"
 #include "cli/emulated_stack.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "orchestrator/state_store.h"
 #include "orchestrator/trip_steps.h"
 #include "proto/orchestrator.grpc.pb.h"
-#include "util/files.h"
-#include "util/subprocess.h"
+#include "tests/operator_cli.h"
 
 namespace gputravel {
 namespace {
@@ -213,22 +208,10 @@ TEST_F(CampaignStatesTest, APauseTheOrchestratorCouldNotFinishIsFinishedAtItsNex
 // 8, not on a replayed PAUSED of a campaign since resumed; --until RUNNING
 // ends at once with 0 for a running one.
 TEST_F(CampaignStatesTest, WatchEndsOnPausedWithItsOwnExitCodeAndUntilAState) {
-  auto bin_dir = FindDaemonDir("");
-  ASSERT_TRUE(bin_dir.ok()) << bin_dir.status();
-  const TlsFiles op = stack_->tls({kRoleOperator, "operator"});
   auto watch = [&](const std::vector<std::string>& extra, std::string* out) {
-    std::vector<std::string> argv = {*bin_dir + "/cli/gputravel", "watch", "delta",
-                                     "--no_progress",
-                                     "--endpoint=" + stack_->orchestrator_endpoint(),
-                                     "--ca=" + op.ca, "--cert=" + op.cert, "--key=" + op.key};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    const std::string log = stack_->dir() + "/watch.log";
-    Subprocess p;
-    EXPECT_TRUE(p.Start(argv, log).ok());
-    for (int i = 0; i < 12000 && p.Running(); ++i) usleep(10000);
-    if (p.Running()) p.Terminate(1000);
-    *out = ReadFile(log).value_or("");
-    return WIFEXITED(p.exit_status()) ? WEXITSTATUS(p.exit_status()) : -1;
+    std::vector<std::string> args = {"watch", "delta", "--no_progress"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunOperatorCli(*stack_, args, 120, out);
   };
   ASSERT_NO_FATAL_FAILURE(StartAndWaitForATrip("delta"));
   v1::Campaign c;

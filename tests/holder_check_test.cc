@@ -4,22 +4,17 @@
 // verified; each way of being wrong fails with the check that caught it and
 // without the orchestrator's local detail.
 #include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <memory>
 #include <string>
 
-#include "auth/identity.h"
-#include "auth/tls_config.h"
 #include "cli/emulated_stack.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/orchestrator.grpc.pb.h"
+#include "tests/operator_cli.h"
 #include "tests/key_keeping_holder.h"
-#include "util/files.h"
-#include "util/subprocess.h"
 
 namespace gputravel {
 namespace {
@@ -163,21 +158,10 @@ TEST_F(HolderCheckTest, MalformedRequestsAreInvalidArguments) {
 // The operator's CLI against the real orchestrator: what passes, and a
 // check that fails with its exit code and the orchestrator's reason.
 TEST_F(HolderCheckTest, TheCliChecksAHolderThroughTheOrchestrator) {
-  auto bin_dir = FindDaemonDir("");
-  ASSERT_TRUE(bin_dir.ok()) << bin_dir.status();
-  const TlsFiles op = stack_->tls({kRoleOperator, "operator"});
   auto run = [&](const std::vector<std::string>& extra, std::string* out) {
-    std::vector<std::string> argv = {*bin_dir + "/cli/gputravel", "holders", "check",
-                                     "--endpoint=" + stack_->orchestrator_endpoint(),
-                                     "--ca=" + op.ca, "--cert=" + op.cert, "--key=" + op.key};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    const std::string log = *dir_ + "/cli.log";
-    Subprocess p;
-    EXPECT_TRUE(p.Start(argv, log).ok());
-    for (int i = 0; i < 6000 && p.Running(); ++i) usleep(10000);
-    if (p.Running()) p.Terminate(1000);
-    *out = ReadFile(log).value_or("");
-    return WIFEXITED(p.exit_status()) ? WEXITSTATUS(p.exit_status()) : -1;
+    std::vector<std::string> args = {"holders", "check"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunOperatorCli(*stack_, args, 60, out);
   };
   const v1::CheckHolderRequest req = RequestFor(0);
   std::string out;

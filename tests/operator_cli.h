@@ -1,0 +1,24 @@
+#ifndef GPUTRAVEL_TESTS_OPERATOR_CLI_H_
+#define GPUTRAVEL_TESTS_OPERATOR_CLI_H_
+
+// The `gputravel` CLI against a running emulated stack, as its operator:
+// for tests that check what a user of the CLI sees from the real
+// orchestrator.
+
+#include <string>
+#include <vector>
+
+#include "cli/emulated_stack.h"
+
+namespace gputravel {
+
+// Runs `gputravel ARGS --endpoint ... --ca ... --cert ... --key ...` (the
+// binary from the test's runfiles, the stack's operator identity), waiting
+// at most `seconds`. Returns its exit status (-1 if it did not exit by
+// itself) and puts its output in `*out`.
+int RunOperatorCli(const EmulatedStack& stack, const std::vector<std::string>& args,
+                   double seconds, std::string* out);
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_TESTS_OPERATOR_CLI_H_
