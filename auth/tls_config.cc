@@ -18,6 +18,7 @@
 #include "grpcpp/security/tls_credentials_options.h"
 #include "keyxfer/secret_bytes.h"
 #include "keyxfer/x509.h"
+#include "util/daemon.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
 #include "util/json_fields.h"
@@ -314,6 +315,10 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeSecureChannel(
     const SecureChannelOptions& channel_options) {
   if (endpoint.empty()) {
     return absl::InvalidArgumentError("empty endpoint (want unix:/path or host:port)");
+  }
+  if (endpoint.rfind("unix:", 0) == 0) {
+    absl::Status length = CheckUnixSocketPathLength(endpoint.substr(5));
+    if (!length.ok()) return length;
   }
   absl::Status valid = ValidateIdentity(expected_server);
   if (!valid.ok()) {

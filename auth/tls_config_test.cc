@@ -245,6 +245,14 @@ TEST_F(TlsConfigTest, CredentialConstructorsCheckInputs) {
       MakeSecureChannel(Sock("x"), TestFiles(Pki(), kOrch), Identity{"root", "a"});
   ASSERT_FALSE(ch.ok());
   EXPECT_NE(ch.status().message().find("unknown role 'root'"), std::string::npos);
+  // A Unix socket path longer than the kernel takes is named, not left to
+  // gRPC's "Failed to create secure client channel".
+  const std::string long_path = "/" + std::string(120, 'p') + ".sock";
+  ch = MakeSecureChannel("unix:" + long_path, TestFiles(Pki(), kOrch), kHolderA);
+  ASSERT_FALSE(ch.ok());
+  EXPECT_EQ(ch.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ch.status().message(),
+            "Unix socket path too long (max 107 bytes, this one has 126): " + long_path);
 }
 
 TEST_F(TlsConfigTest, CaFileMustHoldOneCertificate) {

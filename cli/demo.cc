@@ -262,10 +262,18 @@ int DemoCommand(int argc, char** argv) {
           auto stub = (*stack)->OperatorClient();
           v1::CampaignRef ref;
           ref.set_name((*stack)->CampaignSpec()["name"].get<std::string>());
-          v1::Campaign ignored;
-          grpc::ClientContext ctx;
-          ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-          if (stub != nullptr) (void)stub->CancelCampaign(&ctx, ref, &ignored);
+          // The trainer may die before the campaign exists: cancel it once
+          // it does.
+          while (stub != nullptr && !campaign_over.load()) {
+            v1::Campaign ignored;
+            grpc::ClientContext ctx;
+            ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+            if (stub->CancelCampaign(&ctx, ref, &ignored).error_code() !=
+                grpc::StatusCode::NOT_FOUND) {
+              return;
+            }
+            ::poll(nullptr, 0, 200);
+          }
           return;
         }
         ::poll(nullptr, 0, 200);

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "cli/campaign_view.h"
 #include "cli/progress.h"
@@ -155,13 +156,30 @@ int RunGpus(CommandContext& ctx) {
     std::printf("No GPUs.\n");
     return kExitOk;
   }
-  Table t({"GPU", "SERIAL", "CAMPAIGN"});
+  Table t({"GPU", "SERIAL", "CAMPAIGN", "HEALTH", "SESSION", "MEMORY FREE", "QUEUE", "CHECKED"});
+  std::vector<std::string> errors;
   for (const auto& g : resp.gpus()) {
-    t.Add({TerminalSafe(g.name()),
-           g.serial().empty() ? "(any certified device)" : TerminalSafe(g.serial()),
-           g.campaign().empty() ? "(idle)" : TerminalSafe(g.campaign())});
+    std::string health = "unknown";
+    if (g.reach() == v1::GPU_REACHABLE) health = "reachable";
+    if (g.reach() == v1::GPU_UNREACHABLE) {
+      health = "UNREACHABLE";
+      errors.push_back(TerminalSafe(g.name()) + ": " + TerminalSafe(g.error()));
+    }
+    std::string serial = g.serial().empty() ? "(any certified device)" : g.serial();
+    if (!g.device_serial().empty() && g.serial().empty()) serial = g.device_serial();
+    std::string queue;
+    for (const auto& q : g.queue()) queue += (queue.empty() ? "" : ", ") + q;
+    t.Add({TerminalSafe(g.name()), TerminalSafe(serial),
+           g.campaign().empty() ? "(idle)" : TerminalSafe(g.campaign()), health,
+           g.session() ? "yes" : "no",
+           g.memory_bytes() == 0 ? "-"
+                                 : FormatBytes(g.memory_free_bytes()) + " of " +
+                                       FormatBytes(g.memory_bytes()),
+           queue.empty() ? "-" : TerminalSafe(queue),
+           g.checked_unix_ms() == 0 ? "never" : FormatTime(g.checked_unix_ms(), false)});
   }
   std::fputs(t.Render().c_str(), stdout);
+  for (const auto& e : errors) std::printf("%s\n", e.c_str());
   return kExitOk;
 }
 
@@ -208,7 +226,13 @@ std::vector<CommandInfo> QueryCommands() {
        RunHolders},
       {"gpus", "", 0, 0, "List the GPUs the orchestrator drives and their campaigns.",
        "Prints the GPUs this orchestrator drives (ListGpus): name at the MUX, the\n"
-       "pinned device serial, and the campaign currently running on it.",
+       "pinned device serial (or, unpinned, the device met), the campaign running\n"
+       "on it, its health (whether the orchestrator's last contact with it, home\n"
+       "through the MUX and re-keyed, worked; unknown before the first), whether a\n"
+       "CC session is in force, device memory free of this orchestrator's buffers\n"
+       "(of what the device declared), the RUNNING campaigns queued for it, and\n"
+       "when it was last contacted (UTC). Below the table, why each unreachable\n"
+       "GPU failed.",
        NoFlags, RunGpus},
   };
 }

@@ -59,6 +59,7 @@ absl::StatusOr<GpuSession::KnownDevice> GpuSession::FetchIdentity() {
         "a different GPU was routed here: expected " + expected_serial_ + ", got " +
         id.serial() + " (the host may be redirecting the device)");
   }
+  device_memory_bytes_ = id.memory_bytes();
   return KnownDevice{id.serial(), *cert, absl::Now()};
 }
 

@@ -137,6 +137,10 @@ class GpuSession {
 
   const std::string& serial() const { return serial_; }
   uint64_t session_id() const { return session_id_; }
+  // The device memory the GPU declared with its last identity that checked
+  // out (certificate, serial): 0 until then. The declaration is not signed:
+  // it sizes what the orchestrator asks for, it protects nothing.
+  uint64_t device_memory_bytes() const { return device_memory_bytes_; }
   // Whether device memory survived the last successful exchange (signed by
   // the device in the exchange's transcript): false after any exchange this
   // end could not authorise, the first one of a process included.
@@ -207,6 +211,7 @@ class GpuSession {
   std::array<ChannelMaterial, kCopyEngines> h2d_;
   std::array<bool, kCopyEngines> h2d_handed_{};
   bool memory_kept_ = false;
+  uint64_t device_memory_bytes_ = 0;
   uint64_t iv_rotation_threshold_ = kIvRotationThreshold;
   absl::Time last_heartbeat_ = absl::InfinitePast();
   std::future<absl::StatusOr<EcKey>> next_ephemeral_;

@@ -68,7 +68,8 @@ absl::Status CampaignEngine::Start() {
   auto channel = MakeSecureChannel(config_->mux_endpoint, config_->tls,
                                    Identity{kRoleMux, config_->mux_name});
   if (!channel.ok()) return channel.status();
-  mux_ = v1::Mux::NewStub(*channel);
+  mux_channel_ = *channel;
+  mux_ = v1::Mux::NewStub(mux_channel_);
   auto seq = store_->LastEventSeq();
   if (!seq.ok()) return seq.status();
   {
@@ -149,6 +150,41 @@ std::map<std::string, std::string> CampaignEngine::GpuAssignments() {
   return out;
 }
 
+absl::StatusOr<std::vector<CampaignEngine::GpuView>> CampaignEngine::GpuViews() {
+  auto campaigns = store_->ListCampaigns();  // oldest first: the order PickCampaign takes
+  if (!campaigns.ok()) return campaigns.status();
+  std::map<std::string, std::string> running = GpuAssignments();
+  std::vector<GpuView> out;
+  for (const auto& g : config_->gpus) {
+    GpuView v;
+    v.config = g;
+    v.campaign = running[g.name];
+    v.health = health_.Get(g.name);
+    for (const auto& c : *campaigns) {
+      if (c.gpu != g.name) continue;
+      if (c.state == kCampaignRunning && c.name != v.campaign) v.queue.push_back(c.name);
+      if (c.buffer_id == 0 || c.buffer_gpu_serial != v.health.serial) continue;
+      auto spec = SpecOf(c);
+      if (spec.ok()) v.held_bytes += spec->buffer_bytes;
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+void CampaignEngine::RetryMuxNow() {
+  grpc::experimental::ChannelResetConnectionBackoff(mux_channel_.get());
+}
+
+void CampaignEngine::NoteContact(const Gpu& gpu, const GpuSession& session,
+                                 const absl::Status& outcome) {
+  GpuHealth seen;
+  seen.serial = session.serial();
+  seen.session = session.established();
+  seen.memory_bytes = session.device_memory_bytes();
+  health_.Record(gpu.config.name, outcome, seen);
+}
+
 SpecOptions CampaignEngine::MakeSpecOptions() const {
   SpecOptions o;
   for (const auto& g : config_->gpus) o.known_gpus.push_back(g.name);
@@ -204,6 +240,17 @@ absl::StatusOr<CreateResult> CampaignEngine::Create(const std::string& request_i
     r.campaign = *existing;
     r.created = false;
     return r;
+  }
+  // What the orchestrator can know before the campaign runs.
+  if (spec->chunk_bytes > spec->buffer_bytes) {
+    return absl::InvalidArgumentError(
+        "spec_json: chunk_bytes: " + std::to_string(spec->chunk_bytes) +
+        " is larger than buffer_bytes (" + std::to_string(spec->buffer_bytes) +
+        "): a chunk is written inside the buffer");
+  }
+  absl::Status fits = health_.CheckBufferFits(spec->gpu, spec->buffer_bytes);
+  if (!fits.ok()) {
+    return absl::InvalidArgumentError("spec_json: " + std::string(fits.message()));
   }
   std::vector<HolderRow> holders;
   std::vector<HolderTermsInput> terms_input;
@@ -447,6 +494,7 @@ void CampaignEngine::Worker(Gpu* gpu) {
   TripRunner runner(config_->domain, gpu->config.name, mux_.get(), &session, attester_,
                     verifier_, absl::Seconds(gpu->config.heartbeat_period_seconds));
   uint64_t seen_wake = 0;
+  bool contacted = false;  // with the device, by this process
   while (true) {
     {
       absl::MutexLock l(&mu_);
@@ -470,10 +518,25 @@ void CampaignEngine::Worker(Gpu* gpu) {
       seen_wake = wake_;
     }
     if (!name) {
+      if (!contacted) {
+        // Idle at start: the GPU home and re-keyed, as after a campaign, so
+        // that its health and memory are known before one is created.
+        contacted = true;
+        RetryMuxNow();
+        auto token = store_->NextFencingToken();
+        absl::Status home = token.ok() ? runner.MakeSafe(*token, 0, 0, "") : token.status();
+        if (!home.ok()) {
+          GT_LOG(0, "GPU ", gpu->config.name, ": bringing it home: ", home.message());
+        }
+        NoteContact(*gpu, session, home);
+      }
       // Idle and home: the device must keep hearing from us (if it has a
       // heartbeat period), or it would need a reset before the next campaign.
       absl::Status alive = runner.KeepAlive();
-      if (!alive.ok()) GT_LOG(0, "GPU ", gpu->config.name, ": heartbeat: ", alive.message());
+      if (!alive.ok()) {
+        GT_LOG(0, "GPU ", gpu->config.name, ": heartbeat: ", alive.message());
+        NoteContact(*gpu, session, alive);
+      }
       absl::MutexLock l(&mu_);
       auto woken = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stopping_ || wake_ != seen_wake;
@@ -481,6 +544,7 @@ void CampaignEngine::Worker(Gpu* gpu) {
       mu_.AwaitWithTimeout(absl::Condition(&woken), absl::Seconds(1));
       continue;
     }
+    contacted = true;
     RunCampaign(gpu, *name, &session, &runner);
     {
       absl::MutexLock l(&mu_);
@@ -536,8 +600,10 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
   // scrubbed and released, a new one allocated.
   auto token = store_->NextFencingToken();
   if (!token.ok()) return fail(kCampaignPaused, std::string(token.status().message()));
+  RetryMuxNow();
   absl::Status s = runner->MakeSafe(*token, row->buffer_id, spec->buffer_bytes,
                                     row->buffer_id != 0 ? row->buffer_gpu_serial : "");
+  NoteContact(*gpu, *session, s);
   if (!s.ok()) {
     return fail(kCampaignPaused, "the GPU could not be brought home and re-keyed: " +
                                      std::string(s.message()));

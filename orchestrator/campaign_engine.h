@@ -11,11 +11,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "grpcpp/channel.h"
 #include "keyxfer/attester.h"
 #include "orchestrator/api_limits.h"
 #include "orchestrator/campaign_changes.h"
 #include "orchestrator/campaign_spec.h"
 #include "orchestrator/daemon_config.h"
+#include "orchestrator/gpu_health.h"
 #include "orchestrator/holder_check.h"
 #include "orchestrator/state_store.h"
 #include "orchestrator/trainer_registry.h"
@@ -93,6 +95,19 @@ class CampaignEngine {
   LiveProgress Progress(const std::string& campaign);
   // GPU name -> campaign currently running on it ("" when idle).
   std::map<std::string, std::string> GpuAssignments();
+  // What the API shows of one configured GPU (ListGpus).
+  struct GpuView {
+    GpuConfig config;
+    std::string campaign;  // running on it now ("" when idle)
+    GpuHealth health;
+    // Bytes of the dataset buffers this orchestrator's campaigns hold on the
+    // device met (health.serial).
+    uint64_t held_bytes = 0;
+    // RUNNING campaigns waiting for it, in the order they will get it.
+    std::vector<std::string> queue;
+  };
+  // Every configured GPU, in configuration order.
+  absl::StatusOr<std::vector<GpuView>> GpuViews();
 
   StateStore* store() { return store_; }
   // The campaigns an external trainer may attach to now (the Trainer
@@ -113,6 +128,11 @@ class CampaignEngine {
   std::optional<std::string> PickCampaign(const std::string& gpu);
   // PAUSING -> PAUSED for the campaigns of `gpu`, whose worker runs none.
   void FinishPausing(const std::string& gpu);
+  // Records on health_ the outcome of a contact with `gpu`'s device.
+  void NoteContact(const Gpu& gpu, const GpuSession& session, const absl::Status& outcome);
+  // A MUX restarted since the last call is tried at once when the GPU is
+  // brought home, not after the channel's reconnect backoff.
+  void RetryMuxNow();
   absl::StatusOr<std::unique_ptr<v1::HolderAgent::Stub>> HolderStub(const HolderSpec& h);
   absl::StatusOr<CampaignSpec> SpecOf(const CampaignRow& row);
   SpecOptions MakeSpecOptions() const;
@@ -130,8 +150,10 @@ class CampaignEngine {
   StateStore* const store_;
   Attester* const attester_;
   Verifier* const verifier_;
+  std::shared_ptr<grpc::Channel> mux_channel_;
   std::unique_ptr<v1::Mux::Stub> mux_;
   std::vector<std::unique_ptr<Gpu>> gpus_;
+  GpuHealthBoard health_;
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -400,12 +400,34 @@ grpc::Status OrchestratorService::ListGpus(grpc::ServerContext* ctx,
                                            v1::ListCampaignGpusResponse* out) {
   grpc::Status auth = AuthorizeControl(ctx);
   if (!auth.ok()) return auth;
-  auto assigned = engine_->GpuAssignments();
-  for (const auto& g : engine_->config().gpus) {
+  auto views = engine_->GpuViews();
+  if (!views.ok()) return ToGrpc(views.status());
+  for (const auto& v : *views) {
     auto* gpu = out->add_gpus();
-    gpu->set_name(g.name);
-    gpu->set_serial(g.serial);
-    gpu->set_campaign(assigned[g.name]);
+    gpu->set_name(v.config.name);
+    gpu->set_serial(v.config.serial);
+    gpu->set_campaign(v.campaign);
+    switch (v.health.reach) {
+      case GpuHealth::Reach::kUnknown:
+        gpu->set_reach(v1::GPU_REACH_UNKNOWN);
+        break;
+      case GpuHealth::Reach::kReachable:
+        gpu->set_reach(v1::GPU_REACHABLE);
+        break;
+      case GpuHealth::Reach::kUnreachable:
+        gpu->set_reach(v1::GPU_UNREACHABLE);
+        break;
+    }
+    gpu->set_error(v.health.error);
+    if (v.health.checked != absl::InfinitePast()) {
+      gpu->set_checked_unix_ms(absl::ToUnixMillis(v.health.checked));
+    }
+    gpu->set_session(v.health.session);
+    gpu->set_device_serial(v.health.serial);
+    gpu->set_memory_bytes(v.health.memory_bytes);
+    gpu->set_memory_free_bytes(
+        v.health.memory_bytes > v.held_bytes ? v.health.memory_bytes - v.held_bytes : 0);
+    for (const auto& q : v.queue) gpu->add_queue(q);
   }
   return grpc::Status::OK;
 }

@@ -34,6 +34,7 @@
 #include "keyxfer/secret_bytes.h"
 #include "keyxfer/x509.h"
 #include "proto/device.grpc.pb.h"
+#include "tests/gpu_contact.h"
 #include "tests/key_keeping_holder.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
@@ -293,7 +294,9 @@ TEST(EndToEndTest, NetworkLinksOverTcpLoopbackAndARestartedMuxIsFoundAgain) {
     EXPECT_NE(e, "127.0.0.1:0");
   }
   EXPECT_EQ((*stack)->device_socket("orchestrator").rfind("unix:", 0), 0u);
-  // A MUX restarted between campaigns listens where the orchestrator looks.
+  // A MUX restarted between campaigns (after the orchestrator's first
+  // contact with the idle GPU) listens where the orchestrator looks.
+  WaitForGpuContact((*stack)->OperatorClient().get());
   const std::string mux = (*stack)->mux_endpoint();
   Subprocess* p = (*stack)->process("mux");
   ASSERT_NE(p, nullptr);
@@ -1216,10 +1219,13 @@ TEST(EndToEndTest, HostAnsweringTheScrubWithNotFoundNeverCountsAsScrubbed) {
   auto stack = EmulatedStack::Start(o);
   ASSERT_TRUE(stack.ok()) << stack.status();
   relay.SetUpstream((*stack)->device_socket(EmulatedStack::kOrchestratorDomain));
-  // Exchange 1 starts the campaign; exchange 2 is the first trip's re-key.
+  auto stub = (*stack)->OperatorClient();
+  // Counting exchanges from after the orchestrator's first contact with the
+  // idle GPU: exchange 1 starts the campaign; exchange 2 is the first trip's
+  // re-key.
+  WaitForGpuContact(stub.get());
   relay.AnswerControlWith(grpc::StatusCode::NOT_FOUND, 2);
 
-  auto stub = (*stack)->OperatorClient();
   v1::CreateCampaignResponse created;
   ASSERT_TRUE(Create(stub.get(), (*stack)->CampaignSpec(), "r1", &created).ok());
   v1::Campaign c;

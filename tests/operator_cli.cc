@@ -12,7 +12,7 @@
 namespace gputravel {
 
 int RunOperatorCli(const EmulatedStack& stack, const std::vector<std::string>& args,
-                   double seconds, std::string* out) {
+                   double seconds, std::string* out, const std::string& endpoint) {
   out->clear();
   auto bin_dir = FindDaemonDir("");
   EXPECT_TRUE(bin_dir.ok()) << bin_dir.status();
@@ -20,11 +20,13 @@ int RunOperatorCli(const EmulatedStack& stack, const std::vector<std::string>& a
   const TlsFiles op = stack.tls({kRoleOperator, "operator"});
   std::vector<std::string> argv = {*bin_dir + "/cli/gputravel"};
   argv.insert(argv.end(), args.begin(), args.end());
-  for (const std::string& f : {"--endpoint=" + stack.orchestrator_endpoint(), "--ca=" + op.ca,
+  for (const std::string& f : {"--endpoint=" + (endpoint.empty() ? stack.orchestrator_endpoint() : endpoint),
+                               "--ca=" + op.ca,
                                "--cert=" + op.cert, "--key=" + op.key}) {
     argv.push_back(f);
   }
   const std::string log = stack.dir() + "/operator-cli.log";
+  ::unlink(log.c_str());  // this run's output only
   Subprocess p;
   absl::Status started = p.Start(argv, log);
   EXPECT_TRUE(started.ok()) << started;

@@ -15,9 +15,10 @@ namespace gputravel {
 // Runs `gputravel ARGS --endpoint ... --ca ... --cert ... --key ...` (the
 // binary from the test's runfiles, the stack's operator identity), waiting
 // at most `seconds`. Returns its exit status (-1 if it did not exit by
-// itself) and puts its output in `*out`.
+// itself) and puts its output (stdout and stderr) in `*out`. `endpoint`
+// replaces the stack's orchestrator endpoint when not empty.
 int RunOperatorCli(const EmulatedStack& stack, const std::vector<std::string>& args,
-                   double seconds, std::string* out);
+                   double seconds, std::string* out, const std::string& endpoint = "");
 
 }  // namespace gputravel
 

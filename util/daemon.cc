@@ -33,11 +33,19 @@ int WaitForTerminationSignal() {
   return sig;
 }
 
-absl::Status PrepareUnixSocketPath(const std::string& path) {
-  if (path.size() >= 108) {
-    return absl::InvalidArgumentError("Unix socket path too long (max 107 bytes): " +
-                                      path);
+absl::Status CheckUnixSocketPathLength(const std::string& path) {
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return absl::InvalidArgumentError("Unix socket path too long (max " +
+                                      std::to_string(sizeof(sockaddr_un::sun_path) - 1) +
+                                      " bytes, this one has " + std::to_string(path.size()) +
+                                      "): " + path);
   }
+  return absl::OkStatus();
+}
+
+absl::Status PrepareUnixSocketPath(const std::string& path) {
+  absl::Status length = CheckUnixSocketPathLength(path);
+  if (!length.ok()) return length;
   struct stat st;
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {

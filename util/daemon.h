@@ -22,6 +22,10 @@ int WaitForTerminationSignal();
 // is stale.
 absl::Status PrepareUnixSocketPath(const std::string& path);
 
+// INVALID_ARGUMENT, naming the path, when it is longer than a Unix socket
+// path may be (107 bytes).
+absl::Status CheckUnixSocketPathLength(const std::string& path);
+
 // Sets who may connect to a bound Unix socket (connecting needs write
 // permission on it): 0600 the daemon's own user, 0660 also its group.
 absl::Status SetUnixSocketMode(const std::string& path, mode_t mode);
