@@ -307,6 +307,11 @@ TEST_F(LibvirtTemplate, TheMuxHotPlugsIntoASpareRootPort) {
   EXPECT_TRUE(vms_->WaitForEvent(kTd, "added", kAlias, start, absl::Seconds(10)));
   absl::StatusOr<std::string> live = vms_->LiveXml(kTd);
   ASSERT_TRUE(live.ok()) << live.status();
+  const size_t hostdev = live->find("<hostdev ");
+  ASSERT_NE(hostdev, std::string::npos);
+  std::cout << "LibvirtTemplate: the hostdev in the live XML:\n"
+            << live->substr(hostdev, live->find("</hostdev>", hostdev) + 10 - hostdev)
+            << std::endl;
   const int bus = HostdevGuestBus(*live);
   EXPECT_EQ(spare_ports_.count(bus), 1u)
       << "the hostdev went to bus " << bus << ", not a spare root port ("
