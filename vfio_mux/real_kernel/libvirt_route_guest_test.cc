@@ -4,6 +4,7 @@
 // vfio-pci underneath. Each hop's detach must end on libvirt's
 // device-removed event and each attach on device-added; the kernel must show
 // the device's VFIO group held by exactly the destination's QEMU.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -16,12 +17,9 @@
 #include "gtest/gtest.h"
 #include "vfio_mux/libvirt/libvirt_backend.h"
 #include "vfio_mux/real_kernel/guest_machine.h"
-#include "vfio_mux/real_kernel/nested_vms.h"
-#include "vfio_mux/real_kernel/stand_in_sysfs.h"
+#include "vfio_mux/real_kernel/libvirt_guest_fixture.h"
 #include "vfio_mux/real_kernel/vfio_consumer.h"
 #include "vfio_mux/route_table.h"
-#include "vfio_mux/sysfs/pci_sysfs.h"
-#include "vfio_mux/sysfs/vfio_preparation.h"
 
 namespace gputravel {
 namespace {
@@ -30,70 +28,33 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-constexpr char kAlias[] = "ua-gputravel-gpu0";
 constexpr char kOrchestrator[] = "orchestrator";
 constexpr char kTdA[] = "td-a";
 constexpr char kTdB[] = "td-b";
 
-class LibvirtRoute : public ::testing::Test {
+class LibvirtRoute : public LibvirtGuestFixture {
  protected:
-  // The three nested VMs, started once for the suite (each start costs
-  // tens of seconds under TCG), all with native PCIe hot-plug.
+  // Three nested VMs, all with native PCIe hot-plug.
   static void SetUpTestSuite() {
-    auto vms = NestedVms::Connect("qemu:///system");
-    if (!vms.ok()) {
-      setup_error_ = vms.status().ToString();
-      return;
-    }
-    for (const char* name : {kOrchestrator, kTdA, kTdB}) {
-      absl::Status s = (*vms)->Define(MinimalDomainXml(name, PciHotplug::kNativePcie));
-      if (!s.ok()) {
-        setup_error_ = s.ToString();
-        return;
-      }
-    }
-    const absl::Time start = absl::Now();
-    absl::Status s = (*vms)->Start({kOrchestrator, kTdA, kTdB});
-    std::cout << "LibvirtRoute: starting three nested VMs took "
-              << absl::FormatDuration(absl::Now() - start) << std::endl;
-    if (!s.ok()) {
-      setup_error_ = s.ToString();
-      return;
-    }
-    vms_ = *std::move(vms);
+    LaunchVms({{kOrchestrator, PciHotplug::kNativePcie},
+               {kTdA, PciHotplug::kNativePcie},
+               {kTdB, PciHotplug::kNativePcie}});
   }
-  static void TearDownTestSuite() { vms_.reset(); }
 
   void SetUp() override {
-    ASSERT_NE(vms_, nullptr) << "nested VMs: " << setup_error_;
-    absl::StatusOr<std::string> bdf = FindPciFunction(kStandInVendor, kStandInDevice);
-    ASSERT_TRUE(bdf.ok()) << bdf.status();
-    bdf_ = *bdf;
-    fs_ = std::make_shared<StandInSysfsFs>("/sys", std::set<std::string>{bdf_});
-    sysfs_ = std::make_unique<PciSysfs>(SysfsOptions(), fs_);
+    LibvirtGuestFixture::SetUp();
+    if (HasFatalFailure()) return;
     dir_ = absl::StrCat(kDataDir, "/",
                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     ASSERT_EQ(mkdir(dir_.c_str(), 0700), 0) << dir_;
   }
 
-  static PciSysfsOptions SysfsOptions() {
-    PciSysfsOptions o;
-    o.driver_timeout = absl::Seconds(20);
-    return o;
-  }
-
-  // The MUX's libvirt backend as its config would make it: three domains,
-  // sysfs checks on (through the stand-in sysfs), TDX not required unless
-  // asked (the nested VMs cannot be TDs).
+  // The MUX's libvirt backend as its config would make it for the three
+  // domains; TDX not required unless asked (the nested VMs cannot be TDs).
   std::unique_ptr<LibvirtBackend> NewBackend(bool require_tdx = false) {
-    LibvirtBackendOptions o;
-    o.uri = "qemu:///system";
-    o.gpus = {{"gpu0", bdf_, ""}};
-    o.domains = {kOrchestrator, kTdA, kTdB};
+    LibvirtBackendOptions o = gpu_->BackendOptions({kOrchestrator, kTdA, kTdB}, require_tdx);
     o.detach_timeout = absl::Seconds(60);
-    o.require_tdx = require_tdx;
-    o.sysfs = SysfsOptions();
-    auto b = LibvirtBackend::Create(o, fs_);
+    auto b = LibvirtBackend::Create(o, gpu_->fs());
     EXPECT_TRUE(b.ok()) << b.status();
     return b.ok() ? *std::move(b) : nullptr;
   }
@@ -104,45 +65,12 @@ class LibvirtRoute : public ::testing::Test {
     EXPECT_TRUE(t.ok()) << t.status();
     return t.ok() ? *std::move(t) : nullptr;
   }
-
-  // What `vfio_mux prepare` does on a host: vfio-pci, reset disabled.
   void Prepare() {
-    auto p = PrepareGpuForVfio(*sysfs_, bdf_);
-    ASSERT_TRUE(p.ok()) << p.status();
-    ASSERT_EQ(PciDriver(bdf_), "vfio-pci");
-    ASSERT_EQ(PciAttr(bdf_, "reset_method"), "");
+    absl::Status s = gpu_->Prepare();
+    ASSERT_TRUE(s.ok()) << s;
   }
 
-  // The pids of the processes that hold the device's VFIO group, per the
-  // kernel (the MUX's holder scan over /proc).
-  std::vector<int> VfioHolderPids() {
-    auto holders = sysfs_->FindVfioHolders(bdf_);
-    EXPECT_TRUE(holders.ok()) << holders.status();
-    std::vector<int> pids;
-    if (holders.ok()) {
-      for (const VfioHolder& h : *holders) pids.push_back(h.pid);
-    }
-    return pids;
-  }
-  int QemuPid(const std::string& domain) {
-    auto pid = vms_->QemuPid(domain);
-    EXPECT_TRUE(pid.ok()) << pid.status();
-    return pid.ok() ? *pid : -1;
-  }
-  // The first event of `kind` for the GPU's alias on `domain` since `since`.
-  std::optional<DeviceEvent> FindEvent(const std::string& domain, const std::string& kind,
-                                       absl::Time since) {
-    for (const DeviceEvent& e : vms_->Events()) {
-      if (e.domain == domain && e.kind == kind && e.alias == kAlias && e.time >= since) return e;
-    }
-    return std::nullopt;
-  }
-
-  static inline std::unique_ptr<NestedVms> vms_;
-  static inline std::string setup_error_;
-  std::string bdf_, dir_;
-  std::shared_ptr<SysfsFs> fs_;
-  std::unique_ptr<PciSysfs> sysfs_;
+  std::string dir_;
 };
 
 TEST_F(LibvirtRoute, RouteMovesTheDeviceBetweenHoldersAndBackOnDeviceEvents) {
@@ -172,7 +100,7 @@ TEST_F(LibvirtRoute, RouteMovesTheDeviceBetweenHoldersAndBackOnDeviceEvents) {
 
     // libvirt: the destination alone lists it, and said so with an event.
     EXPECT_THAT(*backend->DomainsHolding("gpu0"), ElementsAre(hop.to));
-    EXPECT_TRUE(vms_->WaitForEvent(hop.to, "added", kAlias, start, absl::Seconds(10)))
+    EXPECT_TRUE(vms()->WaitForEvent(hop.to, "added", kGpuAlias, start, absl::Seconds(10)))
         << "no device-added event from '" << hop.to << "'";
     if (!from.empty()) {
       // The detach was done on the device-removed event: it came before the
@@ -209,8 +137,8 @@ TEST_F(LibvirtRoute, RouteMovesTheDeviceBetweenHoldersAndBackOnDeviceEvents) {
 
 // A device its host driver still holds is never handed to libvirt.
 TEST_F(LibvirtRoute, ADeviceOnItsHostDriverIsRefusedBeforeLibvirtIsAsked) {
-  ASSERT_TRUE(sysfs_->ReturnToHost(bdf_).ok());
-  ASSERT_TRUE(sysfs_->WriteResetMethod(bdf_, "default").ok());
+  ASSERT_TRUE(gpu_->sysfs().ReturnToHost(bdf_).ok());
+  ASSERT_TRUE(gpu_->sysfs().WriteResetMethod(bdf_, "default").ok());
   ASSERT_EQ(PciDriver(bdf_), "virtio-pci");
   auto backend = NewBackend();
   ASSERT_NE(backend, nullptr);
@@ -291,7 +219,7 @@ TEST_F(LibvirtRoute, ADestinationThatDisappearsMidRouteLeavesTheDeviceFree) {
   ASSERT_NE(table, nullptr);
   absl::StatusOr<Route> r = table->RouteTo("gpu0", kTdA, 1);
   ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_TRUE(vms_->Destroy(kTdB).ok());
+  ASSERT_TRUE(vms()->Destroy(kTdB).ok());
 
   const absl::Time start = absl::Now();
   r = table->RouteTo("gpu0", kTdB, 2);

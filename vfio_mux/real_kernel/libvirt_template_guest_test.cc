@@ -26,11 +26,8 @@
 #include "gtest/gtest.h"
 #include "vfio_mux/libvirt/libvirt_backend.h"
 #include "vfio_mux/real_kernel/guest_machine.h"
-#include "vfio_mux/real_kernel/nested_vms.h"
-#include "vfio_mux/real_kernel/stand_in_sysfs.h"
+#include "vfio_mux/real_kernel/libvirt_guest_fixture.h"
 #include "vfio_mux/route_table.h"
-#include "vfio_mux/sysfs/pci_sysfs.h"
-#include "vfio_mux/sysfs/vfio_preparation.h"
 
 namespace gputravel {
 namespace {
@@ -42,7 +39,6 @@ using ::testing::IsEmpty;
 constexpr char kTemplatePath[] = "/guest/tdx-guest.xml";
 constexpr char kTd[] = "td1";  // the template's own name
 constexpr char kOrchestrator[] = "orchestrator";
-constexpr char kAlias[] = "ua-gputravel-gpu0";
 
 // `xml` with the one occurrence of `from` replaced by `to`; an error naming
 // `from` when it occurs otherwise (the template changed: the edit needs
@@ -171,51 +167,26 @@ int HostdevGuestBus(const std::string& xml) {
   return at < end ? HexOrDec(bus) : -1;
 }
 
-class LibvirtTemplate : public ::testing::Test {
+class LibvirtTemplate : public LibvirtGuestFixture {
  protected:
-  // The orchestrator's stand-in (native PCIe hot-plug) for the whole suite;
-  // the template's domain is defined and started by the first test.
-  static void SetUpTestSuite() {
-    auto vms = NestedVms::Connect("qemu:///system");
-    if (!vms.ok()) {
-      setup_error_ = vms.status().ToString();
-      return;
-    }
-    absl::Status s = (*vms)->Define(MinimalDomainXml(kOrchestrator, PciHotplug::kNativePcie));
-    if (s.ok()) s = (*vms)->Start({kOrchestrator});
-    if (!s.ok()) {
-      setup_error_ = s.ToString();
-      return;
-    }
-    vms_ = *std::move(vms);
-  }
-  static void TearDownTestSuite() { vms_.reset(); }
+  // The orchestrator's stand-in (native PCIe hot-plug); the template's
+  // domain is defined and started by the first test.
+  static void SetUpTestSuite() { LaunchVms({{kOrchestrator, PciHotplug::kNativePcie}}); }
 
   void SetUp() override {
-    ASSERT_NE(vms_, nullptr) << "nested VMs: " << setup_error_;
-    absl::StatusOr<std::string> bdf = FindPciFunction(kStandInVendor, kStandInDevice);
-    ASSERT_TRUE(bdf.ok()) << bdf.status();
-    bdf_ = *bdf;
-    fs_ = std::make_shared<StandInSysfsFs>("/sys", std::set<std::string>{bdf_});
-    PciSysfsOptions so;
-    so.driver_timeout = absl::Seconds(20);
-    sysfs_ = std::make_unique<PciSysfs>(so, fs_);
-    auto p = PrepareGpuForVfio(*sysfs_, bdf_);
-    ASSERT_TRUE(p.ok()) << p.status();
+    LibvirtGuestFixture::SetUp();
+    if (HasFatalFailure()) return;
+    absl::Status s = gpu_->Prepare();
+    ASSERT_TRUE(s.ok()) << s;
   }
 
   // The backend with the template's domain. require_tdx is off: the TDX
   // element is what this libvirt cannot take (LibvirtRoute checks the
   // refusal of a non-TD on real libvirt).
   std::unique_ptr<LibvirtBackend> NewBackend(absl::Duration detach_timeout) {
-    LibvirtBackendOptions o;
-    o.uri = "qemu:///system";
-    o.gpus = {{"gpu0", bdf_, ""}};
-    o.domains = {kOrchestrator, kTd};
+    LibvirtBackendOptions o = gpu_->BackendOptions({kOrchestrator, kTd}, /*require_tdx=*/false);
     o.detach_timeout = detach_timeout;
-    o.require_tdx = false;
-    o.sysfs.driver_timeout = absl::Seconds(20);
-    auto b = LibvirtBackend::Create(o, fs_);
+    auto b = LibvirtBackend::Create(o, gpu_->fs());
     EXPECT_TRUE(b.ok()) << b.status();
     return b.ok() ? *std::move(b) : nullptr;
   }
@@ -228,42 +199,18 @@ class LibvirtTemplate : public ::testing::Test {
     to.domains = {kOrchestrator, kTd};
     return RouteTable::Open(backend, dir + "/state.json", dir + "/audit.log", to);
   }
-  std::vector<int> VfioHolderPids() {
-    auto holders = sysfs_->FindVfioHolders(bdf_);
-    EXPECT_TRUE(holders.ok()) << holders.status();
-    std::vector<int> pids;
-    if (holders.ok()) {
-      for (const VfioHolder& h : *holders) pids.push_back(h.pid);
-    }
-    return pids;
-  }
-  int QemuPid(const std::string& domain) {
-    auto pid = vms_->QemuPid(domain);
-    EXPECT_TRUE(pid.ok()) << pid.status();
-    return pid.ok() ? *pid : -1;
-  }
   bool RemovedSince(const std::string& domain, absl::Time since) {
-    for (const DeviceEvent& e : vms_->Events()) {
-      if (e.domain == domain && e.kind == "removed" && e.alias == kAlias && e.time >= since) {
-        return true;
-      }
-    }
-    return false;
+    return FindEvent(domain, "removed", since).has_value();
   }
 
-  static inline std::unique_ptr<NestedVms> vms_;
-  static inline std::string setup_error_;
   static inline std::set<int> spare_ports_;
-  std::string bdf_;
-  std::shared_ptr<SysfsFs> fs_;
-  std::unique_ptr<PciSysfs> sysfs_;
 };
 
 TEST_F(LibvirtTemplate, LibvirtTakesTheTemplateWithTheTdxBlockSetAsideAndLeavesRootPortsSpare) {
   // With the TDX block this libvirt refuses the domain, naming the element.
   absl::StatusOr<std::string> with_tdx = TemplateForThisGuest(/*keep_tdx=*/true);
   ASSERT_TRUE(with_tdx.ok()) << with_tdx.status();
-  absl::Status refused = vms_->Define(*with_tdx);
+  absl::Status refused = vms()->Define(*with_tdx);
   std::cout << "LibvirtTemplate: with <launchSecurity type='tdx'>: " << refused << std::endl;
   EXPECT_FALSE(refused.ok()) << "this libvirt knows TDX: drop the set-aside of the TDX block";
   EXPECT_THAT(std::string(refused.message()), HasSubstr("tdx"));
@@ -271,10 +218,10 @@ TEST_F(LibvirtTemplate, LibvirtTakesTheTemplateWithTheTdxBlockSetAsideAndLeavesR
   absl::StatusOr<std::string> xml = TemplateForThisGuest(/*keep_tdx=*/false);
   ASSERT_TRUE(xml.ok()) << xml.status();
   ASSERT_EQ(system("qemu-img create -q -f qcow2 /var/lib/libvirt/images/td1.qcow2 64M"), 0);
-  absl::Status defined = vms_->Define(*xml);
+  absl::Status defined = vms()->Define(*xml);
   ASSERT_TRUE(defined.ok()) << defined;
   const absl::Time start = absl::Now();
-  absl::Status started = vms_->Start({kTd});
+  absl::Status started = vms()->Start({kTd});
   ASSERT_TRUE(started.ok()) << started;
   std::cout << "LibvirtTemplate: starting the template's domain took "
             << absl::FormatDuration(absl::Now() - start) << std::endl;
@@ -282,7 +229,7 @@ TEST_F(LibvirtTemplate, LibvirtTakesTheTemplateWithTheTdxBlockSetAsideAndLeavesR
   // libvirt placed the disk, the NIC and the virtio-serial controller where
   // the template says, and no other device on a root port: some stay empty
   // for the hot-plugged GPU.
-  absl::StatusOr<std::string> live = vms_->LiveXml(kTd);
+  absl::StatusOr<std::string> live = vms()->LiveXml(kTd);
   ASSERT_TRUE(live.ok()) << live.status();
   spare_ports_ = EmptyRootPorts(*live);
   std::cout << "LibvirtTemplate: empty root ports after start: "
@@ -293,7 +240,7 @@ TEST_F(LibvirtTemplate, LibvirtTakesTheTemplateWithTheTdxBlockSetAsideAndLeavesR
 }
 
 TEST_F(LibvirtTemplate, TheMuxHotPlugsIntoASpareRootPort) {
-  ASSERT_TRUE(vms_->IsActive(kTd)) << "the template's domain is not running";
+  ASSERT_TRUE(vms()->IsActive(kTd)) << "the template's domain is not running";
   auto backend = NewBackend(absl::Seconds(10));
   ASSERT_NE(backend, nullptr);
   auto table = OpenTable(backend.get());
@@ -304,8 +251,8 @@ TEST_F(LibvirtTemplate, TheMuxHotPlugsIntoASpareRootPort) {
   std::cout << "LibvirtTemplate: attach to the template's domain took "
             << absl::FormatDuration(absl::Now() - start) << std::endl;
   EXPECT_THAT(*backend->DomainsHolding("gpu0"), ElementsAre(kTd));
-  EXPECT_TRUE(vms_->WaitForEvent(kTd, "added", kAlias, start, absl::Seconds(10)));
-  absl::StatusOr<std::string> live = vms_->LiveXml(kTd);
+  EXPECT_TRUE(vms()->WaitForEvent(kTd, "added", kGpuAlias, start, absl::Seconds(10)));
+  absl::StatusOr<std::string> live = vms()->LiveXml(kTd);
   ASSERT_TRUE(live.ok()) << live.status();
   const size_t hostdev = live->find("<hostdev ");
   ASSERT_NE(hostdev, std::string::npos);
@@ -320,7 +267,7 @@ TEST_F(LibvirtTemplate, TheMuxHotPlugsIntoASpareRootPort) {
 }
 
 TEST_F(LibvirtTemplate, ADetachThatNoEventConfirmsTimesOutAndTheDeviceStaysFenced) {
-  ASSERT_TRUE(vms_->IsActive(kTd)) << "the template's domain is not running";
+  ASSERT_TRUE(vms()->IsActive(kTd)) << "the template's domain is not running";
   auto backend = NewBackend(absl::Seconds(8));
   ASSERT_NE(backend, nullptr);
   auto table = OpenTable(backend.get());
@@ -333,7 +280,7 @@ TEST_F(LibvirtTemplate, ADetachThatNoEventConfirmsTimesOutAndTheDeviceStaysFence
   ASSERT_FALSE(r.ok()) << "a detach no event confirmed counted as done";
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
   EXPECT_THAT(std::string(r.status().message()),
-              HasSubstr("no device-removed event for hostdev '" + std::string(kAlias) + "'"));
+              HasSubstr("no device-removed event for hostdev '" + std::string(kGpuAlias) + "'"));
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("stays attached to 'td1'"));
   // libvirt's API said the request was sent: the MUX did not take it for done.
   EXPECT_THAT(std::string(r.status().message()),
@@ -366,7 +313,7 @@ TEST_F(LibvirtTemplate, ADetachThatNoEventConfirmsTimesOutAndTheDeviceStaysFence
 // The holder's domain goes away while the MUX waits for its device-removed
 // event: a stopped domain holds nothing, so the route completes.
 TEST_F(LibvirtTemplate, ASourceThatDisappearsMidDetachLetsTheRouteComplete) {
-  ASSERT_TRUE(vms_->IsActive(kTd)) << "the template's domain is not running";
+  ASSERT_TRUE(vms()->IsActive(kTd)) << "the template's domain is not running";
   auto backend = NewBackend(absl::Seconds(120));
   ASSERT_NE(backend, nullptr);
   auto table = OpenTable(backend.get());
@@ -380,14 +327,14 @@ TEST_F(LibvirtTemplate, ASourceThatDisappearsMidDetachLetsTheRouteComplete) {
   // The route's detach finds the earlier requests still pending and waits
   // for an event that no guest will send; the domain is destroyed meanwhile.
   absl::SleepFor(absl::Seconds(4));
-  absl::Status destroyed = vms_->Destroy(kTd);
+  absl::Status destroyed = vms()->Destroy(kTd);
   route.join();
   ASSERT_TRUE(destroyed.ok()) << destroyed;
   std::cout << "LibvirtTemplate: route with the source destroyed mid-detach took "
             << absl::FormatDuration(absl::Now() - start) << std::endl;
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->domain, kOrchestrator);
-  EXPECT_FALSE(vms_->IsActive(kTd));
+  EXPECT_FALSE(vms()->IsActive(kTd));
   EXPECT_THAT(*backend->DomainsHolding("gpu0"), ElementsAre(kOrchestrator));
   EXPECT_THAT(VfioHolderPids(), ElementsAre(QemuPid(kOrchestrator)));
   EXPECT_EQ(PciDriver(bdf_), "vfio-pci");

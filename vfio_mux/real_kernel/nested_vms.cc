@@ -91,6 +91,21 @@ absl::StatusOr<std::unique_ptr<NestedVms>> NestedVms::Connect(const std::string&
   return vms;
 }
 
+absl::StatusOr<std::unique_ptr<NestedVms>> NestedVms::Launch(
+    const std::string& uri, const std::vector<std::pair<std::string, PciHotplug>>& domains) {
+  absl::StatusOr<std::unique_ptr<NestedVms>> vms = Connect(uri);
+  if (!vms.ok()) return vms.status();
+  std::vector<std::string> names;
+  for (const auto& [name, hotplug] : domains) {
+    absl::Status s = (*vms)->Define(MinimalDomainXml(name, hotplug));
+    if (!s.ok()) return s;
+    names.push_back(name);
+  }
+  absl::Status s = (*vms)->Start(names);
+  if (!s.ok()) return s;
+  return vms;
+}
+
 NestedVms::~NestedVms() {
   for (int id : callback_ids_) virConnectDomainEventDeregisterAny(conn_, id);
   virConnectClose(conn_);

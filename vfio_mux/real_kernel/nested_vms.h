@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -50,6 +51,10 @@ struct DeviceEvent {
 class NestedVms {
  public:
   static absl::StatusOr<std::unique_ptr<NestedVms>> Connect(const std::string& uri);
+  // Connect, then define a MinimalDomainXml for each (name, hot-plug) and
+  // start them all (Start).
+  static absl::StatusOr<std::unique_ptr<NestedVms>> Launch(
+      const std::string& uri, const std::vector<std::pair<std::string, PciHotplug>>& domains);
   ~NestedVms();
   NestedVms(const NestedVms&) = delete;
   NestedVms& operator=(const NestedVms&) = delete;
