@@ -51,15 +51,26 @@ int LibvirtGuestFixture::QemuPid(const std::string& domain) {
   return pid.ok() ? *pid : -1;
 }
 
-std::optional<DeviceEvent> LibvirtGuestFixture::FindEvent(const std::string& domain,
-                                                          const std::string& kind,
-                                                          absl::Time since) {
+std::optional<DeviceEvent> LibvirtGuestFixture::AwaitEvent(const std::string& domain,
+                                                           const std::string& kind,
+                                                           absl::Time since) {
+  vms()->WaitForEvent(domain, kind, kGpuAlias, since, absl::Seconds(10));
   for (const DeviceEvent& e : vms()->Events()) {
     if (e.domain == domain && e.kind == kind && e.alias == kGpuAlias && e.time >= since) {
       return e;
     }
   }
   return std::nullopt;
+}
+
+bool LibvirtGuestFixture::EventSeen(const std::string& domain, const std::string& kind,
+                                    absl::Time since) {
+  for (const DeviceEvent& e : vms()->Events()) {
+    if (e.domain == domain && e.kind == kind && e.alias == kGpuAlias && e.time >= since) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace gputravel

@@ -35,9 +35,11 @@ class LibvirtGuestFixture : public ::testing::Test {
   // The pid of a nested domain's QEMU.
   int QemuPid(const std::string& domain);
   // The first event of `kind` for the GPU's hostdev on `domain` recorded at
-  // or after `since`.
-  std::optional<DeviceEvent> FindEvent(const std::string& domain, const std::string& kind,
-                                       absl::Time since);
+  // or after `since`, waiting for it up to 10 s.
+  std::optional<DeviceEvent> AwaitEvent(const std::string& domain, const std::string& kind,
+                                        absl::Time since);
+  // Whether such an event has been recorded (no wait).
+  bool EventSeen(const std::string& domain, const std::string& kind, absl::Time since);
 
   static std::unique_ptr<NestedVms>& vms();
   std::optional<StandInGpu> gpu_;

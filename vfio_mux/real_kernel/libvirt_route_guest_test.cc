@@ -100,21 +100,16 @@ TEST_F(LibvirtRoute, RouteMovesTheDeviceBetweenHoldersAndBackOnDeviceEvents) {
 
     // libvirt: the destination alone lists it, and said so with an event.
     EXPECT_THAT(*backend->DomainsHolding("gpu0"), ElementsAre(hop.to));
-    EXPECT_TRUE(vms()->WaitForEvent(hop.to, "added", kGpuAlias, start, absl::Seconds(10)))
-        << "no device-added event from '" << hop.to << "'";
+    std::optional<DeviceEvent> added = AwaitEvent(hop.to, "added", start);
+    ASSERT_TRUE(added.has_value()) << "no device-added event from '" << hop.to << "'";
     if (!from.empty()) {
-      // The detach was done on the device-removed event: it came before the
-      // route returned (this recorder's callback runs before the backend's,
-      // registered earlier on the same event loop).
-      std::optional<DeviceEvent> removed = FindEvent(from, "removed", start);
-      ASSERT_TRUE(removed.has_value()) << "route returned before '" << from
-                                       << "' sent device-removed";
-      EXPECT_LE(removed->time, end);
-      std::optional<DeviceEvent> added = FindEvent(hop.to, "added", start);
-      ASSERT_TRUE(added.has_value());
-      EXPECT_LE(removed->time, added->time) << "attached before the detach was done";
+      // libvirt emitted the source's device-removed before the
+      // destination's device-added: the attach waited for the removal.
+      std::optional<DeviceEvent> removed = AwaitEvent(from, "removed", start);
+      ASSERT_TRUE(removed.has_value()) << "no device-removed event from '" << from << "'";
+      EXPECT_LT(removed->seq, added->seq) << "attached before the detach was done";
     }
-    EXPECT_FALSE(FindEvent(hop.to, "removal-failed", start).has_value());
+    EXPECT_FALSE(EventSeen(hop.to, "removal-failed", start));
 
     // The kernel: still on vfio-pci with reset disabled (managed='no': libvirt
     // never rebinds it), and its group is held by the destination's QEMU only.
@@ -129,7 +124,7 @@ TEST_F(LibvirtRoute, RouteMovesTheDeviceBetweenHoldersAndBackOnDeviceEvents) {
   absl::StatusOr<Route> r = table->RouteTo("gpu0", "", 5);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->domain, "");
-  EXPECT_TRUE(FindEvent(kOrchestrator, "removed", start).has_value());
+  EXPECT_TRUE(AwaitEvent(kOrchestrator, "removed", start).has_value());
   EXPECT_THAT(*backend->DomainsHolding("gpu0"), IsEmpty());
   EXPECT_THAT(VfioHolderPids(), IsEmpty());
   EXPECT_EQ(PciDriver(bdf_), "vfio-pci");
@@ -154,7 +149,7 @@ TEST_F(LibvirtRoute, ADeviceOnItsHostDriverIsRefusedBeforeLibvirtIsAsked) {
   EXPECT_EQ(PciDriver(bdf_), "virtio-pci");
   EXPECT_EQ(PciAttr(bdf_, "reset_method"), "flr pm bus");
   EXPECT_THAT(*backend->DomainsHolding("gpu0"), IsEmpty());
-  EXPECT_FALSE(FindEvent(kTdA, "added", start).has_value());
+  EXPECT_FALSE(EventSeen(kTdA, "added", start));
   EXPECT_EQ(table->Get("gpu0")->domain, "");
 }
 
@@ -205,7 +200,7 @@ TEST_F(LibvirtRoute, ADomainThatIsNotATdIsRefusedFromItsLiveXml) {
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("not a TDX guest"));
   EXPECT_THAT(*backend->DomainsHolding("gpu0"), IsEmpty());
-  EXPECT_FALSE(FindEvent(kOrchestrator, "added", start).has_value());
+  EXPECT_FALSE(EventSeen(kOrchestrator, "added", start));
 }
 
 // The destination stops between the route's detach and its attach: the
@@ -226,7 +221,7 @@ TEST_F(LibvirtRoute, ADestinationThatDisappearsMidRouteLeavesTheDeviceFree) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("the domain is not running"));
-  EXPECT_TRUE(FindEvent(kTdA, "removed", start).has_value());
+  EXPECT_TRUE(AwaitEvent(kTdA, "removed", start).has_value());
   EXPECT_THAT(*backend->DomainsHolding("gpu0"), IsEmpty());
   EXPECT_THAT(VfioHolderPids(), IsEmpty());
   // The table keeps the last route that succeeded; the next route from

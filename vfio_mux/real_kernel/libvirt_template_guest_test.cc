@@ -199,9 +199,6 @@ class LibvirtTemplate : public LibvirtGuestFixture {
     to.domains = {kOrchestrator, kTd};
     return RouteTable::Open(backend, dir + "/state.json", dir + "/audit.log", to);
   }
-  bool RemovedSince(const std::string& domain, absl::Time since) {
-    return FindEvent(domain, "removed", since).has_value();
-  }
 
   static inline std::set<int> spare_ports_;
 };
@@ -251,7 +248,7 @@ TEST_F(LibvirtTemplate, TheMuxHotPlugsIntoASpareRootPort) {
   std::cout << "LibvirtTemplate: attach to the template's domain took "
             << absl::FormatDuration(absl::Now() - start) << std::endl;
   EXPECT_THAT(*backend->DomainsHolding("gpu0"), ElementsAre(kTd));
-  EXPECT_TRUE(vms()->WaitForEvent(kTd, "added", kGpuAlias, start, absl::Seconds(10)));
+  EXPECT_TRUE(AwaitEvent(kTd, "added", start).has_value());
   absl::StatusOr<std::string> live = vms()->LiveXml(kTd);
   ASSERT_TRUE(live.ok()) << live.status();
   const size_t hostdev = live->find("<hostdev ");
@@ -293,7 +290,7 @@ TEST_F(LibvirtTemplate, ADetachThatNoEventConfirmsTimesOutAndTheDeviceStaysFence
   EXPECT_EQ((*table)->Get("gpu0")->fencing_token, token);
   EXPECT_THAT(*backend->DomainsHolding("gpu0"), ElementsAre(kTd));
   EXPECT_THAT(VfioHolderPids(), ElementsAre(QemuPid(kTd)));
-  EXPECT_FALSE(RemovedSince(kTd, start));
+  EXPECT_FALSE(EventSeen(kTd, "removed", start));
 
   // A stale token cannot move it. A retry with a new one finds the first
   // request still pending in QEMU (which refuses a second), waits for its
@@ -307,7 +304,7 @@ TEST_F(LibvirtTemplate, ADetachThatNoEventConfirmsTimesOutAndTheDeviceStaysFence
   EXPECT_THAT(*backend->DomainsHolding("gpu0"), ElementsAre(kTd));
   EXPECT_EQ((*table)->Get("gpu0")->domain, kTd);
   EXPECT_EQ((*table)->Get("gpu0")->fencing_token, token);
-  EXPECT_FALSE(RemovedSince(kTd, start));
+  EXPECT_FALSE(EventSeen(kTd, "removed", start));
 }
 
 // The holder's domain goes away while the MUX waits for its device-removed
@@ -341,7 +338,7 @@ TEST_F(LibvirtTemplate, ASourceThatDisappearsMidDetachLetsTheRouteComplete) {
 
   r = (*table)->RouteTo("gpu0", "", token + 1);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_TRUE(RemovedSince(kOrchestrator, start));
+  EXPECT_TRUE(AwaitEvent(kOrchestrator, "removed", start).has_value());
   EXPECT_THAT(VfioHolderPids(), IsEmpty());
 }
 

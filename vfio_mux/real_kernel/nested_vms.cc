@@ -181,7 +181,7 @@ absl::StatusOr<int> NestedVms::QemuPid(const std::string& name) {
 void NestedVms::Record(const std::string& domain, const std::string& kind,
                        const std::string& alias) {
   absl::MutexLock lock(&mu_);
-  events_.push_back({domain, kind, alias, absl::Now()});
+  events_.push_back({domain, kind, alias, absl::Now(), events_.size()});
 }
 
 std::vector<DeviceEvent> NestedVms::Events() {

@@ -40,12 +40,16 @@ struct DeviceEvent {
   std::string kind;  // "added", "removed" or "removal-failed"
   std::string alias;
   absl::Time time;
+  // Position among the events recorded: libvirt delivers one connection's
+  // events in the order it emits them.
+  size_t seq = 0;
 };
 
 // The nested VMs of the libvirt guest tests, through the real libvirtd in
 // the guest (qemu:///system): defines and starts domains, destroys them, and
 // records every device event libvirt sends on its own connection (registered
-// before any domain starts). Domains are started paused: their QEMU, its PCI
+// before any domain starts; the MUX's own connection gets its copies
+// independently, so a test waits for a copy here). Domains are started paused: their QEMU, its PCI
 // topology and hot-plug are real, and no firmware spins on the guest's CPU
 // (TCG in TCG). Test-only.
 class NestedVms {
