@@ -17,6 +17,9 @@ PACKAGES=(
   # The real-kernel tests (vfio_mux/real_kernel): a QEMU guest (TCG) booting
   # Debian's cloud kernel from a busybox initramfs, with an ext4 test disk.
   qemu-system-x86 linux-image-cloud-amd64 busybox-static cpio e2fsprogs kmod
+  # Their libvirt scenarios: a Debian root file system (libvirtd, QEMU) built
+  # by mmdebstrap from Debian's archive.
+  mmdebstrap
   # The network baseline (bench/headline_bench): namespaces, veth and tc;
   # its plot.
   iproute2 python3-matplotlib

@@ -128,7 +128,9 @@ TEST(HostdevXmlTest, ValidatorCatchesBrokenHostdev) {
             0);
 }
 
-// Shaped like virDomainGetXMLDesc of a running QEMU domain.
+// Shaped like virDomainGetXMLDesc of a running QEMU domain; its first
+// hostdev is laid out as libvirt 9.0 writes a hot-plugged one
+// (//vfio_mux/real_kernel:libvirt_template_test prints it).
 constexpr char kLiveXml[] = R"(<domain type='kvm' id='3'>
   <name>td-a</name>
   <metadata>

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "util/log.h"
@@ -127,7 +128,8 @@ void FreeWaiter(void* opaque) {
   delete static_cast<std::shared_ptr<RemovalWaiter>*>(opaque);
 }
 
-// Deregisters the domain event callbacks on every path out of a detach.
+// Subscribes a detach to its domain's DEVICE_REMOVED and
+// DEVICE_REMOVAL_FAILED events, and deregisters them on every path out of it.
 class EventSubscription {
  public:
   EventSubscription(virConnectPtr conn, virDomainPtr dom,
@@ -137,11 +139,12 @@ class EventSubscription {
         conn, dom, VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED,
         VIR_DOMAIN_EVENT_CALLBACK(OnDeviceRemoved),
         new std::shared_ptr<RemovalWaiter>(w), FreeWaiter);
+    if (ids_[0] < 0) RecordError();
     ids_[1] = virConnectDomainEventRegisterAny(
         conn, dom, VIR_DOMAIN_EVENT_ID_DEVICE_REMOVAL_FAILED,
         VIR_DOMAIN_EVENT_CALLBACK(OnDeviceRemovalFailed),
         new std::shared_ptr<RemovalWaiter>(w), FreeWaiter);
-    // A driver without events still works: the wait re-reads the XML.
+    if (ids_[1] < 0) RecordError();
     virResetLastError();
   }
   ~EventSubscription() {
@@ -153,9 +156,22 @@ class EventSubscription {
   EventSubscription(const EventSubscription&) = delete;
   EventSubscription& operator=(const EventSubscription&) = delete;
 
+  // Whether both events will be delivered; otherwise libvirt's reason.
+  bool ok() const { return ids_[0] >= 0 && ids_[1] >= 0; }
+  const std::string& error() const { return error_; }
+
  private:
+  void RecordError() {
+    virErrorPtr e = virGetLastError();
+    if (error_.empty()) {
+      error_ = e != nullptr && e->message != nullptr ? e->message
+                                                     : "unknown libvirt error";
+    }
+  }
+
   virConnectPtr conn_;
   int ids_[2] = {-1, -1};
+  std::string error_;
 };
 
 absl::StatusOr<std::string> DomainXml(virDomainPtr dom, const std::string& name,
@@ -184,6 +200,13 @@ absl::StatusOr<bool> XmlHasBdf(const std::string& xml, const std::string& bdf,
     }
   }
   return false;
+}
+
+// "pid 123 (qemu-system-x86), pid 456 (...)".
+std::string HolderList(const std::vector<VfioHolder>& holders) {
+  std::vector<std::string> who;
+  for (const VfioHolder& h : holders) who.push_back(absl::StrCat("pid ", h.pid, " (", h.comm, ")"));
+  return absl::StrJoin(who, ", ");
 }
 
 std::string QuotedList(const std::vector<std::string>& names) {
@@ -445,50 +468,98 @@ absl::Status LibvirtBackend::DetachLocked(_virConnect* conn,
   if (!has.ok()) return has.status();
   if (!*has) return absl::OkStatus();
 
+  // A detach is done only on libvirt's DEVICE_REMOVED event for the live
+  // hostdev's alias (QEMU freed the device after the guest let go), or when
+  // the domain stops (its QEMU, the only holder, is gone). Never on the API's
+  // return: virDomainDetachDeviceAlias returns once the request is sent, and
+  // returns the same when the guest never answers (ACPI hot-plug into a
+  // guest that runs no OS, or whose OS ignores the eject). The live XML is
+  // read again after the event, to confirm.
+  if (live_alias.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": the live XML gives the hostdev no alias, so its removal event "
+              "cannot be recognised; check `virsh -c ",
+        options_.uri, " dumpxml ", name, "`"));
+  }
   // Subscribed before the request, so a fast removal cannot be missed.
   auto waiter = std::make_shared<RemovalWaiter>(live_alias);
   EventSubscription events(conn, dom.get(), waiter);
-  int rc;
-  if (!live_alias.empty()) {
-    rc = virDomainDetachDeviceAlias(dom.get(), live_alias.c_str(),
-                                    VIR_DOMAIN_AFFECT_LIVE);
-  } else {
-    absl::StatusOr<std::string> dev = HostdevXml(g.bdf, "");
-    if (!dev.ok()) return dev.status();
-    rc = virDomainDetachDeviceFlags(dom.get(), dev->c_str(),
-                                    VIR_DOMAIN_AFFECT_LIVE);
+  if (!events.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": cannot subscribe to libvirt's device-removed event (libvirt "
+              "URI '",
+        options_.uri, "'): ", events.error(),
+        "; the MUX counts a detach as done only on that event, so nothing "
+        "was detached"));
   }
-  if (rc < 0) {
-    return HotplugError(LibvirtError(what, options_.uri), name);
+  // QEMU refuses a second unplug request while an earlier one waits for the
+  // guest ("Device ... is already in the process of unplug", which libvirt
+  // passes on as an internal error): that request stands, so its event is
+  // waited for as for a new one.
+  bool earlier_request = false;
+  if (virDomainDetachDeviceAlias(dom.get(), live_alias.c_str(),
+                                 VIR_DOMAIN_AFFECT_LIVE) < 0) {
+    absl::Status e = LibvirtError(what, options_.uri);
+    if (!absl::StrContains(e.message(), "already in the process of unplug")) {
+      return HotplugError(e, name);
+    }
+    earlier_request = true;
+    GT_LOG(2, what, ": an earlier detach request is still pending; waiting for its event");
   }
 
   const absl::Time deadline = absl::Now() + options_.detach_timeout;
   for (;;) {
-    xml = DomainXml(dom.get(), name, options_.uri);
-    if (!xml.ok()) return xml.status();
-    has = XmlHasBdf(*xml, g.bdf, name);
-    if (!has.ok()) return has.status();
-    if (!*has) return absl::OkStatus();
+    bool removed, failed;
     {
       absl::MutexLock lock(&waiter->mu);
-      if (waiter->failed) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            what, ": the guest refused to release the device "
-                  "(DEVICE_REMOVAL_FAILED for alias '",
-            live_alias,
-            "'); the GPU is still attached. Stop the guest's GPU users (or "
-            "shut the guest down) and retry"));
-      }
+      removed = waiter->removed;
+      failed = waiter->failed;
+    }
+    if (removed) {
+      xml = DomainXml(dom.get(), name, options_.uri);
+      if (!xml.ok()) return xml.status();
+      has = XmlHasBdf(*xml, g.bdf, name);
+      if (!has.ok()) return has.status();
+      if (!*has) return absl::OkStatus();
+      return absl::InternalError(absl::StrCat(
+          what, ": libvirt reported hostdev '", live_alias,
+          "' removed but the live XML still lists the GPU; check `virsh -c ",
+          options_.uri, " dumpxml ", name, "` before moving it"));
+    }
+    if (failed) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, ": the guest refused to release the device "
+                "(DEVICE_REMOVAL_FAILED for alias '",
+          live_alias,
+          "'); the GPU is still attached. Stop the guest's GPU users (or "
+          "shut the guest down) and retry"));
+    }
+    const int active = virDomainIsActive(dom.get());
+    if (active == 0 ||
+        (active < 0 && virGetLastErrorCode() == VIR_ERR_NO_DOMAIN)) {
+      virResetLastError();
+      GT_LOG(1, what, ": the domain stopped before the device-removed event; "
+                      "a stopped domain holds no device");
+      return absl::OkStatus();
+    }
+    if (active < 0) {
+      return LibvirtError(absl::StrCat(what, ": checking that the domain runs"),
+                          options_.uri);
     }
     const absl::Time now = absl::Now();
     if (now >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
-          what, ": not confirmed within ",
-          absl::FormatDuration(options_.detach_timeout),
-          ": the hostdev is still in the live XML. The guest has not "
-          "acknowledged the PCI hot-unplug (guest kernel without hotplug "
-          "support, driver still in use); the request stays pending in "
-          "libvirt. Retry the move, or shut the guest down"));
+          what, ": no device-removed event for hostdev '", live_alias,
+          "' within ", absl::FormatDuration(options_.detach_timeout),
+          earlier_request ? ", with an earlier detach request still pending"
+                          : ", although libvirt accepted the request",
+          ": the guest has not "
+          "acknowledged the PCI hot-unplug (no OS or hot-plug driver running, "
+          "or ACPI hot-plug that the guest does not answer). The GPU stays "
+          "attached to '",
+          name,
+          "' and the MUX keeps it routed there; the request stays pending "
+          "in libvirt. Retry the move, or shut the guest down"));
     }
     waiter->mu.LockWhenWithTimeout(
         absl::Condition(waiter.get(), &RemovalWaiter::Done),
@@ -576,7 +647,20 @@ absl::Status LibvirtBackend::AttachLocked(_virConnect* conn,
   if (!dev.ok()) return dev.status();
   if (virDomainAttachDeviceFlags(dom.get(), dev->c_str(),
                                  VIR_DOMAIN_AFFECT_LIVE) < 0) {
-    return HotplugError(LibvirtError(what, options_.uri), name);
+    absl::Status e = HotplugError(LibvirtError(what, options_.uri), name);
+    // QEMU cannot open a VFIO group that another process holds (libvirt
+    // reports QEMU's EBUSY as an internal error): name the holder when the
+    // scan can see it.
+    if (options_.check_sysfs) {
+      absl::StatusOr<std::vector<VfioHolder>> holders = sysfs_.FindVfioHolders(g.bdf);
+      if (holders.ok() && !holders->empty()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            e.message(), ". The GPU's VFIO group is held open by ",
+            HolderList(*holders),
+            " outside libvirt, so QEMU cannot take it: stop that process"));
+      }
+    }
+    return e;
   }
   absl::StatusOr<std::string> xml = DomainXml(dom.get(), name, options_.uri);
   if (!xml.ok()) return xml.status();
@@ -692,13 +776,9 @@ absl::Status LibvirtBackend::Reset(const std::string& gpu) {
                                        " refused: ", holders.status().message()));
     }
     if (!holders->empty()) {
-      std::vector<std::string> who;
-      for (const VfioHolder& h : *holders) {
-        who.push_back(absl::StrCat("pid ", h.pid, " (", h.comm, ")"));
-      }
       return absl::FailedPreconditionError(absl::StrCat(
           "libvirt backend: reset of GPU ", gpu, " (", g.bdf,
-          ") refused: held open by ", absl::StrJoin(who, ", "),
+          ") refused: held open by ", HolderList(*holders),
           " while libvirt lists it in no running domain"));
     }
   }

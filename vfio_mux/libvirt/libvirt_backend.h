@@ -45,8 +45,8 @@ struct LibvirtBackendOptions {
   // How long a guest may take to release a device after a detach request
   // (the guest OS must acknowledge the PCI hot-unplug).
   absl::Duration detach_timeout = absl::Seconds(30);
-  // Upper bound between re-reads of the live XML while waiting; a
-  // DEVICE_REMOVED event ends the wait earlier.
+  // Upper bound between checks that the domain still runs while waiting;
+  // the DEVICE_REMOVED event ends the wait at once.
   absl::Duration poll_interval = absl::Milliseconds(250);
   // Check through sysfs, before each attach, that the GPU is bound to
   // vfio-pci (managed='no' needs it), its IOMMU group is viable and its
@@ -62,13 +62,19 @@ struct LibvirtBackendOptions {
 };
 
 // Routing by libvirt hostdev hot-plug: Move detaches the GPU from the `from`
-// VM and attaches it to the `to` VM, each confirmed in the live domain XML.
+// VM and attaches it to the `to` VM: the detach confirmed by libvirt's event,
+// the attach in the live domain XML.
 //
 //   detach: find the hostdev by host BDF in `from`'s live XML (absent:
-//     nothing to do); subscribe to DEVICE_REMOVED / DEVICE_REMOVAL_FAILED;
-//     virDomainDetachDeviceAlias (virDomainDetachDeviceFlags when the live
-//     hostdev has no alias), VIR_DOMAIN_AFFECT_LIVE; wait for the event or
-//     the timeout, re-reading the live XML until the hostdev is gone.
+//     nothing to do); subscribe to DEVICE_REMOVED / DEVICE_REMOVAL_FAILED
+//     (refused if libvirt cannot deliver them); virDomainDetachDeviceAlias
+//     with the live alias, VIR_DOMAIN_AFFECT_LIVE (QEMU refusing it because
+//     an earlier request is still pending counts as sent). Done only when the
+//     DEVICE_REMOVED event for that alias arrives (then confirmed in the
+//     live XML) or the domain stops; the API's return says only that the
+//     request was sent, which it also says when the guest never answers.
+//     No event within detach_timeout: DEADLINE_EXCEEDED, the GPU still
+//     attached to `from`.
 //   attach: refuse while any other running domain's live XML lists the
 //     GPU; sysfs checks; refuse a domain whose live XML is not a TDX guest
 //     (require_tdx); virDomainAttachDeviceFlags(<hostdev managed='no'>,

@@ -242,6 +242,24 @@ TEST_F(LibvirtBackendTest, DetachReachesLibvirtAndReportsUnsupportedDriver) {
   EXPECT_EQ(*b->DomainsHolding("gpu0"), std::vector<std::string>{"td-a"});
 }
 
+// The detach is confirmed only by the DEVICE_REMOVED event for the live
+// hostdev's alias; a live hostdev without one (libvirt's QEMU driver names
+// every live device; the test driver keeps what the XML says) is refused
+// before libvirt is asked to detach anything.
+TEST_F(LibvirtBackendTest, DetachOfALiveHostdevWithoutAliasIsRefused) {
+  std::string node = kNodeXml;
+  const std::string alias = "\n        <alias name='ua-gpu0'/>";
+  ASSERT_NE(node.find(alias), std::string::npos);
+  node.erase(node.find(alias), alias.size());
+  std::ofstream(dir_ + "/node.xml") << node;
+  std::unique_ptr<LibvirtBackend> b = Make(Options());
+  ASSERT_NE(b, nullptr);
+  absl::Status s = b->Move("gpu0", "td-a", "td-b");
+  ASSERT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_TRUE(Contains(s, "gives the hostdev no alias")) << s;
+  EXPECT_EQ(*b->DomainsHolding("gpu0"), std::vector<std::string>{"td-a"});
+}
+
 // ATTACK (route table vs reality): the table calls Move even when from ==
 // to because it may be behind the GPU, and the backend must then confirm or
 // say where the GPU is (routing_backend.h). For "" -> "" the libvirt backend

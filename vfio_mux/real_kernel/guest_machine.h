@@ -19,6 +19,8 @@ namespace gputravel {
 //                and virtio-net (legacy, 1af4:1000, virtio-pci): one IOMMU
 //                group of three; edu stands in for GPU "gpu1".
 //   virtio-blk on the root bus: the ext4 file system mounted at /data.
+//   The libvirt scenarios only: a second virtio-blk, the root file system
+//   (/dev/vdb), 2 GiB and two vCPUs.
 inline constexpr char kStandInVendor[] = "0x1af4";
 inline constexpr char kStandInDevice[] = "0x1041";
 inline constexpr char kEduVendor[] = "0x1234";

@@ -6,12 +6,16 @@
 # this test's results (XML_OUTPUT_FILE) and exit code. A machine that cannot
 # run QEMU fails the test with the reason; nothing is skipped.
 #
-# Usage: run_scenario.sh SCENARIO VMLINUZ INITRD
+# With ROOTFS (the libvirt scenarios: build_libvirt_image.sh), the guest gets
+# more memory and a second vCPU, boots the same kernel and initramfs, and
+# switches to ROOTFS (attached read-only: writes go to a temporary overlay),
+# where libvirtd runs and the tests of libvirt_guest nest VMs.
+#
+# Usage: run_scenario.sh SCENARIO VMLINUZ INITRD [ROOTFS]
 set -uo pipefail
 
-scenario=$1; kernel=$2; initrd=$3
+scenario=$1; kernel=$2; initrd=$3; rootfs=${4:-}
 work=${TEST_TMPDIR:-$(mktemp -d)}
-timeout_s=${REAL_KERNEL_TIMEOUT_S:-240}
 
 fail() {
   echo "real_kernel $scenario: FAILED: $*" >&2
@@ -23,6 +27,19 @@ qemu=$(command -v qemu-system-x86_64) ||
 mke2fs=$(PATH="$PATH:/sbin:/usr/sbin" command -v mke2fs) ||
   fail "mke2fs not found: install e2fsprogs (tools/setup.sh does)"
 [ -r "$kernel" ] && [ -r "$initrd" ] || fail "boot image $kernel / $initrd missing"
+if [ -n "$rootfs" ]; then
+  [ -r "$rootfs" ] || fail "root file system image $rootfs missing"
+  timeout_s=${REAL_KERNEL_TIMEOUT_S:-600}
+  machine=(-m 2048 -smp 2)
+  # After the test disk, so that the guest names it vdb.
+  rootdisk=(-drive "file=$rootfs,format=raw,if=none,id=d1,snapshot=on" -device virtio-blk-pci,drive=d1)
+  append="gt.root=/dev/vdb gt.binary=libvirt_guest"
+else
+  timeout_s=${REAL_KERNEL_TIMEOUT_S:-240}
+  machine=(-m 512 -smp 1)
+  rootdisk=()
+  append=""
+fi
 
 disk=$work/data.img
 rm -f "$disk"
@@ -36,7 +53,7 @@ start=$(date +%s.%N)
 # The machine guest_machine.h describes. x-speed/x-width on the root ports:
 # without them a bus reset fails ("Data Link Layer Link Active not set").
 timeout --kill-after=10 "$timeout_s" "$qemu" \
-  -machine q35,kernel-irqchip=split -accel tcg -cpu max -m 512 -smp 1 \
+  -machine q35,kernel-irqchip=split -accel tcg -cpu max "${machine[@]}" \
   -nodefaults -display none -monitor none -no-reboot \
   -device intel-iommu,intremap=on,caching-mode=on \
   -device pcie-root-port,id=rp1,chassis=1,slot=1,x-speed=2_5,x-width=1 \
@@ -46,8 +63,9 @@ timeout --kill-after=10 "$timeout_s" "$qemu" \
   -device edu,bus=br1,addr=1 \
   -netdev user,id=n1,restrict=on -device virtio-net-pci,bus=br1,addr=2,netdev=n1 \
   -drive file="$disk",format=raw,if=none,id=d0 -device virtio-blk-pci,drive=d0 \
+  "${rootdisk[@]}" \
   -kernel "$kernel" -initrd "$initrd" \
-  -append "console=ttyS0 intel_iommu=on no_timer_check quiet loglevel=3 panic=-1 gt.scenario=$scenario" \
+  -append "console=ttyS0 intel_iommu=on no_timer_check quiet loglevel=3 panic=-1 gt.scenario=$scenario $append" \
   -serial "file:$console" -serial "file:$results" > "$work/qemu.out" 2>&1
 qemu_rc=$?
 elapsed=$(echo "$(date +%s.%N) $start" | awk '{printf "%.1f", $1 - $2}')
