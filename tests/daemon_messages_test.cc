@@ -2,50 +2,16 @@
 // traces each RPC it serves; a start-up refusal names the path and the
 // system's reason (errno) for a state_dir that cannot be created, and a
 // holder refuses a bounce_dir that does not exist, before it serves.
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <chrono>
 #include <string>
-#include <thread>
 
 #include "cli/emulated_stack.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/lone_daemon.h"
 #include "util/files.h"
-#include "util/subprocess.h"
 
 namespace gputravel {
 namespace {
-
-struct Outcome {
-  int exit_code = -1;  // -1: did not exit by itself within a minute
-  std::string log;
-};
-
-// Runs `binary --config=CONFIG` and waits (bounded) for it to exit.
-Outcome RunDaemon(const std::string& binary, const std::string& config,
-                  const std::string& log) {
-  Subprocess p;
-  Outcome out;
-  if (!p.Start({binary, "--config=" + config}, log).ok()) return out;
-  for (int i = 0; i < 1200 && p.Running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  if (p.Running()) {
-    p.Terminate();
-  } else if (WIFEXITED(p.exit_status())) {
-    out.exit_code = WEXITSTATUS(p.exit_status());
-  }
-  out.log = ReadFile(log).value_or("");
-  return out;
-}
-
-std::string Binary(const std::string& bin_dir, const std::string& runfiles_path) {
-  const std::string in_runfiles = bin_dir + "/" + runfiles_path;
-  if (::access(in_runfiles.c_str(), X_OK) == 0) return in_runfiles;
-  return bin_dir + "/" + runfiles_path.substr(runfiles_path.find('/') + 1);
-}
 
 // A copy of `config` with `key` set to `value`, next to it.
 std::string Edited(const std::string& config, const std::string& key,
@@ -107,9 +73,9 @@ TEST_F(DaemonMessagesTest, StartupRefusalsNameThePathAndTheReason) {
   // A state_dir whose parent does not exist: the errno is in the message.
   {
     const std::string missing = d + "/no-such-parent/state";
-    Outcome o = RunDaemon(Binary(bin_dir_, "orchestrator/orchestrator"),
-                          Edited(d + "/orchestrator.json", "state_dir", missing),
-                          d + "/logs/orchestrator-bad-state.log");
+    LoneDaemonExit o = RunDaemonToExit(DaemonBinary(bin_dir_, "orchestrator/orchestrator"),
+                                       Edited(d + "/orchestrator.json", "state_dir", missing),
+                                       d + "/logs/orchestrator-bad-state.log");
     EXPECT_EQ(o.exit_code, 2) << o.log;
     EXPECT_NE(o.log.find("cannot create state_dir " + missing + ": No such file or directory"),
               std::string::npos)
@@ -120,8 +86,8 @@ TEST_F(DaemonMessagesTest, StartupRefusalsNameThePathAndTheReason) {
     const std::string holder = stack_->holder_names()[0];
     const std::string missing = d + "/shm/no-such-domain";
     const std::string config = Edited(d + "/" + holder + ".json", "bounce_dir", missing);
-    Outcome o = RunDaemon(Binary(bin_dir_, "holder_agent/holder_agent"), config,
-                          d + "/logs/holder-bad-bounce.log");
+    LoneDaemonExit o = RunDaemonToExit(DaemonBinary(bin_dir_, "holder_agent/holder_agent"),
+                                       config, d + "/logs/holder-bad-bounce.log");
     EXPECT_EQ(o.exit_code, 2) << o.log;
     EXPECT_NE(o.log.find(config + ": bounce_dir " + missing + ": No such file or directory"),
               std::string::npos)

@@ -4,10 +4,7 @@
 // happened (the failure to bring the GPU home, not an orchestrator restart),
 // the campaign's error stops saying the trip is unsafe, no message repeats
 // a part of itself, and a resume completes the campaign.
-#include <chrono>
-#include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_split.h"
@@ -15,53 +12,13 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/orchestrator.grpc.pb.h"
+#include "tests/stack_campaign.h"
 
 namespace gputravel {
 namespace {
 
-v1::Campaign Get(EmulatedStack* stack) {
-  auto stub = stack->OperatorClient();
-  v1::GetCampaignRequest req;
-  req.set_name("demo");
-  v1::Campaign out;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  grpc::Status s = stub->GetCampaign(&ctx, req, &out);
-  EXPECT_TRUE(s.ok()) << s.error_message();
-  return out;
-}
-
-// Polls the campaign until `done` holds, or `seconds` pass.
-bool WaitFor(EmulatedStack* stack, double seconds,
-             const std::function<bool(const v1::Campaign&)>& done, v1::Campaign* last) {
-  const auto until = std::chrono::steady_clock::now() +
-                     std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-  while (std::chrono::steady_clock::now() < until) {
-    *last = Get(stack);
-    if (done(*last)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
 bool Has(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
-}
-
-std::vector<v1::Event> AllEvents(EmulatedStack* stack) {
-  auto stub = stack->OperatorClient();
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  v1::WatchCampaignRequest req;
-  req.set_name("demo");
-  auto reader = stub->WatchCampaign(&ctx, req);
-  std::vector<v1::Event> out;
-  v1::Event e;
-  while (reader->Read(&e)) {
-    if (e.seq() != 0) out.push_back(e);
-  }
-  (void)reader->Finish();
-  return out;
 }
 
 // A message says each thing once: no hint twice, and no run of its
@@ -93,28 +50,16 @@ TEST(MuxFailureTest, RecoveryNamesTheMuxFailureAndTheStaleErrorGoes) {
   auto started = EmulatedStack::Start(o);
   ASSERT_TRUE(started.ok()) << started.status();
   EmulatedStack* stack = started->get();
-  auto stub = stack->OperatorClient();
-  {
-    v1::CreateCampaignRequest req;
-    req.set_request_id("mux-failure");
-    req.set_spec_json(stack->CampaignSpec().dump());
-    v1::CreateCampaignResponse created;
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(stub->CreateCampaign(&ctx, req, &created).ok());
-    v1::CampaignRef ref;
-    ref.set_name("demo");
-    v1::Campaign c;
-    grpc::ClientContext ctx2;
-    ASSERT_TRUE(stub->StartCampaign(&ctx2, ref, &c).ok());
-  }
+  absl::Status run = CreateAndStartCampaign(stack, "mux-failure");
+  ASSERT_TRUE(run.ok()) << run;
   v1::Campaign c;
-  ASSERT_TRUE(WaitFor(stack, 120, [](const v1::Campaign& c) { return c.trips_ok() >= 1; }, &c));
+  ASSERT_TRUE(WaitForCampaign(stack, "demo", 120, [](const v1::Campaign& c) { return c.trips_ok() >= 1; }, &c));
 
   Subprocess* mux = stack->process("mux");
   ASSERT_NE(mux, nullptr);
   mux->Kill();
-  ASSERT_TRUE(WaitFor(
-      stack, 120,
+  ASSERT_TRUE(WaitForCampaign(
+      stack, "demo", 120,
       [](const v1::Campaign& c) {
         return c.state() == v1::PAUSED && Has(c.error(), "could not be made safe");
       },
@@ -125,8 +70,8 @@ TEST(MuxFailureTest, RecoveryNamesTheMuxFailureAndTheStaleErrorGoes) {
 
   ASSERT_TRUE(stack->Restart("mux").ok());
   // Recovery makes the trip safe: the error says so instead.
-  ASSERT_TRUE(WaitFor(
-      stack, 120,
+  ASSERT_TRUE(WaitForCampaign(
+      stack, "demo", 120,
       [](const v1::Campaign& c) { return !Has(c.error(), "could not be made safe"); }, &c))
       << c.error();
   EXPECT_EQ(c.state(), v1::PAUSED);
@@ -135,7 +80,11 @@ TEST(MuxFailureTest, RecoveryNamesTheMuxFailureAndTheStaleErrorGoes) {
   ExpectSaidOnce(c.error());
 
   int recoveries = 0;
-  for (const v1::Event& e : AllEvents(stack)) {
+  // Up to the campaign_state event that replaced the stale error.
+  const auto made_safe = [](const v1::Event& e) {
+    return e.kind() == v1::CAMPAIGN_STATE && Has(e.message(), "recovery has since made it safe");
+  };
+  for (const v1::Event& e : RecordedEvents(stack, "demo", made_safe)) {
     SCOPED_TRACE("event " + std::to_string(e.seq()));
     ExpectSaidOnce(e.message());
     EXPECT_FALSE(Has(e.message(), "orchestrator restart")) << e.message();
@@ -148,6 +97,7 @@ TEST(MuxFailureTest, RecoveryNamesTheMuxFailureAndTheStaleErrorGoes) {
 
   // The operator resumes: the campaign completes, every window once.
   {
+    auto stub = stack->OperatorClient();
     v1::CampaignRef ref;
     ref.set_name("demo");
     grpc::ClientContext ctx;

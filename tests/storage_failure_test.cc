@@ -11,49 +11,17 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
-#include <functional>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "cli/emulated_stack.h"
-#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "proto/orchestrator.grpc.pb.h"
 #include "tests/operator_cli.h"
+#include "tests/stack_campaign.h"
 #include "util/files.h"
 
 namespace gputravel {
 namespace {
-
-v1::Campaign Get(EmulatedStack* stack, bool trips = false) {
-  auto stub = stack->OperatorClient();
-  v1::GetCampaignRequest req;
-  req.set_name("demo");
-  req.set_include_trips(trips);
-  v1::Campaign out;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  grpc::Status s = stub->GetCampaign(&ctx, req, &out);
-  EXPECT_TRUE(s.ok()) << s.error_message();
-  return out;
-}
-
-// Polls the campaign until `done` holds for it, or `seconds` pass (a
-// bounded wait on a condition; the polling interval decides nothing).
-bool WaitFor(EmulatedStack* stack, double seconds,
-             const std::function<bool(const v1::Campaign&)>& done, v1::Campaign* last) {
-  const auto until = std::chrono::steady_clock::now() +
-                     std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-  while (std::chrono::steady_clock::now() < until) {
-    *last = Get(stack);
-    if (done(*last)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
 
 // Lines of `path` that contain `needle`.
 int CountLines(const std::string& path, const std::string& needle) {
@@ -68,22 +36,6 @@ int CountLines(const std::string& path, const std::string& needle) {
     start = end + 1;
   }
   return n;
-}
-
-std::vector<v1::Event> AllEvents(EmulatedStack* stack) {
-  auto stub = stack->OperatorClient();
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-  v1::WatchCampaignRequest req;
-  req.set_name("demo");
-  auto reader = stub->WatchCampaign(&ctx, req);
-  std::vector<v1::Event> out;
-  v1::Event e;
-  while (reader->Read(&e)) {
-    if (e.seq() != 0) out.push_back(e);
-  }
-  (void)reader->Finish();
-  return out;
 }
 
 TEST(StorageFailureTest, AFullDiskLeavesTheGpuAloneShowsPausedAndTheCampaignGoesOn) {
@@ -110,22 +62,10 @@ TEST(StorageFailureTest, AFullDiskLeavesTheGpuAloneShowsPausedAndTheCampaignGoes
   auto routes = [&] { return CountLines(audit, "\"route\""); };
   auto rekeys = [&] { return CountLines(gpu_log, "new CC session"); };
 
-  {
-    auto stub = stack->OperatorClient();
-    v1::CreateCampaignRequest req;
-    req.set_request_id("storage-test");
-    req.set_spec_json(stack->CampaignSpec().dump());
-    v1::CreateCampaignResponse created;
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(stub->CreateCampaign(&ctx, req, &created).ok());
-    v1::CampaignRef ref;
-    ref.set_name("demo");
-    v1::Campaign c;
-    grpc::ClientContext ctx2;
-    ASSERT_TRUE(stub->StartCampaign(&ctx2, ref, &c).ok());
-  }
+  absl::Status run = CreateAndStartCampaign(stack, "storage-test");
+  ASSERT_TRUE(run.ok()) << run;
   v1::Campaign c;
-  ASSERT_TRUE(WaitFor(stack, 120, [](const v1::Campaign& c) { return c.trips_ok() >= 2; }, &c))
+  ASSERT_TRUE(WaitForCampaign(stack, "demo", 120, [](const v1::Campaign& c) { return c.trips_ok() >= 2; }, &c))
       << v1::CampaignState_Name(c.state()) << " " << c.error();
   ASSERT_EQ(c.state(), v1::RUNNING) << c.error();
 
@@ -136,8 +76,8 @@ TEST(StorageFailureTest, AFullDiskLeavesTheGpuAloneShowsPausedAndTheCampaignGoes
 
   // The API says so: PAUSED, naming the storage error, though nothing
   // could be committed.
-  ASSERT_TRUE(WaitFor(
-      stack, 60,
+  ASSERT_TRUE(WaitForCampaign(
+      stack, "demo", 60,
       [](const v1::Campaign& c) {
         return c.state() == v1::PAUSED &&
                c.error().find("database or disk is full") != std::string::npos;
@@ -151,8 +91,8 @@ TEST(StorageFailureTest, AFullDiskLeavesTheGpuAloneShowsPausedAndTheCampaignGoes
   EXPECT_NE(c.error().find("the GPU is left alone"), std::string::npos) << c.error();
   // The trip in flight finished its way home; from here on the GPU is left
   // alone while the orchestrator retries: three retries (1 + 2 + 4 s).
-  ASSERT_TRUE(WaitFor(
-      stack, 60,
+  ASSERT_TRUE(WaitForCampaign(
+      stack, "demo", 60,
       [](const v1::Campaign& c) {
         return c.error().find("3 retries failed") != std::string::npos;
       },
@@ -177,15 +117,15 @@ TEST(StorageFailureTest, AFullDiskLeavesTheGpuAloneShowsPausedAndTheCampaignGoes
 
   // Space returns: the campaign goes on by itself and completes.
   ASSERT_EQ(std::remove(disk_full.c_str()), 0);
-  ASSERT_TRUE(WaitFor(
-      stack, 300,
+  ASSERT_TRUE(WaitForCampaign(
+      stack, "demo", 300,
       [](const v1::Campaign& c) {
         return c.state() == v1::COMPLETED || c.state() == v1::FAILED ||
                c.state() == v1::CANCELLED;
       },
       &c))
       << v1::CampaignState_Name(c.state()) << " " << c.error();
-  c = Get(stack, /*trips=*/true);
+  c = GetStackCampaign(stack, "demo", /*include_trips=*/true);
   EXPECT_EQ(c.state(), v1::COMPLETED) << c.error();
   EXPECT_EQ(c.error(), "") << "the storage error is gone with the failure";
 
@@ -206,7 +146,7 @@ TEST(StorageFailureTest, AFullDiskLeavesTheGpuAloneShowsPausedAndTheCampaignGoes
   // The record: the campaign never committed PAUSED, and its events say
   // what stopped it and for how long.
   bool storage_event = false;
-  for (const v1::Event& e : AllEvents(stack)) {
+  for (const v1::Event& e : RecordedEvents(stack, "demo")) {
     if (e.kind() == v1::CAMPAIGN_STATE) {
       EXPECT_NE(e.campaign_state(), v1::PAUSED) << e.message();
     }
