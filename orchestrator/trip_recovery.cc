@@ -110,7 +110,8 @@ bool RecoverTrips(const std::string& gpu, StateStore* store, TripRunner* runner,
     if (seq.ok()) notify(EventSeqs{*seq});
     auto finished = store->FinishTrip(t.id, f);
     notify(finished);
-    // Not finished, the trip would be made safe again and again.
+    // Still unfinished: nothing else may run on this GPU before it is
+    // finished (the next pass makes it safe again and finishes it).
     if (!finished.ok()) return false;
     // The campaign's error no longer says the trip is unsafe.
     if (c->state == kCampaignPaused) {
