@@ -25,6 +25,14 @@ std::string Flag(bool v, bool running) {
   return running ? "-" : "NO";
 }
 
+// The digest is checked against the holder's report, which brings the
+// bytes and chunks it wrote: a trip that ended before any report (a failed
+// channel, a holder that never answered, a recovered one) had none checked.
+std::string DigestFlag(const v1::Trip& t, bool running) {
+  if (!t.digest_match() && t.bytes() == 0 && t.chunks() == 0) return "-";
+  return Flag(t.digest_match(), running);
+}
+
 }  // namespace
 
 std::string U64(uint64_t v) { return std::to_string(v); }
@@ -153,7 +161,7 @@ std::string TripsTable(const v1::Campaign& c) {
     t.Add({U64(tr.id()), TerminalSafe(tr.holder()), std::to_string(tr.round()), window,
            v1::TripStep_Name(tr.step()), running ? "running" : TerminalSafe(tr.outcome()),
            FormatBytes(tr.bytes()), mbs, tr.has_loss() ? FormatLoss(tr.loss()) : "-",
-           Flag(tr.digest_match(), running), Flag(tr.scrub_verified(), running),
+           DigestFlag(tr, running), Flag(tr.scrub_verified(), running),
            Flag(tr.rekeyed(), running), TerminalSafe(tr.error())});
   }
   return t.Render();

@@ -51,6 +51,43 @@ TEST(CampaignViewTest, AHolderDoneWithEveryRoundShowsItsWholeDataset) {
   EXPECT_NE(t.find("1.0 MiB of 4.0 MiB"), std::string::npos) << t;
 }
 
+// DIGEST says NO only for a digest that was checked and did not match: a
+// trip that ended before the holder's report had none checked.
+TEST(CampaignViewTest, ADigestNeverCheckedIsNotShownAsAMismatch) {
+  v1::Campaign c;
+  v1::Trip* ok = c.add_trips();
+  ok->set_id(1);
+  ok->set_outcome("ok");
+  ok->set_bytes(1u << 20);
+  ok->set_chunks(4);
+  ok->set_digest_match(true);
+  v1::Trip* mismatch = c.add_trips();
+  mismatch->set_id(2);
+  mismatch->set_outcome("failed");
+  mismatch->set_bytes(1u << 20);
+  mismatch->set_chunks(4);
+  mismatch->set_error("digest mismatch");
+  v1::Trip* never = c.add_trips();
+  never->set_id(3);
+  never->set_outcome("aborted");
+  never->set_scrub_verified(true);
+  never->set_rekeyed(true);
+  never->set_error("holder h OpenChannel: unreachable");
+  const std::string t = TripsTable(c);
+  auto row = [&](int id) {
+    const size_t at = t.find("\n " + std::to_string(id) + "  ");
+    EXPECT_NE(at, std::string::npos) << t;
+    return t.substr(at + 1, t.find('\n', at + 1) - at - 1);
+  };
+  auto digest_column = [&](const std::string& r) {
+    const size_t col = t.find("DIGEST");
+    return r.substr(col, r.find(' ', col) - col);
+  };
+  EXPECT_EQ(digest_column(row(1)), "yes") << t;
+  EXPECT_EQ(digest_column(row(2)), "NO") << t;
+  EXPECT_EQ(digest_column(row(3)), "-") << t;
+}
+
 TEST(CampaignViewTest, WaitingForTheGpuNamesWhoHoldsIt) {
   v1::Campaign c;
   c.set_state(v1::RUNNING);

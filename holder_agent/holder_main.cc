@@ -97,6 +97,21 @@ int main(int argc, char** argv) {
     if (!d.ok()) Fail(std::string(d.status().message()));
     opts.writer.bounce_dir = *d;
   }
+  // The domain's shared memory, which exists before the agent does: a
+  // directory created here would be one the GPU never maps rings from.
+  {
+    struct stat st;
+    const std::string& dir = opts.writer.bounce_dir;
+    if (::stat(dir.c_str(), &st) != 0) {
+      Fail(where + ": bounce_dir " + dir + ": " + std::strerror(errno) +
+           " (it must be this holder domain's shared-memory directory, where its bounce "
+           "rings go and the GPU maps them from)");
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      Fail(where + ": bounce_dir " + dir + " is not a directory (it must be this holder "
+           "domain's shared-memory directory)");
+    }
+  }
   if (!cfg.contains("dataset") || !cfg["dataset"].is_object()) {
     Fail(where + ": missing object 'dataset' ({\"name\", \"path\", \"format\"}: format "
          "optional, auto|llmc-tokens|raw)");

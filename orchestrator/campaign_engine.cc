@@ -38,6 +38,13 @@ struct CampaignEngine::Gpu {
   RemoteTrainer* remote = nullptr;  // of a campaign of trainer kind "external"
   // Opens the next trip's attested channel beside the current trip.
   TaskThread channel_opener;
+  // Only the worker's: what left a trip unfinished, for recovery's events
+  // (trip_recovery.h kCause*), and the campaign a storage failure stopped
+  // (with when), for its event once the storage works again.
+  std::string recovery_cause = kCauseRestart;
+  std::string storage_stopped;
+  std::string storage_error;
+  absl::Time storage_stopped_at;
 };
 
 CampaignEngine::CampaignEngine(const OrchestratorConfig* config, StateStore* store,
@@ -46,6 +53,14 @@ CampaignEngine::CampaignEngine(const OrchestratorConfig* config, StateStore* sto
   // After each commit, the watchers of that event's campaign wake (only them).
   store_->SetEventObserver([this](const std::string& campaign, int64_t seq) {
     changes_.EventCommitted(campaign, seq);
+  });
+  // Every write tells whether the storage works.
+  store_->SetStorageObserver([this](const absl::Status& write) {
+    if (write.ok()) {
+      storage_.Succeeded();
+    } else {
+      storage_.Failed(write);
+    }
   });
   for (const auto& g : config_->gpus) {
     auto gpu = std::make_unique<Gpu>();
@@ -57,6 +72,7 @@ CampaignEngine::CampaignEngine(const OrchestratorConfig* config, StateStore* sto
 CampaignEngine::~CampaignEngine() {
   Shutdown();
   store_->SetEventObserver(nullptr);
+  store_->SetStorageObserver(nullptr);
 }
 
 absl::Status CampaignEngine::Start() {
@@ -500,14 +516,26 @@ void CampaignEngine::Worker(Gpu* gpu) {
       absl::MutexLock l(&mu_);
       if (stopping_) return;
     }
+    // Nothing can be committed: nothing happens, the GPU included, until
+    // the state database can be written again.
+    if (storage_.failing()) {
+      AwaitStorage();
+      continue;
+    }
+    if (!AfterStorageFailure(gpu)) continue;
     if (!RecoverTrips(
             gpu->config.name, store_, &runner,
             [this](const CampaignRow& row) { return SpecOf(row); },
-            [this](const absl::StatusOr<EventSeqs>& seqs) { Notify(seqs); })) {
+            [this](const absl::StatusOr<EventSeqs>& seqs) { Notify(seqs); },
+            gpu->recovery_cause)) {
+      if (storage_.failing()) continue;
       absl::MutexLock l(&mu_);
       mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Seconds(2));
       continue;
     }
+    // Any unfinished trip from here on was left by a run of this process,
+    // which says why.
+    gpu->recovery_cause = "its campaign's run stopping before the trip ended";
     // A pause the last process could not finish (it stopped mid-trip).
     FinishPausing(gpu->config.name);
     std::optional<std::string> name;
@@ -521,14 +549,18 @@ void CampaignEngine::Worker(Gpu* gpu) {
       if (!contacted) {
         // Idle at start: the GPU home and re-keyed, as after a campaign, so
         // that its health and memory are known before one is created.
-        contacted = true;
-        RetryMuxNow();
+        // A token the store could not write is not the GPU's failure: a
+        // later pass tries again.
         auto token = store_->NextFencingToken();
-        absl::Status home = token.ok() ? runner.MakeSafe(*token, 0, 0, "") : token.status();
-        if (!home.ok()) {
-          GT_LOG(0, "GPU ", gpu->config.name, ": bringing it home: ", home.message());
+        if (token.ok()) {
+          contacted = true;
+          RetryMuxNow();
+          absl::Status home = runner.MakeSafe(*token, 0, 0, "");
+          if (!home.ok()) {
+            GT_LOG(0, "GPU ", gpu->config.name, ": bringing it home: ", home.message());
+          }
+          NoteContact(*gpu, session, home);
         }
-        NoteContact(*gpu, session, home);
       }
       // Idle and home: the device must keep hearing from us (if it has a
       // heartbeat period), or it would need a reset before the next campaign.
@@ -554,6 +586,57 @@ void CampaignEngine::Worker(Gpu* gpu) {
   }
 }
 
+void CampaignEngine::AwaitStorage() {
+  const absl::Time due = std::min(storage_.next_probe(), absl::Now() + absl::Seconds(1));
+  {
+    absl::MutexLock l(&mu_);
+    mu_.AwaitWithDeadline(absl::Condition(&stopping_), due);
+    if (stopping_) return;
+  }
+  if (!storage_.ClaimProbe()) return;
+  // The probe: a daemon-wide event, which records the failure once it
+  // commits.
+  const absl::Status failure = storage_.error();
+  EventRow e;
+  e.kind = "storage";
+  e.message = "the state database can be written again (it could not: " +
+              std::string(failure.message()) + ")";
+  auto seq = store_->AppendEvent(e);
+  storage_.ProbeResult(seq.status());
+  if (seq.ok()) {
+    GT_LOG(0, e.message, "; the GPU workers go on");
+  } else {
+    GT_LOG(0, storage_.Describe());
+  }
+}
+
+bool CampaignEngine::AfterStorageFailure(Gpu* gpu) {
+  if (!gpu->storage_stopped.empty()) {
+    EventRow e;
+    e.campaign = gpu->storage_stopped;
+    e.kind = "recovery";
+    e.message = "the state database could not be written for " +
+                absl::FormatDuration(absl::Trunc(absl::Now() - gpu->storage_stopped_at,
+                                                 absl::Seconds(1))) +
+                " (" + gpu->storage_error + "); no trip ran and GPU " + gpu->config.name +
+                " was left alone meanwhile; the campaign goes on";
+    auto seq = store_->AppendEvent(e);
+    if (!seq.ok()) return !IsStorageFailure(seq.status());
+    Notify(EventSeqs{*seq});
+    gpu->storage_stopped.clear();
+  }
+  // States decided while nothing could be committed.
+  for (const StorageBackoff::HeldState& h : storage_.Held()) {
+    if (h.gpu != gpu->config.name) continue;
+    auto seqs = store_->SetCampaignState(h.campaign, h.state, h.error, h.message);
+    if (!seqs.ok() && IsStorageFailure(seqs.status())) return false;
+    // Committed, or refused because the campaign moved on (a cancel).
+    storage_.Release(h.campaign);
+    Notify(seqs);
+  }
+  return true;
+}
+
 void CampaignEngine::FinishPausing(const std::string& gpu) {
   // Called by the GPU's worker when it runs no campaign: its trip in flight,
   // if any, was finished, or made safe by recovery.
@@ -573,10 +656,34 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
                                  TripRunner* runner) {
   auto fail = [&](const std::string& state, const std::string& msg) {
     GT_LOG(0, "campaign ", name, ": ", msg);
-    Notify(store_->SetCampaignState(name, state, msg, msg));
+    gpu->recovery_cause = "its campaign stopping (" + msg + ")";
+    auto seqs = store_->SetCampaignState(name, state, msg, msg);
+    // Decided but not recorded: shown, and committed once it can be.
+    if (!seqs.ok() && IsStorageFailure(seqs.status())) {
+      storage_.Hold({name, state, msg, msg, gpu->config.name});
+    }
+    Notify(seqs);
+  };
+  // The state database failed under a read or write: the campaign stops
+  // here and stays RUNNING (no pause is committed: it goes on by itself);
+  // the worker leaves the GPU alone until the storage works, then makes an
+  // unfinished trip safe (its events say why) and runs the campaign again.
+  auto storage_stop = [&](const absl::Status& s) {
+    if (!IsStorageFailure(s)) return false;
+    storage_.Failed(s);
+    gpu->recovery_cause = CauseStorage(std::string(s.message()));
+    gpu->storage_stopped = name;
+    gpu->storage_error = std::string(s.message());
+    gpu->storage_stopped_at = absl::Now();
+    GT_LOG(0, "campaign ", name, ": stopped until the state database can be written: ",
+           s.message());
+    return true;
   };
   auto row = store_->GetCampaign(name);
-  if (!row.ok()) return;
+  if (!row.ok()) {
+    storage_stop(row.status());
+    return;
+  }
   auto spec = SpecOf(*row);
   if (!spec.ok()) return fail(kCampaignFailed, std::string(spec.status().message()));
   // The terms fixed at create; a campaign from before terms existed takes
@@ -599,7 +706,10 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
   // The GPU home, a fresh session, the campaign's old buffer (if any)
   // scrubbed and released, a new one allocated.
   auto token = store_->NextFencingToken();
-  if (!token.ok()) return fail(kCampaignPaused, std::string(token.status().message()));
+  if (!token.ok()) {
+    if (storage_stop(token.status())) return;
+    return fail(kCampaignPaused, std::string(token.status().message()));
+  }
   RetryMuxNow();
   absl::Status s = runner->MakeSafe(*token, row->buffer_id, spec->buffer_bytes,
                                     row->buffer_id != 0 ? row->buffer_gpu_serial : "");
@@ -626,6 +736,8 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
                                   : absl::StatusOr<EventSeqs>(injected);
     if (!recorded.ok()) {
       (void)session->FreeBuffer(*buffer);  // nothing was written to it yet
+      // It names the database and what failed, and stays a storage failure.
+      if (IsStorageFailure(recorded.status())) return recorded.status();
       return absl::Status(recorded.status().code(),
                           "recording the dataset buffer: " +
                               std::string(recorded.status().message()));
@@ -635,6 +747,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
   };
   auto first_buffer = new_buffer();
   if (!first_buffer.ok()) {
+    if (storage_stop(first_buffer.status())) return;
     return fail(kCampaignPaused, std::string(first_buffer.status().message()));
   }
   uint64_t buffer_id = *first_buffer;
@@ -661,6 +774,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     // resuming continues it.
     auto checkpoint = store_->GetCheckpoint(name);
     if (!checkpoint.ok()) {
+      if (storage_stop(checkpoint.status())) return;
       return fail(kCampaignPaused,
                   "trainer checkpoint: " + std::string(checkpoint.status().message()));
     }
@@ -679,6 +793,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
   if (terms.trainer_kind() == "external") {
     auto made = MakeRemoteTrainer(store_, *spec, terms);
     if (!made.ok()) {
+      if (storage_stop(made.status())) return;
       return fail(kCampaignPaused, "trainer resume point: " +
                                        std::string(made.status().message()));
     }
@@ -707,11 +822,20 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
       absl::MutexLock l(&mu_);
       if (stopping_) break;
     }
+    // A storage failure another thread met (a commit of the API's) stops
+    // this campaign too.
+    if (storage_.failing()) {
+      storage_stop(storage_.error());
+      break;
+    }
     auto c = store_->GetCampaign(name);
+    if (!c.ok()) storage_stop(c.status());
     if (!c.ok() || c->state != kCampaignRunning) break;
     auto holders = store_->ListHolders(name);
     if (!holders.ok()) {
-      fail(kCampaignPaused, std::string(holders.status().message()));
+      if (!storage_stop(holders.status())) {
+        fail(kCampaignPaused, std::string(holders.status().message()));
+      }
       break;
     }
     std::vector<HolderProgress> progress;
@@ -739,7 +863,9 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     Window w = NextWindow(progress[*next], spec->buffer_bytes);
     auto trip_id = store_->NextTripId();
     if (!trip_id.ok()) {
-      fail(kCampaignPaused, std::string(trip_id.status().message()));
+      if (!storage_stop(trip_id.status())) {
+        fail(kCampaignPaused, std::string(trip_id.status().message()));
+      }
       break;
     }
     TripRow t;
@@ -753,6 +879,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     auto begun = store_->BeginTrip(t);
     Notify(begun);
     if (!begun.ok()) {
+      if (storage_stop(begun.status())) break;
       // A pause or cancel that landed since the state was read is not an
       // error; anything else needs an operator.
       auto now = store_->GetCampaignState(name);
@@ -829,6 +956,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
         });
       });
     }
+    const uint64_t storage_failures = storage_.failures();
     auto outcome = runner->Run(plan, stubs[h.name].get(), &hooks, &control,
                                std::move(prepared));
     {
@@ -839,16 +967,29 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     if (!outcome.ok()) {
       // The GPU is in an unknown state: the trip stays unfinished, and the
       // worker's recovery makes it safe before anything else runs.
-      fail(kCampaignPaused, "trip " + std::to_string(t.id) +
-                                " could not be made safe (it will be, before anything"
-                                " else runs): " + std::string(outcome.status().message()));
+      const std::string reason(outcome.status().message());
+      fail(kCampaignPaused, UnsafeTripError(t.id, reason));
+      gpu->recovery_cause = CauseUnsafe(reason);
+      break;
+    }
+    // A trip that failed while the storage did (a step's commit) is not
+    // the holder's or the host's doing: it stays unfinished, and recovery
+    // aborts it (the window is planned again) once the storage works.
+    if (!outcome->ok && storage_.failures() != storage_failures) {
+      const absl::Status failure = storage_.error();
+      if (!storage_stop(failure)) {
+        // The storage works again already: recovery runs at once.
+        gpu->recovery_cause = CauseStorage("a commit of the trip failed: " + outcome->error);
+      }
       break;
     }
     const TripFinish f =
         FinishFor(*outcome, std::chrono::duration_cast<std::chrono::microseconds>(
                                 std::chrono::steady_clock::now() - trip_t0)
                                 .count());
-    Notify(store_->FinishTrip(t.id, f));
+    auto finished = store_->FinishTrip(t.id, f);
+    Notify(finished);
+    if (!finished.ok() && storage_stop(finished.status())) break;
     GT_LOG(1, "trip ", t.id, " ", h.name, ": ", f.outcome, ", scrub ",
            f.scrub_verified ? "verified" : "NOT verified", ", re-keyed ",
            f.rekeyed ? "yes" : "no", f.error.empty() ? "" : ", error: " + f.error);

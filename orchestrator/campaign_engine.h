@@ -20,6 +20,7 @@
 #include "orchestrator/gpu_health.h"
 #include "orchestrator/holder_check.h"
 #include "orchestrator/state_store.h"
+#include "orchestrator/storage_backoff.h"
 #include "orchestrator/trainer_registry.h"
 #include "orchestrator/trainer_service.h"
 #include "orchestrator/trip_runner.h"
@@ -48,6 +49,11 @@ struct LiveProgress {
 // committed is then counted as done, any other is aborted and its window
 // planned again under a new trip id. So a window is trained at most once and
 // every trip is counted exactly once.
+//
+// While the state database cannot be written (a full disk), nothing may
+// happen that would need a commit: the workers leave the GPU alone and
+// retry the storage with a growing delay (orchestrator/storage_backoff.h),
+// then make the interrupted trip safe and go on by themselves.
 //
 // The API methods are thread-safe and return quickly; the work happens on
 // the workers. Events are committed to the store; changes() lets a watcher
@@ -116,12 +122,22 @@ class CampaignEngine {
   absl::StatusOr<TrainerCampaignInfo> TrainerInfo(const std::string& campaign);
   // Per-campaign changes that watch streams wait on (and their bound).
   CampaignChanges* changes() { return &changes_; }
+  // A state database that cannot be written, as the API shows it
+  // (StorageBackoff::Show).
+  const StorageBackoff& storage() const { return storage_; }
   const OrchestratorConfig& config() const { return *config_; }
 
  private:
   struct Gpu;
 
   void Worker(Gpu* gpu);
+  // While the storage fails: waits for the next probe (at most a second, or
+  // until Shutdown) and runs it if no other worker does.
+  void AwaitStorage();
+  // Once the storage works again: the event for the campaign the storage
+  // failure stopped on `gpu`, and the states its worker could not commit.
+  // False if the storage failed again.
+  bool AfterStorageFailure(Gpu* gpu);
   // Runs the campaign until it is not RUNNING any more.
   void RunCampaign(Gpu* gpu, const std::string& name, GpuSession* session,
                    TripRunner* runner);
@@ -163,6 +179,7 @@ class CampaignEngine {
   std::map<std::string, LiveProgress> progress_ ABSL_GUARDED_BY(mu_);
   CampaignChanges changes_{kMaxWatchesPerCaller};
   TrainerRegistry trainers_;
+  StorageBackoff storage_;
 };
 
 }  // namespace gputravel

@@ -128,8 +128,13 @@ void HolderToProto(const HolderRow& h, const HolderSpec* spec, const std::string
 
 }  // namespace
 
-grpc::Status OrchestratorService::Fill(const CampaignRow& row, bool include_trips,
+grpc::Status OrchestratorService::Fill(const CampaignRow& stored, bool include_trips,
                                        v1::Campaign* out) {
+  // As it is: a campaign stopped by a state database that cannot be
+  // written reads PAUSED with that error, and a state decided but not yet
+  // recorded is shown (orchestrator/storage_backoff.h).
+  CampaignRow row = stored;
+  engine_->storage().Show(&row);
   out->set_name(row.name);
   out->set_state(StateToProto(row.state));
   out->set_spec_json(row.spec_json);

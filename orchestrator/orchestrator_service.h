@@ -43,7 +43,8 @@ class OrchestratorService final : public v1::Orchestrator::Service {
                         v1::ListCampaignGpusResponse* out) override;
 
  private:
-  // Fills `out` from the store (holders always, trips on request).
+  // Fills `out` from the store (holders always, trips on request), its state
+  // and error as the engine shows them (CampaignEngine::storage()).
   grpc::Status Fill(const CampaignRow& row, bool include_trips, v1::Campaign* out);
 
   CampaignEngine* const engine_;

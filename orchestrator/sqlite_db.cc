@@ -8,7 +8,9 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "util/failpoint.h"
 #include "util/status_macros.h"
 
 namespace gputravel {
@@ -17,13 +19,41 @@ namespace {
 // How long a writer waits for another connection's write lock.
 constexpr int kBusyTimeoutMs = 5000;
 
-}  // namespace
+// Marks a status as a failure of the storage (IsStorageFailure).
+constexpr char kStoragePayload[] = "gputravel/storage-failure";
 
-absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
+bool IsStorageCode(int rc) {
+  switch (rc & 0xff) {
+    case SQLITE_FULL:
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_NOMEM:
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+    case SQLITE_PROTOCOL:
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::Status Classified(int rc, const std::string& msg);
+
+// `errmsg`: SQLite's text for the failure.
+absl::Status SqliteFailure(sqlite3* db, int rc, absl::string_view what, const char* errmsg) {
   const char* file = sqlite3_db_filename(db, "main");
-  std::string msg =
-      absl::StrCat("state database ", file ? file : "?", ": ", what, ": ",
-                   sqlite3_errmsg(db), " (sqlite code ", rc, ")");
+  std::string msg = absl::StrCat("state database ", file ? file : "?", ": ", what, ": ",
+                                 errmsg, " (sqlite code ", rc, ")");
+  absl::Status st = Classified(rc, msg);
+  if (IsStorageCode(rc)) st.SetPayload(kStoragePayload, absl::Cord("1"));
+  return st;
+}
+
+absl::Status Classified(int rc, const std::string& msg) {
   switch (rc & 0xff) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
@@ -45,6 +75,16 @@ absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
     default:
       return absl::InternalError(msg);
   }
+}
+
+}  // namespace
+
+absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
+  return SqliteFailure(db, rc, what, sqlite3_errmsg(db));
+}
+
+bool IsStorageFailure(const absl::Status& s) {
+  return !s.ok() && s.GetPayload(kStoragePayload).has_value();
 }
 
 // ---------------------------------------------------------------------------
@@ -275,14 +315,20 @@ absl::Status SqliteDb::InTransaction(absl::FunctionRef<absl::Status()> body, boo
   GT_RETURN_IF_ERROR(Exec(write ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED"));
   absl::Status st = body();
   if (st.ok()) {
-    st = Exec("COMMIT");
+    st = write && FaultSwitchOn("disk_full")
+             ? SqliteFailure(db_, SQLITE_FULL, "running COMMIT", sqlite3_errstr(SQLITE_FULL))
+             : Exec("COMMIT");
     if (st.ok()) return st;
   }
   if (sqlite3_get_autocommit(db_) == 0) {
     absl::Status rb = Exec("ROLLBACK");
     if (!rb.ok()) {
-      return absl::InternalError(
+      absl::Status both = absl::InternalError(
           absl::StrCat(st.message(), "; rollback failed too: ", rb.message()));
+      if (IsStorageFailure(st) || IsStorageFailure(rb)) {
+        both.SetPayload(kStoragePayload, absl::Cord("1"));
+      }
+      return both;
     }
   }
   return st;

@@ -44,8 +44,17 @@ enum class Durability { kFlush, kLazy };
 // naming the database file: busy/locked -> Unavailable (retry), constraint ->
 // FailedPrecondition, full -> ResourceExhausted, corrupt/not a database ->
 // DataLoss, cannot open/permission/read-only -> PermissionDenied, else
-// Internal.
+// Internal. A failure of the storage itself is marked (IsStorageFailure).
 absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what);
+
+// Whether `s` is a failure of the storage under the state database rather
+// than a refusal of what was asked: the file system is full, read-only or
+// failing (I/O errors), the file cannot be opened or is corrupt, memory ran
+// out, or another process held the database past the busy timeout. Then no
+// read or write may get through, whatever it is, until the storage works
+// again; asking again later may succeed. A constraint, a bad value or a
+// check of the caller's is never one.
+bool IsStorageFailure(const absl::Status& s);
 
 // A blob bound without copying: the string must outlive the statement's
 // execution (used for checkpoints, which may be large). An empty value is an
@@ -165,6 +174,11 @@ class SqliteDb {
   // first) or BEGIN DEFERRED (read: a consistent snapshot that does not block
   // writers) .. COMMIT; rolls back if `body` or the commit fails. A write
   // commits with `durability`.
+  //
+  // Storage tests: with GPUTRAVEL_FAILPOINT=while:disk_full:PATH (util/
+  // failpoint.h), every write's COMMIT fails as on a full file system
+  // (SQLITE_FULL, "database or disk is full") while PATH exists, and rolls
+  // back; reads are untouched.
   absl::Status InTransaction(absl::FunctionRef<absl::Status()> body, bool write = true,
                              Durability durability = Durability::kFlush);
 

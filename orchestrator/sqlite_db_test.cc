@@ -2,6 +2,8 @@
 
 #include <stdlib.h>
 
+#include <cstdio>
+
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -16,6 +18,16 @@ namespace gputravel {
 namespace {
 
 using ::testing::HasSubstr;
+
+// The storage-fault switch (util/failpoint.h) of this test binary: set before
+// main, so before the failpoint reads the environment.
+std::string DiskFullSwitch() {
+  const char* base = getenv("TEST_TMPDIR");
+  return absl::StrCat(base ? base : "/tmp", "/sqlite_db_test.disk_full");
+}
+const bool kSwitchSet = [] {
+  return setenv("GPUTRAVEL_FAILPOINT", ("while:disk_full:" + DiskFullSwitch()).c_str(), 1) == 0;
+}();
 
 class SqliteDbTest : public ::testing::Test {
  protected:
@@ -162,6 +174,48 @@ TEST_F(SqliteDbTest, EachWriteCommitsWithItsDurability) {
   // A read transaction leaves the setting as it is.
   ASSERT_TRUE(db_->InTransaction([&] { return absl::OkStatus(); }, false, Durability::kLazy).ok());
   EXPECT_EQ(Pragma("PRAGMA synchronous"), "2");
+  EXPECT_EQ(Rows(), 2);
+}
+
+TEST_F(SqliteDbTest, AFullDatabaseIsAStorageFailureAConstraintIsNot) {
+  // SQLite's own "database or disk is full": the file may not grow further.
+  ASSERT_TRUE(db_->Exec("PRAGMA max_page_count = 8").ok());
+  const std::string big(4096, 'x');
+  absl::Status st;
+  for (int i = 0; i < 64 && st.ok(); ++i) {
+    st = db_->Run("INSERT INTO t (k, b) VALUES (?, ?)", absl::StrCat("k", i), BlobRef{big});
+  }
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_THAT(st.message(), HasSubstr("database or disk is full"));
+  EXPECT_THAT(st.message(), HasSubstr(path_));
+  EXPECT_TRUE(IsStorageFailure(st)) << st;
+
+  absl::Status dup = db_->Run("INSERT INTO t (k) VALUES (?)", "k0");
+  EXPECT_EQ(dup.code(), absl::StatusCode::kFailedPrecondition) << dup;
+  EXPECT_FALSE(IsStorageFailure(dup));
+  EXPECT_FALSE(IsStorageFailure(absl::OkStatus()));
+  EXPECT_FALSE(IsStorageFailure(absl::ResourceExhaustedError("not from the database")));
+}
+
+TEST_F(SqliteDbTest, TheDiskFullSwitchFailsEveryCommitWhileItsFileExists) {
+  ASSERT_TRUE(kSwitchSet);
+  auto insert = [&](const char* k) {
+    return db_->InTransaction([&] { return db_->Run("INSERT INTO t (k) VALUES (?)", k); });
+  };
+  ASSERT_TRUE(insert("before").ok());
+  {
+    FILE* f = std::fopen(DiskFullSwitch().c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+  }
+  absl::Status st = insert("during");
+  std::remove(DiskFullSwitch().c_str());
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_THAT(st.message(), HasSubstr("running COMMIT: database or disk is full"));
+  EXPECT_TRUE(IsStorageFailure(st));
+  EXPECT_EQ(Rows(), 1) << "the failed commit was rolled back";
+  // Reads were never affected; writes work again once the file is gone.
+  ASSERT_TRUE(insert("after").ok());
   EXPECT_EQ(Rows(), 2);
 }
 

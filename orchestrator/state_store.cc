@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -112,6 +113,7 @@ absl::StatusOr<EventSeqs> StateStore::Mutate(Durability durability,
   const absl::Status st = db_->InTransaction(change, /*write=*/true, durability);
   std::vector<std::pair<std::string, int64_t>> committed;
   committed.swap(pending_events_);
+  if (storage_observer_ && (st.ok() || IsStorageFailure(st))) storage_observer_(st);
   GT_RETURN_IF_ERROR(st);
   EventSeqs seqs;
   for (const auto& [campaign, seq] : committed) {
@@ -134,6 +136,11 @@ absl::Status StateStore::AppendLocked(const EventRow& e) {
 void StateStore::SetEventObserver(EventObserver observer) {
   absl::MutexLock lock(&mu_);
   observer_ = std::move(observer);
+}
+
+void StateStore::SetStorageObserver(StorageObserver observer) {
+  absl::MutexLock lock(&mu_);
+  storage_observer_ = std::move(observer);
 }
 
 // ---------------------------------------------------------------------------
@@ -373,9 +380,12 @@ absl::StatusOr<EventSeqs> StateStore::SetCampaignState(
     GT_RETURN_IF_ERROR(
         db_->Run("UPDATE campaigns SET state = ?, error = ?, updated_ms = ? WHERE name = ?",
                  state, error, now, name));
+    // The error once: a message that already says it is not followed by it.
     return AppendLocked(StampedEvent(name, 0, "campaign_state", state,
                               message.empty() || error.empty()
                                   ? absl::StrCat(message, error)
+                              : absl::StrContains(message, error)
+                                  ? message
                                   : absl::StrCat(message, ": ", error),
                               now));
   });

@@ -415,6 +415,15 @@ class StateStore {
   using EventObserver = std::function<void(const std::string& campaign, int64_t seq)>;
   void SetEventObserver(EventObserver observer);
 
+  // Called after every write transaction: with OK when it committed, with
+  // its error when it failed at the storage level (sqlite_db.h
+  // IsStorageFailure: a full or failing file system), not for a change its
+  // own checks refused. With the store's lock held, like the event
+  // observer: it must return quickly and must not call the store. The
+  // engine's storage backoff (orchestrator/storage_backoff.h) listens.
+  using StorageObserver = std::function<void(const absl::Status& write)>;
+  void SetStorageObserver(StorageObserver observer);
+
  private:
   StateStore(std::unique_ptr<SqliteDb> db, CheckpointSeal seal);
   // Open's sealing of checkpoints an older schema stored in the clear.
@@ -455,6 +464,7 @@ class StateStore {
   const std::unique_ptr<SqliteDb> db_ ABSL_PT_GUARDED_BY(mu_);
   const CheckpointSeal seal_;
   EventObserver observer_ ABSL_GUARDED_BY(mu_);
+  StorageObserver storage_observer_ ABSL_GUARDED_BY(mu_);
   // (campaign, seq) of the events the open change appended, told to
   // observer_ once it commits.
   std::vector<std::pair<std::string, int64_t>> pending_events_ ABSL_GUARDED_BY(mu_);

@@ -1299,6 +1299,24 @@ TEST_F(StateStoreTest, TerminalCampaignStatesAreFinal) {
   EXPECT_EQ(events.back().message, "cancelled: by operator");
 }
 
+// A state's event says its error once, also when the message is the error.
+TEST_F(StateStoreTest, AStateEventSaysItsErrorOnce) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+  const std::string why = "trip 3 failed: MUX Route gpu0 -> orchestrator: refused";
+  ASSERT_OK(store->SetCampaignState("c1", kCampaignPaused, why, why));
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRow> events, store->EventsAfter("c1", 0, 100));
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().message, why);
+  ASSERT_OK_AND_ASSIGN(CampaignRow c, store->GetCampaign("c1"));
+  EXPECT_EQ(c.error, why);
+  // A message that adds to the error keeps both.
+  ASSERT_OK(store->SetCampaignState("c1", kCampaignPaused, why, "paused"));
+  ASSERT_OK_AND_ASSIGN(events, store->EventsAfter("c1", 0, 100));
+  EXPECT_EQ(events.back().message, "paused: " + why);
+}
+
 TEST_F(StateStoreTest, EventsAfterFiltersByCampaignAndLimits) {
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);

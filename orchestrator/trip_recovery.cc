@@ -6,7 +6,36 @@
 
 namespace gputravel {
 
-TripFinish RecoveredTripFinish(const TripRow& t, std::string* event_message) {
+namespace {
+
+// UnsafeTripError's words around the trip id.
+constexpr char kUnsafeMiddle[] = " could not be made safe (recovery does it before anything "
+                                 "else runs): ";
+
+}  // namespace
+
+std::string CauseUnsafe(const std::string& reason) {
+  return "a failure to bring the GPU back to a safe state (" + reason + ")";
+}
+
+std::string CauseStorage(const std::string& error) {
+  return "a failure to write the state database (" + error + ")";
+}
+
+std::string UnsafeTripError(uint64_t trip, const std::string& reason) {
+  return "trip " + std::to_string(trip) + kUnsafeMiddle + reason;
+}
+
+std::optional<std::string> MadeSafeError(uint64_t trip, const std::string& error) {
+  const std::string prefix = "trip " + std::to_string(trip) + kUnsafeMiddle;
+  if (error.rfind(prefix, 0) != 0) return std::nullopt;
+  return "trip " + std::to_string(trip) + " failed (" + error.substr(prefix.size()) +
+         "); recovery has since made it safe (routed home, re-keyed, scrubbed) and aborted it; "
+         "resume the campaign to go on";
+}
+
+TripFinish RecoveredTripFinish(const TripRow& t, const std::string& cause,
+                               std::string* event_message) {
   TripFinish f;
   f.scrub_verified = true;
   f.rekeyed = true;
@@ -18,15 +47,16 @@ TripFinish RecoveredTripFinish(const TripRow& t, std::string* event_message) {
                      " and verified; the trip counts as done";
   } else {
     f.outcome = kOutcomeAborted;
-    f.error = "interrupted at step " + t.step +
-              " by an orchestrator restart; made safe (routed home, re-keyed, scrubbed)";
+    f.error = "interrupted at step " + t.step + " by " + cause +
+              "; made safe (routed home, re-keyed, scrubbed)";
     *event_message = f.error + "; the window will be planned again";
   }
   return f;
 }
 
 bool RecoverTrips(const std::string& gpu, StateStore* store, TripRunner* runner,
-                  const SpecOfFn& spec_of, const CommitNotifier& notify) {
+                  const SpecOfFn& spec_of, const CommitNotifier& notify,
+                  const std::string& cause) {
   auto trips = store->UnfinishedTrips();
   if (!trips.ok()) {
     GT_LOG(0, "recovery: ", trips.status().message());
@@ -75,10 +105,21 @@ bool RecoverTrips(const std::string& gpu, StateStore* store, TripRunner* runner,
     e.trip = t.id;
     e.kind = "recovery";
     e.step = t.step;
-    const TripFinish f = RecoveredTripFinish(t, &e.message);
+    const TripFinish f = RecoveredTripFinish(t, cause, &e.message);
     auto seq = store->AppendEvent(e);
     if (seq.ok()) notify(EventSeqs{*seq});
-    notify(store->FinishTrip(t.id, f));
+    auto finished = store->FinishTrip(t.id, f);
+    notify(finished);
+    // Still unfinished: nothing else may run on this GPU before it is
+    // finished (the next pass makes it safe again and finishes it).
+    if (!finished.ok()) return false;
+    // The campaign's error no longer says the trip is unsafe.
+    if (c->state == kCampaignPaused) {
+      if (std::optional<std::string> safe = MadeSafeError(t.id, c->error)) {
+        notify(store->SetCampaignState(t.campaign, kCampaignPaused, *safe, *safe,
+                                       kCampaignPaused));
+      }
+    }
   }
   // Campaigns whose cancel was interrupted are now safe.
   auto all = store->ListCampaigns();

@@ -1,49 +1,15 @@
 // Two instances on one state: a second daemon started on a running one's
 // durable state or Unix socket refuses to start (exit 2, naming the path and
 // the pid holding it), touches nothing, and the first goes on serving.
-#include <unistd.h>
-#include <sys/wait.h>
-
 #include <string>
-#include <thread>
+#include <vector>
 
 #include "cli/emulated_stack.h"
 #include "gtest/gtest.h"
-#include "util/files.h"
-#include "util/subprocess.h"
+#include "tests/lone_daemon.h"
 
 namespace gputravel {
 namespace {
-
-struct Outcome {
-  int exit_code = -1;  // -1: did not exit by itself
-  std::string log;
-};
-
-// Starts `binary --config=CONFIG`, waits (bounded) for it to exit by itself.
-Outcome RunSecondInstance(const std::string& binary, const std::string& config,
-                          const std::string& log) {
-  Subprocess p;
-  Outcome out;
-  if (!p.Start({binary, "--config=" + config}, log).ok()) return out;
-  for (int i = 0; i < 600 && p.Running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  if (p.Running()) {
-    p.Terminate();
-  } else if (WIFEXITED(p.exit_status())) {
-    out.exit_code = WEXITSTATUS(p.exit_status());
-  }
-  auto text = ReadFile(log);
-  if (text.ok()) out.log = *text;
-  return out;
-}
-
-std::string Binary(const std::string& bin_dir, const std::string& runfiles_path) {
-  const std::string in_runfiles = bin_dir + "/" + runfiles_path;
-  if (::access(in_runfiles.c_str(), X_OK) == 0) return in_runfiles;
-  return bin_dir + "/" + runfiles_path.substr(runfiles_path.find('/') + 1);
-}
 
 TEST(SingleInstanceTest, SecondDaemonsOnLiveStateAreRefusedAndTheFirstGoOn) {
   StackOptions o;
@@ -80,8 +46,8 @@ TEST(SingleInstanceTest, SecondDaemonsOnLiveStateAreRefusedAndTheFirstGoOn) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.daemon);
-    Outcome second = RunSecondInstance(Binary(*bin_dir, c.binary), c.config,
-                                       d + "/logs/" + c.daemon + "-second.log");
+    LoneDaemonExit second = RunDaemonToExit(DaemonBinary(*bin_dir, c.binary), c.config,
+                                            d + "/logs/" + c.daemon + "-second.log");
     EXPECT_EQ(second.exit_code, 2) << second.log;
     EXPECT_NE(second.log.find(c.expect), std::string::npos) << second.log;
     EXPECT_TRUE((*stack)->process(c.daemon)->Running());

@@ -15,6 +15,7 @@ namespace {
 struct Spec {
   std::string name;
   long hit = 1;
+  std::string switch_file;  // "while:NAME:PATH": PATH
 };
 
 const Spec& TheSpec() {
@@ -23,6 +24,14 @@ const Spec& TheSpec() {
     const char* v = getenv("GPUTRAVEL_FAILPOINT");
     if (v == nullptr) return s;
     s.name = v;
+    if (s.name.rfind("while:", 0) == 0) {
+      const size_t colon = s.name.find(':', 6);
+      if (colon != std::string::npos) {
+        s.switch_file = s.name.substr(colon + 1);
+        s.name.resize(colon);
+      }
+      return s;
+    }
     size_t hash = s.name.find('#');
     if (hash != std::string::npos) {
       s.hit = std::strtol(s.name.c_str() + hash + 1, nullptr, 10);
@@ -42,6 +51,15 @@ bool Hit(const std::string& spec_name) {
 }
 
 }  // namespace
+
+bool FaultSwitchOn(const std::string& name) {
+  const Spec& s = TheSpec();
+  if (s.switch_file.empty() || s.name.size() != 6 + name.size() ||
+      s.name.compare(6, std::string::npos, name) != 0) {
+    return false;
+  }
+  return ::access(s.switch_file.c_str(), F_OK) == 0;
+}
 
 void CrashPoint(const std::string& name) {
   if (!Hit(name)) return;

@@ -25,6 +25,14 @@ void CrashPoint(const std::string& name);
 // it can only make an operation fail, never let one through.
 absl::Status InjectedError(const std::string& name);
 
+// A fault that lasts, for the storage tests: when GPUTRAVEL_FAILPOINT is
+// "while:NAME:PATH", FaultSwitchOn(NAME) is true while the file PATH exists
+// (the test creates it, and removes it to end the fault), and false
+// otherwise; unset, false at the cost of one comparison. The caller fails
+// as the real fault would (orchestrator/sqlite_db.h: "disk_full"), so, like
+// InjectedError, it can only make an operation fail.
+bool FaultSwitchOn(const std::string& name);
+
 }  // namespace gputravel
 
 #endif  // GPUTRAVEL_UTIL_FAILPOINT_H_

@@ -10,9 +10,12 @@ grpc::Status ToGrpc(const absl::Status& s) {
 
 absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
   if (s.ok()) return absl::OkStatus();
+  constexpr char kHint[] = " (is the daemon running and the endpoint right?)";
   std::string msg = what + ": " + s.error_message();
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    msg += " (is the daemon running and the endpoint right?)";
+  // A daemon passing on another's failure already carries the hint.
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      s.error_message().find(kHint) == std::string::npos) {
+    msg += kHint;
   }
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), msg);
 }

@@ -13,6 +13,9 @@ namespace gputravel {
 // absl::Status <-> grpc::Status (same code space).
 grpc::Status ToGrpc(const absl::Status& s);
 // `what` names the call for the user ("MUX Route", "holder hospital-a Provision").
+// UNAVAILABLE gets the hint "(is the daemon running and the endpoint
+// right?)", once: not again when the message passes on another daemon's
+// failure that has it.
 absl::Status FromGrpc(const grpc::Status& s, const std::string& what);
 
 // A channel to a daemon: "unix:/path" or "host:port". Insecure transport is

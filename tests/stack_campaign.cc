@@ -1,0 +1,85 @@
+#include "tests/stack_campaign.h"
+
+#include <chrono>
+#include <thread>
+
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/orchestrator.grpc.pb.h"
+
+namespace gputravel {
+namespace {
+
+std::chrono::system_clock::time_point In(int seconds) {
+  return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
+}
+
+}  // namespace
+
+absl::Status CreateAndStartCampaign(EmulatedStack* stack, const std::string& request_id) {
+  auto stub = stack->OperatorClient();
+  v1::CreateCampaignRequest req;
+  req.set_request_id(request_id);
+  req.set_spec_json(stack->CampaignSpec().dump());
+  v1::CreateCampaignResponse created;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(60));
+  grpc::Status s = stub->CreateCampaign(&ctx, req, &created);
+  if (!s.ok()) return absl::InternalError("CreateCampaign: " + s.error_message());
+  v1::CampaignRef ref;
+  ref.set_name(created.campaign().name());
+  v1::Campaign c;
+  grpc::ClientContext ctx2;
+  ctx2.set_deadline(In(30));
+  s = stub->StartCampaign(&ctx2, ref, &c);
+  if (!s.ok()) return absl::InternalError("StartCampaign: " + s.error_message());
+  return absl::OkStatus();
+}
+
+v1::Campaign GetStackCampaign(EmulatedStack* stack, const std::string& name,
+                              bool include_trips) {
+  auto stub = stack->OperatorClient();
+  v1::GetCampaignRequest req;
+  req.set_name(name);
+  req.set_include_trips(include_trips);
+  v1::Campaign out;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(30));
+  grpc::Status s = stub->GetCampaign(&ctx, req, &out);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return out;
+}
+
+bool WaitForCampaign(EmulatedStack* stack, const std::string& name, double seconds,
+                     const std::function<bool(const v1::Campaign&)>& done, v1::Campaign* last) {
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  while (std::chrono::steady_clock::now() < until) {
+    *last = GetStackCampaign(stack, name);
+    if (done(*last)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+std::vector<v1::Event> RecordedEvents(EmulatedStack* stack, const std::string& name,
+                                      const std::function<bool(const v1::Event&)>& until) {
+  auto stub = stack->OperatorClient();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(20));
+  v1::WatchCampaignRequest req;
+  req.set_name(name);
+  auto reader = stub->WatchCampaign(&ctx, req);
+  std::vector<v1::Event> out;
+  v1::Event e;
+  while (reader->Read(&e)) {
+    if (e.seq() == 0) continue;
+    out.push_back(e);
+    if (until && until(e)) break;
+  }
+  ctx.TryCancel();
+  (void)reader->Finish();
+  return out;
+}
+
+}  // namespace gputravel

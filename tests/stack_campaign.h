@@ -1,0 +1,41 @@
+#ifndef GPUTRAVEL_TESTS_STACK_CAMPAIGN_H_
+#define GPUTRAVEL_TESTS_STACK_CAMPAIGN_H_
+
+// A campaign of an emulated stack driven and watched over the orchestrator
+// API as its operator: for tests that break a daemon under a running
+// campaign and check what the API says.
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "cli/emulated_stack.h"
+#include "proto/orchestrator.pb.h"
+
+namespace gputravel {
+
+// Creates the stack's campaign (CampaignSpec(), named "demo") with
+// `request_id` and starts it.
+absl::Status CreateAndStartCampaign(EmulatedStack* stack, const std::string& request_id);
+
+// The campaign as GetCampaign answers (a failed call is a test failure).
+v1::Campaign GetStackCampaign(EmulatedStack* stack, const std::string& name,
+                              bool include_trips = false);
+
+// Asks for the campaign until `done` holds for it (true), or `seconds`
+// pass (false): a bounded wait on a condition. `*last`: the latest answer.
+bool WaitForCampaign(EmulatedStack* stack, const std::string& name, double seconds,
+                     const std::function<bool(const v1::Campaign&)>& done, v1::Campaign* last);
+
+// The campaign's recorded events (WatchCampaign's replay, live progress left
+// out), read until the stream ends (a final campaign), `until` holds for
+// the event just read (a campaign that is not final: its stream waits for
+// more), or 20 s pass.
+std::vector<v1::Event> RecordedEvents(
+    EmulatedStack* stack, const std::string& name,
+    const std::function<bool(const v1::Event&)>& until = nullptr);
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_TESTS_STACK_CAMPAIGN_H_
