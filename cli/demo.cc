@@ -283,6 +283,11 @@ int DemoCommand(int argc, char** argv) {
   auto report = (*stack)->RunCampaign();
   campaign_over = true;
   if (trainer_watch.joinable()) trainer_watch.join();
+  if (trainer_died && !report.ok()) {
+    // Cancelled between its create and its start: the start was refused,
+    // and the campaign, CANCELLED, is what to report.
+    report = (*stack)->WaitForFinal((*stack)->CampaignSpec()["name"].get<std::string>(), 60);
+  }
   if (trainer_died) {
     const std::string log = ReadFile((*stack)->dir() + "/torch-trainer.log").value_or("");
     const int st = trainer.exit_status();
