@@ -90,13 +90,15 @@ void ExitAfterShutdown(int code) {
   ::_exit(code);
 }
 
-void AnnounceReady(const std::string& path, const std::vector<std::string>& served) {
+void AnnounceReady(const std::string& path, const std::vector<std::string>& served,
+                   const std::string& metrics) {
   if (path.empty()) return;
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
     out << "ready\n";
     for (const auto& a : served) out << "listen " << a << "\n";
+    if (!metrics.empty()) out << "metrics " << metrics << "\n";
   }
   ::rename(tmp.c_str(), path.c_str());
 }
