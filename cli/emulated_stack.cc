@@ -176,6 +176,18 @@ absl::StatusOr<std::string> EmulatedStack::Served(const std::string& name, json*
   return address;
 }
 
+absl::StatusOr<std::string> EmulatedStack::metrics_address(const std::string& name) const {
+  auto ready = ReadFile(dir_ + "/run/" + name + ".ready");
+  if (!ready.ok()) return ready.status();
+  const std::string tag = "\nmetrics ";
+  const size_t at = ready->find(tag);
+  if (at == std::string::npos) {
+    return absl::NotFoundError(name + " announced no metrics address in its ready file");
+  }
+  const size_t from = at + tag.size();
+  return ready->substr(from, ready->find('\n', from) - from);
+}
+
 absl::Status EmulatedStack::Restart(const std::string& name) {
   Subprocess* p = process(name);
   if (p == nullptr) return absl::NotFoundError("no daemon named " + name);
@@ -277,6 +289,7 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
                     IdentityCertPath(st->tls_dir(), {kRoleOperator, "operator"})})},
               {"gpus", json::array({{{"name", "gpu0"},
                                      {"admin_endpoint", st->device_admin_endpoint()}}})}};
+  if (options.metrics) mux["metrics_listen"] = "127.0.0.1:0";
   s = WriteJson(d + "/mux.json", mux);
   if (!s.ok()) return s;
   s = st->Launch("mux", Daemon(st->bin_dir_, 1), d + "/mux.json");
@@ -324,6 +337,7 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
          {"state_dir", d + "/state-" + h.name},
          {"training_policy", options.holder_training_policy},
          {"attestation", DevAttestation(st->pki_, h.domain, {HexEncode(*orch_mrtd)})}});
+    if (options.metrics) holder_configs.back()["metrics_listen"] = "127.0.0.1:0";
   }
 
   // Each side pins the other's RTMR3 events, as a deployment does with
@@ -348,6 +362,7 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
       {"attestation", DevAttestation(st->pki_, kOrchestratorDomain, allowed_holders)},
       {"tls", TlsJson(st->tls({kRoleOrchestrator, "orchestrator"}))}};
   if (!options.external_trainer.empty()) orch["trainer_listen"] = st->trainer_endpoint();
+  if (options.metrics) orch["metrics_listen"] = "127.0.0.1:0";
   if (options.eval_set) {
     // Held-out text of the same synthetic language, drawn with a seed no
     // holder uses: the orchestrator's own, inside its TD.

@@ -3,7 +3,7 @@
 
 // The orchestrator's metrics (docs/operations.md, Metrics), counted from one
 // source: the events its store commits, which are what the API's
-// WatchCampaign and ListEvents show, and the campaigns' states, read from
+// WatchCampaign shows, and the campaigns' states, read from
 // the store at each scrape as GetCampaign shows them. So a scrape shows
 // nothing the API does not: counts, durations and states, with labels from
 // fixed sets (outcome, step, state), never a campaign, holder or trip.
