@@ -22,6 +22,7 @@
 #include "orchestrator/eval_set.h"
 #include "proto/orchestrator.grpc.pb.h"
 #include "trainer/synthetic_corpus.h"
+#include "util/daemon.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
 #include "util/hex.h"
@@ -161,13 +162,11 @@ std::string EmulatedStack::ListenAddress(const std::string& socket_name) const {
 absl::StatusOr<std::string> EmulatedStack::Served(const std::string& name, json* config) {
   auto ready = ReadFile(dir_ + "/run/" + name + ".ready");
   if (!ready.ok()) return ready.status();
-  const std::string tag = "\nlisten ";
-  const size_t at = ready->find(tag);
-  if (at == std::string::npos) {
+  auto announced = AnnouncedAddress(*ready, "listen");
+  if (!announced.ok()) {
     return absl::InternalError(name + " announced no address in its ready file");
   }
-  const size_t from = at + tag.size();
-  std::string address = ready->substr(from, ready->find('\n', from) - from);
+  const std::string address = *announced;
   if ((*config)["listen"] != address) {
     (*config)["listen"] = address;
     absl::Status s = WriteJson(launch_[name].second, *config);
@@ -179,13 +178,11 @@ absl::StatusOr<std::string> EmulatedStack::Served(const std::string& name, json*
 absl::StatusOr<std::string> EmulatedStack::metrics_address(const std::string& name) const {
   auto ready = ReadFile(dir_ + "/run/" + name + ".ready");
   if (!ready.ok()) return ready.status();
-  const std::string tag = "\nmetrics ";
-  const size_t at = ready->find(tag);
-  if (at == std::string::npos) {
+  auto announced = AnnouncedAddress(*ready, "metrics");
+  if (!announced.ok()) {
     return absl::NotFoundError(name + " announced no metrics address in its ready file");
   }
-  const size_t from = at + tag.size();
-  return ready->substr(from, ready->find('\n', from) - from);
+  return announced;
 }
 
 absl::Status EmulatedStack::Restart(const std::string& name) {

@@ -73,6 +73,28 @@ class OrchestratorMetricsTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.status();
   }
 
+  // A free-form event of trip `id` (as the engine and recovery append them).
+  void Append(uint64_t id, const char* kind, const char* step) {
+    EventRow e;
+    e.campaign = kCampaign;
+    e.trip = id;
+    e.kind = kind;
+    e.step = step;
+    ASSERT_TRUE(store_->AppendEvent(e).ok());
+  }
+
+  void Finish(uint64_t id, const char* outcome, const std::string& error = "") {
+    TripFinish f;
+    f.outcome = outcome;
+    f.error = error;
+    const bool ok = f.outcome == kOutcomeOk;
+    f.scrub_verified = ok;
+    f.rekeyed = ok;
+    f.advance_cursor = ok;
+    auto s = store_->FinishTrip(id, f);
+    ASSERT_TRUE(s.ok()) << s.status();
+  }
+
   std::map<std::string, double> Scrape() {
     auto s = ParseMetricsText(registry_.Text());
     EXPECT_TRUE(s.ok()) << s.status();
@@ -98,40 +120,17 @@ TEST_F(OrchestratorMetricsTest, CountsTripsStepsBytesRekeysScrubsAndRecoveriesFr
   Step(ok, kStepRouteBack);
   Step(ok, kStepRekey);
   Step(ok, kStepScrub);
-  EventRow scrubbed;
-  scrubbed.campaign = kCampaign;
-  scrubbed.trip = ok;
-  scrubbed.kind = "scrubbed";
-  scrubbed.step = kStepScrub;
-  ASSERT_TRUE(store_->AppendEvent(scrubbed).ok());
-  TripFinish f;
-  f.outcome = kOutcomeOk;
-  f.scrub_verified = true;
-  f.rekeyed = true;
-  f.advance_cursor = true;
-  ASSERT_TRUE(store_->FinishTrip(ok, f).ok());
+  Append(ok, "scrubbed", kStepScrub);
+  Finish(ok, kOutcomeOk);
 
   // A trip that failed before the GPU left (its holder's evidence, say).
-  const uint64_t failed = Begin(100);
-  TripFinish fail;
-  fail.outcome = kOutcomeFailed;
-  fail.error = "holder hospital-a: evidence does not meet the policy";
-  ASSERT_TRUE(store_->FinishTrip(failed, fail).ok());
+  Finish(Begin(100), kOutcomeFailed, "holder hospital-a: evidence does not meet the policy");
 
   // One interrupted while away, made safe by recovery.
   const uint64_t interrupted = Begin(100);
   Step(interrupted, kStepRouteOut);
-  EventRow recovery;
-  recovery.campaign = kCampaign;
-  recovery.trip = interrupted;
-  recovery.kind = "recovery";
-  recovery.step = kStepRouteOut;
-  ASSERT_TRUE(store_->AppendEvent(recovery).ok());
-  TripFinish aborted;
-  aborted.outcome = kOutcomeAborted;
-  aborted.scrub_verified = true;
-  aborted.rekeyed = true;
-  ASSERT_TRUE(store_->FinishTrip(interrupted, aborted).ok());
+  Append(interrupted, "recovery", kStepRouteOut);
+  Finish(interrupted, kOutcomeAborted, "interrupted at step route_out");
 
   auto s = Scrape();
   EXPECT_EQ(s.at("gputravel_orchestrator_trips_total{outcome=\"ok\"}"), 1);
@@ -187,9 +186,7 @@ TEST_F(OrchestratorMetricsTest, ATripSeenMidwayIsCountedNotTimedWhole) {
   MetricsRegistry registry;
   metrics_ = std::make_unique<OrchestratorMetrics>(&registry, store_.get());
   Step(id, kStepRouteOut);
-  TripFinish aborted;
-  aborted.outcome = kOutcomeAborted;
-  ASSERT_TRUE(store_->FinishTrip(id, aborted).ok());
+  Finish(id, kOutcomeAborted);
   auto parsed = ParseMetricsText(registry.Text());
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   const std::map<std::string, double>& s = *parsed;

@@ -90,6 +90,17 @@ void ExitAfterShutdown(int code) {
   ::_exit(code);
 }
 
+absl::StatusOr<std::string> AnnouncedAddress(const std::string& ready_text,
+                                             const std::string& key) {
+  const std::string tag = "\n" + key + " ";
+  const size_t at = ready_text.find(tag);
+  if (at == std::string::npos) {
+    return absl::NotFoundError("no '" + key + "' address announced");
+  }
+  const size_t from = at + tag.size();
+  return ready_text.substr(from, ready_text.find('\n', from) - from);
+}
+
 void AnnounceReady(const std::string& path, const std::vector<std::string>& served,
                    const std::string& metrics) {
   if (path.empty()) return;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace gputravel {
 
@@ -39,6 +40,11 @@ absl::Status SetUnixSocketMode(const std::string& path, mode_t mode);
 // "metrics ADDRESS": where its metrics are served (metrics/metrics_exposer.h).
 void AnnounceReady(const std::string& path, const std::vector<std::string>& served = {},
                    const std::string& metrics = "");
+
+// The first address `ready_text` (a ready file's content) announces under
+// `key` ("listen", "metrics"); NotFound when there is none.
+absl::StatusOr<std::string> AnnouncedAddress(const std::string& ready_text,
+                                             const std::string& key);
 
 }  // namespace gputravel
 

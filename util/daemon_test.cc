@@ -89,11 +89,15 @@ TEST(AnnounceReadyTest, ListsTheAddressesServedAndTheMetricsEndpoint) {
   text << in.rdbuf();
   EXPECT_EQ(text.str(),
             "ready\nlisten 127.0.0.1:4242\nlisten unix:/run/x.sock\nmetrics 127.0.0.1:9100\n");
+  EXPECT_EQ(*AnnouncedAddress(text.str(), "listen"), "127.0.0.1:4242");
+  EXPECT_EQ(*AnnouncedAddress(text.str(), "metrics"), "127.0.0.1:9100");
   AnnounceReady(path, {"127.0.0.1:4242"});
   std::ifstream again(path);
   std::stringstream without;
   without << again.rdbuf();
   EXPECT_EQ(without.str(), "ready\nlisten 127.0.0.1:4242\n");
+  EXPECT_EQ(AnnouncedAddress(without.str(), "metrics").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace
