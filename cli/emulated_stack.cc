@@ -22,6 +22,7 @@
 #include "orchestrator/eval_set.h"
 #include "proto/orchestrator.grpc.pb.h"
 #include "trainer/synthetic_corpus.h"
+#include "util/daemon.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
 #include "util/hex.h"
@@ -161,19 +162,27 @@ std::string EmulatedStack::ListenAddress(const std::string& socket_name) const {
 absl::StatusOr<std::string> EmulatedStack::Served(const std::string& name, json* config) {
   auto ready = ReadFile(dir_ + "/run/" + name + ".ready");
   if (!ready.ok()) return ready.status();
-  const std::string tag = "\nlisten ";
-  const size_t at = ready->find(tag);
-  if (at == std::string::npos) {
+  auto announced = AnnouncedAddress(*ready, "listen");
+  if (!announced.ok()) {
     return absl::InternalError(name + " announced no address in its ready file");
   }
-  const size_t from = at + tag.size();
-  std::string address = ready->substr(from, ready->find('\n', from) - from);
+  const std::string address = *announced;
   if ((*config)["listen"] != address) {
     (*config)["listen"] = address;
     absl::Status s = WriteJson(launch_[name].second, *config);
     if (!s.ok()) return s;
   }
   return address;
+}
+
+absl::StatusOr<std::string> EmulatedStack::metrics_address(const std::string& name) const {
+  auto ready = ReadFile(dir_ + "/run/" + name + ".ready");
+  if (!ready.ok()) return ready.status();
+  auto announced = AnnouncedAddress(*ready, "metrics");
+  if (!announced.ok()) {
+    return absl::NotFoundError(name + " announced no metrics address in its ready file");
+  }
+  return announced;
 }
 
 absl::Status EmulatedStack::Restart(const std::string& name) {
@@ -277,6 +286,7 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
                     IdentityCertPath(st->tls_dir(), {kRoleOperator, "operator"})})},
               {"gpus", json::array({{{"name", "gpu0"},
                                      {"admin_endpoint", st->device_admin_endpoint()}}})}};
+  if (options.metrics) mux["metrics_listen"] = "127.0.0.1:0";
   s = WriteJson(d + "/mux.json", mux);
   if (!s.ok()) return s;
   s = st->Launch("mux", Daemon(st->bin_dir_, 1), d + "/mux.json");
@@ -324,6 +334,7 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
          {"state_dir", d + "/state-" + h.name},
          {"training_policy", options.holder_training_policy},
          {"attestation", DevAttestation(st->pki_, h.domain, {HexEncode(*orch_mrtd)})}});
+    if (options.metrics) holder_configs.back()["metrics_listen"] = "127.0.0.1:0";
   }
 
   // Each side pins the other's RTMR3 events, as a deployment does with
@@ -348,6 +359,7 @@ absl::StatusOr<std::unique_ptr<EmulatedStack>> EmulatedStack::Start(StackOptions
       {"attestation", DevAttestation(st->pki_, kOrchestratorDomain, allowed_holders)},
       {"tls", TlsJson(st->tls({kRoleOrchestrator, "orchestrator"}))}};
   if (!options.external_trainer.empty()) orch["trainer_listen"] = st->trainer_endpoint();
+  if (options.metrics) orch["metrics_listen"] = "127.0.0.1:0";
   if (options.eval_set) {
     // Held-out text of the same synthetic language, drawn with a seed no
     // holder uses: the orchestrator's own, inside its TD.

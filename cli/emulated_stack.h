@@ -80,6 +80,9 @@ struct StackOptions {
   // trip (the demo's table); tests with windows under 1 MiB lower
   // min_window_bytes.
   nlohmann::json holder_training_policy = {{"min_windows_per_loss", 1}};
+  // Every daemon but the GPU serves its metrics on 127.0.0.1:0
+  // (metrics_listen); metrics_address() says where.
+  bool metrics = false;
   // Give the orchestrator an evaluation set (eval_tokens: held-out text of
   // the holders' synthetic language), so trips report a held-out loss.
   bool eval_set = true;
@@ -134,6 +137,9 @@ class EmulatedStack {
   std::string tls_dir() const { return dir_ + "/pki/tls"; }
   TlsFiles tls(const Identity& id) const;
   const std::vector<std::string>& holder_names() const { return holder_names_; }
+  // Where daemon `name` ("orchestrator", "mux", a holder) serves its
+  // metrics (StackOptions::metrics), from its ready file.
+  absl::StatusOr<std::string> metrics_address(const std::string& name) const;
   // Every daemon's log file, by daemon name.
   std::map<std::string, std::string> logs() const;
   Subprocess* process(const std::string& name);

@@ -8,6 +8,7 @@
 
 #include "holder_agent/api_limits.h"
 #include "holder_agent/dataset.h"
+#include "holder_agent/holder_metrics.h"
 #include "holder_agent/holder_service.h"
 #include "auth/caller_names.h"
 #include "holder_agent/trip_freshness.h"
@@ -17,6 +18,7 @@
 #include "device/bounce_pool.h"
 #include "keyxfer/attestation_config.h"
 #include "keyxfer/runtime_measurement.h"
+#include "metrics/daemon_metrics.h"
 #include "trainer/training_policy.h"
 #include "util/daemon_main.h"
 #include "util/exclusive_lock.h"
@@ -45,7 +47,8 @@ int main(int argc, char** argv) {
       "orchestrator and GPU), "
       "\"training_policy\": {...} (what campaigns may do with this holder's\n"
       "windows and report about them; defaults are strict), \"attestation\":\n"
-      "{...}} (see docs/operations.md).");
+      "{...}, \"metrics_listen\" (127.0.0.1:PORT: Prometheus metrics over\n"
+      "HTTP; off without it)} (see docs/operations.md).");
   auto Fail = [&kProgram](const std::string& m) { ExitStartupError(kProgram, m); };
   const std::string where = args.config;
   nlohmann::json cfg = ReadConfigOrExit(kProgram, where);
@@ -55,7 +58,7 @@ int main(int argc, char** argv) {
   const std::set<std::string> kFields = {
       "name",         "domain",     "listen",  "device_endpoint", "threads",
       "bounce_slots", "bounce_dir", "dataset", "attestation",     "tls",
-      "training_policy", "state_dir", "orchestrator_names"};
+      "training_policy", "state_dir", "orchestrator_names", "metrics_listen"};
   const std::set<std::string> kDatasetFields = {"name", "path", "format"};
   absl::Status known = RefuseUnknownFields(cfg, kFields, where);
   if (!known.ok()) Fail(std::string(known.message()));
@@ -207,8 +210,24 @@ int main(int argc, char** argv) {
   auto freshness = TripFreshness::Open(*state_dir + "/freshness.json");
   if (!freshness.ok()) Fail(std::string(freshness.status().message()));
   opts.freshness = std::move(*freshness);
-  HolderService service(opts, std::move(*dataset), att->attester.get(),
-                        att->verifier.get());
+  // Metrics (metrics_listen; off without it): Provision outcomes, and the
+  // orchestrator's evidence refused, counted around the verifier.
+  std::unique_ptr<DaemonMetrics> metrics;
+  std::unique_ptr<HolderMetrics> holder_metrics;
+  Verifier* verifier = att->verifier.get();
+  if (cfg.contains("metrics_listen")) {
+    auto metrics_listen = JsonString(cfg, where, "metrics_listen");
+    if (!metrics_listen.ok()) Fail(std::string(metrics_listen.status().message()));
+    auto m = DaemonMetrics::Start(*metrics_listen, where + ": metrics_listen", verifier);
+    if (!m.ok()) Fail(std::string(m.status().message()));
+    metrics = *std::move(m);
+    holder_metrics = std::make_unique<HolderMetrics>(metrics->registry());
+    opts.metrics = holder_metrics.get();
+    verifier = metrics->verifier();
+    GT_LOG(1, "metrics on http://", metrics->address(), kMetricsPath);
+  }
+  HolderService service(opts, std::move(*dataset), att->attester.get(), verifier);
   ServeUntilSignal(kProgram, {{*listen, {&service}, *creds, HolderApiLimits()}}, args.ready_file,
-                   [&service] { service.RemoveBounceRing(); });
+                   [&service] { service.RemoveBounceRing(); }, nullptr,
+                   metrics ? metrics->address() : "");
 }

@@ -174,15 +174,19 @@ grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
       out->Write(u);
     }
   });
-  ProvisionFault fault = ProvisionFault::kNone;
+  ProvisionResult result;
   auto r = DoProvision(caller.name, *req, progress, [ctx] { return ctx->IsCancelled(); },
-                       &fault);
+                       &result);
+  const ProvisionFault fault = result.fault;
   {
     absl::MutexLock kl(&keepalive_mu);
     provisioning_done = true;
   }
   keepalive.join();
   if (!r.ok()) {
+    if (options_.metrics != nullptr) {
+      options_.metrics->Provision(result.accepted ? kProvisionFailed : kProvisionRefused, 0, 0);
+    }
     GT_LOG(0, "provisioning refused or failed: ", r.status().message());
     if (fault == ProvisionFault::kDevice) {
       ctx->AddTrailingMetadata(kProvisionFaultKey, kProvisionFaultDevice);
@@ -196,9 +200,17 @@ grpc::Status HolderService::Provision(grpc::ServerContext* ctx,
   v1::ProvisionUpdate u;
   u.set_sealed_report(std::move(*r));
   absl::MutexLock l(&write_mu);
-  if (ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "caller went away");
+  if (ctx->IsCancelled()) {
+    if (options_.metrics != nullptr) options_.metrics->Provision(kProvisionFailed, 0, 0);
+    return grpc::Status(grpc::StatusCode::CANCELLED, "caller went away");
+  }
   // The report is the last message: it leaves with the status, in one write.
-  if (!out->Write(u, grpc::WriteOptions().set_last_message())) {
+  const bool sent = out->Write(u, grpc::WriteOptions().set_last_message());
+  if (options_.metrics != nullptr) {
+    options_.metrics->Provision(sent ? kProvisionOk : kProvisionFailed, result.bytes,
+                                result.seconds);
+  }
+  if (!sent) {
     // The window is on the GPU and the key is gone, but the orchestrator
     // did not get the report (it went away, or the stream broke): it will
     // treat the trip as failed and take the safe path.
@@ -217,7 +229,7 @@ absl::Duration HolderService::DeviceWait() {
 absl::StatusOr<std::string> HolderService::DoProvision(
     const std::string& orchestrator, const v1::ProvisionRequest& req,
     const std::function<bool(uint64_t)>& progress, const std::function<bool()>& cancelled,
-    ProvisionFault* fault) {
+    ProvisionResult* result) {
   // The channel is claimed as the call arrives, before waiting behind
   // another trip: from here it is this call's alone, out of reach of the
   // pending channels' lifetime and cap (OpenChannel), which so bound only
@@ -257,7 +269,7 @@ absl::StatusOr<std::string> HolderService::DoProvision(
   GT_LOG(3, "trip ", b.trip(), ": orchestrator ", orchestrator, " attested, hand-off bound to GPU ",
          b.gpu_serial(), " session ", b.gpu_session());
   if (b.holder() != options_.name) {
-    *fault = ProvisionFault::kHolder;  // this agent is not the one the campaign names
+    result->fault = ProvisionFault::kHolder;  // this agent is not the one the campaign names
     return absl::PermissionDeniedError("hand-off is for holder '" + b.holder() +
                                        "', this is '" + options_.name + "'");
   }
@@ -266,7 +278,7 @@ absl::StatusOr<std::string> HolderService::DoProvision(
   // refused before its key is opened. Checked again, and the trip recorded
   // on disk, in one step once every check has passed below.
   if (options_.freshness == nullptr) {
-    *fault = ProvisionFault::kHolder;  // its own configuration
+    result->fault = ProvisionFault::kHolder;  // its own configuration
     return absl::FailedPreconditionError(
         "this agent has no trip freshness record (state_dir): it accepts no hand-off");
   }
@@ -278,7 +290,7 @@ absl::StatusOr<std::string> HolderService::DoProvision(
   // changed in transit fails there (it is in the hand-off's AAD).
   if (b.window_length() == 0 || b.window_offset() > dataset_->payload_bytes() ||
       b.window_length() > dataset_->payload_bytes() - b.window_offset()) {
-    *fault = ProvisionFault::kHolder;  // its dataset is shorter than it said
+    result->fault = ProvisionFault::kHolder;  // its dataset is shorter than it said
     return absl::OutOfRangeError(
         "window [" + std::to_string(b.window_offset()) + ", +" +
         std::to_string(b.window_length()) + ") is outside the dataset '" +
@@ -292,7 +304,7 @@ absl::StatusOr<std::string> HolderService::DoProvision(
   absl::Status allowed = CheckTerms(options_.training_policy, b.terms(), options_.name);
   if (allowed.ok()) allowed = CheckWindow(options_.training_policy, b.window_length(), options_.name);
   if (!allowed.ok()) {
-    *fault = ProvisionFault::kHolder;  // its own policy says no
+    result->fault = ProvisionFault::kHolder;  // its own policy says no
     return allowed;
   }
   // The copy-engine lanes must tile the window exactly (each with one
@@ -317,6 +329,7 @@ absl::StatusOr<std::string> HolderService::DoProvision(
   // nobody.
   fresh = options_.freshness->Accept(orchestrator, b.gpu_serial(), b.trip(), b.campaign());
   if (!fresh.ok()) return fresh;
+  result->accepted = true;
   GT_LOG(3, "trip ", b.trip(), ": hand-off accepted, writing ", b.window_length(), " bytes in ",
          b.lanes_size(), " lane(s)");
   H2dWriterOptions wo = options_.writer;
@@ -349,7 +362,7 @@ absl::StatusOr<std::string> HolderService::DoProvision(
     // refused, or could not be reached from this TD (the host's route), or
     // stopped answering. A dataset that cannot be read blames nobody: the
     // disk under it is the host's.
-    if (!cancelled() && !source.failed()) *fault = ProvisionFault::kDevice;
+    if (!cancelled() && !source.failed()) result->fault = ProvisionFault::kDevice;
     return stats.status();
   }
   v1::ProvisionReport rep;
@@ -365,6 +378,8 @@ absl::StatusOr<std::string> HolderService::DoProvision(
   auto sealed = SealReport(channel->report_key, b, rep);
   channel->report_key.Clear();
   if (!sealed.ok()) return sealed.status();
+  result->bytes = stats->bytes;
+  result->seconds = rep.seconds();
   GT_LOG(1, "trip ", b.trip(), ": provisioned ", stats->bytes, " bytes in ",
          stats->chunks, " chunks; key zeroized");
   return sealed;

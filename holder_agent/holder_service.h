@@ -16,6 +16,7 @@
 #include "device/h2d_writer.h"
 #include "grpcpp/grpcpp.h"
 #include "holder_agent/dataset.h"
+#include "holder_agent/holder_metrics.h"
 #include "holder_agent/provision_fault.h"
 #include "holder_agent/trip_freshness.h"
 #include "keyxfer/attested_channel.h"
@@ -59,6 +60,8 @@ struct HolderOptions {
   // The last trip accepted per orchestrator and GPU, on disk
   // (trip_freshness.h). Required: without it every hand-off is refused.
   std::shared_ptr<TripFreshness> freshness;
+  // Where Provision outcomes are counted (metrics_listen); null: nowhere.
+  const HolderMetrics* metrics = nullptr;
   // Tests shorten it; see kPendingChannelLifetime.
   std::chrono::steady_clock::duration pending_channel_lifetime = kPendingChannelLifetime;
 };
@@ -93,17 +96,25 @@ class HolderService final : public v1::HolderAgent::Service {
   // `progress(bytes)` is called from the encryption threads as chunks are
   // mapped or read; it returns false once the caller has gone (cancel), and
   // so does `cancelled()`, which the watcher below also polls.
-  // On failure `*fault` says whose side failed (provision_fault.h): the
-  // holder's own (its policy, a window outside its dataset, a hand-off for
-  // another holder), the device path (the write failed while the dataset
-  // did not), or neither for certain (its disk is the host's).
+  // What a Provision came to. On failure `fault` says whose side failed
+  // (provision_fault.h): the holder's own (its policy, a window outside its
+  // dataset, a hand-off for another holder), the device path (the write
+  // failed while the dataset did not), or neither for certain (its disk is
+  // the host's). `accepted`: every check passed and the keys were opened.
+  // `bytes` and `seconds` of a window written.
+  struct ProvisionResult {
+    ProvisionFault fault = ProvisionFault::kNone;
+    bool accepted = false;
+    uint64_t bytes = 0;
+    double seconds = 0;
+  };
   // Returns the report, sealed under the channel's report key.
   // `orchestrator`: the caller's certificate name (freshness is kept per
   // orchestrator and GPU).
   absl::StatusOr<std::string> DoProvision(
       const std::string& orchestrator, const v1::ProvisionRequest& req,
       const std::function<bool(uint64_t)>& progress,
-      const std::function<bool()>& cancelled, ProvisionFault* fault);
+      const std::function<bool()>& cancelled, ProvisionResult* result);
 
   // How long the write in progress has waited on the device (zero when no
   // write runs).

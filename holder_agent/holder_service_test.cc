@@ -23,12 +23,16 @@
 #include "device/emulated_gpu_fixture.h"
 #include "gtest/gtest.h"
 #include "holder_agent/dataset.h"
+#include "holder_agent/holder_metrics.h"
 #include "holder_agent/trip_freshness.h"
 #include "keyxfer/attested_channel.h"
 #include "keyxfer/dev_attester.h"
 #include "keyxfer/handoff.h"
 #include "keyxfer/report_seal.h"
 #include "keyxfer/x509.h"
+#include "metrics/counted_verifier.h"
+#include "metrics/metrics_registry.h"
+#include "metrics/metrics_scrape.h"
 #include "proto/holder.grpc.pb.h"
 #include "util/files.h"
 
@@ -95,8 +99,10 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     o.pending_channel_lifetime = pending_channel_lifetime_;
     o.training_policy = Policy();
     o.freshness = std::move(*freshness);
+    o.metrics = metrics_;
+    Verifier* verifier = agent_verifier_ != nullptr ? agent_verifier_ : holder_verifier_.get();
     auto service = std::make_unique<HolderService>(o, std::move(*ds), holder_attester_.get(),
-                                                   holder_verifier_.get());
+                                                   verifier);
     agent_ = service.get();
     auto creds = MakeServerCredentials(TestFiles(pki_.path(), kHolderA));
     ASSERT_TRUE(creds.ok()) << creds.status();
@@ -258,6 +264,10 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
   // How long the agent keeps a channel no Provision has claimed (likewise).
   std::chrono::steady_clock::duration pending_channel_lifetime_ = kPendingChannelLifetime;
   std::string bounce_subdir_;  // appended to the fixture's shared memory directory
+  // What the next StartAgent counts in, and verifies with (null: none, and
+  // holder_verifier_).
+  const HolderMetrics* metrics_ = nullptr;
+  Verifier* agent_verifier_ = nullptr;
 };
 
 void ExpectRefused(const grpc::Status& s, grpc::StatusCode code, const std::string& says) {
@@ -433,6 +443,42 @@ TEST_F(HolderServiceTest, OrchestratorOutsideThePolicyGetsNothingWritten) {
   // The faithful orchestrator's own channel still works, for trip 1.
   ASSERT_TRUE(Provision(a, Binding("c1", 1, 0)).ok());
   EXPECT_EQ(DeviceWindow(), Window(0));
+}
+
+// With metrics on, every Provision is counted once by what it came to, and
+// the orchestrator's refused evidence as an attestation failure; nothing
+// names a campaign, a trip or the dataset.
+TEST_F(HolderServiceTest, MetricsCountProvisionOutcomesAndRefusedEvidence) {
+  MetricsRegistry registry;
+  HolderMetrics metrics(&registry);
+  CountedVerifier counted(holder_verifier_.get(), &registry);
+  StopAgent();
+  metrics_ = &metrics;
+  agent_verifier_ = &counted;
+  ASSERT_NO_FATAL_FAILURE(StartAgent());
+
+  ASSERT_TRUE(Provision(Open(), Binding("c1", 1, 0)).ok());
+  ASSERT_TRUE(Provision(Open(), Binding("c1", 2, 1)).ok());
+  v1::HandoffBinding other = Binding("c1", 3, 0);
+  other.set_holder("holder-b");
+  EXPECT_FALSE(Provision(Open(), other).ok());                              // refused
+  EXPECT_FALSE(Provision(Open(rogue_attester_.get()), Binding("c1", 3, 0)).ok());  // refused
+  // Accepted, then the dataset cannot be read (the host's disk): failed.
+  ASSERT_EQ(truncate((dir_ + "/data.raw").c_str(), kWindow), 0);
+  EXPECT_FALSE(Provision(Open(), Binding("c1", 4, 3)).ok());
+
+  auto s = ParseMetricsText(registry.Text());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->at("gputravel_holder_provisions_total{outcome=\"ok\"}"), 2);
+  EXPECT_EQ(s->at("gputravel_holder_provisions_total{outcome=\"refused\"}"), 2);
+  EXPECT_EQ(s->at("gputravel_holder_provisions_total{outcome=\"failed\"}"), 1);
+  EXPECT_EQ(s->at("gputravel_holder_provisioned_bytes_total"), 2 * kWindow);
+  EXPECT_EQ(s->at("gputravel_holder_provision_seconds_count"), 2);
+  EXPECT_EQ(s->at(kAttestationFailuresMetric), 1);
+  for (const char* name : {"c1", "holder-b", "pattern", "data.raw"}) {
+    EXPECT_EQ(registry.Text().find(name), std::string::npos) << name;
+  }
+  StopAgent();  // before the metrics it counts in go
 }
 
 // Channel ids are random: dropping the first one in id order would drop any

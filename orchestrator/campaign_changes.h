@@ -20,7 +20,7 @@ namespace gputravel {
 // `max_watchers_per_caller` streams: each holds a server thread while it
 // waits (orchestrator/api_limits.h).
 //
-// Told by the state store after each commit (StateStore::SetEventObserver)
+// Told by the state store after each commit (StateStore::AddEventObserver)
 // and by the engine when live progress moves. Thread-safe; its lock is a
 // leaf (nothing is called while it is held), so the store may call it with
 // its own lock held.

@@ -51,9 +51,8 @@ CampaignEngine::CampaignEngine(const OrchestratorConfig* config, StateStore* sto
                                Attester* attester, Verifier* verifier)
     : config_(config), store_(store), attester_(attester), verifier_(verifier) {
   // After each commit, the watchers of that event's campaign wake (only them).
-  store_->SetEventObserver([this](const std::string& campaign, int64_t seq) {
-    changes_.EventCommitted(campaign, seq);
-  });
+  observer_ = store_->AddEventObserver(
+      [this](const EventRow& e) { changes_.EventCommitted(e.campaign, e.seq); });
   // Every write tells whether the storage works.
   store_->SetStorageObserver([this](const absl::Status& write) {
     if (write.ok()) {
@@ -71,7 +70,7 @@ CampaignEngine::CampaignEngine(const OrchestratorConfig* config, StateStore* sto
 
 CampaignEngine::~CampaignEngine() {
   Shutdown();
-  store_->SetEventObserver(nullptr);
+  store_->RemoveEventObserver(observer_);
   store_->SetStorageObserver(nullptr);
 }
 

@@ -178,6 +178,7 @@ class CampaignEngine {
   uint64_t wake_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, LiveProgress> progress_ ABSL_GUARDED_BY(mu_);
   CampaignChanges changes_{kMaxWatchesPerCaller};
+  int observer_ = 0;  // the store's event observer that wakes changes_
   TrainerRegistry trainers_;
   StorageBackoff storage_;
 };

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "metrics/metrics_exposer.h"
 #include "util/files.h"
 #include "util/json_fields.h"
 #include "util/status_macros.h"
@@ -12,7 +13,8 @@ namespace {
 const std::set<std::string> kKnownFields = {"listen",      "domain",     "state_dir",
                                             "mux_endpoint", "mux_name",   "gpus",
                                             "attestation",  "tls",        "eval_tokens",
-                                            "checkpoint_key_file", "trainer_listen"};
+                                            "checkpoint_key_file", "trainer_listen",
+                                            "metrics_listen"};
 const std::set<std::string> kKnownGpuFields = {"name", "device_endpoint", "device_ca",
                                                "serial", "heartbeat_period_seconds"};
 
@@ -44,6 +46,10 @@ absl::StatusOr<OrchestratorConfig> ParseOrchestratorConfig(const nlohmann::json&
   if (j.contains("trainer_listen")) {
     GT_ASSIGN_OR_RETURN(cfg.trainer_listen, JsonString(j, where, "trainer_listen"));
     GT_RETURN_IF_ERROR(CheckTrainerListen(cfg.trainer_listen, where + ": trainer_listen"));
+  }
+  if (j.contains("metrics_listen")) {
+    GT_ASSIGN_OR_RETURN(cfg.metrics_listen, JsonString(j, where, "metrics_listen"));
+    GT_RETURN_IF_ERROR(CheckMetricsListen(cfg.metrics_listen, where + ": metrics_listen"));
   }
   if (j.contains("eval_tokens")) {
     GT_ASSIGN_OR_RETURN(cfg.eval_tokens, JsonString(j, where, "eval_tokens"));

@@ -49,6 +49,9 @@ struct OrchestratorConfig {
   std::vector<GpuConfig> gpus;
   nlohmann::json attestation;
   TlsFiles tls;              // this orchestrator's identity (role orchestrator)
+  // Where its Prometheus metrics are served (metrics/metrics_exposer.h:
+  // "127.0.0.1:PORT" only). Empty: no metrics.
+  std::string metrics_listen;
   // The orchestrator's own evaluation set (an llm.c token shard or raw
   // uint16 tokens, inside its TD; its first kMaxEvalTokens tokens are used):
   // the held-out loss is measured on it after each trained window. Empty:

@@ -71,6 +71,11 @@ TEST_F(DaemonConfigTest, GoodConfigParses) {
   auto trainer = ParseOrchestratorConfig(j, "o.json");
   ASSERT_TRUE(trainer.ok()) << trainer.status();
   EXPECT_EQ(trainer->trainer_listen, "unix:/run/gputravel/trainer.sock");
+  EXPECT_EQ(c->metrics_listen, "") << "no metrics unless configured";
+  j["metrics_listen"] = "127.0.0.1:9464";
+  auto metrics = ParseOrchestratorConfig(j, "o.json");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(metrics->metrics_listen, "127.0.0.1:9464");
 }
 
 // Only a development configuration may leave a GPU's serial unpinned.
@@ -92,7 +97,7 @@ struct BadCase {
 TEST_F(DaemonConfigTest, EveryBadFieldIsNamed) {
   const std::vector<BadCase> cases = {
       {"NotObject", [](nlohmann::json& j) { j = nlohmann::json::array(); }, "o.json: must be"},
-      {"UnknownField", [](nlohmann::json& j) { j["campaigns"] = 1; }, "o.json: unknown field 'campaigns' (accepted: attestation, checkpoint_key_file, domain, eval_tokens, gpus, listen, mux_endpoint, mux_name, state_dir, tls, trainer_listen)"},
+      {"UnknownField", [](nlohmann::json& j) { j["campaigns"] = 1; }, "o.json: unknown field 'campaigns' (accepted: attestation, checkpoint_key_file, domain, eval_tokens, gpus, listen, metrics_listen, mux_endpoint, mux_name, state_dir, tls, trainer_listen)"},
       {"MissingListen", [](nlohmann::json& j) { j.erase("listen"); }, "listen"},
       {"ListenNotString", [](nlohmann::json& j) { j["listen"] = 5; }, "listen"},
       {"MissingDomain", [](nlohmann::json& j) { j.erase("domain"); }, "domain"},
@@ -122,6 +127,10 @@ TEST_F(DaemonConfigTest, EveryBadFieldIsNamed) {
        "256 is not 0"},
       {"HeartbeatNotNumber", [](nlohmann::json& j) { j["gpus"][1]["heartbeat_period_seconds"] = "x"; },
        "heartbeat_period_seconds"},
+      {"MetricsListenNotLoopback", [](nlohmann::json& j) { j["metrics_listen"] = "0.0.0.0:9464"; },
+       "o.json: metrics_listen: '0.0.0.0:9464' is not \"127.0.0.1:PORT\""},
+      {"MetricsListenNotString", [](nlohmann::json& j) { j["metrics_listen"] = 9464; },
+       "metrics_listen"},
       {"TrainerListenTcp", [](nlohmann::json& j) { j["trainer_listen"] = "127.0.0.1:7001"; },
        "o.json: trainer_listen: '127.0.0.1:7001' is not \"unix:/absolute/path\""},
       {"TrainerListenRelative", [](nlohmann::json& j) { j["trainer_listen"] = "unix:t.sock"; },

@@ -12,7 +12,9 @@
 #include "keyxfer/runtime_measurement.h"
 #include "orchestrator/api_limits.h"
 #include "orchestrator/campaign_engine.h"
+#include "metrics/daemon_metrics.h"
 #include "orchestrator/daemon_config.h"
+#include "orchestrator/orchestrator_metrics.h"
 #include "orchestrator/orchestrator_service.h"
 #include "orchestrator/state_store.h"
 #include "orchestrator/trainer_service.h"
@@ -40,7 +42,9 @@ int main(int argc, char** argv) {
       "\"gpus\": [{\"name\", \"device_endpoint\", \"device_ca\",\n"
       "\"serial\", \"heartbeat_period_seconds\"}], \"attestation\": {...},\n"
       "\"tls\": {\"ca\", \"cert\", \"key\", \"crl\"}} (crl: the campaign's CRL,\n"
-      "checked at every handshake and reread when it changes)\n"
+      "checked at every handshake and reread when it changes),\n"
+      "\"metrics_listen\" (127.0.0.1:PORT: Prometheus metrics over HTTP; off\n"
+      "without it)\n"
       "(docs/operations.md). Campaigns are created through the API\n"
       "(`gputravel create`).",
       {{"seal_clear_checkpoints",
@@ -102,7 +106,22 @@ int main(int argc, char** argv) {
   // is read; requests, streams, memory and threads are bounded (api_limits.h).
   InstallRoleGate(creds->get(), OrchestratorApiRoles(), {}, RevocationListOf(cfg->tls));
 
-  CampaignEngine engine(&*cfg, store->get(), att->attester.get(), att->verifier.get());
+  // Metrics (metrics_listen; off without it): counted from the store's
+  // commits and around the verifier of holders' evidence, served on the
+  // loopback before anything is recovered, so recovery counts too.
+  std::unique_ptr<DaemonMetrics> metrics;
+  std::unique_ptr<OrchestratorMetrics> orchestrator_metrics;
+  Verifier* verifier = att->verifier.get();
+  if (!cfg->metrics_listen.empty()) {
+    auto m = DaemonMetrics::Start(cfg->metrics_listen, args.config + ": metrics_listen", verifier);
+    if (!m.ok()) ExitStartupError(kProgram, std::string(m.status().message()));
+    metrics = *std::move(m);
+    orchestrator_metrics = std::make_unique<OrchestratorMetrics>(metrics->registry(), store->get());
+    verifier = metrics->verifier();
+    GT_LOG(1, "metrics on http://", metrics->address(), kMetricsPath);
+  }
+
+  CampaignEngine engine(&*cfg, store->get(), att->attester.get(), verifier);
   // The GPU workers make interrupted trips safe before they run anything
   // else; the API serves meanwhile.
   absl::Status s = engine.Start();
@@ -135,5 +154,6 @@ int main(int argc, char** argv) {
                    [&engine, &trainer_service] {
                      trainer_service.Shutdown();
                      engine.Shutdown();
-                   });
+                   },
+                   metrics ? metrics->address() : "");
 }

@@ -111,31 +111,42 @@ absl::StatusOr<EventSeqs> StateStore::Mutate(Durability durability,
   absl::MutexLock lock(&mu_);
   pending_events_.clear();
   const absl::Status st = db_->InTransaction(change, /*write=*/true, durability);
-  std::vector<std::pair<std::string, int64_t>> committed;
+  std::vector<EventRow> committed;
   committed.swap(pending_events_);
   if (storage_observer_ && (st.ok() || IsStorageFailure(st))) storage_observer_(st);
   GT_RETURN_IF_ERROR(st);
   EventSeqs seqs;
-  for (const auto& [campaign, seq] : committed) {
-    if (observer_) observer_(campaign, seq);
-    seqs.push_back(seq);
+  for (const EventRow& e : committed) {
+    for (const auto& [handle, observer] : observers_) observer(e);
+    seqs.push_back(e.seq);
   }
   return seqs;
 }
 
 absl::Status StateStore::AppendLocked(const EventRow& e) {
+  EventRow stored = e;
+  if (stored.time_ms == 0) stored.time_ms = NowMs();
   GT_RETURN_IF_ERROR(db_->Run("INSERT INTO events (campaign, trip, kind, step, "
                               "message, bytes, loss, time_ms, eval_loss) "
                               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                              e.campaign, e.trip, e.kind, e.step, e.message, e.bytes, e.loss,
-                              e.time_ms != 0 ? e.time_ms : NowMs(), e.eval_loss));
-  pending_events_.emplace_back(e.campaign, db_->LastInsertRowid());
+                              stored.campaign, stored.trip, stored.kind, stored.step,
+                              stored.message, stored.bytes, stored.loss, stored.time_ms,
+                              stored.eval_loss));
+  stored.seq = db_->LastInsertRowid();
+  pending_events_.push_back(std::move(stored));
   return absl::OkStatus();
 }
 
-void StateStore::SetEventObserver(EventObserver observer) {
+int StateStore::AddEventObserver(EventObserver observer) {
   absl::MutexLock lock(&mu_);
-  observer_ = std::move(observer);
+  const int handle = next_observer_++;
+  observers_[handle] = std::move(observer);
+  return handle;
+}
+
+void StateStore::RemoveEventObserver(int handle) {
+  absl::MutexLock lock(&mu_);
+  observers_.erase(handle);
 }
 
 void StateStore::SetStorageObserver(StorageObserver observer) {

@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -193,6 +194,11 @@ struct EventRow {
   std::optional<double> eval_loss;
   int64_t time_ms = 0;  // 0 in AppendEvent = now
 };
+
+// The outcome (kOutcomeOk, kOutcomeFailed, kOutcomeAborted) of a
+// "trip_finished" event, whose message FinishTrip begins with it
+// ("ok", "failed: why"); "" for any other event.
+std::string TripOutcomeOf(const EventRow& e);
 
 // Sequence numbers of the events a mutation appended, in order.
 using EventSeqs = std::vector<int64_t>;
@@ -408,12 +414,16 @@ class StateStore {
   // The newest event's seq, 0 when there is none.
   absl::StatusOr<int64_t> LastEventSeq();
 
-  // Called once for every event, with its campaign and seq, right after the
-  // transaction that inserted it commits (never for one rolled back), with
-  // the store's lock held: it must return quickly and must not call the
-  // store. WatchCampaign streams wake on it (orchestrator/campaign_changes.h).
-  using EventObserver = std::function<void(const std::string& campaign, int64_t seq)>;
-  void SetEventObserver(EventObserver observer);
+  // Called once for every event, as stored (seq and time_ms set), right
+  // after the transaction that inserted it commits (never for one rolled
+  // back), in commit order, with the store's lock held: it must return
+  // quickly and must not call the store. WatchCampaign streams wake on it
+  // (orchestrator/campaign_changes.h); the metrics count from it
+  // (orchestrator/orchestrator_metrics.h). AddEventObserver returns the
+  // handle RemoveEventObserver takes.
+  using EventObserver = std::function<void(const EventRow& event)>;
+  int AddEventObserver(EventObserver observer);
+  void RemoveEventObserver(int handle);
 
   // Called after every write transaction: with OK when it committed, with
   // its error when it failed at the storage level (sqlite_db.h
@@ -463,11 +473,12 @@ class StateStore {
   absl::Mutex mu_;
   const std::unique_ptr<SqliteDb> db_ ABSL_PT_GUARDED_BY(mu_);
   const CheckpointSeal seal_;
-  EventObserver observer_ ABSL_GUARDED_BY(mu_);
+  std::map<int, EventObserver> observers_ ABSL_GUARDED_BY(mu_);
+  int next_observer_ ABSL_GUARDED_BY(mu_) = 1;
+  // The events the open change appended, told to observers_ once it
+  // commits.
+  std::vector<EventRow> pending_events_ ABSL_GUARDED_BY(mu_);
   StorageObserver storage_observer_ ABSL_GUARDED_BY(mu_);
-  // (campaign, seq) of the events the open change appended, told to
-  // observer_ once it commits.
-  std::vector<std::pair<std::string, int64_t>> pending_events_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gputravel

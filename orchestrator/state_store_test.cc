@@ -688,6 +688,42 @@ TEST_F(StateStoreTest, StepsMoveForwardWithEventsInOrder) {
   for (size_t i = 1; i < seqs.size(); ++i) EXPECT_GT(seqs[i], seqs[i - 1]);
 }
 
+// Observers are told every committed event as stored, in commit order,
+// never one rolled back, and no longer once removed.
+TEST_F(StateStoreTest, ObserversAreToldEachCommittedEventAsStored) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  std::vector<EventRow> first, second;
+  const int a = store->AddEventObserver([&](const EventRow& e) { first.push_back(e); });
+  const int b = store->AddEventObserver([&](const EventRow& e) { second.push_back(e); });
+  ASSERT_NE(a, b);
+  ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+  ASSERT_OK_AND_ASSIGN(uint64_t id, BeginTrip50(*store));
+  // Refused (a second unfinished trip): nothing committed, nothing told.
+  const size_t before = first.size();
+  EXPECT_FALSE(BeginTrip50(*store).ok());
+  EXPECT_EQ(first.size(), before);
+  ASSERT_OK_AND_ASSIGN(int64_t seq, store->AppendEvent(Event("c1", id, "scrubbed", "zeroed")));
+  store->RemoveEventObserver(b);
+  ASSERT_OK(store->SetTripStep(id, kStepRouteOut, "out", TripCounterWindow{1, 1, 1}));
+
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRow> stored, store->EventsAfter("", 0, 100));
+  ASSERT_EQ(first.size(), stored.size());
+  for (size_t i = 0; i < stored.size(); ++i) {
+    EXPECT_EQ(first[i].seq, stored[i].seq);
+    EXPECT_EQ(first[i].kind, stored[i].kind);
+    EXPECT_EQ(first[i].step, stored[i].step);
+    EXPECT_EQ(first[i].message, stored[i].message);
+    EXPECT_EQ(first[i].bytes, stored[i].bytes);
+    EXPECT_EQ(first[i].time_ms, stored[i].time_ms);
+    EXPECT_GT(first[i].time_ms, 0);
+  }
+  ASSERT_EQ(second.size(), stored.size() - 1);  // removed before route_out
+  EXPECT_EQ(second.back().seq, seq);
+  EXPECT_EQ(second.back().kind, "scrubbed");
+  EXPECT_EQ(first.back().step, kStepRouteOut);
+}
+
 TEST_F(StateStoreTest, ProvisioningReportCommitsTheNextStepWithIt) {
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
@@ -811,6 +847,37 @@ TEST_F(StateStoreTest, TripIsFinishedAndCountedExactlyOnce) {
   EXPECT_EQ(hs[0].state, kHolderFailed);
   EXPECT_EQ(hs[0].error, "digest mismatch");
   EXPECT_EQ(hs[0].cursor_offset, 10u);
+}
+
+// TripOutcomeOf reads the outcome back from the event FinishTrip writes.
+TEST_F(StateStoreTest, TripOutcomeOfReadsTheOutcomeOfEachFinishedTrip) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(CreateRunning(*store, "c1", Holders({{"h1", 100}})));
+  ASSERT_OK(RunTrip(*store, "c1", "h1", 0, 10, 0));
+  TripFinish failed;
+  failed.outcome = kOutcomeFailed;
+  failed.error = "aborted: no, failed";  // an error that reads like another outcome
+  ASSERT_OK_AND_ASSIGN(uint64_t id2, BeginTrip50(*store));
+  ASSERT_OK(store->FinishTrip(id2, failed));
+  TripFinish aborted;
+  aborted.outcome = kOutcomeAborted;
+  ASSERT_OK_AND_ASSIGN(uint64_t id3, BeginTrip50(*store));
+  ASSERT_OK(store->FinishTrip(id3, aborted));
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRow> events, store->EventsAfter("c1", 0, 100));
+  std::vector<std::string> outcomes;
+  for (const EventRow& e : events) {
+    if (e.kind == "trip_finished") {
+      outcomes.push_back(TripOutcomeOf(e));
+    } else {
+      EXPECT_EQ(TripOutcomeOf(e), "") << e.kind;
+    }
+  }
+  EXPECT_THAT(outcomes, ::testing::ElementsAre(kOutcomeOk, kOutcomeFailed, kOutcomeAborted));
+  EventRow odd;
+  odd.kind = "trip_finished";
+  odd.message = "okay";
+  EXPECT_EQ(TripOutcomeOf(odd), "");
 }
 
 TEST_F(StateStoreTest, AFinalCampaignIsDeletedWholeAndItsNameAndNoTripIdComeBack) {

@@ -3,6 +3,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "orchestrator/schedule.h"
 #include "orchestrator/sqlite_db.h"
@@ -310,6 +311,18 @@ absl::StatusOr<EventSeqs> StateStore::RecordTrained(
     return AppendLocked(StampedEvent(t.campaign, trip_id, "step", ToString(StepAfterTrained()),
                               "scrub after training", now));
   });
+}
+
+std::string TripOutcomeOf(const EventRow& e) {
+  if (e.kind != "trip_finished") return "";
+  for (const char* outcome : {kOutcomeOk, kOutcomeFailed, kOutcomeAborted}) {
+    const absl::string_view o(outcome);
+    if (absl::StartsWith(e.message, o) &&
+        (e.message.size() == o.size() || e.message[o.size()] == ':')) {
+      return outcome;
+    }
+  }
+  return "";
 }
 
 absl::StatusOr<EventSeqs> StateStore::FinishTrip(uint64_t trip_id, const TripFinish& f) {

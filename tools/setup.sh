@@ -13,6 +13,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   libsqlite3-dev
   libabsl-dev
+  # Metrics (metrics/): prometheus-cpp's registry and HTTP exposer.
+  prometheus-cpp-dev
   systemd
   # The real-kernel tests (vfio_mux/real_kernel): a QEMU guest (TCG) booting
   # Debian's cloud kernel from a busybox initramfs, with an ext4 test disk.

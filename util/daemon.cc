@@ -98,13 +98,26 @@ void ExitAfterShutdown(int code) {
   ::_exit(code);
 }
 
-void AnnounceReady(const std::string& path, const std::vector<std::string>& served) {
+absl::StatusOr<std::string> AnnouncedAddress(const std::string& ready_text,
+                                             const std::string& key) {
+  const std::string tag = "\n" + key + " ";
+  const size_t at = ready_text.find(tag);
+  if (at == std::string::npos) {
+    return absl::NotFoundError("no '" + key + "' address announced");
+  }
+  const size_t from = at + tag.size();
+  return ready_text.substr(from, ready_text.find('\n', from) - from);
+}
+
+void AnnounceReady(const std::string& path, const std::vector<std::string>& served,
+                   const std::string& metrics) {
   if (path.empty()) return;
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
     out << "ready\n";
     for (const auto& a : served) out << "listen " << a << "\n";
+    if (!metrics.empty()) out << "metrics " << metrics << "\n";
   }
   ::rename(tmp.c_str(), path.c_str());
 }

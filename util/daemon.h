@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace gputravel {
 
@@ -39,8 +40,15 @@ absl::Status SetUnixSocketMode(const std::string& path, mode_t mode);
 // Writes "ready\n" to `path` (if non-empty) once the daemon serves, so a
 // supervisor can wait for readiness without polling the socket, then one
 // line "listen ADDRESS" per address served, as bound: a TCP address given
-// with port 0 carries the port the kernel chose.
-void AnnounceReady(const std::string& path, const std::vector<std::string>& served = {});
+// with port 0 carries the port the kernel chose; then, if not empty,
+// "metrics ADDRESS": where its metrics are served (metrics/metrics_exposer.h).
+void AnnounceReady(const std::string& path, const std::vector<std::string>& served = {},
+                   const std::string& metrics = "");
+
+// The first address `ready_text` (a ready file's content) announces under
+// `key` ("listen", "metrics"); NotFound when there is none.
+absl::StatusOr<std::string> AnnouncedAddress(const std::string& ready_text,
+                                             const std::string& key);
 
 }  // namespace gputravel
 

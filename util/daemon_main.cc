@@ -90,7 +90,8 @@ void ServeUntilSignal(const std::string& program,
                       const std::vector<ServedEndpoint>& endpoints,
                       const std::string& ready_file,
                       const std::function<void()>& after_shutdown,
-                      const std::function<void()>& before_shutdown) {
+                      const std::function<void()>& before_shutdown,
+                      const std::string& metrics_address) {
   std::vector<std::unique_ptr<grpc::Server>> servers;
   std::vector<std::string> served;
   // Every socket path is checked before any is served: a daemon that finds
@@ -139,7 +140,7 @@ void ServeUntilSignal(const std::string& program,
   }
   GT_LOG(1, "serving on ", served.size(), " endpoint(s), first ",
          served.empty() ? "" : served[0]);
-  AnnounceReady(ready_file, served);
+  AnnounceReady(ready_file, served, metrics_address);
   int sig = WaitForTerminationSignal();
   GT_LOG(1, "signal ", sig, ": shutting down");
   if (before_shutdown) before_shutdown();

@@ -81,12 +81,14 @@ struct ServedEndpoint {
 // A Unix socket is made 0660 with mTLS (the daemon's user and group may
 // connect; the certificate decides what they may do) and 0600 plaintext
 // (the emulated device's sockets, its admin socket among them). `before_shutdown` runs first on a signal (stop
-// background work that holds streams open).
+// background work that holds streams open). `metrics_address` (the daemon's
+// metrics exposer, if any) is announced in the ready file.
 [[noreturn]] void ServeUntilSignal(const std::string& program,
                                    const std::vector<ServedEndpoint>& endpoints,
                                    const std::string& ready_file,
                                    const std::function<void()>& after_shutdown = nullptr,
-                                   const std::function<void()>& before_shutdown = nullptr);
+                                   const std::function<void()>& before_shutdown = nullptr,
+                                   const std::string& metrics_address = "");
 
 }  // namespace gputravel
 

@@ -7,6 +7,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -76,6 +78,26 @@ TEST(PrepareUnixSocketPathTest, RefusesWhatIsNotASocket) {
   absl::Status s = PrepareUnixSocketPath(path);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_TRUE(Exists(path));
+}
+
+// The ready file: "ready", each address served, then where metrics are.
+TEST(AnnounceReadyTest, ListsTheAddressesServedAndTheMetricsEndpoint) {
+  const std::string path = TempPath("ready");
+  AnnounceReady(path, {"127.0.0.1:4242", "unix:/run/x.sock"}, "127.0.0.1:9100");
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(),
+            "ready\nlisten 127.0.0.1:4242\nlisten unix:/run/x.sock\nmetrics 127.0.0.1:9100\n");
+  EXPECT_EQ(*AnnouncedAddress(text.str(), "listen"), "127.0.0.1:4242");
+  EXPECT_EQ(*AnnouncedAddress(text.str(), "metrics"), "127.0.0.1:9100");
+  AnnounceReady(path, {"127.0.0.1:4242"});
+  std::ifstream again(path);
+  std::stringstream without;
+  without << again.rdbuf();
+  EXPECT_EQ(without.str(), "ready\nlisten 127.0.0.1:4242\n");
+  EXPECT_EQ(AnnouncedAddress(without.str(), "metrics").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -168,7 +168,7 @@ absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeRoutingBackend(
   }
   // The daemon's own fields (vfio_mux/mux_main.cc) and the backend's.
   std::set<std::string> known = {"listen",  "state_file", "audit_log", "tls",
-                                 "backend", "domains",    "callers"};
+                                 "backend", "domains",    "callers",   "metrics_listen"};
   known.insert(*backend == "emulated" ? "gpus" : *backend);
   absl::Status unknown = RefuseUnknownFields(config, known, where);
   if (!unknown.ok()) return unknown;

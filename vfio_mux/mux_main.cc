@@ -6,6 +6,7 @@
 #include "auth/identity.h"
 #include "auth/role_gate.h"
 #include "auth/tls_config.h"
+#include "metrics/daemon_metrics.h"
 #include "util/daemon_main.h"
 #include "util/exclusive_lock.h"
 #include "util/files.h"
@@ -14,6 +15,7 @@
 #include "vfio_mux/api_limits.h"
 #include "vfio_mux/backend_factory.h"
 #include "vfio_mux/mux_callers.h"
+#include "vfio_mux/mux_metrics.h"
 #include "vfio_mux/mux_policy.h"
 #include "vfio_mux/mux_service.h"
 #include "vfio_mux/prepare_command.h"
@@ -35,9 +37,11 @@ int main(int argc, char** argv) {
       "Config JSON: {\"listen\", \"backend\": emulated|sysfs|libvirt,\n"
       "\"state_file\", \"audit_log\", \"tls\": {\"ca\", \"cert\", \"key\", \"crl\"},\n"
       "\"domains\": [TD names it may route to], \"callers\": [pinned certificate\n"
-      "files], ...} (docs/operations-host.md). A caller's certificate must be\n"
-      "one the host's administrator pinned in \"callers\": role orchestrator to\n"
-      "route or reset, orchestrator or operator to read.\n"
+      "files], \"metrics_listen\" (127.0.0.1:PORT: Prometheus metrics over\n"
+      "HTTP; off without it), ...} (docs/operations-host.md). A caller's\n"
+      "certificate must be one the host's administrator pinned in\n"
+      "\"callers\": role orchestrator to route or reset, orchestrator or\n"
+      "operator to read.\n"
       "'vfio_mux prepare --bdf=BDF [--dry_run]' instead prepares the host for\n"
       "a GPU (IOMMU check, vfio-pci binding, reset disabled) and exits; see\n"
       "'vfio_mux prepare --help'.");
@@ -86,13 +90,28 @@ int main(int argc, char** argv) {
     if (!lock.ok()) ExitStartupError(kProgram, std::string(lock.status().message()));
     locks.push_back(*std::move(lock));
   }
+  // Metrics (metrics_listen; off without it): routes, resets and fencing
+  // refusals, on the host's loopback; served before any GPU is touched.
+  std::unique_ptr<DaemonMetrics> metrics;
+  std::unique_ptr<MuxMetrics> mux_metrics;
+  if (cfg.contains("metrics_listen")) {
+    auto metrics_listen = JsonString(cfg, args.config, "metrics_listen");
+    if (!metrics_listen.ok()) {
+      ExitStartupError(kProgram, std::string(metrics_listen.status().message()));
+    }
+    auto m = DaemonMetrics::Start(*metrics_listen, args.config + ": metrics_listen", nullptr);
+    if (!m.ok()) ExitStartupError(kProgram, std::string(m.status().message()));
+    metrics = *std::move(m);
+    mux_metrics = std::make_unique<MuxMetrics>(metrics->registry());
+    GT_LOG(1, "metrics on http://", metrics->address(), kMetricsPath);
+  }
   auto backend = MakeRoutingBackend(cfg, args.config);
   if (!backend.ok()) ExitStartupError(kProgram, std::string(backend.status().message()));
   RouteTableOptions table_options;
   table_options.domains = *domains;
   auto table = RouteTable::Open(backend->get(), *state, *audit, table_options);
   if (!table.ok()) ExitStartupError(kProgram, std::string(table.status().message()));
-  MuxService service(table->get(), (*backend)->Name(), *std::move(callers));
+  MuxService service(table->get(), (*backend)->Name(), *std::move(callers), mux_metrics.get());
   GT_LOG(1, "backend ", (*backend)->Name());
   RouteTable* routes = table->get();
   ServeUntilSignal(kProgram, {{*listen, {&service}, *creds, MuxApiLimits()}}, args.ready_file,
@@ -101,5 +120,5 @@ int main(int argc, char** argv) {
     // start replays the journal instead.
     absl::Status s = routes->Close();
     if (!s.ok()) GT_LOG(0, "route table: ", s.message());
-  });
+  }, nullptr, metrics ? metrics->address() : "");
 }

@@ -1,5 +1,7 @@
 #include "vfio_mux/mux_service.h"
 
+#include <chrono>
+
 #include "auth/authorize.h"
 #include "util/grpc_status.h"
 #include "util/log.h"
@@ -48,7 +50,12 @@ grpc::Status MuxService::Route(grpc::ServerContext* ctx, const v1::RouteRequest*
   if (!auth.ok()) return auth;
   const std::string what =
       "route of GPU " + req->gpu() + " to '" + req->domain() + "'";
+  const auto t0 = std::chrono::steady_clock::now();
   auto r = table_->RouteTo(req->gpu(), req->domain(), req->fencing_token());
+  if (metrics_ != nullptr) {
+    metrics_->Routed(r.status(),
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
   if (!r.ok()) return Answer(*ctx, r.status(), what);
   GT_LOG(1, "routed ", req->gpu(), " -> '", req->domain(), "' (token ", req->fencing_token(),
          ")");
@@ -71,6 +78,7 @@ grpc::Status MuxService::Reset(grpc::ServerContext* ctx, const v1::ResetGpuReque
   grpc::Status auth = callers_.Authorize(*ctx, {kRoleOrchestrator});
   if (!auth.ok()) return auth;
   absl::Status s = table_->Reset(req->gpu(), req->fencing_token());
+  if (metrics_ != nullptr) metrics_->Reset(s);
   if (s.ok()) GT_LOG(1, "reset ", req->gpu(), " (token ", req->fencing_token(), ")");
   return Answer(*ctx, s, "reset of GPU " + req->gpu());
 }

@@ -5,6 +5,7 @@
 
 #include "proto/mux.grpc.pb.h"
 #include "vfio_mux/mux_callers.h"
+#include "vfio_mux/mux_metrics.h"
 #include "vfio_mux/route_table.h"
 
 namespace gputravel {
@@ -17,8 +18,11 @@ namespace gputravel {
 // escaped, goes to the MUX's log.
 class MuxService final : public v1::Mux::Service {
  public:
-  MuxService(RouteTable* table, std::string backend_name, MuxCallers callers)
-      : table_(table), backend_name_(std::move(backend_name)), callers_(std::move(callers)) {}
+  // `metrics` (may be null: none) counts every route and reset answered.
+  MuxService(RouteTable* table, std::string backend_name, MuxCallers callers,
+             const MuxMetrics* metrics = nullptr)
+      : table_(table), backend_name_(std::move(backend_name)), callers_(std::move(callers)),
+        metrics_(metrics) {}
 
   grpc::Status ListGpus(grpc::ServerContext*, const v1::ListGpusRequest*,
                         v1::ListGpusResponse* out) override;
@@ -34,6 +38,7 @@ class MuxService final : public v1::Mux::Service {
   RouteTable* table_;
   std::string backend_name_;
   const MuxCallers callers_;
+  const MuxMetrics* const metrics_;
 };
 
 }  // namespace gputravel

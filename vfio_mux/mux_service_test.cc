@@ -1,6 +1,8 @@
 #include "vfio_mux/mux_service.h"
 
 #include <chrono>
+#include <map>
+#include <string>
 
 #include "auth/identity.h"
 #include "auth/pki.h"
@@ -8,6 +10,8 @@
 #include "auth/tls_config.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "metrics/metrics_registry.h"
+#include "metrics/metrics_scrape.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
 
@@ -53,7 +57,7 @@ class MuxServiceTest : public ::testing::Test {
         {*ReadFile(TestFiles(Pki(), kOrch).cert), *ReadFile(TestFiles(Pki(), kOperator).cert)},
         "test callers");
     ASSERT_TRUE(callers.ok()) << callers.status();
-    service_ = std::make_unique<MuxService>(table_.get(), backend_.Name(), *callers);
+    service_ = std::make_unique<MuxService>(table_.get(), backend_.Name(), *callers, &metrics_);
     auto creds = MakeServerCredentials(TestFiles(Pki(), kMux));
     ASSERT_TRUE(creds.ok()) << creds.status();
     grpc::ServerBuilder b;
@@ -93,6 +97,14 @@ class MuxServiceTest : public ::testing::Test {
     Deadline(&ctx);
     return stub->ListGpus(&ctx, {}, out);
   }
+  // What the service counts in (its scrape: registry_.Text()).
+  std::map<std::string, double> Scrape() {
+    auto s = ParseMetricsText(registry_.Text());
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *s : std::map<std::string, double>{};
+  }
+  MetricsRegistry registry_;
+  MuxMetrics metrics_{&registry_};
   TempDir tmp_;
   std::string dir_;
   CountingBackend backend_;
@@ -131,6 +143,43 @@ TEST_F(MuxServiceTest, ListRouteGetReset) {
     ASSERT_TRUE(stub_->Reset(&ctx, rr, &rresp).ok());
   }
   EXPECT_EQ(backend_.resets, 1);
+}
+
+// Every route and reset answered is counted by outcome, fencing refusals
+// apart; nothing names a GPU, a domain or a token.
+TEST_F(MuxServiceTest, MetricsCountRoutesResetsAndFencingRefusals) {
+  ASSERT_TRUE(Route("gpu0", "td-a", 5).ok());
+  ASSERT_TRUE(Route("gpu0", "", 5).ok());
+  EXPECT_FALSE(Route("gpu0", "td-b", 4).ok());          // stale token
+  EXPECT_FALSE(Route("gpu0", "td-unlisted", 6).ok());   // not configured
+  backend_.fail = absl::InternalError("vfio-pci unbind: EBUSY");
+  EXPECT_FALSE(Route("gpu0", "td-b", 6).ok());          // the host's side
+  backend_.fail = absl::OkStatus();
+  v1::ResetGpuRequest rr;
+  rr.set_gpu("gpu0");
+  rr.set_fencing_token(3);  // stale
+  v1::ResetGpuResponse rresp;
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  EXPECT_FALSE(stub_->Reset(&ctx, rr, &rresp).ok());
+  // A caller the MUX does not know is refused before the table: not counted.
+  auto op = StubAs(kOperator);
+  EXPECT_FALSE(Route("gpu0", "td-a", 9, op.get()).ok());
+
+  auto m = Scrape();
+  EXPECT_EQ(m.at("gputravel_mux_routes_total{outcome=\"ok\"}"), 2);
+  EXPECT_EQ(m.at("gputravel_mux_routes_total{outcome=\"refused\"}"), 2);
+  EXPECT_EQ(m.at("gputravel_mux_routes_total{outcome=\"failed\"}"), 1);
+  EXPECT_EQ(m.at("gputravel_mux_fencing_refusals_total{action=\"route\"}"), 1);
+  EXPECT_EQ(m.at("gputravel_mux_fencing_refusals_total{action=\"reset\"}"), 1);
+  EXPECT_EQ(m.at("gputravel_mux_resets_total{outcome=\"refused\"}"), 1);
+  EXPECT_EQ(m.at("gputravel_mux_resets_total{outcome=\"ok\"}"), 0);
+  EXPECT_EQ(m.at("gputravel_mux_route_seconds_count{outcome=\"ok\"}"), 2);
+  EXPECT_EQ(m.at("gputravel_mux_route_seconds_count{outcome=\"failed\"}"), 1);
+  const std::string text = registry_.Text();
+  for (const char* name : {"gpu0", "td-a", "td-unlisted", "EBUSY"}) {
+    EXPECT_EQ(text.find(name), std::string::npos) << name;
+  }
 }
 
 TEST_F(MuxServiceTest, ErrorsCarryTheirCodes) {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <set>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
 #include "nlohmann/json.hpp"
 #include "util/files.h"
@@ -576,6 +577,24 @@ absl::Status NotJournaled(const absl::Status& decision, const absl::Status& jour
 
 }  // namespace
 
+namespace {
+
+constexpr absl::string_view kFencingRefusalPayload = "type.gputravel/mux-fencing-refusal";
+
+// A refusal of the request's token, for the caller (it names only the
+// request's GPU and token) and marked so the metrics can tell it.
+absl::Status FencingRefusal(absl::Status status) {
+  status = ForCaller(std::move(status));
+  status.SetPayload(kFencingRefusalPayload, absl::Cord("1"));
+  return status;
+}
+
+}  // namespace
+
+bool IsFencingRefusal(const absl::Status& status) {
+  return status.GetPayload(kFencingRefusalPayload).has_value();
+}
+
 absl::Status RouteTable::CheckKnownLocked(const std::string& gpu) {
   // Neither the other GPUs' names nor the configuration's path: the caller
   // learns only that its own name is unknown.
@@ -606,13 +625,13 @@ absl::StatusOr<std::string> RouteTable::BeginDecisionLocked(const std::string& g
   if (!writable.ok()) return writable;
   const Route& cur = routes_[gpu];
   if (fencing_token < cur.fencing_token) {
-    return ForCaller(absl::FailedPreconditionError(
+    return FencingRefusal(absl::FailedPreconditionError(
         "stale fencing token " + std::to_string(fencing_token) + " for " + what + gpu +
         ": token " + std::to_string(cur.fencing_token) + " was already accepted"));
   }
   if (fencing_token > kMaxFencingToken ||
       fencing_token - cur.fencing_token > kMaxFencingTokenStep) {
-    return ForCaller(absl::OutOfRangeError(
+    return FencingRefusal(absl::OutOfRangeError(
         "fencing token " + std::to_string(fencing_token) + " for " + what + gpu +
         " is too far ahead of the last accepted token " +
         std::to_string(cur.fencing_token) + ": a token may be at most 2^32 above it and "

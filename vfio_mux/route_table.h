@@ -27,6 +27,11 @@ struct Route {
 inline constexpr uint64_t kMaxFencingToken = (uint64_t{1} << 63) - 1;
 inline constexpr uint64_t kMaxFencingTokenStep = uint64_t{1} << 32;
 
+// Whether `status` is the table's refusal of a request's fencing token
+// (stale, or too far ahead): what the MUX's metrics count as a fencing
+// refusal.
+bool IsFencingRefusal(const absl::Status& status);
+
 // How a RouteTable reaches stable storage.
 struct RouteTableOptions {
   // Flushes one file descriptor to stable storage (a regular file's data and

@@ -109,8 +109,12 @@ TEST_F(RouteTableTest, StaleTokenRefused) {
   auto st = t->RouteTo("gpu0", "holder-b", 4);
   EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(st.status().message().find("stale fencing token 4"), std::string::npos);
+  EXPECT_TRUE(IsFencingRefusal(st.status()));
   EXPECT_EQ(t->Get("gpu0")->domain, "holder-a");
-  EXPECT_FALSE(t->Reset("gpu0", 3).ok());
+  EXPECT_TRUE(IsFencingRefusal(t->Reset("gpu0", 3)));
+  // Other refusals are not fencing ones.
+  EXPECT_FALSE(IsFencingRefusal(t->RouteTo("gpu9", "holder-a", 6).status()));
+  EXPECT_FALSE(IsFencingRefusal(t->RouteTo("gpu0", "nowhere", 6).status()));
 }
 
 // One route with a token far ahead (2^64-1 from a compromised or buggy
@@ -128,6 +132,7 @@ TEST_F(RouteTableTest, TokenFarAheadIsRefusedAndCannotWedgeTheGpu) {
     auto r = t->RouteTo("gpu0", "orch", bad);
     EXPECT_EQ(r.status().code(), absl::StatusCode::kOutOfRange) << r.status();
     EXPECT_TRUE(IsForCaller(r.status()));
+    EXPECT_TRUE(IsFencingRefusal(r.status()));
     EXPECT_NE(r.status().message().find("too far ahead of the last accepted token 5"),
               std::string::npos) << r.status();
     EXPECT_EQ(t->Reset("gpu0", bad).code(), absl::StatusCode::kOutOfRange);
