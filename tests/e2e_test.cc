@@ -21,6 +21,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "auth/pki.h"
+#include "auth/revocation_list.h"
 #include "auth/tls_config.h"
 #include "device/device_relay.h"
 #include "device/gpu_session.h"
@@ -1482,6 +1483,85 @@ TEST(EndToEndTest, DoorbellsTheHostHoldsBackAreChargedToTheHost) {
   ASSERT_TRUE(final_state.ok()) << final_state.status();
   EXPECT_EQ(final_state->state(), v1::COMPLETED) << final_state->error();
   for (const auto& h : final_state->holders()) EXPECT_EQ(h.state(), "done") << h.name();
+  (*stack)->Stop();
+  server->Shutdown();
+}
+
+// The host's relay of a holder's device socket answers the holder's bounce
+// ring and doorbell calls with a status of its choosing (every byte of a
+// device call's status on that path is the host's).
+class ForgingDeviceRelay : public DeviceRelay {
+ public:
+  ForgingDeviceRelay(std::string upstream, std::string message)
+      : DeviceRelay(std::move(upstream)), message_(std::move(message)) {}
+  grpc::Status AttachBounce(grpc::ServerContext*, const v1::AttachBounceRequest*,
+                            v1::AttachBounceResponse*) override {
+    ++forged_;
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, message_);
+  }
+  grpc::Status SubmitH2D(grpc::ServerContext*, const v1::SubmitH2DRequest*,
+                         v1::SubmitH2DResponse*) override {
+    ++forged_;
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, message_);
+  }
+  grpc::Status SubmitH2DStream(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<v1::SubmitH2DAck, v1::SubmitH2DRequest>*) override {
+    ++forged_;
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, message_);
+  }
+  int forged() const { return forged_.load(); }
+
+ private:
+  const std::string message_;
+  std::atomic<int> forged_{0};
+};
+
+// ATTACK (host): it frames an honest holder as revoked. The orchestrator
+// charges a failed Provision to the holder when the call's status message
+// contains the CRL check's wording (trip_runner.cc: SaysRevoked(FromGrpc(st,
+// ""))), but that message is the agent's relay of the device's own failure
+// (GPU AttachBounce / SubmitH2D through FromGrpc, then ForOrchestrator), and
+// the device path is the host's: a relay on holder-a's device socket that
+// answers with " is revoked (CRL " in its status gets holder-a charged
+// (skipped under "skip"), although its agent said, in its trailer, that the
+// device path failed. threat-model.md (P5): "a trip's failure is charged to
+// its holder only on evidence the host cannot forge"; the host thereby
+// chooses whose data trains the model.
+TEST(EndToEndTest, HostForgedRevocationWordingInADeviceErrorDoesNotChargeTheHolder) {
+  StackOptions o;
+  o.holders = 2;
+  o.on_holder_failure = "skip";
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  const nlohmann::json spec = (*stack)->CampaignSpec();
+  const std::string domain = spec["holders"][0]["domain"].get<std::string>();
+  const std::string holder = spec["holders"][0]["name"].get<std::string>();
+  const std::string socket = (*stack)->device_socket(domain).substr(std::string("unix:").size());
+  ASSERT_EQ(::rename(socket.c_str(), (socket + ".device").c_str()), 0) << socket;
+  ForgingDeviceRelay relay("unix:" + socket + ".device",
+                           std::string("certificate 01 of holder '") + holder + "'" +
+                               kRevokedMark + "of the campaign CA, since today)");
+  grpc::ServerBuilder b;
+  b.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
+  b.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  b.SetMaxSendMessageSize(kMaxMessageBytes);
+  b.RegisterService(&relay);
+  auto server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+
+  v1::Campaign report;
+  ASSERT_NO_FATAL_FAILURE(RunUntilPausedOrCompleted(stack->get(), &report));
+  EXPECT_GT(relay.forged(), 0) << "the holder never reached the forging relay";
+  ASSERT_GE(report.trips_size(), 1);
+  EXPECT_EQ(report.trips(0).holder(), holder);
+  EXPECT_EQ(report.trips(0).outcome(), "failed");
+  // The device path failed: the host's side, nobody's holder charged.
+  EXPECT_EQ(report.state(), v1::PAUSED) << report.error();
+  for (const auto& h : report.holders()) {
+    EXPECT_EQ(h.state(), "active")
+        << h.name() << " was charged for the host's forged device error: " << h.error();
+  }
   (*stack)->Stop();
   server->Shutdown();
 }
