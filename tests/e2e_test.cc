@@ -680,6 +680,103 @@ TEST(EndToEndTest, ACancelIsNotUndoneByATripTheHostKeepsUnsafe) {
   EXPECT_EQ(report->state(), v1::CANCELLED) << report->error();
 }
 
+// ATTACK (host, with an operator's ordinary clean-up): a cancel that lands
+// while a trip is away reads CANCELLED ("cancelled; GPU safe") as soon as
+// the campaign's run stops, although the trip could not be made safe:
+// RunCampaign's last step (campaign_engine.cc: CANCELLING -> CANCELLED) does
+// not look at the unfinished trip, unlike Cancel() and RecoverTrips. A
+// CANCELLED campaign may be deleted, and DeleteCampaign (state_store.cc)
+// deletes its trips, the unfinished one with them: recovery, which finds
+// trips to make safe only in that table, forgets it. Here the host kills its
+// MUX while the GPU is with the holder "keeper" (and keeps the holder's
+// device path from working, so none of the keeper's counters is used), the
+// operator cancels, sees CANCELLED, deletes the campaign; the MUX comes
+// back. Nothing re-keys the GPU: it stays routed to the keeper under the
+// session it was handed, and the keeper's kept key still writes into the
+// device (P3: a key handed to H is useless after H's trip; P7: a crash of
+// any process at any step leaves no holder with a usable key; the
+// deleted campaign's buffer is never scrubbed either, P2). Secure behaviour:
+// the campaign stays CANCELLING (and cannot be deleted) until recovery has
+// made its trip safe.
+TEST(EndToEndTest, ACancelledCampaignsUnsafeTripIsNotForgottenByDeletingIt) {
+  StackOptions o;
+  o.holders = 1;
+  KeeperStack ks;
+  ASSERT_NO_FATAL_FAILURE(StartKeeperStack(o, &ks));
+  EmulatedStack* stack = ks.stack.get();
+  const std::string socket =
+      stack->device_socket("td-keeper").substr(std::string("unix:").size());
+  std::atomic<bool> struck{false};
+  ks.keeper->set_before_write([&](const v1::HandoffBinding&) {
+    if (struck.exchange(true)) return;
+    // The GPU is routed to the keeper: the host kills its MUX and keeps the
+    // keeper's device socket, and the operator cancels.
+    Subprocess* mux = stack->process("mux");
+    ASSERT_NE(mux, nullptr);
+    mux->Kill();
+    for (int i = 0; i < 500 && mux->Running(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_EQ(::rename(socket.c_str(), (socket + ".withheld").c_str()), 0) << socket;
+    auto op = stack->OperatorClient();
+    v1::Campaign c;
+    grpc::Status st = Control(op.get(), "cancel", "demo", &c);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+  });
+  auto stub = stack->OperatorClient();
+  v1::CreateCampaignResponse created;
+  ASSERT_TRUE(Create(stub.get(), stack->CampaignSpec(), "r1", &created).ok());
+  v1::Campaign c;
+  ASSERT_TRUE(Control(stub.get(), "start", "demo", &c).ok());
+  // Until the route home failed and recovery retries it, or the campaign
+  // reads final (a watch ends there).
+  (void)WatchUntil(stub.get(), "demo", [](const v1::Event& e) {
+    return (e.kind() == v1::ERROR &&
+            e.message().find("could not make the GPU safe yet") != std::string::npos) ||
+           (e.kind() == v1::CAMPAIGN_STATE && e.campaign_state() == v1::CANCELLED);
+  });
+  ASSERT_TRUE(struck.load());
+  v1::GetCampaignRequest g;
+  g.set_name("demo");
+  g.set_include_trips(true);
+  v1::Campaign now;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->GetCampaign(&ctx, g, &now).ok());
+  }
+  EXPECT_EQ(now.state(), v1::CANCELLING)
+      << "the campaign reads " << v1::CampaignState_Name(now.state())
+      << " while its trip with the keeper is not safe: " << now.error();
+  // An operator cleans up what reads final.
+  v1::CampaignRef ref;
+  ref.set_name("demo");
+  v1::DeleteCampaignResponse deleted;
+  grpc::Status del;
+  {
+    grpc::ClientContext ctx;
+    del = stub->DeleteCampaign(&ctx, ref, &deleted);
+  }
+  EXPECT_FALSE(del.ok()) << "a campaign whose trip is not safe was deleted with that trip";
+
+  ASSERT_EQ(::rename((socket + ".withheld").c_str(), socket.c_str()), 0);
+  ASSERT_TRUE(stack->Restart("mux").ok());
+  if (!del.ok()) {
+    // Recovery makes the trip safe once the MUX is back.
+    auto report = stack->WaitForFinal("demo", 120, /*paused_ends_wait=*/true);
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(report->state(), v1::CANCELLED) << report->error();
+  } else {
+    // Nothing is left for recovery to find: a few of its passes (one every
+    // 2 s) go by with the MUX back.
+    std::this_thread::sleep_for(std::chrono::seconds(6));
+  }
+  // The keeper's key, handed for a trip that ended, must be dead.
+  auto tries = ks.keeper->TryKeptKeys(stack);
+  ASSERT_TRUE(tries.ok()) << tries.status();
+  EXPECT_EQ(tries->accepted, 0)
+      << "the device still accepts the key handed to the keeper for the cancelled trip";
+}
+
 // Attack (a scheduler through CheckHolder, against a campaign it does not
 // run): every CheckHolder opens an attested channel at the holder's agent
 // (OpenChannel) and never claims it. The agent keeps at most
