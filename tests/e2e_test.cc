@@ -21,6 +21,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "auth/pki.h"
+#include "auth/revocation_list.h"
 #include "auth/tls_config.h"
 #include "device/device_relay.h"
 #include "device/gpu_session.h"
@@ -677,6 +678,103 @@ TEST(EndToEndTest, ACancelIsNotUndoneByATripTheHostKeepsUnsafe) {
   auto report = (*stack)->WaitForFinal("demo", 120, /*paused_ends_wait=*/true);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->state(), v1::CANCELLED) << report->error();
+}
+
+// ATTACK (host, with an operator's ordinary clean-up): a cancel that lands
+// while a trip is away reads CANCELLED ("cancelled; GPU safe") as soon as
+// the campaign's run stops, although the trip could not be made safe:
+// RunCampaign's last step (campaign_engine.cc: CANCELLING -> CANCELLED) does
+// not look at the unfinished trip, unlike Cancel() and RecoverTrips. A
+// CANCELLED campaign may be deleted, and DeleteCampaign (state_store.cc)
+// deletes its trips, the unfinished one with them: recovery, which finds
+// trips to make safe only in that table, forgets it. Here the host kills its
+// MUX while the GPU is with the holder "keeper" (and keeps the holder's
+// device path from working, so none of the keeper's counters is used), the
+// operator cancels, sees CANCELLED, deletes the campaign; the MUX comes
+// back. Nothing re-keys the GPU: it stays routed to the keeper under the
+// session it was handed, and the keeper's kept key still writes into the
+// device (P3: a key handed to H is useless after H's trip; P7: a crash of
+// any process at any step leaves no holder with a usable key; the
+// deleted campaign's buffer is never scrubbed either, P2). Secure behaviour:
+// the campaign stays CANCELLING (and cannot be deleted) until recovery has
+// made its trip safe.
+TEST(EndToEndTest, ACancelledCampaignsUnsafeTripIsNotForgottenByDeletingIt) {
+  StackOptions o;
+  o.holders = 1;
+  KeeperStack ks;
+  ASSERT_NO_FATAL_FAILURE(StartKeeperStack(o, &ks));
+  EmulatedStack* stack = ks.stack.get();
+  const std::string socket =
+      stack->device_socket("td-keeper").substr(std::string("unix:").size());
+  std::atomic<bool> struck{false};
+  ks.keeper->set_before_write([&](const v1::HandoffBinding&) {
+    if (struck.exchange(true)) return;
+    // The GPU is routed to the keeper: the host kills its MUX and keeps the
+    // keeper's device socket, and the operator cancels.
+    Subprocess* mux = stack->process("mux");
+    ASSERT_NE(mux, nullptr);
+    mux->Kill();
+    for (int i = 0; i < 500 && mux->Running(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_EQ(::rename(socket.c_str(), (socket + ".withheld").c_str()), 0) << socket;
+    auto op = stack->OperatorClient();
+    v1::Campaign c;
+    grpc::Status st = Control(op.get(), "cancel", "demo", &c);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+  });
+  auto stub = stack->OperatorClient();
+  v1::CreateCampaignResponse created;
+  ASSERT_TRUE(Create(stub.get(), stack->CampaignSpec(), "r1", &created).ok());
+  v1::Campaign c;
+  ASSERT_TRUE(Control(stub.get(), "start", "demo", &c).ok());
+  // Until the route home failed and recovery retries it, or the campaign
+  // reads final (a watch ends there).
+  (void)WatchUntil(stub.get(), "demo", [](const v1::Event& e) {
+    return (e.kind() == v1::ERROR &&
+            e.message().find("could not make the GPU safe yet") != std::string::npos) ||
+           (e.kind() == v1::CAMPAIGN_STATE && e.campaign_state() == v1::CANCELLED);
+  });
+  ASSERT_TRUE(struck.load());
+  v1::GetCampaignRequest g;
+  g.set_name("demo");
+  g.set_include_trips(true);
+  v1::Campaign now;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->GetCampaign(&ctx, g, &now).ok());
+  }
+  EXPECT_EQ(now.state(), v1::CANCELLING)
+      << "the campaign reads " << v1::CampaignState_Name(now.state())
+      << " while its trip with the keeper is not safe: " << now.error();
+  // An operator cleans up what reads final.
+  v1::CampaignRef ref;
+  ref.set_name("demo");
+  v1::DeleteCampaignResponse deleted;
+  grpc::Status del;
+  {
+    grpc::ClientContext ctx;
+    del = stub->DeleteCampaign(&ctx, ref, &deleted);
+  }
+  EXPECT_FALSE(del.ok()) << "a campaign whose trip is not safe was deleted with that trip";
+
+  ASSERT_EQ(::rename((socket + ".withheld").c_str(), socket.c_str()), 0);
+  ASSERT_TRUE(stack->Restart("mux").ok());
+  if (!del.ok()) {
+    // Recovery makes the trip safe once the MUX is back.
+    auto report = stack->WaitForFinal("demo", 120, /*paused_ends_wait=*/true);
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(report->state(), v1::CANCELLED) << report->error();
+  } else {
+    // Nothing is left for recovery to find: a few of its passes (one every
+    // 2 s) go by with the MUX back.
+    std::this_thread::sleep_for(std::chrono::seconds(6));
+  }
+  // The keeper's key, handed for a trip that ended, must be dead.
+  auto tries = ks.keeper->TryKeptKeys(stack);
+  ASSERT_TRUE(tries.ok()) << tries.status();
+  EXPECT_EQ(tries->accepted, 0)
+      << "the device still accepts the key handed to the keeper for the cancelled trip";
 }
 
 // Attack (a scheduler through CheckHolder, against a campaign it does not
@@ -1482,6 +1580,85 @@ TEST(EndToEndTest, DoorbellsTheHostHoldsBackAreChargedToTheHost) {
   ASSERT_TRUE(final_state.ok()) << final_state.status();
   EXPECT_EQ(final_state->state(), v1::COMPLETED) << final_state->error();
   for (const auto& h : final_state->holders()) EXPECT_EQ(h.state(), "done") << h.name();
+  (*stack)->Stop();
+  server->Shutdown();
+}
+
+// The host's relay of a holder's device socket answers the holder's bounce
+// ring and doorbell calls with a status of its choosing (every byte of a
+// device call's status on that path is the host's).
+class ForgingDeviceRelay : public DeviceRelay {
+ public:
+  ForgingDeviceRelay(std::string upstream, std::string message)
+      : DeviceRelay(std::move(upstream)), message_(std::move(message)) {}
+  grpc::Status AttachBounce(grpc::ServerContext*, const v1::AttachBounceRequest*,
+                            v1::AttachBounceResponse*) override {
+    ++forged_;
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, message_);
+  }
+  grpc::Status SubmitH2D(grpc::ServerContext*, const v1::SubmitH2DRequest*,
+                         v1::SubmitH2DResponse*) override {
+    ++forged_;
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, message_);
+  }
+  grpc::Status SubmitH2DStream(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<v1::SubmitH2DAck, v1::SubmitH2DRequest>*) override {
+    ++forged_;
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, message_);
+  }
+  int forged() const { return forged_.load(); }
+
+ private:
+  const std::string message_;
+  std::atomic<int> forged_{0};
+};
+
+// ATTACK (host): it frames an honest holder as revoked. The orchestrator
+// charges a failed Provision to the holder when the call's status message
+// contains the CRL check's wording (trip_runner.cc: SaysRevoked(FromGrpc(st,
+// ""))), but that message is the agent's relay of the device's own failure
+// (GPU AttachBounce / SubmitH2D through FromGrpc, then ForOrchestrator), and
+// the device path is the host's: a relay on holder-a's device socket that
+// answers with " is revoked (CRL " in its status gets holder-a charged
+// (skipped under "skip"), although its agent said, in its trailer, that the
+// device path failed. threat-model.md (P5): "a trip's failure is charged to
+// its holder only on evidence the host cannot forge"; the host thereby
+// chooses whose data trains the model.
+TEST(EndToEndTest, HostForgedRevocationWordingInADeviceErrorDoesNotChargeTheHolder) {
+  StackOptions o;
+  o.holders = 2;
+  o.on_holder_failure = "skip";
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  const nlohmann::json spec = (*stack)->CampaignSpec();
+  const std::string domain = spec["holders"][0]["domain"].get<std::string>();
+  const std::string holder = spec["holders"][0]["name"].get<std::string>();
+  const std::string socket = (*stack)->device_socket(domain).substr(std::string("unix:").size());
+  ASSERT_EQ(::rename(socket.c_str(), (socket + ".device").c_str()), 0) << socket;
+  ForgingDeviceRelay relay("unix:" + socket + ".device",
+                           std::string("certificate 01 of holder '") + holder + "'" +
+                               kRevokedMark + "of the campaign CA, since today)");
+  grpc::ServerBuilder b;
+  b.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
+  b.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  b.SetMaxSendMessageSize(kMaxMessageBytes);
+  b.RegisterService(&relay);
+  auto server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+
+  v1::Campaign report;
+  ASSERT_NO_FATAL_FAILURE(RunUntilPausedOrCompleted(stack->get(), &report));
+  EXPECT_GT(relay.forged(), 0) << "the holder never reached the forging relay";
+  ASSERT_GE(report.trips_size(), 1);
+  EXPECT_EQ(report.trips(0).holder(), holder);
+  EXPECT_EQ(report.trips(0).outcome(), "failed");
+  // The device path failed: the host's side, nobody's holder charged.
+  EXPECT_EQ(report.state(), v1::PAUSED) << report.error();
+  for (const auto& h : report.holders()) {
+    EXPECT_EQ(h.state(), "active")
+        << h.name() << " was charged for the host's forged device error: " << h.error();
+  }
   (*stack)->Stop();
   server->Shutdown();
 }
