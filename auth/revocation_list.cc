@@ -10,9 +10,10 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <set>
+#include <string>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "auth/identity.h"
 #include "keyxfer/x509.h"
@@ -139,6 +140,25 @@ long RevocationList::number() {
   return number_;
 }
 
+namespace {
+
+// The identities this process's revocation checks refused (a CRL only
+// grows, so once revoked, always).
+absl::Mutex& RevokedSeenMu() {
+  static absl::Mutex* mu = new absl::Mutex();
+  return *mu;
+}
+std::set<std::string>& RevokedSeen() {
+  static std::set<std::string>* seen = new std::set<std::string>();
+  return *seen;
+}
+void NoteRevoked(const Identity& id) {
+  absl::MutexLock l(&RevokedSeenMu());
+  RevokedSeen().insert(DescribeIdentity(id));
+}
+
+}  // namespace
+
 absl::Status RevocationList::Check(X509* cert) {
   absl::MutexLock l(&mu_);
   RefreshLocked();
@@ -152,6 +172,7 @@ absl::Status RevocationList::Check(X509* cert) {
   X509_REVOKED* revoked = nullptr;
   if (X509_CRL_get0_by_cert(crl_, &revoked, cert) == 1) {
     absl::StatusOr<Identity> id = IdentityFromCertificate(CertificateToPem(cert));
+    if (id.ok()) NoteRevoked(*id);
     return absl::PermissionDeniedError(absl::StrCat(
         "certificate ", SerialHex(X509_get0_serialNumber(cert)), " of ",
         id.ok() ? DescribeIdentity(*id) : std::string("an unknown identity"),
@@ -161,8 +182,9 @@ absl::Status RevocationList::Check(X509* cert) {
   return absl::OkStatus();
 }
 
-bool SaysRevoked(const absl::Status& status) {
-  return !status.ok() && absl::StrContains(status.message(), kRevokedMark);
+bool RefusedAsRevoked(const Identity& id) {
+  absl::MutexLock l(&RevokedSeenMu());
+  return RevokedSeen().count(DescribeIdentity(id)) != 0;
 }
 
 }  // namespace gputravel

@@ -9,18 +9,21 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "auth/identity.h"
 
 typedef struct x509_st X509;
 typedef struct X509_crl_st X509_CRL;
 
 namespace gputravel {
 
-// What Check's refusal of a revoked certificate says (its message contains
-// it, also where a failed TLS handshake passes the message on), so that a
-// caller can tell a revocation by the campaign CA from other failures.
+// What Check's refusal of a revoked certificate says.
 inline constexpr char kRevokedMark[] = " is revoked (CRL ";
-// Whether `status` is (or passes on) such a refusal.
-bool SaysRevoked(const absl::Status& status);
+
+// Whether a RevocationList of this process has refused a certificate of
+// `id` as revoked (Check): the campaign CA's word, found by this process's
+// own check. A peer's message that merely contains kRevokedMark (a holder
+// agent passing on an error the host made) proves nothing and is not asked.
+bool RefusedAsRevoked(const Identity& id);
 
 // The campaign's certificate revocation list (an X.509 CRL in PEM, as
 // `gputravel pki revoke` publishes it) as a daemon applies it: every TLS

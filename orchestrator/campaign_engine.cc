@@ -1044,8 +1044,17 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     trainers_.Unregister(name, remote.get());
     remote->Close(TrainerStreamEnd(name, stopping(), c));
   }
+  // CANCELLED only once no trip of the campaign is left unsafe; otherwise
+  // recovery, which makes that trip safe first, finishes the cancel.
   if (c.ok() && c->state == kCampaignCancelling) {
-    Notify(store_->SetCampaignState(name, kCampaignCancelled, "", "cancelled; GPU safe"));
+    auto unfinished = store_->UnfinishedTrips();
+    bool unsafe = !unfinished.ok();
+    if (unfinished.ok()) {
+      for (const auto& t : *unfinished) unsafe = unsafe || t.campaign == name;
+    }
+    if (!unsafe) {
+      Notify(store_->SetCampaignState(name, kCampaignCancelled, "", "cancelled; GPU safe"));
+    }
   }
 }
 

@@ -491,6 +491,19 @@ absl::StatusOr<EventSeqs> StateStore::DeleteCampaign(const std::string& name,
                        "; only a completed, failed or cancelled campaign can be deleted "
                        "(cancel it first)"));
     }
+    // Recovery finds the trips it must make safe in this table: a trip not
+    // finished stays until it is (the GPU may still be with its holder).
+    GT_ASSIGN_OR_RETURN(Stmt unfinished,
+                        db_->Prepare("SELECT id FROM trips WHERE campaign = ? AND step NOT IN "
+                                     "('done', 'aborted') LIMIT 1"));
+    unfinished.Bind(name);
+    GT_ASSIGN_OR_RETURN(bool unsafe, unfinished.Step());
+    if (unsafe) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("campaign ", Quoted(name), " still has trip ", unfinished.ColInt(0),
+                       " not made safe; it can be deleted once recovery has brought the GPU "
+                       "home, re-keyed and scrubbed (see its events)"));
+    }
     GT_RETURN_IF_ERROR(db_->Run("DELETE FROM events WHERE campaign = ?", name));
     GT_RETURN_IF_ERROR(db_->Run("DELETE FROM trips WHERE campaign = ?", name));
     GT_RETURN_IF_ERROR(db_->Run("DELETE FROM holders WHERE campaign = ?", name));

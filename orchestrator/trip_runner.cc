@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 
+#include "auth/identity.h"
 #include "auth/revocation_list.h"
 #include "device/h2d_writer.h"
 #include "device/window_digest.h"
@@ -218,8 +219,9 @@ absl::Status TripRunner::Provision(const TripPlan& plan, v1::HolderAgent::Stub* 
     if (word == kProvisionFaultDevice) *fault = TripFault::kHost;
     if (word == kProvisionFaultHolder) *fault = TripFault::kHolder;
     // The campaign CA revoked the holder's certificate: this process's own
-    // check of the CA-signed CRL refused the connection.
-    if (SaysRevoked(FromGrpc(st, ""))) *fault = TripFault::kHolder;
+    // check of the CA-signed CRL refused it (never the call's message, which
+    // the agent may pass on from the host's device path).
+    if (RefusedAsRevoked(Identity{kRoleHolder, plan.holder})) *fault = TripFault::kHolder;
   }
   watchdog.wait();
   control->SetCall(nullptr);
@@ -294,8 +296,10 @@ absl::StatusOr<PreparedChannel> TripRunner::PrepareChannel(const std::string& ho
                          : [control](grpc::ClientContext* ctx) { control->SetCall(ctx); },
       &call_failed);
   // The campaign CA revoked the holder's certificate (this process's own
-  // check of the CA-signed CRL refused the handshake): the CA's word.
-  if (!opened.ok() && call_failed && SaysRevoked(opened.status())) *fault = TripFault::kHolder;
+  // check of the CA-signed CRL refused it): the CA's word.
+  if (!opened.ok() && call_failed && RefusedAsRevoked(Identity{kRoleHolder, holder_name})) {
+    *fault = TripFault::kHolder;
+  }
   return opened;
 }
 

@@ -1614,17 +1614,14 @@ class ForgingDeviceRelay : public DeviceRelay {
   std::atomic<int> forged_{0};
 };
 
-// ATTACK (host): it frames an honest holder as revoked. The orchestrator
-// charges a failed Provision to the holder when the call's status message
-// contains the CRL check's wording (trip_runner.cc: SaysRevoked(FromGrpc(st,
-// ""))), but that message is the agent's relay of the device's own failure
-// (GPU AttachBounce / SubmitH2D through FromGrpc, then ForOrchestrator), and
-// the device path is the host's: a relay on holder-a's device socket that
-// answers with " is revoked (CRL " in its status gets holder-a charged
-// (skipped under "skip"), although its agent said, in its trailer, that the
-// device path failed. threat-model.md (P5): "a trip's failure is charged to
-// its holder only on evidence the host cannot forge"; the host thereby
-// chooses whose data trains the model.
+// ATTACK (host): frame an honest holder as revoked. The agent relays the
+// device path's own failures (GPU AttachBounce / SubmitH2D) in its status
+// message, and the device path is the host's: a relay on holder-a's device
+// socket answers with the CRL check's wording (" is revoked (CRL "). A
+// failure is charged to the holder as revoked only when this orchestrator's
+// own CRL check refused the holder's certificate (RefusedAsRevoked), never
+// on a message's text, so holder-a is not charged (threat-model.md, P5: a
+// failure is charged to its holder only on evidence the host cannot forge).
 TEST(EndToEndTest, HostForgedRevocationWordingInADeviceErrorDoesNotChargeTheHolder) {
   StackOptions o;
   o.holders = 2;
