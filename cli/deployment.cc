@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "auth/pki.h"
 #include "holder_agent/dataset.h"
@@ -82,6 +83,11 @@ json DevAttestation(const DevPki& pki, const std::string& domain,
 std::string HolderName(int i) { return "holder-" + std::string(1, static_cast<char>('a' + i)); }
 
 std::string Placeholder(const std::string& what) { return kPlaceholderPrefix + what; }
+
+std::string Upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
 
 // The TDX attestation section of a template: `peer` is whose TD and daemon
 // the pins describe ("ORCHESTRATOR" or "HOLDER").
@@ -409,8 +415,7 @@ absl::Status WriteTdxConfigs(Deployment& d, const DeploymentOptions& o) {
   d.daemons.push_back({"mux", "/usr/local/bin/vfio_mux", etc + "/mux.json"});
   for (int i = 0; i < o.holders; ++i) {
     const StackHolder& h = d.holders[i];
-    std::string upper = h.name;
-    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    const std::string upper = Upper(h.name);
     const json hc = {
         {"name", h.name},
         {"domain", h.domain},
@@ -454,6 +459,11 @@ absl::StatusOr<json> ReadConfigJson(const std::string& path) {
   return j;
 }
 
+// Writes into `dir` (prepared: absolute, empty, 0700).
+absl::StatusOr<Deployment> WriteDeploymentFiles(const std::string& dir,
+                                                const DeploymentOptions& options,
+                                                const std::string& bin_dir);
+
 }  // namespace
 
 std::string Deployment::config_path(const std::string& daemon) const {
@@ -486,8 +496,33 @@ absl::StatusOr<Deployment> WriteDeployment(const std::string& dir,
     bin_dir = *found;
     if (bin_dir[0] != '/') bin_dir = UserPath(bin_dir);
   }
+  struct stat before;
+  const bool existed = ::lstat(dir.c_str(), &before) == 0;
+  auto prepared = PrepareDirectory(dir);
+  if (!prepared.ok()) return prepared.status();
+  auto d = WriteDeploymentFiles(*prepared, options, bin_dir);
+  if (!d.ok()) {
+    // Half a deployment is none: what was written goes, and the directory
+    // too if this call made it, so the same command can run again.
+    std::error_code ec;
+    if (existed) {
+      for (const auto& e : std::filesystem::directory_iterator(*prepared, ec)) {
+        std::filesystem::remove_all(e.path(), ec);
+      }
+    } else {
+      std::filesystem::remove_all(*prepared, ec);
+    }
+  }
+  return d;
+}
+
+namespace {
+
+absl::StatusOr<Deployment> WriteDeploymentFiles(const std::string& dir,
+                                                const DeploymentOptions& options,
+                                                const std::string& bin_dir) {
   Deployment d;
-  GT_ASSIGN_OR_RETURN(d.dir, PrepareDirectory(dir));
+  d.dir = dir;
   d.tdx = options.tdx;
   d.external_trainer = options.external_trainer;
   // What a daemon listens on: a Unix socket in the directory, or
@@ -501,9 +536,8 @@ absl::StatusOr<Deployment> WriteDeployment(const std::string& dir,
     StackHolder h;
     h.name = HolderName(i);
     h.domain = "td-" + h.name;
-    std::string upper = h.name;
-    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    h.endpoint = options.tdx ? Placeholder(upper + "-TD-ADDRESS") + ":7001" : listen(h.name);
+    h.endpoint = options.tdx ? Placeholder(Upper(h.name) + "-TD-ADDRESS") + ":7001"
+                             : listen(h.name);
     h.dataset = h.name + "-tokens";
     d.holders.push_back(h);
   }
@@ -536,54 +570,48 @@ absl::StatusOr<Deployment> WriteDeployment(const std::string& dir,
   return d;
 }
 
+}  // namespace
+
 absl::Status SaveDeployment(const Deployment& d) {
   GT_RETURN_IF_ERROR(WriteJson(d.campaign_spec_path(), d.campaign_spec));
   GT_RETURN_IF_ERROR(WriteFile(d.operator_env_path(), OperatorEnv(d), 0600));
   return WriteJson(d.manifest_path(), ManifestJson(d));
 }
 
-absl::StatusOr<Deployment> ReadDeployment(const std::string& dir) {
-  Deployment d;
-  d.dir = dir;
-  const std::string where = d.manifest_path();
-  auto m = ReadConfigJson(where);
-  if (!m.ok()) {
-    return absl::Status(m.status().code(),
-                        std::string(m.status().message()) +
-                            " (a deployment directory is written by `gputravel init`)");
-  }
+absl::Status ParseDeploymentManifest(const json& m, const std::string& where, Deployment* d) {
+  if (!m.is_object()) return absl::InvalidArgumentError(where + ": must be a JSON object");
   GT_RETURN_IF_ERROR(RefuseUnknownFields(
-      *m, {"kind", "daemons", "holders", "orchestrator_endpoint", "mux_endpoint",
-           "external_trainer"},
+      m, {"kind", "daemons", "holders", "orchestrator_endpoint", "mux_endpoint",
+          "external_trainer"},
       where));
   std::string kind;
-  GT_ASSIGN_OR_RETURN(kind, JsonString(*m, where, "kind"));
+  GT_ASSIGN_OR_RETURN(kind, JsonString(m, where, "kind"));
   if (kind != "emulated" && kind != "tdx") {
     return absl::InvalidArgumentError(where + ": kind: '" + kind + "' is not emulated or tdx");
   }
-  d.tdx = kind == "tdx";
-  GT_ASSIGN_OR_RETURN(d.orchestrator_endpoint, JsonString(*m, where, "orchestrator_endpoint"));
-  GT_ASSIGN_OR_RETURN(d.mux_endpoint, JsonString(*m, where, "mux_endpoint"));
-  if (m->contains("external_trainer")) {
-    GT_ASSIGN_OR_RETURN(d.external_trainer, JsonString(*m, where, "external_trainer"));
+  d->tdx = kind == "tdx";
+  GT_ASSIGN_OR_RETURN(d->orchestrator_endpoint, JsonString(m, where, "orchestrator_endpoint"));
+  GT_ASSIGN_OR_RETURN(d->mux_endpoint, JsonString(m, where, "mux_endpoint"));
+  if (m.contains("external_trainer")) {
+    GT_ASSIGN_OR_RETURN(d->external_trainer, JsonString(m, where, "external_trainer"));
   }
   for (const char* list : {"daemons", "holders"}) {
-    if (!m->contains(list) || !(*m)[list].is_array() || (*m)[list].empty()) {
+    if (!m.contains(list) || !m[list].is_array() || m[list].empty()) {
       return absl::InvalidArgumentError(where + ": " + list + ": must be a non-empty array");
     }
   }
-  for (size_t i = 0; i < (*m)["daemons"].size(); ++i) {
-    const json& e = (*m)["daemons"][i];
+  for (size_t i = 0; i < m["daemons"].size(); ++i) {
+    const json& e = m["daemons"][i];
     const std::string at = where + ": daemons[" + std::to_string(i) + "]";
     GT_RETURN_IF_ERROR(RefuseUnknownFields(e, {"name", "program", "config"}, at));
     DeploymentDaemon dm;
     GT_ASSIGN_OR_RETURN(dm.name, JsonString(e, at, "name"));
     GT_ASSIGN_OR_RETURN(dm.program, JsonString(e, at, "program"));
     GT_ASSIGN_OR_RETURN(dm.config, JsonString(e, at, "config"));
-    d.daemons.push_back(dm);
+    d->daemons.push_back(dm);
   }
-  for (size_t i = 0; i < (*m)["holders"].size(); ++i) {
-    const json& e = (*m)["holders"][i];
+  for (size_t i = 0; i < m["holders"].size(); ++i) {
+    const json& e = m["holders"][i];
     const std::string at = where + ": holders[" + std::to_string(i) + "]";
     GT_RETURN_IF_ERROR(RefuseUnknownFields(e, {"name", "endpoint", "domain", "dataset"}, at));
     StackHolder h;
@@ -591,8 +619,22 @@ absl::StatusOr<Deployment> ReadDeployment(const std::string& dir) {
     GT_ASSIGN_OR_RETURN(h.endpoint, JsonString(e, at, "endpoint"));
     GT_ASSIGN_OR_RETURN(h.domain, JsonString(e, at, "domain"));
     GT_ASSIGN_OR_RETURN(h.dataset, JsonString(e, at, "dataset"));
-    d.holders.push_back(h);
+    d->holders.push_back(h);
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Deployment> ReadDeployment(const std::string& dir) {
+  Deployment d;
+  d.dir = dir;
+  const std::string where = d.manifest_path();
+  auto m = ReadJsonFile(where);
+  if (!m.ok()) {
+    return absl::Status(m.status().code(),
+                        std::string(m.status().message()) +
+                            " (a deployment directory is written by `gputravel init`)");
+  }
+  GT_RETURN_IF_ERROR(ParseDeploymentManifest(*m, where, &d));
   GT_ASSIGN_OR_RETURN(d.campaign_spec, ReadConfigJson(d.campaign_spec_path()));
   return d;
 }

@@ -161,6 +161,10 @@ absl::StatusOr<Deployment> WriteDeployment(const std::string& dir,
 
 // Reads DIR/deployment.json and DIR/campaign.json. Errors name the file.
 absl::StatusOr<Deployment> ReadDeployment(const std::string& dir);
+// The manifest's part: `m` read from `where` into `d` (all but dir and the
+// campaign spec).
+absl::Status ParseDeploymentManifest(const nlohmann::json& m, const std::string& where,
+                                     Deployment* d);
 
 // Writes the orchestrator's and the holders' pins of each other's RTMR3
 // events into their configuration files, from what the files hold now: a
