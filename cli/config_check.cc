@@ -286,6 +286,13 @@ class Checker {
     // The device's certificate chains to the orchestrator's device CA of the
     // GPU with its serial.
     if (a.gpu && b.orchestrator) {
+      bool pinned = false;
+      for (const auto& g : b.orchestrator->gpus) pinned = pinned || g.serial == a.gpu->options.serial;
+      if (!pinned) {
+        r->errors.push_back(r->file + ": serial: '" + a.gpu->options.serial +
+                            "' is not pinned by any gpus[].serial of " + b.path +
+                            ": the orchestrator would refuse this GPU");
+      }
       for (const auto& g : b.orchestrator->gpus) {
         if (!g.serial.empty() && g.serial != a.gpu->options.serial) continue;
         auto ca = ReadFile(g.device_ca);
@@ -423,8 +430,10 @@ std::vector<ConfigCheckResult> CheckConfigs(const std::vector<std::string>& path
         p.raw = *j;
         r.kind = kind.empty() ? DetectKind(p.raw) : kind;
         c.Add(CheckNotWritableByOthers(file, file), &r);
+        // A template's manifest repeats the campaign's endpoints for the
+        // record; only the configurations and the campaign are used.
         std::vector<std::pair<std::string, std::string>> placeholders;
-        FindPlaceholders(p.raw, "", &placeholders);
+        if (r.kind != "deployment") FindPlaceholders(p.raw, "", &placeholders);
         for (const auto& [pointer, value] : placeholders) {
           r.errors.push_back(file + ": " + pointer + ": still the placeholder '" + value +
                              "': put the real value there");

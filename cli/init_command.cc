@@ -14,7 +14,7 @@ std::string InitNextSteps(const Deployment& d) {
     out += "Wrote a template for TDX hardware in " + d.dir +
            ": every value only you know reads REPLACE-WITH-...\n"
            "Next (docs/operations.md, \"Deploy by hand\"):\n"
-           "  gputravel config check " + d.dir + "/*.json    # lists every value still to supply\n";
+           "  gputravel config check " + d.dir + "    # lists every value still to supply\n";
     out += "  inside each TD, make its key and have the CA in " + d.tls_dir() + " sign it:\n";
     out += "    gputravel pki csr --out /etc/gputravel/pki --role orchestrator --name orchestrator\n";
     for (const auto& h : d.holders) {
