@@ -279,15 +279,8 @@ int DemoCommand(int argc, char** argv) {
                  "campaign was cancelled. The end of its output:\n",
                  WIFSIGNALED(st) ? "was killed by signal" : "exited with status",
                  WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-    // Line by line, each escaped for the terminal.
     const std::string tail = log.size() > 4000 ? log.substr(log.size() - 4000) : log;
-    size_t from = 0;
-    while (from < tail.size()) {
-      size_t nl = tail.find('\n', from);
-      if (nl == std::string::npos) nl = tail.size();
-      std::fprintf(stderr, "  %s\n", TerminalSafe(tail.substr(from, nl - from)).c_str());
-      from = nl + 1;
-    }
+    std::fprintf(stderr, "%s", TerminalSafeLines(tail, "  ").c_str());
   }
   // The trainer's stream ends with the campaign; it exits by itself.
   if (torch && trainer.Running()) trainer.Terminate(10000);

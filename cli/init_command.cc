@@ -82,12 +82,7 @@ int InitCommand(int argc, char** argv) {
     std::printf("%s", flags.Help().c_str());
     return 0;
   }
-  if (ps.ok() && flags.positional().size() != 1) {
-    ps = absl::InvalidArgumentError(flags.positional().empty()
-                                        ? "missing the directory DIR"
-                                        : "one directory only, not '" + flags.positional()[1] +
-                                              "' as well");
-  }
+  if (ps.ok()) ps = flags.OnePositional("the directory DIR");
   if (ps.ok()) ps = ValidateName(flags.Get("campaign"));
   if (!ps.ok()) {
     std::fprintf(stderr, "gputravel init: %s (see --help)\n",

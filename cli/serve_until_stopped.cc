@@ -31,15 +31,7 @@ int ServeUntilStopped(EmulatedStack& stack, const std::string& program) {
                    name.c_str(),
                    WIFSIGNALED(st) ? "was killed by signal" : "exited with status",
                    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), log.c_str());
-      // Line by line, each escaped for the terminal.
-      const std::string tail = LogTail(log);
-      size_t from = 0;
-      while (from < tail.size()) {
-        size_t nl = tail.find('\n', from);
-        if (nl == std::string::npos) nl = tail.size();
-        std::fprintf(stderr, "  %s\n", TerminalSafe(tail.substr(from, nl - from)).c_str());
-        from = nl + 1;
-      }
+      std::fprintf(stderr, "%s", TerminalSafeLines(LogTail(log), "  ").c_str());
       stack.Stop();
       return 1;
     }

@@ -31,12 +31,7 @@ int UpCommand(int argc, char** argv) {
     std::printf("%s", flags.Help().c_str());
     return 0;
   }
-  if (ps.ok() && flags.positional().size() != 1) {
-    ps = absl::InvalidArgumentError(flags.positional().empty()
-                                        ? "missing the deployment directory DIR"
-                                        : "one directory only, not '" + flags.positional()[1] +
-                                              "' as well");
-  }
+  if (ps.ok()) ps = flags.OnePositional("the deployment directory DIR");
   if (!ps.ok()) {
     std::fprintf(stderr, "gputravel up: %s (see --help)\n", TerminalSafe(ps.message()).c_str());
     return 2;

@@ -328,50 +328,6 @@ TEST(AttestationConfigTest, TdxRefusesToStartWhenRtmr3CannotBeExtended) {
       << st.status();
 }
 
-// The development attester reports the measurement as RTMR3 and attaches its
-// events; peer_rtmr3, when given, is enforced on the peer's evidence.
-TEST(AttestationConfigTest, DevEvidenceCarriesTheMeasurementAndPeerRtmr3IsEnforced) {
-  const std::string dir = ::testing::TempDir();
-  auto root_key = *EcKey::Generate(Curve::kP256);
-  auto root_der = *IssueCertificate(root_key, "dev root", root_key, "", true, 1);
-  auto key = *EcKey::Generate(Curve::kP256);
-  auto cert = *IssueCertificate(key, "d", root_key, root_der, false, 1);
-  auto key_pem = key.PrivateKeyPem();
-  ASSERT_TRUE(key_pem.ok());
-  ASSERT_TRUE(WriteFile(dir + "/dev.key",
-                        std::string(reinterpret_cast<const char*>(key_pem->data()),
-                                    key_pem->size()),
-                        0600)
-                  .ok());
-  ASSERT_TRUE(WriteFile(dir + "/dev.pem", *CertificateDerToPem(cert)).ok());
-  ASSERT_TRUE(WriteFile(dir + "/root.pem", *CertificateDerToPem(root_der)).ok());
-  nlohmann::json s = {{"backend", "dev"},          {"allow_insecure_dev_attestation", true},
-                      {"dev_key", dir + "/dev.key"}, {"dev_cert", dir + "/dev.pem"},
-                      {"dev_root_ca", dir + "/root.pem"}};
-  const RuntimeMeasurement mine = WithTrustedFiles(TestMeasurement('a'), s);
-  auto me = MakeAttestationFromConfig(s, "x", "d", mine);
-  ASSERT_TRUE(me.ok()) << me.status();
-  auto evidence = me->attester->Attest(ReportData{});
-  ASSERT_TRUE(evidence.ok());
-  ASSERT_EQ(evidence->rtmr3_events_size(), 3);
-  auto id = me->verifier->Verify(*evidence, ReportData{});  // no peer_rtmr3: unchecked
-  ASSERT_TRUE(id.ok()) << id.status();
-  EXPECT_EQ(std::string(id->rtmr[3].begin(), id->rtmr[3].end()), mine.rtmr3);
-
-  s["peer_rtmr3"] = {{"binary", HexEncode(mine.events[0])},
-                     {"config", HexEncode(mine.events[1])}};
-  auto peer = MakeAttestationFromConfig(s, "x", "d", WithTrustedFiles(TestMeasurement('z'), s));
-  ASSERT_TRUE(peer.ok()) << peer.status();
-  EXPECT_TRUE(peer->verifier->Verify(*evidence, ReportData{}).ok());
-  s["peer_rtmr3"]["config"] = HexEncode(std::string(48, 'q'));
-  peer = MakeAttestationFromConfig(s, "x", "d", WithTrustedFiles(TestMeasurement('z'), s));
-  ASSERT_TRUE(peer.ok()) << peer.status();
-  auto refused = peer->verifier->Verify(*evidence, ReportData{});
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_NE(refused.status().message().find("RTMR3 config event mismatch"), std::string::npos)
-      << refused.status();
-}
-
 // Development key material in `dir`: an attestation key, its certificate and
 // the root, and the dev section naming them.
 nlohmann::json DevSection(const std::string& dir) {
@@ -398,6 +354,34 @@ void CopySelf(const std::string& path) {
   auto self = ReadFile("/proc/self/exe");
   ASSERT_TRUE(self.ok()) << self.status();
   ASSERT_TRUE(WriteFile(path, *self, 0700).ok());
+}
+
+// The development attester reports the measurement as RTMR3 and attaches its
+// events; peer_rtmr3, when given, is enforced on the peer's evidence.
+TEST(AttestationConfigTest, DevEvidenceCarriesTheMeasurementAndPeerRtmr3IsEnforced) {
+  nlohmann::json s = DevSection(::testing::TempDir());
+  const RuntimeMeasurement mine = WithTrustedFiles(TestMeasurement('a'), s);
+  auto me = MakeAttestationFromConfig(s, "x", "d", mine);
+  ASSERT_TRUE(me.ok()) << me.status();
+  auto evidence = me->attester->Attest(ReportData{});
+  ASSERT_TRUE(evidence.ok());
+  ASSERT_EQ(evidence->rtmr3_events_size(), 3);
+  auto id = me->verifier->Verify(*evidence, ReportData{});  // no peer_rtmr3: unchecked
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(std::string(id->rtmr[3].begin(), id->rtmr[3].end()), mine.rtmr3);
+
+  s["peer_rtmr3"] = {{"binary", HexEncode(mine.events[0])},
+                     {"config", HexEncode(mine.events[1])}};
+  auto peer = MakeAttestationFromConfig(s, "x", "d", WithTrustedFiles(TestMeasurement('z'), s));
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  EXPECT_TRUE(peer->verifier->Verify(*evidence, ReportData{}).ok());
+  s["peer_rtmr3"]["config"] = HexEncode(std::string(48, 'q'));
+  peer = MakeAttestationFromConfig(s, "x", "d", WithTrustedFiles(TestMeasurement('z'), s));
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  auto refused = peer->verifier->Verify(*evidence, ReportData{});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("RTMR3 config event mismatch"), std::string::npos)
+      << refused.status();
 }
 
 // dev_peer_binaries: the peer's MRTD and RTMR3 binary event are measured
