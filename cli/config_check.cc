@@ -13,6 +13,7 @@
 #include "auth/identity.h"
 #include "cli/deployment.h"
 #include "cli/terminal_text.h"
+#include "cli/user_path.h"
 #include "device/emulated_gpu_config.h"
 #include "holder_agent/dataset.h"
 #include "holder_agent/holder_config.h"

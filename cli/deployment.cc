@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "auth/pki.h"
+#include "cli/user_path.h"
 #include "holder_agent/dataset.h"
 #include "keyxfer/runtime_measurement.h"
 #include "orchestrator/eval_set.h"
@@ -704,17 +705,6 @@ absl::StatusOr<std::string> FindDaemonDir(const std::string& override_dir) {
       "cannot find the daemons (emulated_gpu_daemon, vfio_mux, holder_agent, "
       "orchestrator) in this program's Bazel runfiles: start it with `bazel run`, or pass "
       "--bin_dir");
-}
-
-std::string UserPath(const std::string& path) {
-  if (path.empty() || path[0] == '/') return path;
-  std::string base;
-  if (const char* w = getenv("BUILD_WORKING_DIRECTORY")) base = w;
-  if (base.empty()) {
-    char buf[PATH_MAX];
-    if (::getcwd(buf, sizeof(buf)) != nullptr) base = buf;
-  }
-  return base.empty() ? path : base + "/" + path;
 }
 
 }  // namespace gputravel

@@ -181,11 +181,6 @@ absl::Status SaveDeployment(const Deployment& deployment);
 // this program, else the directory of this program (installed layout).
 absl::StatusOr<std::string> FindDaemonDir(const std::string& override_dir);
 
-// A path the user typed: as it is when absolute, else relative to the
-// directory `bazel run` was started from (BUILD_WORKING_DIRECTORY), else to
-// the working directory.
-std::string UserPath(const std::string& path);
-
 }  // namespace gputravel
 
 #endif  // GPUTRAVEL_CLI_DEPLOYMENT_H_

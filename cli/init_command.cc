@@ -4,6 +4,7 @@
 
 #include "auth/identity.h"
 #include "cli/terminal_text.h"
+#include "cli/user_path.h"
 #include "util/flags.h"
 
 namespace gputravel {

@@ -7,6 +7,7 @@
 #include "cli/emulated_stack.h"
 #include "cli/serve_until_stopped.h"
 #include "cli/terminal_text.h"
+#include "cli/user_path.h"
 #include "util/files.h"
 #include "util/flags.h"
 

@@ -120,7 +120,7 @@ absl::StatusOr<EmulatedGpuIdentity> LoadEmulatedGpuIdentity(const EmulatedGpuCon
                                       std::string(cert.status().message()));
   }
   X509Ptr x509 = ParseCertificate(*cert);
-  if (!KeyMatchesCertificate(key->pkey(), x509.get())) {
+  if (x509 == nullptr || !KeyMatchesCertificate(key->pkey(), x509.get())) {
     return absl::InvalidArgumentError(where + ": identity_key " + config.identity_key +
                                       " is not the key of identity_cert " +
                                       config.identity_cert);
