@@ -258,10 +258,17 @@ int DemoCommand(int argc, char** argv) {
           auto stub = (*stack)->OperatorClient();
           v1::CampaignRef ref;
           ref.set_name((*stack)->CampaignSpec()["name"].get<std::string>());
-          v1::Campaign ignored;
-          grpc::ClientContext ctx;
-          ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-          if (stub != nullptr) (void)stub->CancelCampaign(&ctx, ref, &ignored);
+          // A trainer can die before the campaign is created: the cancel is
+          // tried again until the campaign exists (or has ended), at most
+          // kCancelTries times.
+          constexpr int kCancelTries = 300;
+          for (int i = 0; stub != nullptr && i < kCancelTries && !campaign_over.load(); ++i) {
+            v1::Campaign ignored;
+            grpc::ClientContext ctx;
+            ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+            if (stub->CancelCampaign(&ctx, ref, &ignored).error_code() != grpc::NOT_FOUND) break;
+            ::poll(nullptr, 0, 100);
+          }
           return;
         }
         ::poll(nullptr, 0, 200);

@@ -435,6 +435,16 @@ absl::Status WriteTdxConfigs(Deployment& d, const DeploymentOptions& o) {
     GT_RETURN_IF_ERROR(WriteJson(d.config_path(h.name), hc));
     d.daemons.push_back(
         {h.name, "/usr/local/bin/holder_agent", etc + "/holder-" + h.name + ".json"});
+    // deploy/systemd/gputravel.tmpfiles.conf with this holder's line filled
+    // in: its bounce ring's directory, made at boot in its TD.
+    GT_RETURN_IF_ERROR(WriteFile(
+        d.dir + "/" + h.name + ".tmpfiles.conf",
+        "# Install in holder " + h.name + "'s TD as /etc/tmpfiles.d/gputravel.conf, then\n"
+        "# `systemd-tmpfiles --create /etc/tmpfiles.d/gputravel.conf` (deploy/systemd).\n"
+        "d /run/gputravel 0755 root root -\n"
+        "d /run/gputravel/shm 0755 root root -\n"
+        "d /run/gputravel/shm/" + h.name + " 0700 gputravel gputravel -\n",
+        0644));
   }
   const json orch = {
       {"listen", "0.0.0.0:7000"},

@@ -185,6 +185,13 @@ TEST(DeploymentTest, TdxTemplateMarksEveryOperatorValueAndHoldsNoDevelopmentKey)
     EXPECT_EQ(text->find("allow_insecure"), std::string::npos) << *text;
     EXPECT_NE(text->find("/etc/gputravel/pki/"), std::string::npos);  // the units' paths
   }
+  // Each holder's TD gets its bounce ring's directory at boot.
+  auto tmpfiles = ReadFile(d->dir + "/holder-a.tmpfiles.conf");
+  ASSERT_TRUE(tmpfiles.ok()) << tmpfiles.status();
+  EXPECT_NE(tmpfiles->find("\nd /run/gputravel/shm/holder-a 0700 gputravel gputravel -\n"),
+            std::string::npos)
+      << *tmpfiles;
+  EXPECT_NE(holder->find("\"bounce_dir\": \"/run/gputravel/shm/holder-a\""), std::string::npos);
   // The manifest says where each file is installed; `up` refuses it.
   EXPECT_EQ(d->daemons.back().config, "/etc/gputravel/orchestrator.json");
   EXPECT_EQ(d->daemons[1].config, "/etc/gputravel/holder-holder-a.json");

@@ -25,9 +25,13 @@ std::string InitNextSteps(const Deployment& d) {
            "--name NAME\n";
     out += "  measure each daemon (gputravel measure) and put the events in its peers' "
            "peer_rtmr3\n";
-    out += "  install each configuration where its unit reads it:\n";
+    out += "  install each configuration where its unit (deploy/systemd) reads it:\n";
     for (const auto& dm : d.daemons) {
       out += "    " + d.config_path(dm.name) + " -> " + dm.config + "\n";
+    }
+    for (const auto& h : d.holders) {
+      out += "    " + d.dir + "/" + h.name + ".tmpfiles.conf -> /etc/tmpfiles.d/gputravel.conf "
+             "(in " + h.name + "'s TD)\n";
     }
     out += "  then, with the daemons running: . " + d.operator_env_path() +
            " (its endpoint filled in), gputravel create " + d.campaign_spec_path() +
