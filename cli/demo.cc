@@ -14,6 +14,7 @@
 
 #include "auth/identity.h"
 #include "cli/emulated_stack.h"
+#include "cli/serve_until_stopped.h"
 #include "cli/terminal_text.h"
 #include "nlohmann/json.hpp"
 #include "util/files.h"
@@ -82,12 +83,10 @@ void PrintTable(const v1::Campaign& c, bool torch) {
               c.terms().min_windows_per_loss() == 1 ? "" : "s");
 }
 
-volatile std::sig_atomic_t g_stop_serving = 0;
-void StopServing(int) { g_stop_serving = 1; }
-
 // `demo --serve FILE`: writes how to reach the running stack to FILE (JSON,
 // mode 0600, renamed into place so a reader never sees half of it) and
-// waits for SIGTERM or SIGINT. Returns the exit code.
+// serves until SIGTERM or SIGINT (or a daemon's own exit, which is
+// reported). Returns the exit code.
 int Serve(EmulatedStack& stack, const std::string& file, bool torch) {
   auto files = [&](const char* role, const char* name) {
     TlsFiles t = stack.tls({role, name});
@@ -105,10 +104,6 @@ int Serve(EmulatedStack& stack, const std::string& file, bool torch) {
     info["trainer"]["name"] = kTorchTrainer;
     info["trainer"]["endpoint"] = stack.trainer_endpoint();
   }
-  struct sigaction sa = {};
-  sa.sa_handler = StopServing;
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
   std::string tmp = file + ".tmp";
   absl::Status st = WriteNewFile(tmp, info.dump(2) + "\n", 0600);
   if (st.ok() && std::rename(tmp.c_str(), file.c_str()) != 0) {
@@ -120,9 +115,7 @@ int Serve(EmulatedStack& stack, const std::string& file, bool torch) {
   }
   std::fprintf(stderr, "gputravel demo: serving at %s (details in %s); stop with SIGTERM or "
                        "Ctrl-C\n", stack.orchestrator_endpoint().c_str(), file.c_str());
-  while (!g_stop_serving) ::poll(nullptr, 0, 100);
-  stack.Stop();
-  return kDemoOk;
+  return ServeUntilStopped(stack, "gputravel demo") == 0 ? kDemoOk : kDemoNotVerified;
 }
 
 // `--trainer torch`: starts the example PyTorch trainer (a py_binary in this
@@ -150,10 +143,12 @@ absl::Status StartTorchTrainer(EmulatedStack& stack, const std::string& bin_dir,
 
 int DemoCommand(int argc, char** argv) {
   Flags flags("gputravel demo",
-              "Starts the emulated GPU, the MUX, N holder agents and the orchestrator\n"
-              "as separate processes in a temporary directory, runs one campaign in\n"
-              "which the GPU travels to every holder and back, prints a table per\n"
-              "trip (with the trainer's loss) and stops every daemon.\n"
+              "Writes a deployment to a temporary directory (as `gputravel init`\n"
+              "does), starts the emulated GPU, the MUX, N holder agents and the\n"
+              "orchestrator from it as separate processes (as `gputravel up` does),\n"
+              "runs one campaign in which the GPU travels to every holder and back,\n"
+              "prints a table per trip (with the trainer's loss) and stops every\n"
+              "daemon.\n"
               "With --trainer torch the model is the example PyTorch trainer instead\n"
               "of the built-in one: a small decoder-only transformer in its own\n"
               "process (Debian's python3-torch, CPU), fed the windows through the\n"
@@ -182,7 +177,8 @@ int DemoCommand(int argc, char** argv) {
                "Start the stack and run no campaign: write its endpoint, the scheduler's and "
                "operator's TLS files and the campaign spec (with --trainer torch also the "
                "trainer's TLS files and the Trainer service's socket) to this JSON file, and "
-               "serve until SIGTERM or Ctrl-C (for API clients such as the Python package's "
+               "serve until SIGTERM or Ctrl-C (exit 0), or until a daemon exits by itself "
+               "(exit 1, its log's end shown) (for API clients such as the Python package's "
                "tests).");
   absl::Status ps = flags.Parse(argc, argv, 2);
   if (flags.help_requested()) {
@@ -262,17 +258,16 @@ int DemoCommand(int argc, char** argv) {
           auto stub = (*stack)->OperatorClient();
           v1::CampaignRef ref;
           ref.set_name((*stack)->CampaignSpec()["name"].get<std::string>());
-          // The trainer may die before the campaign exists: cancel it once
-          // it does.
-          while (stub != nullptr && !campaign_over.load()) {
+          // A trainer can die before the campaign is created: the cancel is
+          // tried again until the campaign exists (or has ended), at most
+          // kCancelTries times.
+          constexpr int kCancelTries = 300;
+          for (int i = 0; stub != nullptr && i < kCancelTries && !campaign_over.load(); ++i) {
             v1::Campaign ignored;
             grpc::ClientContext ctx;
             ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-            if (stub->CancelCampaign(&ctx, ref, &ignored).error_code() !=
-                grpc::StatusCode::NOT_FOUND) {
-              return;
-            }
-            ::poll(nullptr, 0, 200);
+            if (stub->CancelCampaign(&ctx, ref, &ignored).error_code() != grpc::NOT_FOUND) break;
+            ::poll(nullptr, 0, 100);
           }
           return;
         }
@@ -296,15 +291,8 @@ int DemoCommand(int argc, char** argv) {
                  "campaign was cancelled. The end of its output:\n",
                  WIFSIGNALED(st) ? "was killed by signal" : "exited with status",
                  WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-    // Line by line, each escaped for the terminal.
     const std::string tail = log.size() > 4000 ? log.substr(log.size() - 4000) : log;
-    size_t from = 0;
-    while (from < tail.size()) {
-      size_t nl = tail.find('\n', from);
-      if (nl == std::string::npos) nl = tail.size();
-      std::fprintf(stderr, "  %s\n", TerminalSafe(tail.substr(from, nl - from)).c_str());
-      from = nl + 1;
-    }
+    std::fprintf(stderr, "%s", TerminalSafeLines(tail, "  ").c_str());
   }
   // The trainer's stream ends with the campaign; it exits by itself.
   if (torch && trainer.Running()) trainer.Terminate(10000);

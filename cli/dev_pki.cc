@@ -24,11 +24,24 @@ absl::Status WriteCert(const std::string& der, const std::string& path) {
 
 }  // namespace
 
+DevPki DevPkiPaths(const std::string& dir, const std::vector<std::string>& domains) {
+  DevPki out;
+  out.device_ca_cert = dir + "/device-ca.pem";
+  out.device_ca_key = dir + "/device-ca-key.pem";
+  out.device_key = dir + "/device-key.pem";
+  out.device_cert = dir + "/device-cert.pem";
+  out.attestation_root = dir + "/attestation-root.pem";
+  for (const auto& d : domains) {
+    out.domains[d] = {dir + "/attest-" + d + "-key.pem", dir + "/attest-" + d + "-cert.pem"};
+  }
+  return out;
+}
+
 absl::StatusOr<DevPki> CreateDevPki(const std::string& dir,
                                     const std::string& device_serial,
                                     const std::vector<std::string>& domains) {
   ::mkdir(dir.c_str(), 0700);
-  DevPki out;
+  const DevPki out = DevPkiPaths(dir, domains);
   auto ca = EcKey::Generate(Curve::kP384);
   if (!ca.ok()) return ca.status();
   auto ca_der = IssueCertificate(*ca, "GPU Travelling dev device CA", *ca, "", true, 30);
@@ -37,10 +50,6 @@ absl::StatusOr<DevPki> CreateDevPki(const std::string& dir,
   if (!dev.ok()) return dev.status();
   auto dev_der = IssueCertificate(*dev, device_serial, *ca, *ca_der, false, 30);
   if (!dev_der.ok()) return dev_der.status();
-  out.device_ca_cert = dir + "/device-ca.pem";
-  out.device_ca_key = dir + "/device-ca-key.pem";
-  out.device_key = dir + "/device-key.pem";
-  out.device_cert = dir + "/device-cert.pem";
   for (const absl::Status& s : {WriteCert(*ca_der, out.device_ca_cert),
                                 WriteKey(*ca, out.device_ca_key),
                                 WriteKey(*dev, out.device_key),
@@ -52,7 +61,6 @@ absl::StatusOr<DevPki> CreateDevPki(const std::string& dir,
   auto root_der = IssueCertificate(*root, "GPU Travelling dev attestation root", *root, "",
                                    true, 30);
   if (!root_der.ok()) return root_der.status();
-  out.attestation_root = dir + "/attestation-root.pem";
   absl::Status s = WriteCert(*root_der, out.attestation_root);
   if (!s.ok()) return s;
   for (const auto& d : domains) {
@@ -60,11 +68,10 @@ absl::StatusOr<DevPki> CreateDevPki(const std::string& dir,
     if (!k.ok()) return k.status();
     auto der = IssueCertificate(*k, d, *root, *root_der, false, 30);
     if (!der.ok()) return der.status();
-    DevPki::Pair p{dir + "/attest-" + d + "-key.pem", dir + "/attest-" + d + "-cert.pem"};
+    const DevPki::Pair& p = out.domains.at(d);
     s = WriteKey(*k, p.key);
     if (s.ok()) s = WriteCert(*der, p.cert);
     if (!s.ok()) return s;
-    out.domains[d] = p;
   }
   return out;
 }

@@ -24,6 +24,9 @@ struct DevPki {
   std::map<std::string, Pair> domains;  // domain -> attestation key/cert
 };
 
+// Where CreateDevPki(dir, ..., domains) puts each file.
+DevPki DevPkiPaths(const std::string& dir, const std::vector<std::string>& domains);
+
 absl::StatusOr<DevPki> CreateDevPki(const std::string& dir,
                                     const std::string& device_serial,
                                     const std::vector<std::string>& domains);

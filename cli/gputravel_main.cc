@@ -6,8 +6,11 @@
 #include "auth/pki_command.h"
 #include "cli/attest_command.h"
 #include "cli/client_commands.h"
+#include "cli/config_check.h"
 #include "cli/demo.h"
+#include "cli/init_command.h"
 #include "cli/measure_command.h"
+#include "cli/up_command.h"
 
 namespace {
 
@@ -21,6 +24,11 @@ std::string Usage() {
              "Commands:\n"
              "  demo    Run a whole campaign on the emulated stack (GPU, MUX, holders,\n"
              "          orchestrator as separate processes) and report every trip.\n"
+             "  init    Write a complete deployment to a directory: PKI, device and\n"
+             "          attestation identities, every daemon's configuration, datasets,\n"
+             "          a campaign spec (--tdx: a template for real hardware).\n"
+             "  up      Start the daemons of a deployment `init` wrote, until Ctrl-C.\n"
+             "  config  Check daemon configurations offline (config check FILE|DIR...).\n"
              "  pki     Create the campaign CA and issue mTLS certificates per identity\n"
              "          (pki init, pki issue, pki show).\n"
              "  measure Print the RTMR3 events a daemon extends for a binary and\n"
@@ -43,6 +51,9 @@ int main(int argc, char** argv) {
   }
   std::string cmd = argv[1];
   if (cmd == "demo") return gputravel::DemoCommand(argc, argv);
+  if (cmd == "init") return gputravel::InitCommand(argc, argv);
+  if (cmd == "up") return gputravel::UpCommand(argc, argv);
+  if (cmd == "config") return gputravel::ConfigCommand(argc, argv);
   if (cmd == "pki") return gputravel::PkiCommand(argc, argv);
   if (cmd == "measure") return gputravel::MeasureCommand(argc, argv);
   if (cmd == "attest") return gputravel::AttestCommand(argc, argv);

@@ -78,4 +78,16 @@ std::string TerminalSafe(absl::string_view text) {
   return out;
 }
 
+std::string TerminalSafeLines(absl::string_view text, absl::string_view indent) {
+  std::string out;
+  size_t from = 0;
+  while (from < text.size()) {
+    size_t nl = text.find('\n', from);
+    if (nl == absl::string_view::npos) nl = text.size();
+    out += std::string(indent) + TerminalSafe(text.substr(from, nl - from)) + "\n";
+    from = nl + 1;
+  }
+  return out;
+}
+
 }  // namespace gputravel

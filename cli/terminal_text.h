@@ -23,6 +23,10 @@ namespace gputravel {
 // for JSON output, which escapes control characters itself.
 std::string TerminalSafe(absl::string_view text);
 
+// `text` line by line, each line TerminalSafe and preceded by `indent`, each
+// ending in a newline (a log's end shown to a person).
+std::string TerminalSafeLines(absl::string_view text, absl::string_view indent);
+
 }  // namespace gputravel
 
 #endif  // GPUTRAVEL_CLI_TERMINAL_TEXT_H_

@@ -49,5 +49,10 @@ TEST(TerminalSafeTest, EscapesC1ControlsAndMalformedUtf8) {
   EXPECT_EQ(TerminalSafe("\xf0\x9f\x9a"), "\\xf0\\x9f\\x9a");
 }
 
+TEST(TerminalSafeLinesTest, EachLineEscapedAndIndented) {
+  EXPECT_EQ(TerminalSafeLines("a\nb\x1b[2J\n\nc", "  "), "  a\n  b\\x1b[2J\n  \n  c\n");
+  EXPECT_EQ(TerminalSafeLines("", "  "), "");
+}
+
 }  // namespace
 }  // namespace gputravel

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "keyxfer/dev_attester.h"
+#include "keyxfer/runtime_measurement.h"
 #include "keyxfer/runtime_policy.h"
 #include "keyxfer/secret_bytes.h"
 #include "keyxfer/tdx/collateral_store.h"
@@ -26,13 +27,71 @@ namespace {
 // (the development backend keeps its fields there), and the "tdx" object.
 const std::set<std::string> kDevFields = {
     "backend", "allow_insecure_dev_attestation", "dev_key", "dev_cert", "dev_root_ca",
-    "peer_mrtd", "allow_debug", "peer_rtmr3"};
+    "peer_mrtd", "dev_peer_binaries", "allow_debug", "peer_rtmr3"};
 const std::set<std::string> kTdxFields = {"backend", "tdx", "peer_rtmr3"};
 const std::set<std::string> kTdxSectionFields = {"configfs_root", "measurements_root",
                                                  "root_ca", "peer_policy", "collateral"};
 
 absl::StatusOr<Rtmr3Policy> PeerRtmr3(const nlohmann::json& s, const std::string& where) {
   return Rtmr3Policy::FromJson(s.at("peer_rtmr3"), where + ".peer_rtmr3");
+}
+
+// The development measurements of the binaries "dev_peer_binaries" names,
+// read now: each file's SHA-384 (the development MRTD) and its RTMR3 binary
+// event (hex), so that a rebuilt peer needs no edited pin, only a restart.
+struct PeerBinaries {
+  std::vector<std::string> mrtd;          // 48 bytes each
+  std::vector<std::string> binary_event;  // hex
+};
+
+absl::StatusOr<PeerBinaries> MeasurePeerBinaries(const nlohmann::json& s,
+                                                 const std::string& where) {
+  PeerBinaries out;
+  if (!s.contains("dev_peer_binaries")) return out;
+  const std::string at = where + ".dev_peer_binaries";
+  const nlohmann::json& list = s["dev_peer_binaries"];
+  if (!list.is_array() || list.empty()) {
+    return absl::InvalidArgumentError(
+        at + ": must be a non-empty array of absolute paths of the peers' binaries");
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string item = at + "[" + std::to_string(i) + "]";
+    if (!list[i].is_string() || list[i].get<std::string>().empty() ||
+        list[i].get<std::string>()[0] != '/') {
+      return absl::InvalidArgumentError(item + ": must be an absolute path of a peer's binary");
+    }
+    const std::string path = list[i].get<std::string>();
+    auto mrtd = MeasureFile(path);
+    if (!mrtd.ok()) {
+      return absl::Status(mrtd.status().code(), item + ": " + std::string(mrtd.status().message()));
+    }
+    auto event = Rtmr3BinaryEvent(path);
+    if (!event.ok()) {
+      return absl::Status(event.status().code(),
+                          item + ": " + std::string(event.status().message()));
+    }
+    out.mrtd.push_back(*mrtd);
+    out.binary_event.push_back(HexEncode(*event));
+  }
+  return out;
+}
+
+// `peer_rtmr3` with the binary events of `binaries` added to its "binary"
+// pins (a string or an array in the file): with dev_peer_binaries the file
+// may leave "binary" out.
+nlohmann::json WithPeerBinaryEvents(nlohmann::json pins, const PeerBinaries& binaries) {
+  if (binaries.binary_event.empty() || !pins.is_object()) return pins;
+  nlohmann::json list = nlohmann::json::array();
+  if (pins.contains("binary")) {
+    if (pins["binary"].is_array()) {
+      list = pins["binary"];
+    } else {
+      list.push_back(pins["binary"]);
+    }
+  }
+  for (const auto& hex : binaries.binary_event) list.push_back(hex);
+  pins["binary"] = list;
+  return pins;
 }
 
 absl::StatusOr<AttestationSetup> MakeDev(const nlohmann::json& s,
@@ -72,7 +131,10 @@ absl::StatusOr<AttestationSetup> MakeDev(const nlohmann::json& s,
   if (!mrtd.ok()) return mrtd.status();
   auto attester = DevAttester::Create(domain, std::move(*key), *cert, *mrtd, measurement.rtmr3);
   if (!attester.ok()) return attester.status();
+  auto binaries = MeasurePeerBinaries(s, where);
+  if (!binaries.ok()) return binaries.status();
   DevPolicy policy;
+  policy.allowed_mrtd = binaries->mrtd;
   if (s.contains("peer_mrtd")) {
     if (!s["peer_mrtd"].is_array()) {
       return absl::InvalidArgumentError(where + ": 'peer_mrtd' must be an array of hex strings");
@@ -97,7 +159,8 @@ absl::StatusOr<AttestationSetup> MakeDev(const nlohmann::json& s,
   out.attester = std::make_unique<MeasuredAttester>(std::move(*attester), measurement);
   out.verifier = std::make_unique<DevVerifier>(*root, policy);
   if (s.contains("peer_rtmr3")) {
-    auto pins = PeerRtmr3(s, where);
+    auto pins = Rtmr3Policy::FromJson(WithPeerBinaryEvents(s["peer_rtmr3"], *binaries),
+                                      where + ".peer_rtmr3");
     if (!pins.ok()) return pins.status();
     out.verifier = std::make_unique<MeasuredVerifier>(std::move(out.verifier), std::move(*pins));
   }
@@ -123,14 +186,30 @@ absl::Status CheckMeasurableEnvironment(const std::string& where) {
   return absl::OkStatus();
 }
 
+// What MakeTdx does with the TD: `kStart` checks the environment and extends
+// RTMR3; `kCheck` (CheckAttestationConfig) touches neither.
+enum class TdxUse { kStart, kCheck };
+
 absl::StatusOr<AttestationSetup> MakeTdx(const nlohmann::json& s, const std::string& where,
                                          const RuntimeMeasurement& measurement,
-                                         std::shared_ptr<tdx::TsmFs> measurements_fs) {
+                                         std::shared_ptr<tdx::TsmFs> measurements_fs,
+                                         TdxUse use) {
   const std::string at = where + ": tdx";
+  // The development fields are refused by name: a production daemon never
+  // trusts whatever binary a path holds.
+  for (const std::string& dev : kDevFields) {
+    if (kTdxFields.count(dev) == 0 && s.contains(dev)) {
+      return absl::PermissionDeniedError(
+          where + "." + dev + ": a development field (backend \"dev\" only); the TDX "
+          "backend pins peers with tdx.peer_policy and peer_rtmr3 (docs/tdx-attestation.md)");
+    }
+  }
   absl::Status known = RefuseUnknownFields(s, kTdxFields, where + " (backend \"tdx\")");
   if (!known.ok()) return known;
-  known = CheckMeasurableEnvironment(where);
-  if (!known.ok()) return known;
+  if (use == TdxUse::kStart) {
+    known = CheckMeasurableEnvironment(where);
+    if (!known.ok()) return known;
+  }
   if (!s.contains("tdx") || !s["tdx"].is_object()) {
     return absl::InvalidArgumentError(where + ": backend 'tdx' needs an object 'tdx' "
                                       "({\"configfs_root\", \"root_ca\", \"peer_policy\"})");
@@ -211,6 +290,9 @@ absl::StatusOr<AttestationSetup> MakeTdx(const nlohmann::json& s, const std::str
   }
   auto pins = PeerRtmr3(s, where);
   if (!pins.ok()) return pins.status();
+  AttestationSetup out;
+  out.backend = "tdx";
+  if (use == TdxUse::kCheck) return out;
   // Measured before anything is served: a daemon whose evidence cannot show
   // what it trusts must not run.
   tdx::RtmrRegisters registers(rtmr);
@@ -221,8 +303,6 @@ absl::StatusOr<AttestationSetup> MakeTdx(const nlohmann::json& s, const std::str
                         where + ": cannot measure this daemon into RTMR3, refusing to start: " +
                             std::string(measured.message()));
   }
-  AttestationSetup out;
-  out.backend = "tdx";
   out.attester =
       std::make_unique<MeasuredAttester>(std::make_unique<tdx::TdxAttester>(tsm), measurement);
   out.verifier = std::make_unique<MeasuredVerifier>(std::move(*verifier), std::move(*pins));
@@ -231,10 +311,12 @@ absl::StatusOr<AttestationSetup> MakeTdx(const nlohmann::json& s, const std::str
 
 }  // namespace
 
-absl::StatusOr<AttestationSetup> MakeAttestationFromConfig(
-    const nlohmann::json& section, const std::string& where,
-    const std::string& domain, const RuntimeMeasurement& measurement,
-    std::shared_ptr<tdx::TsmFs> measurements_fs_for_test) {
+namespace {
+
+absl::StatusOr<AttestationSetup> Make(const nlohmann::json& section, const std::string& where,
+                                      const std::string& domain,
+                                      const RuntimeMeasurement& measurement,
+                                      std::shared_ptr<tdx::TsmFs> measurements_fs, TdxUse use) {
   if (!section.is_object()) return absl::InvalidArgumentError(where + ": must be an object");
   if (measurement.rtmr3.size() != kRtmrBytes ||
       measurement.rtmr3 != ReplayRtmr(measurement.EventList())) {
@@ -245,10 +327,29 @@ absl::StatusOr<AttestationSetup> MakeAttestationFromConfig(
   if (!backend.ok()) return backend.status();
   if (*backend == "dev") return MakeDev(section, where, domain, measurement);
   if (*backend == "tdx") {
-    return MakeTdx(section, where, measurement, std::move(measurements_fs_for_test));
+    return MakeTdx(section, where, measurement, std::move(measurements_fs), use);
   }
   return absl::InvalidArgumentError(where + ": unknown attestation backend '" +
                                     *backend + "' (use \"tdx\" or \"dev\")");
+}
+
+}  // namespace
+
+absl::StatusOr<AttestationSetup> MakeAttestationFromConfig(
+    const nlohmann::json& section, const std::string& where,
+    const std::string& domain, const RuntimeMeasurement& measurement,
+    std::shared_ptr<tdx::TsmFs> measurements_fs_for_test) {
+  return Make(section, where, domain, measurement, std::move(measurements_fs_for_test),
+              TdxUse::kStart);
+}
+
+absl::StatusOr<std::string> CheckAttestationConfig(const nlohmann::json& section,
+                                                   const std::string& where,
+                                                   const std::string& domain,
+                                                   const RuntimeMeasurement& measurement) {
+  auto setup = Make(section, where, domain, measurement, nullptr, TdxUse::kCheck);
+  if (!setup.ok()) return setup.status();
+  return setup->backend;
 }
 
 }  // namespace gputravel

@@ -199,8 +199,16 @@ TEST(AttestationConfigTest, UnknownFieldsAreRefusedAndNamed) {
   tdx = WithPlaceholdersFilled(Section("holder-tdx.json"));
   tdx["peer_mrtd"] = nlohmann::json::array();
   st = Make(tdx, "h.json: attestation", "d");
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(st.status().message().find(
+                "h.json: attestation.peer_mrtd: a development field (backend \"dev\" only)"),
+            std::string::npos)
+      << st.status();
+  tdx = WithPlaceholdersFilled(Section("holder-tdx.json"));
+  tdx["peer_mrtds"] = nlohmann::json::array();
+  st = Make(tdx, "h.json: attestation", "d");
   EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(st.status().message().find("unknown field 'peer_mrtd' (accepted: backend, peer_rtmr3, tdx)"),
+  EXPECT_NE(st.status().message().find("unknown field 'peer_mrtds' (accepted: backend, peer_rtmr3, tdx)"),
             std::string::npos)
       << st.status();
   auto dev = Make(
@@ -210,8 +218,8 @@ TEST(AttestationConfigTest, UnknownFieldsAreRefusedAndNamed) {
   EXPECT_EQ(dev.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(dev.status().message().find(
                 "unknown field 'dev_keys' (did you mean 'dev_key'? accepted: allow_debug, "
-                "allow_insecure_dev_attestation, backend, dev_cert, dev_key, dev_root_ca, "
-                "peer_mrtd, peer_rtmr3)"),
+                "allow_insecure_dev_attestation, backend, dev_cert, dev_key, dev_peer_binaries, "
+                "dev_root_ca, peer_mrtd, peer_rtmr3)"),
             std::string::npos)
       << dev.status();
 }
@@ -320,26 +328,38 @@ TEST(AttestationConfigTest, TdxRefusesToStartWhenRtmr3CannotBeExtended) {
       << st.status();
 }
 
-// The development attester reports the measurement as RTMR3 and attaches its
-// events; peer_rtmr3, when given, is enforced on the peer's evidence.
-TEST(AttestationConfigTest, DevEvidenceCarriesTheMeasurementAndPeerRtmr3IsEnforced) {
-  const std::string dir = ::testing::TempDir();
+// Development key material in `dir`: an attestation key, its certificate and
+// the root, and the dev section naming them.
+nlohmann::json DevSection(const std::string& dir) {
   auto root_key = *EcKey::Generate(Curve::kP256);
   auto root_der = *IssueCertificate(root_key, "dev root", root_key, "", true, 1);
   auto key = *EcKey::Generate(Curve::kP256);
   auto cert = *IssueCertificate(key, "d", root_key, root_der, false, 1);
   auto key_pem = key.PrivateKeyPem();
-  ASSERT_TRUE(key_pem.ok());
-  ASSERT_TRUE(WriteFile(dir + "/dev.key",
+  EXPECT_TRUE(key_pem.ok());
+  EXPECT_TRUE(WriteFile(dir + "/dev.key",
                         std::string(reinterpret_cast<const char*>(key_pem->data()),
                                     key_pem->size()),
                         0600)
                   .ok());
-  ASSERT_TRUE(WriteFile(dir + "/dev.pem", *CertificateDerToPem(cert)).ok());
-  ASSERT_TRUE(WriteFile(dir + "/root.pem", *CertificateDerToPem(root_der)).ok());
-  nlohmann::json s = {{"backend", "dev"},          {"allow_insecure_dev_attestation", true},
-                      {"dev_key", dir + "/dev.key"}, {"dev_cert", dir + "/dev.pem"},
-                      {"dev_root_ca", dir + "/root.pem"}};
+  EXPECT_TRUE(WriteFile(dir + "/dev.pem", *CertificateDerToPem(cert)).ok());
+  EXPECT_TRUE(WriteFile(dir + "/root.pem", *CertificateDerToPem(root_der)).ok());
+  return {{"backend", "dev"},          {"allow_insecure_dev_attestation", true},
+          {"dev_key", dir + "/dev.key"}, {"dev_cert", dir + "/dev.pem"},
+          {"dev_root_ca", dir + "/root.pem"}};
+}
+
+// A copy of this test's own binary at `path`: the peer's binary.
+void CopySelf(const std::string& path) {
+  auto self = ReadFile("/proc/self/exe");
+  ASSERT_TRUE(self.ok()) << self.status();
+  ASSERT_TRUE(WriteFile(path, *self, 0700).ok());
+}
+
+// The development attester reports the measurement as RTMR3 and attaches its
+// events; peer_rtmr3, when given, is enforced on the peer's evidence.
+TEST(AttestationConfigTest, DevEvidenceCarriesTheMeasurementAndPeerRtmr3IsEnforced) {
+  nlohmann::json s = DevSection(::testing::TempDir());
   const RuntimeMeasurement mine = WithTrustedFiles(TestMeasurement('a'), s);
   auto me = MakeAttestationFromConfig(s, "x", "d", mine);
   ASSERT_TRUE(me.ok()) << me.status();
@@ -362,6 +382,118 @@ TEST(AttestationConfigTest, DevEvidenceCarriesTheMeasurementAndPeerRtmr3IsEnforc
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(refused.status().message().find("RTMR3 config event mismatch"), std::string::npos)
       << refused.status();
+}
+
+// dev_peer_binaries: the peer's MRTD and RTMR3 binary event are measured
+// from the named file when the verifier is made, so a rebuilt peer (a new
+// file at the same path) is pinned by a restart, with no edited pin; a
+// peer running another binary is refused.
+TEST(AttestationConfigTest, DevPeerBinariesPinTheNamedBinaryAsItIsAtStart) {
+  const std::string dir = ::testing::TempDir() + "/peer-binaries";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST, true);
+  nlohmann::json s = DevSection(dir);
+  // The peer: this very binary, measured as a daemon measures itself.
+  RuntimeMeasurement peer_m = TestMeasurement('p');
+  auto binary_event = Rtmr3BinaryEvent("/proc/self/exe");
+  ASSERT_TRUE(binary_event.ok());
+  peer_m.events[kRtmr3BinaryEvent] = *binary_event;
+  peer_m.rtmr3 = ReplayRtmr(peer_m.EventList());
+  auto peer = MakeAttestationFromConfig(s, "p", "d", WithTrustedFiles(peer_m, s));
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  auto evidence = peer->attester->Attest(ReportData{});
+  ASSERT_TRUE(evidence.ok()) << evidence.status();
+
+  CopySelf(dir + "/peer-binary");
+  s["dev_peer_binaries"] = {dir + "/peer-binary"};
+  s["peer_rtmr3"] = {{"config", HexEncode(peer_m.events[kRtmr3ConfigEvent])}};
+  auto me = MakeAttestationFromConfig(s, "h.json: attestation", "d",
+                                      WithTrustedFiles(TestMeasurement('z'), s));
+  ASSERT_TRUE(me.ok()) << me.status();
+  EXPECT_TRUE(me->verifier->Verify(*evidence, ReportData{}).ok());
+
+  // Another binary at that path ("a rebuild" the peer does not run): its
+  // MRTD is not the peer's.
+  ASSERT_TRUE(WriteFile(dir + "/peer-binary", "another build", 0700).ok());
+  me = MakeAttestationFromConfig(s, "h.json: attestation", "d",
+                                 WithTrustedFiles(TestMeasurement('z'), s));
+  ASSERT_TRUE(me.ok()) << me.status();
+  auto refused = me->verifier->Verify(*evidence, ReportData{});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("MRTD mismatch"), std::string::npos)
+      << refused.status();
+  // The peer's MRTD allowed by hex as well: its RTMR3 binary event is still
+  // pinned to the file's, and refused.
+  s.erase("dev_peer_binaries");
+  auto mrtd = Sha384File("/proc/self/exe");  // the development MRTD
+  ASSERT_TRUE(mrtd.ok());
+  s["peer_mrtd"] = nlohmann::json::array({HexEncode(*mrtd)});
+  s["dev_peer_binaries"] = {dir + "/peer-binary"};
+  s["peer_rtmr3"]["binary"] = HexEncode(std::string(48, 'q'));
+  me = MakeAttestationFromConfig(s, "h.json: attestation", "d",
+                                 WithTrustedFiles(TestMeasurement('z'), s));
+  ASSERT_TRUE(me.ok()) << me.status();
+  refused = me->verifier->Verify(*evidence, ReportData{});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("RTMR3 binary event mismatch"), std::string::npos)
+      << refused.status();
+}
+
+TEST(AttestationConfigTest, DevPeerBinariesMustNameReadableAbsolutePaths) {
+  const std::string dir = ::testing::TempDir() + "/peer-binaries-bad";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST, true);
+  nlohmann::json s = DevSection(dir);
+  const std::pair<nlohmann::json, std::string> cases[] = {
+      {nlohmann::json::array(), "h.json: attestation.dev_peer_binaries: must be a non-empty array"},
+      {"/bin/sh", "h.json: attestation.dev_peer_binaries: must be a non-empty array"},
+      {{"orchestrator"}, "h.json: attestation.dev_peer_binaries[0]: must be an absolute path"},
+      {{dir + "/missing"}, "h.json: attestation.dev_peer_binaries[0]: cannot read " + dir +
+                               "/missing"}};
+  for (const auto& [value, message] : cases) {
+    s["dev_peer_binaries"] = value;
+    auto st = Make(s, "h.json: attestation", "d");
+    EXPECT_FALSE(st.ok()) << value;
+    EXPECT_NE(st.status().message().find(message), std::string::npos) << st.status();
+  }
+  // Without the explicit development switch the field is never read.
+  s["dev_peer_binaries"] = {"/proc/self/exe"};
+  s.erase("allow_insecure_dev_attestation");
+  EXPECT_EQ(Make(s, "h", "d").status().code(), absl::StatusCode::kPermissionDenied);
+}
+
+// Production never trusts whatever a path holds: the TDX backend refuses the
+// field by name.
+TEST(AttestationConfigTest, TdxRefusesDevPeerBinaries) {
+  nlohmann::json tdx = WithPlaceholdersFilled(Section("holder-tdx.json"));
+  tdx["dev_peer_binaries"] = {"/proc/self/exe"};
+  auto st = Make(tdx, "h.json: attestation", "d");
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(st.status().message().find("h.json: attestation.dev_peer_binaries: a development "
+                                       "field (backend \"dev\" only)"),
+            std::string::npos)
+      << st.status();
+  EXPECT_FALSE(CheckAttestationConfig(tdx, "h.json: attestation", "d",
+                                      WithTrustedFiles(TestMeasurement(), tdx))
+                   .ok());
+}
+
+// The offline check accepts what a daemon would, and refuses what it would,
+// without touching the TD: no RTMR3 interface is needed.
+TEST(AttestationConfigTest, CheckIsOfflineAndRefusesWhatStartRefuses) {
+  nlohmann::json tdx = WithPlaceholdersFilled(Section("holder-tdx.json"));
+  auto backend = CheckAttestationConfig(tdx, "h", "d", WithTrustedFiles(TestMeasurement(), tdx));
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  EXPECT_EQ(*backend, "tdx");
+  auto placeholders = CheckAttestationConfig(Section("holder-tdx.json"), "h", "d",
+                                             TestMeasurement());
+  EXPECT_FALSE(placeholders.ok());
+  EXPECT_NE(placeholders.status().message().find("mrtd"), std::string::npos)
+      << placeholders.status();
+  const std::string dir = ::testing::TempDir() + "/check-dev";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST, true);
+  nlohmann::json dev = DevSection(dir);
+  backend = CheckAttestationConfig(dev, "h", "d", WithTrustedFiles(TestMeasurement(), dev));
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  EXPECT_EQ(*backend, "dev");
 }
 
 TEST(AttestationConfigTest, RefusesAMissingMeasurement) {

@@ -189,28 +189,46 @@ absl::StatusOr<nlohmann::json> CanonicalConfig(const std::string& daemon,
   return nlohmann::json{{"daemon", daemon}, {"config", measured}, {"trusted_files", files}};
 }
 
+absl::StatusOr<std::string> Rtmr3BinaryEvent(const std::string& binary_path) {
+  Sha384Stream binary;
+  StartEvent(&binary, kRtmr3BinaryEvent);
+  absl::Status s = HashFileInto(binary_path, &binary);
+  if (!s.ok()) return s;
+  return binary.Final();
+}
+
+absl::StatusOr<std::string> Rtmr3ConfigEvent(const std::string& daemon,
+                                             const nlohmann::json& config,
+                                             const std::string& where) {
+  auto doc = CanonicalConfig(daemon, config, where);
+  if (!doc.ok()) return doc.status();
+  return EventOf(kRtmr3ConfigEvent, doc->dump());
+}
+
+absl::StatusOr<std::string> Rtmr3PeerPinsEvent(const nlohmann::json& config) {
+  const nlohmann::json::json_pointer pins(kPeerRtmr3Pointer);
+  return EventOf(kRtmr3PeerPinsEvent,
+                 config.is_object() && config.contains(pins) ? config.at(pins).dump()
+                                                             : std::string("null"));
+}
+
 absl::StatusOr<RuntimeMeasurement> MeasureDaemon(const std::string& daemon,
                                                  const std::string& binary_path,
                                                  const nlohmann::json& config,
                                                  const std::string& where) {
   RuntimeMeasurement m;
-  Sha384Stream binary;
-  StartEvent(&binary, kRtmr3BinaryEvent);
-  absl::Status s = HashFileInto(binary_path, &binary);
-  if (!s.ok()) return s;
-  auto b = binary.Final();
+  auto b = Rtmr3BinaryEvent(binary_path);
   if (!b.ok()) return b.status();
   m.events[kRtmr3BinaryEvent] = *b;
 
+  // The config event from the very bytes handed back in trusted_files.
   auto doc = CanonicalConfig(daemon, config, where, &m.trusted_files);
   if (!doc.ok()) return doc.status();
   auto c = EventOf(kRtmr3ConfigEvent, doc->dump());
   if (!c.ok()) return c.status();
   m.events[kRtmr3ConfigEvent] = *c;
 
-  const nlohmann::json::json_pointer pins(kPeerRtmr3Pointer);
-  auto p = EventOf(kRtmr3PeerPinsEvent,
-                   config.contains(pins) ? config.at(pins).dump() : std::string("null"));
+  auto p = Rtmr3PeerPinsEvent(config);
   if (!p.ok()) return p.status();
   m.events[kRtmr3PeerPinsEvent] = *p;
 

@@ -83,6 +83,16 @@ absl::StatusOr<RuntimeMeasurement> MeasureDaemon(const std::string& daemon,
                                                  const nlohmann::json& config,
                                                  const std::string& where);
 
+// Each event on its own, as MeasureDaemon computes it: a launcher that writes
+// peers' pins needs the config and peer_pins events of a configuration it
+// has not started, and a development verifier the binary event of a file it
+// names (attestation "dev_peer_binaries").
+absl::StatusOr<std::string> Rtmr3BinaryEvent(const std::string& binary_path);
+absl::StatusOr<std::string> Rtmr3ConfigEvent(const std::string& daemon,
+                                             const nlohmann::json& config,
+                                             const std::string& where);
+absl::StatusOr<std::string> Rtmr3PeerPinsEvent(const nlohmann::json& config);
+
 // The document the config event hashes (for operators to see what is
 // covered, and for tests). `contents` (may be null) gets the bytes of each
 // trusted file that was hashed, by JSON pointer.

@@ -153,6 +153,24 @@ TEST_F(RuntimeMeasurementTest, DaemonNameIsMeasured) {
   EXPECT_NE(h->events[kRtmr3ConfigEvent], Measure(Config()).events[kRtmr3ConfigEvent]);
 }
 
+// Each event on its own is the event MeasureDaemon extends: launchers pin
+// configurations they have not started with these.
+TEST_F(RuntimeMeasurementTest, SingleEventsEqualTheDaemonsEvents) {
+  nlohmann::json c = Config();
+  c["attestation"]["peer_rtmr3"] = {{"config", std::string(96, 'b')}};
+  auto m = MeasureDaemon("holder_agent", dir_ + "/binary", c, "h.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto binary = Rtmr3BinaryEvent(dir_ + "/binary");
+  auto config = Rtmr3ConfigEvent("holder_agent", c, "h.json");
+  auto pins = Rtmr3PeerPinsEvent(c);
+  ASSERT_TRUE(binary.ok() && config.ok() && pins.ok());
+  EXPECT_EQ(*binary, m->events[kRtmr3BinaryEvent]);
+  EXPECT_EQ(*config, m->events[kRtmr3ConfigEvent]);
+  EXPECT_EQ(*pins, m->events[kRtmr3PeerPinsEvent]);
+  EXPECT_THAT(std::string(Rtmr3BinaryEvent(dir_ + "/no-binary").status().message()),
+              HasSubstr("no-binary"));
+}
+
 TEST_F(RuntimeMeasurementTest, UnreadableTrustedFileOrBinaryIsNamed) {
   nlohmann::json c = Config();
   c["gpus"][0]["device_ca"] = dir_ + "/missing.pem";

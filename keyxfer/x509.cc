@@ -277,6 +277,10 @@ std::string CertificateToPem(X509* cert) {
   return out;
 }
 
+std::string CertificateCommonName(X509* cert) {
+  return cert == nullptr ? std::string() : CommonName(X509_get_subject_name(cert));
+}
+
 bool KeyMatchesCertificate(EVP_PKEY* key, X509* cert) {
   EVP_PKEY* pub = X509_get0_pubkey(cert);
   return pub != nullptr && key != nullptr && EVP_PKEY_eq(key, pub) == 1;

@@ -81,6 +81,8 @@ long CrlNumber(X509_CRL* crl);
 
 // OK if `cert`'s public key is the public half of `key`.
 bool KeyMatchesCertificate(EVP_PKEY* key, X509* cert);
+// The subject's common name ("" if none).
+std::string CertificateCommonName(X509* cert);
 
 // OK if `cert` verifies against the single trust anchor `ca` now (signature,
 // validity period, CA constraints). The error carries OpenSSL's reason.

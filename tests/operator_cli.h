@@ -20,6 +20,13 @@ namespace gputravel {
 int RunOperatorCli(const EmulatedStack& stack, const std::vector<std::string>& args,
                    double seconds, std::string* out, const std::string& endpoint = "");
 
+// Runs `gputravel ARGS` (the binary from the test's runfiles) with this
+// process's environment, its output appended to `log`, waiting at most
+// `seconds`. Returns its exit status (-1 if it did not exit by itself) and
+// puts the log in `*out`.
+int RunCli(const std::vector<std::string>& args, const std::string& log, double seconds,
+           std::string* out);
+
 }  // namespace gputravel
 
 #endif  // GPUTRAVEL_TESTS_OPERATOR_CLI_H_

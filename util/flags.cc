@@ -116,4 +116,11 @@ std::string Flags::Help() const {
   return out;
 }
 
+absl::Status Flags::OnePositional(const std::string& what) const {
+  if (positional_.size() == 1) return absl::OkStatus();
+  if (positional_.empty()) return absl::InvalidArgumentError("missing " + what);
+  return absl::InvalidArgumentError("one argument only (" + what + "), not '" + positional_[1] +
+                                    "' as well");
+}
+
 }  // namespace gputravel

@@ -38,6 +38,10 @@ class Flags {
   // bad value is a usage error instead.
   int GetInt(const std::string& name) const;
   const std::vector<std::string>& positional() const { return positional_; }
+  // OK when exactly one positional argument was given; otherwise
+  // INVALID_ARGUMENT naming it ("missing the directory DIR", "one directory
+  // only, not 'x' as well"): `what` is "the directory DIR".
+  absl::Status OnePositional(const std::string& what) const;
   bool help_requested() const { return help_; }
   std::string Help() const;
 

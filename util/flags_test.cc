@@ -39,6 +39,19 @@ TEST(FlagsTest, ValuesSwitchesAndPositionals) {
   EXPECT_FALSE(d.IsSet("trips"));
 }
 
+TEST(FlagsTest, OnePositionalNamesWhatIsMissingOrTooMuch) {
+  Flags one = Declared();
+  ASSERT_TRUE(Parse(&one, {"prog", "DIR", "--json"}).ok());
+  EXPECT_TRUE(one.OnePositional("the directory DIR").ok());
+  Flags none = Declared();
+  ASSERT_TRUE(Parse(&none, {"prog", "--json"}).ok());
+  EXPECT_EQ(none.OnePositional("the directory DIR").message(), "missing the directory DIR");
+  Flags two = Declared();
+  ASSERT_TRUE(Parse(&two, {"prog", "a", "b"}).ok());
+  EXPECT_EQ(two.OnePositional("the directory DIR").message(),
+            "one argument only (the directory DIR), not 'b' as well");
+}
+
 TEST(FlagsTest, SwitchesTakeOnlyTrueOrFalse) {
   Flags t = Declared();
   ASSERT_TRUE(Parse(&t, {"prog", "--json=true"}).ok());

@@ -50,9 +50,9 @@ absl::Status ParseSysfsRoots(const nlohmann::json& s, const std::string& at,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeSysfs(const nlohmann::json& config,
-                                                          const std::string& where,
-                                                          std::set<std::string> domains) {
+absl::StatusOr<SysfsBackendOptions> ParseSysfs(const nlohmann::json& config,
+                                               const std::string& where,
+                                               std::set<std::string> domains) {
   const std::string at = where + ": sysfs";
   if (!config.contains("sysfs") || !config["sysfs"].is_object()) {
     return absl::InvalidArgumentError(where + ": backend 'sysfs' needs an object 'sysfs'");
@@ -87,14 +87,12 @@ absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeSysfs(const nlohmann::json& 
     }
     o.gpus.push_back(gc);
   }
-  auto b = SysfsBackend::Create(o);
-  if (!b.ok()) return b.status();
-  return std::unique_ptr<RoutingBackend>(std::move(*b));
+  return o;
 }
 
-absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeLibvirt(const nlohmann::json& config,
-                                                            const std::string& where,
-                                                            std::set<std::string> domains) {
+absl::StatusOr<LibvirtBackendOptions> ParseLibvirt(const nlohmann::json& config,
+                                                   const std::string& where,
+                                                   std::set<std::string> domains) {
   const std::string at = where + ": libvirt";
   if (!config.contains("libvirt") || !config["libvirt"].is_object()) {
     return absl::InvalidArgumentError(where + ": backend 'libvirt' needs an object 'libvirt'");
@@ -151,22 +149,20 @@ absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeLibvirt(const nlohmann::json
     }
     o.gpus.push_back(gc);
   }
-  auto b = LibvirtBackend::Create(o);
-  if (!b.ok()) return b.status();
-  return std::unique_ptr<RoutingBackend>(std::move(*b));
+  return o;
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeRoutingBackend(
-    const nlohmann::json& config, const std::string& where) {
+absl::StatusOr<RoutingBackendConfig> ParseRoutingBackendConfig(const nlohmann::json& config,
+                                                               const std::string& where) {
   auto backend = JsonString(config, where, "backend");
   if (!backend.ok()) return backend.status();
   if (*backend != "sysfs" && *backend != "libvirt" && *backend != "emulated") {
     return absl::InvalidArgumentError(where + ": unknown MUX backend '" + *backend +
                                       "' (use emulated, sysfs or libvirt)");
   }
-  // The daemon's own fields (vfio_mux/mux_main.cc) and the backend's.
+  // The daemon's own fields (vfio_mux/mux_config.h) and the backend's.
   std::set<std::string> known = {"listen",  "state_file", "audit_log", "tls",
                                  "backend", "domains",    "callers",   "metrics_listen"};
   known.insert(*backend == "emulated" ? "gpus" : *backend);
@@ -174,26 +170,64 @@ absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeRoutingBackend(
   if (!unknown.ok()) return unknown;
   auto domains = ParseMuxDomains(config, where);
   if (!domains.ok()) return domains.status();
-  if (*backend == "sysfs") return MakeSysfs(config, where, *domains);
-  if (*backend == "libvirt") return MakeLibvirt(config, where, *domains);
+  RoutingBackendConfig out;
+  out.backend = *backend;
+  if (*backend == "sysfs") {
+    auto o = ParseSysfs(config, where, *domains);
+    if (!o.ok()) return o.status();
+    out.sysfs = std::move(*o);
+    return out;
+  }
+  if (*backend == "libvirt") {
+    auto o = ParseLibvirt(config, where, *domains);
+    if (!o.ok()) return o.status();
+    out.libvirt = std::move(*o);
+    return out;
+  }
+  out.emulated_domains = *domains;
   if (!config.contains("gpus") || !config["gpus"].is_array() || config["gpus"].empty()) {
     return absl::InvalidArgumentError(where + ": 'gpus' must be a non-empty array");
   }
-  std::map<std::string, std::string> endpoints;
-    for (const auto& g : config["gpus"]) {
-      unknown = RefuseUnknownFields(g, {"name", "admin_endpoint"}, where + ": gpus[]");
-      if (!unknown.ok()) return unknown;
-      auto name = JsonString(g, where + ": gpus[]", "name");
-      if (!name.ok()) return name.status();
-      absl::Status valid = ValidateMuxName("GPU", *name);
-      if (!valid.ok()) {
-        return absl::InvalidArgumentError(where + ": gpus[]: " + std::string(valid.message()));
-      }
-      auto ep = JsonString(g, where + ": gpus[" + *name + "]", "admin_endpoint");
-      if (!ep.ok()) return ep.status();
-      endpoints[*name] = *ep;
+  for (const auto& g : config["gpus"]) {
+    unknown = RefuseUnknownFields(g, {"name", "admin_endpoint"}, where + ": gpus[]");
+    if (!unknown.ok()) return unknown;
+    auto name = JsonString(g, where + ": gpus[]", "name");
+    if (!name.ok()) return name.status();
+    absl::Status valid = ValidateMuxName("GPU", *name);
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError(where + ": gpus[]: " + std::string(valid.message()));
     }
-  return std::unique_ptr<RoutingBackend>(new EmulatedBackend(endpoints, *domains));
+    auto ep = JsonString(g, where + ": gpus[" + *name + "]", "admin_endpoint");
+    if (!ep.ok()) return ep.status();
+    out.emulated_admin_endpoints[*name] = *ep;
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeRoutingBackend(
+    const RoutingBackendConfig& config) {
+  if (config.backend == "sysfs") {
+    auto b = SysfsBackend::Create(config.sysfs);
+    if (!b.ok()) return b.status();
+    return std::unique_ptr<RoutingBackend>(std::move(*b));
+  }
+  if (config.backend == "libvirt") {
+    auto b = LibvirtBackend::Create(config.libvirt);
+    if (!b.ok()) return b.status();
+    return std::unique_ptr<RoutingBackend>(std::move(*b));
+  }
+  if (config.backend == "emulated") {
+    return std::unique_ptr<RoutingBackend>(
+        new EmulatedBackend(config.emulated_admin_endpoints, config.emulated_domains));
+  }
+  return absl::InvalidArgumentError("unknown MUX backend '" + config.backend + "'");
+}
+
+absl::StatusOr<std::unique_ptr<RoutingBackend>> MakeRoutingBackend(
+    const nlohmann::json& config, const std::string& where) {
+  auto parsed = ParseRoutingBackendConfig(config, where);
+  if (!parsed.ok()) return parsed.status();
+  return MakeRoutingBackend(*parsed);
 }
 
 }  // namespace gputravel

@@ -15,6 +15,7 @@
 #include "vfio_mux/api_limits.h"
 #include "vfio_mux/backend_factory.h"
 #include "vfio_mux/mux_callers.h"
+#include "vfio_mux/mux_config.h"
 #include "vfio_mux/mux_metrics.h"
 #include "vfio_mux/mux_policy.h"
 #include "vfio_mux/mux_service.h"
@@ -45,41 +46,19 @@ int main(int argc, char** argv) {
       "'vfio_mux prepare --bdf=BDF [--dry_run]' instead prepares the host for\n"
       "a GPU (IOMMU check, vfio-pci binding, reset disabled) and exits; see\n"
       "'vfio_mux prepare --help'.");
-  nlohmann::json cfg = ReadConfigOrExit(kProgram, args.config);
-  auto listen = JsonString(cfg, args.config, "listen");
-  auto state = JsonString(cfg, args.config, "state_file");
-  auto audit = JsonString(cfg, args.config, "audit_log");
-  for (const absl::Status& s : {listen.status(), state.status(), audit.status()}) {
-    if (!s.ok()) ExitStartupError(kProgram, std::string(s.message()));
-  }
-  // Who this MUX is, before it touches a GPU or its journal: a certificate
-  // of another role is a configuration error, refused with no side effect.
-  if (!cfg.contains("tls")) {
-    ExitStartupError(kProgram, args.config + ": missing object 'tls' ({\"ca\", \"cert\", "
-                               "\"key\"}): every connection is mTLS");
-  }
-  auto tls = ParseTlsConfig(cfg["tls"], args.config + ": tls");
-  if (!tls.ok()) ExitStartupError(kProgram, std::string(tls.status().message()));
-  auto me = LocalIdentity(*tls);
-  if (!me.ok()) ExitStartupError(kProgram, std::string(me.status().message()));
-  if (me->role != kRoleMux) {
-    ExitStartupError(kProgram, args.config + ": tls.cert is for " + DescribeIdentity(*me) +
-                                   "; the MUX needs a certificate of role mux");
-  }
-  // What the administrator allows, before any GPU is touched.
-  auto domains = ParseMuxDomains(cfg, args.config);
-  if (!domains.ok()) ExitStartupError(kProgram, std::string(domains.status().message()));
-  auto callers = MuxCallers::FromConfig(cfg, args.config);
-  if (!callers.ok()) ExitStartupError(kProgram, std::string(callers.status().message()));
-  auto creds = MakeServerCredentials(*tls);
+  const nlohmann::json json = ReadConfigOrExit(kProgram, args.config);
+  auto parsed = ParseMuxConfig(json, args.config);
+  if (!parsed.ok()) ExitStartupError(kProgram, std::string(parsed.status().message()));
+  MuxConfig& cfg = *parsed;
+  auto creds = MakeServerCredentials(cfg.tls);
   if (!creds.ok()) ExitStartupError(kProgram, std::string(creds.status().message()));
   // Roles before bodies (api_limits.h), and the CRL again at every call.
-  InstallRoleGate(creds->get(), MuxApiRoles(), {}, RevocationListOf(*tls));
+  InstallRoleGate(creds->get(), MuxApiRoles(), {}, RevocationListOf(cfg.tls));
   // One MUX per route table and journal, before any GPU or file is touched:
   // two would each accept fencing tokens the other never saw. Held until
   // exit.
   std::vector<std::unique_ptr<ExclusiveLock>> locks;
-  for (const std::string& path : {*state, *audit}) {
+  for (const std::string& path : {cfg.state_file, cfg.audit_log}) {
     // Whoever may write the directory could replace the route table.
     const size_t slash = path.rfind('/');
     const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
@@ -94,27 +73,24 @@ int main(int argc, char** argv) {
   // refusals, on the host's loopback; served before any GPU is touched.
   std::unique_ptr<DaemonMetrics> metrics;
   std::unique_ptr<MuxMetrics> mux_metrics;
-  if (cfg.contains("metrics_listen")) {
-    auto metrics_listen = JsonString(cfg, args.config, "metrics_listen");
-    if (!metrics_listen.ok()) {
-      ExitStartupError(kProgram, std::string(metrics_listen.status().message()));
-    }
-    auto m = DaemonMetrics::Start(*metrics_listen, args.config + ": metrics_listen", nullptr);
+  if (!cfg.metrics_listen.empty()) {
+    auto m = DaemonMetrics::Start(cfg.metrics_listen, args.config + ": metrics_listen", nullptr);
     if (!m.ok()) ExitStartupError(kProgram, std::string(m.status().message()));
     metrics = *std::move(m);
     mux_metrics = std::make_unique<MuxMetrics>(metrics->registry());
     GT_LOG(1, "metrics on http://", metrics->address(), kMetricsPath);
   }
-  auto backend = MakeRoutingBackend(cfg, args.config);
+  auto backend = MakeRoutingBackend(cfg.backend);
   if (!backend.ok()) ExitStartupError(kProgram, std::string(backend.status().message()));
   RouteTableOptions table_options;
-  table_options.domains = *domains;
-  auto table = RouteTable::Open(backend->get(), *state, *audit, table_options);
+  table_options.domains = cfg.domains;
+  auto table = RouteTable::Open(backend->get(), cfg.state_file, cfg.audit_log, table_options);
   if (!table.ok()) ExitStartupError(kProgram, std::string(table.status().message()));
-  MuxService service(table->get(), (*backend)->Name(), *std::move(callers), mux_metrics.get());
+  MuxService service(table->get(), (*backend)->Name(), std::move(cfg.callers),
+                     mux_metrics.get());
   GT_LOG(1, "backend ", (*backend)->Name());
   RouteTable* routes = table->get();
-  ServeUntilSignal(kProgram, {{*listen, {&service}, *creds, MuxApiLimits()}}, args.ready_file,
+  ServeUntilSignal(kProgram, {{cfg.listen, {&service}, *creds, MuxApiLimits()}}, args.ready_file,
                    [routes] {
     // A snapshot covering the whole journal; without it (a crash) the next
     // start replays the journal instead.
