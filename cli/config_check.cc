@@ -518,6 +518,8 @@ int ConfigCommand(int argc, char** argv) {
   for (const ConfigCheckResult& r : CheckConfigs(files, kind)) {
     if (r.errors.empty()) {
       std::printf("%s: ok (%s)\n", TerminalSafe(r.file).c_str(), TerminalSafe(r.summary).c_str());
+      // In file order with the errors on stderr, whatever stdout is.
+      std::fflush(stdout);
       continue;
     }
     ok = false;

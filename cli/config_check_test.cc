@@ -92,6 +92,19 @@ TEST_F(ConfigCheckTest, FieldsUnknownMissingOrWrong) {
       << e;
 }
 
+// What a daemon refuses at start, config check refuses offline: metrics on
+// anything but the IPv4 loopback, in the holder's and the MUX's too.
+TEST_F(ConfigCheckTest, MetricsListenOnAllInterfacesIsRefusedForEveryDaemon) {
+  for (const char* daemon : {"holder-a", "mux", "orchestrator"}) {
+    Edit(daemon, [](json* j) { (*j)["metrics_listen"] = "0.0.0.0:9100"; });
+  }
+  const std::string e = ErrorsOfDeployment();
+  for (const char* daemon : {"holder-a", "mux", "orchestrator"}) {
+    EXPECT_NE(e.find(Config(daemon) + ": metrics_listen"), std::string::npos)
+        << daemon << ":\n" << e;
+  }
+}
+
 TEST_F(ConfigCheckTest, PlaceholdersLeftInAreEachNamed) {
   Edit("orchestrator", [](json* j) { (*j)["gpus"][0]["serial"] = "REPLACE-WITH-GPU-SERIAL"; });
   const std::string e = ErrorsOfDeployment();

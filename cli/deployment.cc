@@ -3,11 +3,13 @@
 #include <dirent.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -123,19 +125,38 @@ absl::Status CheckSocketPath(const std::string& path) {
 }
 
 // Makes `dir` the deployment's directory: created 0700, or an existing empty
-// directory nobody else may write. Returns its absolute, canonical path.
-absl::StatusOr<std::string> PrepareDirectory(const std::string& dir) {
+// directory of this user that nobody else may write (checked on the open
+// directory, never through a symbolic link, so that nothing can be put in it
+// between the check and the writes). Returns its absolute, canonical path.
+absl::StatusOr<std::string> PrepareDirectory(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   if (dir.empty()) return absl::InvalidArgumentError("no deployment directory given");
   if (::mkdir(dir.c_str(), 0700) != 0) {
     if (errno != EEXIST) {
       return absl::UnavailableError("cannot create " + dir + ": " + std::strerror(errno));
     }
-    struct stat st;
-    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return absl::AlreadyExistsError(dir + " exists and is not a directory");
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      return absl::AlreadyExistsError(dir + " exists and is not a directory (a symbolic link "
+                                            "is not followed): " + std::strerror(errno));
     }
-    DIR* d = ::opendir(dir.c_str());
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || st.st_uid != ::geteuid()) {
+      ::close(fd);
+      return absl::PermissionDeniedError(dir + " belongs to another user");
+    }
+    if ((st.st_mode & 022) != 0) {
+      ::close(fd);
+      char mode[8];
+      std::snprintf(mode, sizeof(mode), "%04o", st.st_mode & 07777);
+      return absl::PermissionDeniedError(
+          dir + " has mode " + mode + ": others may write it (and put files in the "
+          "deployment); give a new directory, or an empty one of mode 0700");
+    }
+    // Nobody else can add an entry now: the emptiness read is final.
+    DIR* d = ::fdopendir(::dup(fd));
     if (d == nullptr) {
+      ::close(fd);
       return absl::UnavailableError("cannot read " + dir + ": " + std::strerror(errno));
     }
     bool empty = true;
@@ -145,16 +166,16 @@ absl::StatusOr<std::string> PrepareDirectory(const std::string& dir) {
     }
     ::closedir(d);
     if (!empty) {
+      ::close(fd);
       return absl::AlreadyExistsError(
           dir + " is not empty: a deployment is written to a new or empty directory, never "
                 "over another");
     }
-    if (st.st_uid != ::geteuid()) {
-      return absl::PermissionDeniedError(dir + " belongs to another user");
-    }
-    if (::chmod(dir.c_str(), 0700) != 0) {
-      return absl::UnavailableError("cannot make " + dir + " mode 0700: " +
-                                    std::strerror(errno));
+    const int changed = ::fchmod(fd, 0700);
+    const int err = errno;
+    ::close(fd);
+    if (changed != 0) {
+      return absl::UnavailableError("cannot make " + dir + " mode 0700: " + std::strerror(err));
     }
   }
   char* real = ::realpath(dir.c_str(), nullptr);

@@ -232,5 +232,36 @@ TEST(DeploymentTest, RefusesADirectoryInUseAndATooLongOneAndLeavesNothingHalfWri
   EXPECT_EQ(ModeOf(empty), 0700u);
 }
 
+// ATTACK (another local user): an existing empty directory others may write
+// would let them put a directory (pki/, say) in the deployment between
+// init's check and its writes; a symbolic link with a trailing slash would
+// be followed. Both are refused, and nothing is written or changed.
+TEST(DeploymentTest, RefusesAnExistingDirectoryOthersMayWriteAndASymbolicLinkWithASlash) {
+  TempDir t;
+  const std::string bin = FakeDaemons(t.path());
+  const std::string shared = t.path() + "/shared";
+  ASSERT_EQ(::mkdir(shared.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 0777), 0);
+  auto d = WriteDeployment(shared, Options(bin));
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kPermissionDenied) << d.status();
+  EXPECT_NE(d.status().message().find(shared + " has mode 0777: others may write it"),
+            std::string::npos)
+      << d.status();
+  EXPECT_EQ(ModeOf(shared), 0777u);
+  EXPECT_TRUE(std::filesystem::is_empty(shared));
+
+  const std::string target = t.path() + "/target";
+  ASSERT_EQ(::mkdir(target.c_str(), 0700), 0);
+  const std::string link = t.path() + "/link";
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  for (const std::string& given : {link, link + "/", link + "//"}) {
+    d = WriteDeployment(given, Options(bin));
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kAlreadyExists) << given << ": " << d.status();
+    EXPECT_NE(d.status().message().find("a symbolic link is not followed"), std::string::npos)
+        << d.status();
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(target));
+}
+
 }  // namespace
 }  // namespace gputravel

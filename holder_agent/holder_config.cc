@@ -3,6 +3,7 @@
 #include "auth/caller_names.h"
 #include "auth/identity.h"
 #include "trainer/training_policy.h"
+#include "metrics/metrics_exposer.h"
 #include "util/files.h"
 #include "util/json_fields.h"
 #include "util/status_macros.h"
@@ -32,6 +33,7 @@ absl::StatusOr<HolderConfig> ParseHolderConfig(const nlohmann::json& j,
   GT_ASSIGN_OR_RETURN(cfg.state_dir, JsonString(j, where, "state_dir"));
   if (j.contains("metrics_listen")) {
     GT_ASSIGN_OR_RETURN(cfg.metrics_listen, JsonString(j, where, "metrics_listen"));
+    GT_RETURN_IF_ERROR(CheckMetricsListen(cfg.metrics_listen, where + ": metrics_listen"));
   }
   if (!j.contains("orchestrator_names")) {
     return absl::InvalidArgumentError(

@@ -1,6 +1,7 @@
 #include "vfio_mux/mux_config.h"
 
 #include "auth/identity.h"
+#include "metrics/metrics_exposer.h"
 #include "util/files.h"
 #include "util/status_macros.h"
 #include "vfio_mux/mux_policy.h"
@@ -13,6 +14,7 @@ absl::StatusOr<MuxConfig> ParseMuxConfig(const nlohmann::json& j, const std::str
   GT_ASSIGN_OR_RETURN(cfg.listen, JsonString(j, where, "listen"));
   if (j.contains("metrics_listen")) {
     GT_ASSIGN_OR_RETURN(cfg.metrics_listen, JsonString(j, where, "metrics_listen"));
+    GT_RETURN_IF_ERROR(CheckMetricsListen(cfg.metrics_listen, where + ": metrics_listen"));
   }
   GT_ASSIGN_OR_RETURN(cfg.state_file, JsonString(j, where, "state_file"));
   GT_ASSIGN_OR_RETURN(cfg.audit_log, JsonString(j, where, "audit_log"));
