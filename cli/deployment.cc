@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "auth/pki.h"
+#include "cli/systemd_units.h"
 #include "cli/user_path.h"
 #include "holder_agent/dataset.h"
 #include "keyxfer/runtime_measurement.h"
@@ -469,6 +470,15 @@ absl::Status WriteTdxConfigs(Deployment& d, const DeploymentOptions& o) {
         "d /run/gputravel/shm 0755 root root -\n"
         "d /run/gputravel/shm/" + h.name + " 0700 gputravel gputravel -\n",
         0644));
+  }
+  // The units whose paths these configurations use, as deploy/systemd has
+  // them, to install in each TD and on the host (docs/operations.md).
+  GT_RETURN_IF_ERROR(MakeDir(d.dir + "/systemd"));
+  for (const SystemdUnitFile& unit : SystemdUnits()) {
+    const std::string path = d.dir + "/systemd/" + unit.path;
+    const size_t slash = path.rfind('/');
+    GT_RETURN_IF_ERROR(MakeDir(path.substr(0, slash)));
+    GT_RETURN_IF_ERROR(WriteFile(path, unit.text, 0644));
   }
   const json orch = {
       {"listen", "0.0.0.0:7000"},

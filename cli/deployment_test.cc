@@ -12,6 +12,7 @@
 #include <string>
 
 #include "auth/test_server.h"
+#include "cli/systemd_units.h"
 #include "gtest/gtest.h"
 #include "util/files.h"
 
@@ -230,6 +231,39 @@ TEST(DeploymentTest, RefusesADirectoryInUseAndATooLongOneAndLeavesNothingHalfWri
   d = WriteDeployment(empty, Options(bin, 1));
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(ModeOf(empty), 0700u);
+}
+
+// The TDX template carries the units whose paths its configurations use,
+// byte for byte as deploy/systemd has them (an emulated deployment runs with
+// `gputravel up` instead: its files are in DIR, not where the units look).
+TEST(DeploymentTest, TdxTemplateCarriesEveryUnitOfDeploySystemd) {
+  TempDir t;
+  DeploymentOptions o;
+  o.holders = 1;
+  o.tdx = true;
+  auto d = WriteDeployment(t.path() + "/tdx", o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  const std::string source = std::string(getenv("TEST_SRCDIR")) + "/gputravel/deploy/systemd";
+  int units = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(source)) {
+    if (!e.is_regular_file()) continue;
+    const std::string rel = e.path().string().substr(source.size() + 1);
+    auto want = ReadFile(e.path().string());
+    auto got = ReadFile(d->dir + "/systemd/" + rel);
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_TRUE(got.ok()) << rel << ": " << got.status();
+    EXPECT_EQ(*got, *want) << rel;
+    EXPECT_EQ(ModeOf(d->dir + "/systemd/" + rel), 0644u) << rel;
+    ++units;
+  }
+  EXPECT_EQ(units, static_cast<int>(SystemdUnits().size()));
+  EXPECT_GE(units, 9);
+  // The emulated deployment has none.
+  TempDir t2;
+  const std::string bin = FakeDaemons(t2.path());
+  auto e = WriteDeployment(t2.path() + "/emu", Options(bin, 1));
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_NE(::access((e->dir + "/systemd").c_str(), F_OK), 0);
 }
 
 // ATTACK (another local user): an existing empty directory others may write

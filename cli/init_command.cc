@@ -25,7 +25,8 @@ std::string InitNextSteps(const Deployment& d) {
            "--name NAME\n";
     out += "  measure each daemon (gputravel measure) and put the events in its peers' "
            "peer_rtmr3\n";
-    out += "  install each configuration where its unit (deploy/systemd) reads it:\n";
+    out += "  install the units of " + d.dir + "/systemd (docs/operations.md, \"systemd units\"), "
+           "and each configuration where its unit reads it:\n";
     for (const auto& dm : d.daemons) {
       out += "    " + d.config_path(dm.name) + " -> " + dm.config + "\n";
     }
