@@ -18,35 +18,13 @@
 #include "orchestrator/trip_steps.h"
 #include "proto/orchestrator.grpc.pb.h"
 #include "tests/operator_cli.h"
+#include "tests/stack_campaign.h"
 
 namespace gputravel {
 namespace {
 
 std::chrono::system_clock::time_point In(int seconds) {
   return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
-}
-
-grpc::Status Create(v1::Orchestrator::Stub* stub, nlohmann::json spec, const std::string& name) {
-  spec["name"] = name;
-  v1::CreateCampaignRequest req;
-  req.set_request_id("r-" + name);
-  req.set_spec_json(spec.dump());
-  v1::CreateCampaignResponse out;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(In(60));
-  return stub->CreateCampaign(&ctx, req, &out);
-}
-
-grpc::Status Call(v1::Orchestrator::Stub* stub, const std::string& what, const std::string& name,
-                  v1::Campaign* out) {
-  v1::CampaignRef ref;
-  ref.set_name(name);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(In(30));
-  if (what == "start") return stub->StartCampaign(&ctx, ref, out);
-  if (what == "pause") return stub->PauseCampaign(&ctx, ref, out);
-  if (what == "resume") return stub->ResumeCampaign(&ctx, ref, out);
-  return stub->CancelCampaign(&ctx, ref, out);
 }
 
 v1::Campaign Get(v1::Orchestrator::Stub* stub, const std::string& name) {
@@ -103,10 +81,10 @@ class CampaignStatesTest : public ::testing::Test {
 
   // Starts campaign `name` and returns once its first trip started.
   void StartAndWaitForATrip(const std::string& name) {
-    grpc::Status created = Create(stub_.get(), stack_->CampaignSpec(), name);
+    grpc::Status created = CreateNamedCampaign(stub_.get(), stack_->CampaignSpec(), name);
     ASSERT_TRUE(created.ok()) << created.error_message();
     v1::Campaign c;
-    ASSERT_TRUE(Call(stub_.get(), "start", name, &c).ok());
+    ASSERT_TRUE(ControlCampaign(stub_.get(), "start", name, &c).ok());
     Events(stub_.get(), name, [](const v1::Event& e) { return e.kind() == v1::TRIP_STARTED; });
   }
 
@@ -117,12 +95,12 @@ class CampaignStatesTest : public ::testing::Test {
 TEST_F(CampaignStatesTest, APauseReadsPausingUntilTheTripInFlightIsSafeThenPaused) {
   ASSERT_NO_FATAL_FAILURE(StartAndWaitForATrip("alpha"));
   v1::Campaign c;
-  grpc::Status paused = Call(stub_.get(), "pause", "alpha", &c);
+  grpc::Status paused = ControlCampaign(stub_.get(), "pause", "alpha", &c);
   ASSERT_TRUE(paused.ok()) << paused.error_message();
   EXPECT_EQ(c.state(), v1::PAUSING);
   // Pausing again is a no-op.
   v1::Campaign again;
-  ASSERT_TRUE(Call(stub_.get(), "pause", "alpha", &again).ok());
+  ASSERT_TRUE(ControlCampaign(stub_.get(), "pause", "alpha", &again).ok());
   EXPECT_TRUE(again.state() == v1::PAUSING || again.state() == v1::PAUSED);
   std::vector<v1::Event> ev = Events(stub_.get(), "alpha", [](const v1::Event& e) {
     return IsState(e, v1::PAUSED);
@@ -155,26 +133,26 @@ TEST_F(CampaignStatesTest, APauseReadsPausingUntilTheTripInFlightIsSafeThenPause
   ASSERT_EQ(gpus.gpus_size(), 1);
   EXPECT_EQ(gpus.gpus(0).campaign(), "");
   EXPECT_EQ(Get(stub_.get(), "alpha").state(), v1::PAUSED);
-  ASSERT_TRUE(Call(stub_.get(), "resume", "alpha", &c).ok());
+  ASSERT_TRUE(ControlCampaign(stub_.get(), "resume", "alpha", &c).ok());
   EXPECT_EQ(c.state(), v1::RUNNING);
-  ASSERT_TRUE(Call(stub_.get(), "cancel", "alpha", &c).ok());
+  ASSERT_TRUE(ControlCampaign(stub_.get(), "cancel", "alpha", &c).ok());
 }
 
 TEST_F(CampaignStatesTest, ACampaignWaitingForItsGpuSaysSoAndPausesAtOnce) {
   ASSERT_NO_FATAL_FAILURE(StartAndWaitForATrip("first"));
-  ASSERT_TRUE(Create(stub_.get(), stack_->CampaignSpec(), "second").ok());
+  ASSERT_TRUE(CreateNamedCampaign(stub_.get(), stack_->CampaignSpec(), "second").ok());
   v1::Campaign c;
-  ASSERT_TRUE(Call(stub_.get(), "start", "second", &c).ok());
+  ASSERT_TRUE(ControlCampaign(stub_.get(), "start", "second", &c).ok());
   v1::Campaign second = Get(stub_.get(), "second");
   EXPECT_EQ(second.state(), v1::RUNNING);
   EXPECT_TRUE(second.waiting_for_gpu());
   EXPECT_EQ(second.gpu_holder(), "first");
   EXPECT_FALSE(Get(stub_.get(), "first").waiting_for_gpu());
-  ASSERT_TRUE(Call(stub_.get(), "pause", "second", &c).ok());
+  ASSERT_TRUE(ControlCampaign(stub_.get(), "pause", "second", &c).ok());
   EXPECT_EQ(c.state(), v1::PAUSED);  // nothing of it was in flight
   EXPECT_FALSE(c.waiting_for_gpu());
-  ASSERT_TRUE(Call(stub_.get(), "cancel", "first", &c).ok());
-  ASSERT_TRUE(Call(stub_.get(), "cancel", "second", &c).ok());
+  ASSERT_TRUE(ControlCampaign(stub_.get(), "cancel", "first", &c).ok());
+  ASSERT_TRUE(ControlCampaign(stub_.get(), "cancel", "second", &c).ok());
   // Its holders say the campaign was cancelled, not that they are active.
   const v1::Campaign cancelled = Get(stub_.get(), "second");
   EXPECT_EQ(cancelled.state(), v1::CANCELLED);
@@ -183,7 +161,7 @@ TEST_F(CampaignStatesTest, ACampaignWaitingForItsGpuSaysSoAndPausesAtOnce) {
 }
 
 TEST_F(CampaignStatesTest, APauseTheOrchestratorCouldNotFinishIsFinishedAtItsNextStart) {
-  ASSERT_TRUE(Create(stub_.get(), stack_->CampaignSpec(), "gamma").ok());
+  ASSERT_TRUE(CreateNamedCampaign(stub_.get(), stack_->CampaignSpec(), "gamma").ok());
   stub_.reset();
   ASSERT_GE(stack_->process("orchestrator")->Terminate(), 0);
   {
@@ -215,17 +193,17 @@ TEST_F(CampaignStatesTest, WatchEndsOnPausedWithItsOwnExitCodeAndUntilAState) {
   };
   ASSERT_NO_FATAL_FAILURE(StartAndWaitForATrip("delta"));
   v1::Campaign c;
-  ASSERT_TRUE(Call(stub_.get(), "pause", "delta", &c).ok());
+  ASSERT_TRUE(ControlCampaign(stub_.get(), "pause", "delta", &c).ok());
   std::string out;
   EXPECT_EQ(watch({}, &out), 8) << out;
   EXPECT_NE(out.find("PAUSED"), std::string::npos) << out;
   EXPECT_NE(out.find("gputravel resume delta"), std::string::npos) << out;
-  ASSERT_TRUE(Call(stub_.get(), "resume", "delta", &c).ok());
+  ASSERT_TRUE(ControlCampaign(stub_.get(), "resume", "delta", &c).ok());
   // The replayed PAUSED is history now: --until RUNNING ends at the current state.
   EXPECT_EQ(watch({"--until=RUNNING"}, &out), 0) << out;
   EXPECT_EQ(watch({"--until=SLEEPING"}, &out), 2) << out;
   EXPECT_NE(out.find("--until must be a campaign state"), std::string::npos) << out;
-  ASSERT_TRUE(Call(stub_.get(), "cancel", "delta", &c).ok());
+  ASSERT_TRUE(ControlCampaign(stub_.get(), "cancel", "delta", &c).ok());
   EXPECT_EQ(watch({"--until=PAUSED"}, &out), 7) << out;  // CANCELLED first
 }
 

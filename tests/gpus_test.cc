@@ -15,32 +15,13 @@
 #include "proto/orchestrator.grpc.pb.h"
 #include "tests/gpu_contact.h"
 #include "tests/operator_cli.h"
+#include "tests/stack_campaign.h"
 
 namespace gputravel {
 namespace {
 
 std::chrono::system_clock::time_point In(int seconds) {
   return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
-}
-
-grpc::Status Create(v1::Orchestrator::Stub* stub, nlohmann::json spec, const std::string& name) {
-  spec["name"] = name;
-  v1::CreateCampaignRequest req;
-  req.set_request_id("r-" + name);
-  req.set_spec_json(spec.dump());
-  v1::CreateCampaignResponse out;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(In(60));
-  return stub->CreateCampaign(&ctx, req, &out);
-}
-
-grpc::Status Start(v1::Orchestrator::Stub* stub, const std::string& name) {
-  v1::CampaignRef ref;
-  ref.set_name(name);
-  v1::Campaign out;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(In(30));
-  return stub->StartCampaign(&ctx, ref, &out);
 }
 
 v1::CampaignGpu Gpu0(v1::Orchestrator::Stub* stub) {
@@ -116,7 +97,7 @@ TEST_F(GpusTest, CreateRefusesABufferLargerThanTheGpuAndAChunkLargerThanTheBuffe
   WaitForGpuContact(stub_.get());
   nlohmann::json spec = stack_->CampaignSpec();
   spec["buffer_bytes"] = options_.gpu_memory_bytes + 32;
-  grpc::Status s = Create(stub_.get(), spec, "too-big");
+  grpc::Status s = CreateNamedCampaign(stub_.get(), spec, "too-big");
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("buffer_bytes: " +
                                    std::to_string(options_.gpu_memory_bytes + 32) +
@@ -131,7 +112,7 @@ TEST_F(GpusTest, CreateRefusesABufferLargerThanTheGpuAndAChunkLargerThanTheBuffe
   spec = stack_->CampaignSpec();
   spec["buffer_bytes"] = 1 << 20;
   spec["chunk_bytes"] = 2 << 20;
-  s = Create(stub_.get(), spec, "big-chunk");
+  s = CreateNamedCampaign(stub_.get(), spec, "big-chunk");
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("chunk_bytes: 2097152 is larger than buffer_bytes (1048576)"),
             std::string::npos)
@@ -139,18 +120,19 @@ TEST_F(GpusTest, CreateRefusesABufferLargerThanTheGpuAndAChunkLargerThanTheBuffe
 
   // Neither was recorded: the names are free.
   spec = stack_->CampaignSpec();
-  s = Create(stub_.get(), spec, "too-big");
+  s = CreateNamedCampaign(stub_.get(), spec, "too-big");
   EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
 TEST_F(GpusTest, ARunningCampaignHoldsItsBufferAndTheNextWaitsInTheQueue) {
   ASSERT_NO_FATAL_FAILURE(StartStack(""));
   nlohmann::json spec = stack_->CampaignSpec();
-  ASSERT_TRUE(Create(stub_.get(), spec, "alpha").ok());
-  ASSERT_TRUE(Create(stub_.get(), spec, "beta").ok());
-  ASSERT_TRUE(Start(stub_.get(), "alpha").ok());
+  ASSERT_TRUE(CreateNamedCampaign(stub_.get(), spec, "alpha").ok());
+  ASSERT_TRUE(CreateNamedCampaign(stub_.get(), spec, "beta").ok());
+  v1::Campaign c;
+  ASSERT_TRUE(ControlCampaign(stub_.get(), "start", "alpha", &c).ok());
   ASSERT_NO_FATAL_FAILURE(WaitForATrip(stub_.get(), "alpha"));
-  ASSERT_TRUE(Start(stub_.get(), "beta").ok());
+  ASSERT_TRUE(ControlCampaign(stub_.get(), "start", "beta", &c).ok());
   v1::CampaignGpu g = Gpu0(stub_.get());
   EXPECT_EQ(g.campaign(), "alpha");
   ASSERT_EQ(g.queue_size(), 1);

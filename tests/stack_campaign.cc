@@ -16,6 +16,30 @@ std::chrono::system_clock::time_point In(int seconds) {
 
 }  // namespace
 
+grpc::Status CreateNamedCampaign(v1::Orchestrator::Stub* stub, nlohmann::json spec,
+                                 const std::string& name) {
+  spec["name"] = name;
+  v1::CreateCampaignRequest req;
+  req.set_request_id("r-" + name);
+  req.set_spec_json(spec.dump());
+  v1::CreateCampaignResponse out;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(60));
+  return stub->CreateCampaign(&ctx, req, &out);
+}
+
+grpc::Status ControlCampaign(v1::Orchestrator::Stub* stub, const std::string& what,
+                             const std::string& name, v1::Campaign* out) {
+  v1::CampaignRef ref;
+  ref.set_name(name);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(30));
+  if (what == "start") return stub->StartCampaign(&ctx, ref, out);
+  if (what == "pause") return stub->PauseCampaign(&ctx, ref, out);
+  if (what == "resume") return stub->ResumeCampaign(&ctx, ref, out);
+  return stub->CancelCampaign(&ctx, ref, out);
+}
+
 absl::Status CreateAndStartCampaign(EmulatedStack* stack, const std::string& request_id) {
   auto stub = stack->OperatorClient();
   v1::CreateCampaignRequest req;

@@ -11,9 +11,21 @@
 
 #include "absl/status/status.h"
 #include "cli/emulated_stack.h"
-#include "proto/orchestrator.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "nlohmann/json.hpp"
+#include "proto/orchestrator.grpc.pb.h"
 
 namespace gputravel {
+
+// Creates campaign `spec` under `name` (request id "r-NAME"), as
+// CreateCampaign answers it.
+grpc::Status CreateNamedCampaign(v1::Orchestrator::Stub* stub, nlohmann::json spec,
+                                 const std::string& name);
+
+// Starts, pauses, resumes or cancels (`what`: "start", "pause", "resume",
+// anything else) campaign `name`; `*out` is the campaign answered.
+grpc::Status ControlCampaign(v1::Orchestrator::Stub* stub, const std::string& what,
+                             const std::string& name, v1::Campaign* out);
 
 // Creates the stack's campaign (CampaignSpec(), named "demo") with
 // `request_id` and starts it.
