@@ -15,77 +15,9 @@ namespace gputravel::cli {
 namespace {
 
 int RunCreate(CommandContext& ctx) {
-  const std::string path = ctx.flags().positional()[0];
-  auto text = ReadFile(path);
-  if (!text.ok()) return ctx.Fail(kExitUsage, std::string(text.status().message()));
-  // Checked before sending, as the orchestrator will (syntax, duplicate keys).
-  auto spec = ParseJsonText(*text, path);
-  if (!spec.ok()) return ctx.Fail(kExitUsage, std::string(spec.status().message()));
-  if (!spec->is_object()) {
-    return ctx.Fail(kExitUsage, path + ": the specification must be a JSON object");
-  }
-  std::string request_id = ctx.flags().Get("request_id");
-  if (request_id.empty()) request_id = RandomRequestId();
-  if (request_id.size() > 128) return ctx.Fail(kExitUsage, "--request_id: at most 128 characters");
-  for (char c : request_id) {
-    if (c < 0x21 || c > 0x7e) {
-      return ctx.Fail(kExitUsage, "--request_id: only printable ASCII characters, no spaces");
-    }
-  }
-  if (int rc = ctx.Connect()) return rc;
-  const std::string retry = "retry with --request_id=" + request_id;
-
-  v1::CreateCampaignRequest req;
-  req.set_request_id(request_id);
-  req.set_spec_json(*text);
-  v1::CreateCampaignResponse resp;
-  auto c = ctx.Call();
-  grpc::Status s = ctx.stub().CreateCampaign(c.get(), req, &resp);
-  if (!s.ok()) {
-    bool transient = ExitCodeFor(s.error_code()) == kExitUnreachable ||
-                     ExitCodeFor(s.error_code()) == kExitFailed;
-    return ctx.RpcError(s, "CreateCampaign",
-                        transient ? retry + " (the same request is never created twice)"
-                                  : "request id " + request_id);
-  }
-  bool started = false;
-  if (ctx.flags().IsSet("start")) {
-    v1::CampaignRef ref;
-    ref.set_name(resp.campaign().name());
-    v1::Campaign camp;
-    auto c2 = ctx.Call();
-    s = ctx.stub().StartCampaign(c2.get(), ref, &camp);
-    if (!s.ok()) {
-      const std::string shown = TerminalSafe(ref.name());  // The name the server gave.
-      return ctx.RpcError(s, "StartCampaign of '" + shown + "' (the campaign is " +
-                                 (resp.created() ? "created" : "registered") + ")",
-                          "start it with `gputravel start " + shown + "`");
-    }
-    *resp.mutable_campaign() = camp;
-    started = true;
-  }
-  if (ctx.json()) {
-    nlohmann::json j = nlohmann::json::parse(ToJson(resp), nullptr, false);
-    if (j.is_discarded()) j = nlohmann::json::object();
-    j["request_id"] = request_id;
-    j["started"] = started;
-    // Never throws: invalid UTF-8 becomes U+FFFD.
-    ctx.PrintJson(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    return kExitOk;
-  }
-  std::printf("Request id: %s\n", request_id.c_str());
-  if (resp.created()) {
-    std::printf("Created campaign '%s'.\n", TerminalSafe(resp.campaign().name()).c_str());
-  } else {
-    std::printf("Campaign '%s' already existed for this request id (same specification); "
-                "nothing new was created.\n",
-                TerminalSafe(resp.campaign().name()).c_str());
-  }
-  if (started) {
-    std::printf("Started campaign '%s'.\n", TerminalSafe(resp.campaign().name()).c_str());
-  }
-  std::printf("\n%s", CampaignSummary(resp.campaign()).c_str());
-  return kExitOk;
+  CreateResult r = CreateCampaign(ctx);
+  if (r.exit == kExitOk) PrintCreated(ctx, r);
+  return r.exit;
 }
 
 using StateRpc = grpc::Status (v1::Orchestrator::Stub::*)(grpc::ClientContext*,
@@ -223,6 +155,92 @@ int RunDelete(CommandContext& ctx) {
 }
 
 }  // namespace
+
+CreateResult CreateCampaign(CommandContext& ctx) {
+  CreateResult r;
+  auto fail = [&r](int code) {
+    r.exit = code;
+    return r;
+  };
+  const std::string path = ctx.flags().positional()[0];
+  auto text = ReadFile(path);
+  if (!text.ok()) return fail(ctx.Fail(kExitUsage, std::string(text.status().message())));
+  // Checked before sending, as the orchestrator will (syntax, duplicate keys).
+  auto spec = ParseJsonText(*text, path);
+  if (!spec.ok()) return fail(ctx.Fail(kExitUsage, std::string(spec.status().message())));
+  if (!spec->is_object()) {
+    return fail(ctx.Fail(kExitUsage, path + ": the specification must be a JSON object"));
+  }
+  r.request_id = ctx.flags().Get("request_id");
+  if (r.request_id.empty()) r.request_id = RandomRequestId();
+  if (r.request_id.size() > 128) {
+    return fail(ctx.Fail(kExitUsage, "--request_id: at most 128 characters"));
+  }
+  for (char c : r.request_id) {
+    if (c < 0x21 || c > 0x7e) {
+      return fail(
+          ctx.Fail(kExitUsage, "--request_id: only printable ASCII characters, no spaces"));
+    }
+  }
+  if (int rc = ctx.Connect()) return fail(rc);
+  const std::string retry = "retry with --request_id=" + r.request_id;
+
+  v1::CreateCampaignRequest req;
+  req.set_request_id(r.request_id);
+  req.set_spec_json(*text);
+  auto c = ctx.Call();
+  grpc::Status s = ctx.stub().CreateCampaign(c.get(), req, &r.response);
+  if (!s.ok()) {
+    bool transient = ExitCodeFor(s.error_code()) == kExitUnreachable ||
+                     ExitCodeFor(s.error_code()) == kExitFailed;
+    return fail(ctx.RpcError(s, "CreateCampaign",
+                             transient ? retry + " (the same request is never created twice)"
+                                       : "request id " + r.request_id));
+  }
+  r.registered = true;
+  if (ctx.flags().IsSet("start")) {
+    v1::CampaignRef ref;
+    ref.set_name(r.response.campaign().name());
+    v1::Campaign camp;
+    auto c2 = ctx.Call();
+    s = ctx.stub().StartCampaign(c2.get(), ref, &camp);
+    if (!s.ok()) {
+      const std::string shown = TerminalSafe(ref.name());  // The name the server gave.
+      return fail(ctx.RpcError(s, "StartCampaign of '" + shown + "' (the campaign is " +
+                                      (r.response.created() ? "created" : "registered") + ")",
+                               "start it with `gputravel start " + shown + "`"));
+    }
+    *r.response.mutable_campaign() = camp;
+    r.started = true;
+  }
+  return r;
+}
+
+void PrintCreated(CommandContext& ctx, const CreateResult& r) {
+  const v1::CreateCampaignResponse& resp = r.response;
+  if (ctx.json()) {
+    nlohmann::json j = nlohmann::json::parse(ToJson(resp), nullptr, false);
+    if (j.is_discarded()) j = nlohmann::json::object();
+    j["request_id"] = r.request_id;
+    j["started"] = r.started;
+    // Never throws: invalid UTF-8 becomes U+FFFD.
+    ctx.PrintJson(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    return;
+  }
+  std::printf("Request id: %s\n", r.request_id.c_str());
+  if (resp.created()) {
+    std::printf("Created campaign '%s'.\n", TerminalSafe(resp.campaign().name()).c_str());
+  } else {
+    std::printf("Campaign '%s' already existed for this request id (same specification); "
+                "nothing new was created.\n",
+                TerminalSafe(resp.campaign().name()).c_str());
+  }
+  if (r.started) {
+    std::printf("Started campaign '%s'.\n", TerminalSafe(resp.campaign().name()).c_str());
+  }
+  std::printf("\n%s", CampaignSummary(resp.campaign()).c_str());
+  std::fflush(stdout);
+}
 
 std::vector<CommandInfo> CampaignCommands() {
   return {

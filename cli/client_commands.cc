@@ -77,6 +77,71 @@ std::string ClientCommandsHelp() {
   return out;
 }
 
+namespace cli {
+
+ClientInvocation::ClientInvocation(const CommandInfo& info, const std::string& usage)
+    : info_(info), flags_(usage, info.description), ctx_(info_, flags_) {
+  info_.declare(flags_);
+  CommonFlags(flags_);
+}
+
+std::unique_ptr<ClientInvocation> ClientInvocation::Parse(const std::vector<std::string>& args,
+                                                          int* exit) {
+  *exit = kExitUsage;
+  if (args.empty()) {
+    std::fprintf(stderr, "gputravel: missing command\n");
+    return nullptr;
+  }
+  const CommandInfo* info = Find(args[0]);
+  if (!info) {
+    std::fprintf(stderr, "gputravel: unknown command '%s'\n", args[0].c_str());
+    return nullptr;
+  }
+  std::string usage = "gputravel " + info->name + (info->args.empty() ? "" : " " + info->args);
+  std::unique_ptr<ClientInvocation> inv(new ClientInvocation(*info, usage));
+  Flags& flags = inv->flags_;
+  std::vector<std::string> storage = {"gputravel"};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : storage) argv.push_back(a.data());
+  absl::Status ps = flags.Parse(static_cast<int>(argv.size()), argv.data(), 2);
+  // --help wins even when another flag is wrong (Parse stops at the first error).
+  bool help = flags.help_requested();
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--help" || args[i] == "-h") help = true;
+  }
+  if (help) {
+    std::printf("%s%s", flags.Help().c_str(), kExitCodesHelp);
+    std::fflush(stdout);
+    *exit = kExitOk;
+    return nullptr;
+  }
+  CommandContext& ctx = inv->ctx_;
+  if (!ps.ok()) {
+    ctx.Fail(kExitUsage, std::string(ps.message()));
+    return nullptr;
+  }
+  int n = static_cast<int>(flags.positional().size());
+  if (n < info->min_args || n > info->max_args) {
+    std::string want = info->args.empty() ? "no arguments" : info->args;
+    ctx.Fail(kExitUsage, "expected " + want + ", got " + std::to_string(n) +
+                             " argument(s); usage: " + usage + " [flags] (see --help)");
+    return nullptr;
+  }
+  const std::string t = flags.Get("timeout");
+  char* end = nullptr;
+  double secs = std::strtod(t.c_str(), &end);
+  if (t.empty() || *end != '\0' || !(secs > 0) || secs > 86400 * 365) {
+    ctx.Fail(kExitUsage, "--timeout must be a positive number of seconds");
+    return nullptr;
+  }
+  ctx.set_timeout(std::chrono::milliseconds(static_cast<int64_t>(std::ceil(secs * 1000))));
+  *exit = kExitOk;
+  return inv;
+}
+
+}  // namespace cli
+
 int RunClientCommand(int argc, char** argv) {
   // gRPC's own log lines would break the "gputravel CMD: message" error
   // format; every failure is reported from the call's status instead.
@@ -84,47 +149,9 @@ int RunClientCommand(int argc, char** argv) {
   if (!std::getenv("GRPC_VERBOSITY") && !std::getenv("GRPC_TRACE")) {
     gpr_set_log_function(DiscardGrpcLog);
   }
-  if (argc < 2) {
-    std::fprintf(stderr, "gputravel: missing command\n");
-    return kExitUsage;
-  }
-  const CommandInfo* info = Find(argv[1]);
-  if (!info) {
-    std::fprintf(stderr, "gputravel: unknown command '%s'\n", argv[1]);
-    return kExitUsage;
-  }
-  std::string usage = "gputravel " + info->name + (info->args.empty() ? "" : " " + info->args);
-  Flags flags(usage, info->description);
-  info->declare(flags);
-  cli::CommonFlags(flags);
-  absl::Status ps = flags.Parse(argc, argv, 2);
-  // --help wins even when another flag is wrong (Parse stops at the first error).
-  bool help = flags.help_requested();
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--help" || a == "-h") help = true;
-  }
-  if (help) {
-    std::printf("%s%s", flags.Help().c_str(), kExitCodesHelp);
-    std::fflush(stdout);
-    return kExitOk;
-  }
-  CommandContext ctx(*info, flags);
-  if (!ps.ok()) return ctx.Fail(kExitUsage, std::string(ps.message()));
-  int n = static_cast<int>(flags.positional().size());
-  if (n < info->min_args || n > info->max_args) {
-    std::string want = info->args.empty() ? "no arguments" : info->args;
-    return ctx.Fail(kExitUsage, "expected " + want + ", got " + std::to_string(n) +
-                                    " argument(s); usage: " + usage + " [flags] (see --help)");
-  }
-  const std::string t = flags.Get("timeout");
-  char* end = nullptr;
-  double secs = std::strtod(t.c_str(), &end);
-  if (t.empty() || *end != '\0' || !(secs > 0) || secs > 86400 * 365) {
-    return ctx.Fail(kExitUsage, "--timeout must be a positive number of seconds");
-  }
-  ctx.set_timeout(std::chrono::milliseconds(static_cast<int64_t>(std::ceil(secs * 1000))));
-  int rc = info->run(ctx);
+  int rc = kExitUsage;
+  auto inv = cli::ClientInvocation::Parse(std::vector<std::string>(argv + 1, argv + argc), &rc);
+  if (inv != nullptr) rc = inv->ctx().info().run(inv->ctx());
   std::fflush(stdout);
   std::fflush(stderr);
   return rc;

@@ -1,7 +1,12 @@
 #ifndef GPUTRAVEL_CLI_CLIENT_COMMANDS_H_
 #define GPUTRAVEL_CLI_CLIENT_COMMANDS_H_
 
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "cli/command_context.h"
+#include "util/flags.h"
 
 namespace gputravel {
 
@@ -25,6 +30,31 @@ std::string ClientCommandsHelp();
 // argv[0]="gputravel", argv[1]=command; returns the process exit code.
 // Output goes to stdout, errors to stderr as "gputravel CMD: message".
 int RunClientCommand(int argc, char** argv);
+
+namespace cli {
+
+// One client command parsed as `gputravel` parses it (its flags, the common
+// ones, --timeout), for a program that runs a command's parts itself: the
+// demo creates and follows its campaign with the `create` and `watch` code.
+class ClientInvocation {
+ public:
+  // `args`: the command, then its arguments and flags. Nullptr after a
+  // usage error, which is printed as `gputravel CMD: message` (*exit set);
+  // nullptr with *exit 0 after --help (printed).
+  static std::unique_ptr<ClientInvocation> Parse(const std::vector<std::string>& args,
+                                                 int* exit);
+
+  CommandContext& ctx() { return ctx_; }
+
+ private:
+  ClientInvocation(const CommandInfo& info, const std::string& usage);
+
+  const CommandInfo& info_;
+  Flags flags_;
+  CommandContext ctx_;
+};
+
+}  // namespace cli
 
 }  // namespace gputravel
 

@@ -52,6 +52,7 @@ class CommandContext {
   CommandContext(const CommandInfo& info, Flags& flags) : info_(info), flags_(flags) {}
 
   const std::string& cmd() const;
+  const CommandInfo& info() const { return info_; }
   Flags& flags() { return flags_; }
   bool json() const { return flags_.IsSet("json"); }
   const std::string& endpoint() const { return endpoint_; }

@@ -13,9 +13,13 @@
 #include <vector>
 
 #include "auth/identity.h"
+#include "auth/tls_config.h"
+#include "cli/campaign_commands.h"
+#include "cli/client_commands.h"
 #include "cli/emulated_stack.h"
 #include "cli/serve_until_stopped.h"
 #include "cli/terminal_text.h"
+#include "cli/watch.h"
 #include "nlohmann/json.hpp"
 #include "util/files.h"
 #include "util/flags.h"
@@ -139,6 +143,47 @@ absl::Status StartTorchTrainer(EmulatedStack& stack, const std::string& bin_dir,
                         stack.dir() + "/torch-trainer.log");
 }
 
+// What CreateAndFollow did.
+struct Followed {
+  std::string name;      // The campaign's name once it is registered.
+  bool started = false;  // StartCampaign succeeded.
+};
+
+// Creates, starts and follows the stack's campaign with the code of the
+// `create` and `watch` commands, as an operator does with the deployment's
+// operator.env: `gputravel create DIR/campaign.json --start`, then
+// `gputravel watch NAME`. `quiet` prints nothing on stdout (for --json);
+// errors go to stderr either way.
+Followed CreateAndFollow(const EmulatedStack& stack, bool quiet) {
+  const Deployment& d = stack.deployment();
+  const TlsFiles op = d.tls({kRoleOperator, "operator"});
+  const std::vector<std::string> common = {"--endpoint=" + d.orchestrator_endpoint,
+                                           "--ca=" + op.ca, "--cert=" + op.cert,
+                                           "--key=" + op.key, "--crl=" + op.crl};
+  Followed f;
+  auto invoke = [&](std::vector<std::string> args) {
+    if (!quiet) {
+      std::string shown = "gputravel";
+      for (const auto& a : args) shown += " " + a;
+      std::printf("\n$ %s\n", TerminalSafe(shown).c_str());
+      std::fflush(stdout);
+    }
+    args.insert(args.end(), common.begin(), common.end());
+    int rc = 0;
+    return cli::ClientInvocation::Parse(args, &rc);
+  };
+  auto create = invoke({"create", d.campaign_spec_path(), "--start"});
+  if (create == nullptr) return f;
+  cli::CreateResult r = cli::CreateCampaign(create->ctx());
+  if (r.registered) f.name = r.response.campaign().name();
+  if (r.exit != kExitOk) return f;
+  f.started = true;
+  if (!quiet) cli::PrintCreated(create->ctx(), r);
+  auto watch = invoke({"watch", f.name});
+  if (watch != nullptr) cli::FollowCampaign(watch->ctx(), quiet);
+  return f;
+}
+
 }  // namespace
 
 int DemoCommand(int argc, char** argv) {
@@ -146,9 +191,10 @@ int DemoCommand(int argc, char** argv) {
               "Writes a deployment to a temporary directory (as `gputravel init`\n"
               "does), starts the emulated GPU, the MUX, N holder agents and the\n"
               "orchestrator from it as separate processes (as `gputravel up` does),\n"
-              "runs one campaign in which the GPU travels to every holder and back,\n"
-              "prints a table per trip (with the trainer's loss) and stops every\n"
-              "daemon.\n"
+              "creates, starts and follows one campaign in which the GPU travels to\n"
+              "every holder and back (as `gputravel create SPEC --start` and\n"
+              "`gputravel watch NAME` do, printing what they print), prints a table\n"
+              "per trip (with the trainer's loss) and stops every daemon.\n"
               "With --trainer torch the model is the example PyTorch trainer instead\n"
               "of the built-in one: a small decoder-only transformer in its own\n"
               "process (Debian's python3-torch, CPU), fed the windows through the\n"
@@ -275,13 +321,20 @@ int DemoCommand(int argc, char** argv) {
       }
     });
   }
-  auto report = (*stack)->RunCampaign();
+  const Followed followed = CreateAndFollow(**stack, as_json);
   campaign_over = true;
   if (trainer_watch.joinable()) trainer_watch.join();
-  if (trainer_died && !report.ok()) {
-    // Cancelled between its create and its start: the start was refused,
-    // and the campaign, CANCELLED, is what to report.
-    report = (*stack)->WaitForFinal((*stack)->CampaignSpec()["name"].get<std::string>(), 60);
+  // The campaign with its trips. The watch has followed it to its end; a
+  // campaign cancelled between its create and its start (its trainer died)
+  // is CANCELLED within moments.
+  absl::StatusOr<v1::Campaign> report =
+      absl::FailedPreconditionError("the campaign could not be created (see above)");
+  if (!followed.name.empty() && (followed.started || trainer_died)) {
+    report = (*stack)->WaitForFinal(followed.name, followed.started ? 1200 : 60,
+                                    /*paused_ends_wait=*/true);
+  } else if (!followed.name.empty()) {
+    report = absl::FailedPreconditionError("campaign '" + followed.name +
+                                           "' could not be started (see above)");
   }
   if (trainer_died) {
     const std::string log = ReadFile((*stack)->dir() + "/torch-trainer.log").value_or("");

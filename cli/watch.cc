@@ -13,64 +13,7 @@
 namespace gputravel::cli {
 namespace {
 
-int RunWatch(CommandContext& ctx) {
-  const std::string name = ctx.flags().positional()[0];
-  const std::string after = ctx.flags().Get("after_seq");
-  char* end = nullptr;
-  long long after_seq = std::strtoll(after.c_str(), &end, 10);
-  if (after.empty() || *end != '\0' || after_seq < 0) {
-    return ctx.Fail(kExitUsage, "--after_seq must be an integer >= 0");
-  }
-  const std::string until_name = ctx.flags().Get("until");
-  v1::CampaignState until = v1::CAMPAIGN_STATE_UNSPECIFIED;
-  if (!until_name.empty() && (!v1::CampaignState_Parse(until_name, &until) ||
-                              until == v1::CAMPAIGN_STATE_UNSPECIFIED)) {
-    return ctx.Fail(kExitUsage, "--until must be a campaign state (CREATED, RUNNING, PAUSING, "
-                                "PAUSED, CANCELLING, COMPLETED, FAILED, CANCELLED), not '" +
-                                    until_name + "'");
-  }
-  if (int rc = ctx.Connect()) return rc;
-  WatchOptions o;
-  o.stop_states = {until_name.empty() ? v1::PAUSED : until};
-  o.after_seq = after_seq;
-  o.json_lines = ctx.json();
-  o.print_events = !ctx.json();
-  o.progress = !ctx.flags().IsSet("no_progress");
-  WatchResult w = Watch(ctx, name, o);
-  if (w.exit != kExitOk) return w.exit;
-  std::string why = TerminalSafe(w.have_campaign && !w.campaign.error().empty()
-                                     ? w.campaign.error()
-                                     : w.last_message);
-  if (!ctx.json()) {
-    std::string line = "Campaign '" + name + "' " + StateName(w.final_state);
-    if (w.have_campaign) {
-      const auto& c = w.campaign;
-      line += ": " + U64(c.trips_ok()) + " trips ok, " + U64(c.trips_failed()) + " failed, " +
-              FormatBytes(c.bytes_provisioned()) + " provisioned";
-      if (c.has_loss()) line += ", last loss " + FormatLoss(c.last_loss());
-    }
-    std::printf("%s.\n", line.c_str());
-    std::fflush(stdout);
-  }
-  if (!until_name.empty() && w.final_state == until) return kExitOk;
-  switch (w.final_state) {
-    case v1::COMPLETED:
-      if (!until_name.empty()) {
-        return ctx.Fail(kExitFailed,
-                        "campaign '" + name + "' COMPLETED without reaching " + until_name);
-      }
-      return kExitOk;
-    case v1::CANCELLED:
-      return kExitCancelled;
-    case v1::PAUSED:
-      return ctx.Fail(kExitPaused, "campaign '" + name + "' PAUSED" +
-                                       (why.empty() ? "" : ": " + why) +
-                                       "; resume it with `gputravel resume " + name + "`");
-    default:
-      return ctx.Fail(kExitFailed, "campaign '" + name + "' FAILED" +
-                                       (why.empty() ? "" : ": " + why));
-  }
-}
+int RunWatch(CommandContext& ctx) { return FollowCampaign(ctx, /*quiet=*/false).exit; }
 
 }  // namespace
 
@@ -186,6 +129,73 @@ WatchResult Watch(CommandContext& ctx, const std::string& name, const WatchOptio
                                          "' ended before a final state (state: " + now + ")");
   }
   return res;
+}
+
+FollowResult FollowCampaign(CommandContext& ctx, bool quiet) {
+  FollowResult f;
+  auto done = [&f](int code) {
+    f.exit = code;
+    return f;
+  };
+  const std::string name = ctx.flags().positional()[0];
+  const std::string after = ctx.flags().Get("after_seq");
+  char* end = nullptr;
+  long long after_seq = std::strtoll(after.c_str(), &end, 10);
+  if (after.empty() || *end != '\0' || after_seq < 0) {
+    return done(ctx.Fail(kExitUsage, "--after_seq must be an integer >= 0"));
+  }
+  const std::string until_name = ctx.flags().Get("until");
+  v1::CampaignState until = v1::CAMPAIGN_STATE_UNSPECIFIED;
+  if (!until_name.empty() && (!v1::CampaignState_Parse(until_name, &until) ||
+                              until == v1::CAMPAIGN_STATE_UNSPECIFIED)) {
+    return done(ctx.Fail(kExitUsage,
+                         "--until must be a campaign state (CREATED, RUNNING, PAUSING, "
+                         "PAUSED, CANCELLING, COMPLETED, FAILED, CANCELLED), not '" +
+                             until_name + "'"));
+  }
+  if (int rc = ctx.Connect()) return done(rc);
+  WatchOptions o;
+  o.stop_states = {until_name.empty() ? v1::PAUSED : until};
+  o.after_seq = after_seq;
+  o.json_lines = ctx.json() && !quiet;
+  o.print_events = !ctx.json() && !quiet;
+  o.progress = !ctx.flags().IsSet("no_progress") && !quiet;
+  f.watch = Watch(ctx, name, o);
+  const WatchResult& w = f.watch;
+  if (w.exit != kExitOk) return done(w.exit);
+  std::string why = TerminalSafe(w.have_campaign && !w.campaign.error().empty()
+                                     ? w.campaign.error()
+                                     : w.last_message);
+  if (!ctx.json() && !quiet) {
+    std::string line = "Campaign '" + name + "' " + StateName(w.final_state);
+    if (w.have_campaign) {
+      const auto& c = w.campaign;
+      line += ": " + U64(c.trips_ok()) + " trips ok, " + U64(c.trips_failed()) + " failed, " +
+              FormatBytes(c.bytes_provisioned()) + " provisioned";
+      if (c.has_loss()) line += ", last loss " + FormatLoss(c.last_loss());
+    }
+    std::printf("%s.\n", line.c_str());
+    std::fflush(stdout);
+  }
+  if (!until_name.empty() && w.final_state == until) return done(kExitOk);
+  switch (w.final_state) {
+    case v1::COMPLETED:
+      if (!until_name.empty()) {
+        return done(ctx.Fail(kExitFailed, "campaign '" + name +
+                                              "' COMPLETED without reaching " + until_name));
+      }
+      return done(kExitOk);
+    case v1::CANCELLED:
+      return done(kExitCancelled);
+    case v1::PAUSED:
+      return done(ctx.Fail(kExitPaused, "campaign '" + name + "' PAUSED" +
+                                            (why.empty() ? "" : ": " + why) +
+                                            "; resume it with `gputravel resume " + name +
+                                            "`"));
+    default:
+      return done(ctx.Fail(kExitFailed, "campaign '" + name + "' FAILED" +
+                                            (why.empty() ? "" : ": " + why)));
+  }
 }
 
 CommandInfo WatchCommand() {

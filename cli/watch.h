@@ -37,6 +37,16 @@ struct WatchResult {
 // (WatchResult::exit).
 WatchResult Watch(CommandContext& ctx, const std::string& name, const WatchOptions& o);
 
+// The `watch` command on its flags (NAME, --after_seq, --until, --json,
+// --no_progress): follows the campaign until it ends and returns the
+// command's exit code with the result. `quiet` prints nothing on stdout (no
+// events, bars or final line); errors still go to stderr.
+struct FollowResult {
+  int exit = kExitOk;
+  WatchResult watch;
+};
+FollowResult FollowCampaign(CommandContext& ctx, bool quiet);
+
 // The `watch` command.
 CommandInfo WatchCommand();
 
