@@ -17,6 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "proto/mux.grpc.pb.h"
 #include "util/grpc_status.h"
+#include "util/proc_stats.h"
 
 namespace gputravel {
 namespace bench {
@@ -91,23 +92,6 @@ bool CountBounceMappings(int pid, uint64_t* count, uint64_t* bytes) {
   return any;
 }
 
-// User + system CPU seconds of a process so far, or -1 if unreadable.
-double CpuSeconds(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // The command name (field 2) may hold spaces: fields are counted after ')'.
-  size_t close = stat.rfind(')');
-  if (close == std::string::npos) return -1;
-  std::istringstream rest(stat.substr(close + 2));
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
-    if (i == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
 }  // namespace
 
 absl::StatusOr<TripBenchResult> MeasureTrips(const TripBenchOptions& options) {
@@ -140,7 +124,7 @@ absl::StatusOr<TripBenchResult> MeasureTrips(const TripBenchOptions& options) {
   for (const auto& h : (*stack)->holder_names()) daemons.push_back(h);
   std::map<std::string, double> cpu_before;
   for (const auto& d : daemons) {
-    if (Subprocess* p = (*stack)->process(d)) cpu_before[d] = CpuSeconds(p->pid());
+    if (Subprocess* p = (*stack)->process(d)) cpu_before[d] = ProcCpuSeconds(p->pid());
   }
   t0 = std::chrono::steady_clock::now();
   auto report = (*stack)->RunCampaign();
@@ -149,7 +133,7 @@ absl::StatusOr<TripBenchResult> MeasureTrips(const TripBenchOptions& options) {
   for (const auto& d : daemons) {
     Subprocess* p = (*stack)->process(d);
     if (p == nullptr || cpu_before[d] < 0) continue;
-    const double after = CpuSeconds(p->pid());
+    const double after = ProcCpuSeconds(p->pid());
     if (after >= 0 && report->trips_size() > 0) {
       r.cpu_seconds_per_trip[d] = (after - cpu_before[d]) / report->trips_size();
     }

@@ -84,7 +84,14 @@ json DevAttestation(const DevPki& pki, const std::string& domain,
   return j;
 }
 
-std::string HolderName(int i) { return "holder-" + std::string(1, static_cast<char>('a' + i)); }
+// holder-a .. holder-z, then holder-aa, holder-ab, ... (as spreadsheet columns).
+std::string HolderName(int i) {
+  std::string letters;
+  for (int n = i + 1; n > 0; n = (n - 1) / 26) {
+    letters.insert(letters.begin(), static_cast<char>('a' + (n - 1) % 26));
+  }
+  return "holder-" + letters;
+}
 
 std::string Placeholder(const std::string& what) { return kPlaceholderPrefix + what; }
 
@@ -530,8 +537,10 @@ TlsFiles Deployment::tls(const Identity& id) const {
 
 absl::StatusOr<Deployment> WriteDeployment(const std::string& dir,
                                            const DeploymentOptions& options) {
-  if (options.holders < 1 || options.holders > 16) {
-    return absl::InvalidArgumentError("--holders must be between 1 and 16");
+  if (options.holders < 1 || options.holders > kMaxDeploymentHolders) {
+    return absl::InvalidArgumentError("a deployment has 1 to " +
+                                      std::to_string(kMaxDeploymentHolders) + " holders, not " +
+                                      std::to_string(options.holders));
   }
   GT_RETURN_IF_ERROR(ValidateName(options.campaign));
   std::string bin_dir;

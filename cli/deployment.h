@@ -29,6 +29,9 @@ inline uint64_t StackCorpusSeed(int holder) { return 1000 + static_cast<uint64_t
 // What a deployment holds: its holders and datasets, its campaign, and how
 // its daemons are linked. `gputravel init` sets a few of these from its
 // flags; the emulated stack's tests set the rest.
+// The most holders WriteDeployment writes (`init` and `demo` take at most 16).
+inline constexpr int kMaxDeploymentHolders = 256;
+
 struct DeploymentOptions {
   int holders = 3;
   // Payload bytes per holder; empty: 3 MiB + 2.5 MiB * i (all different).

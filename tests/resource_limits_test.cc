@@ -26,6 +26,7 @@
 #include "proto/holder.grpc.pb.h"
 #include "proto/mux.grpc.pb.h"
 #include "proto/orchestrator.grpc.pb.h"
+#include "util/proc_stats.h"
 #include "util/subprocess.h"
 
 namespace gputravel {
@@ -45,16 +46,6 @@ constexpr size_t kFloodFieldBytes = size_t{60} << 20;
 // VmHWM, against VmRSS before it). Without the limits each call's body was
 // buffered and parsed: about 1 GB for the orchestrator.
 constexpr int64_t kMaxGrowthKiB = 48 << 10;
-
-// A field of /proc/PID/status in KiB ("VmRSS", "VmHWM"); -1 if unreadable.
-int64_t ProcStatusKiB(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1));
-  }
-  return -1;
-}
 
 class ResourceLimitsTest : public ::testing::Test {
  protected:
@@ -98,15 +89,15 @@ class ResourceLimitsTest : public ::testing::Test {
     Subprocess* p = stack_->process(daemon);
     EXPECT_NE(p, nullptr) << daemon;
     if (p == nullptr) return -1;
-    const int64_t rss_before = ProcStatusKiB(p->pid(), "VmRSS");
+    const int64_t rss_before = ProcStatusKib(p->pid(), "VmRSS");
     codes->assign(kFloodCalls, grpc::StatusCode::OK);
     std::vector<std::thread> threads;
     for (int i = 0; i < kFloodCalls; ++i) {
       threads.emplace_back([&, i] { (*codes)[i] = call(make_channel()).error_code(); });
     }
     for (auto& t : threads) t.join();
-    const int64_t hwm_after = ProcStatusKiB(p->pid(), "VmHWM");
-    const int64_t rss_after = ProcStatusKiB(p->pid(), "VmRSS");
+    const int64_t hwm_after = ProcStatusKib(p->pid(), "VmHWM");
+    const int64_t rss_after = ProcStatusKib(p->pid(), "VmRSS");
     std::printf("%s: VmRSS before %lld KiB, VmHWM after %lld KiB, VmRSS after %lld KiB\n",
                 daemon.c_str(), static_cast<long long>(rss_before),
                 static_cast<long long>(hwm_after), static_cast<long long>(rss_after));
