@@ -28,48 +28,10 @@
 #include "proto/device.grpc.pb.h"
 #include "util/grpc_status.h"
 #include "gtest/gtest.h"
-#include "tests/key_keeping_holder.h"
+#include "tests/crash_fixture.h"
 
 namespace gputravel {
 namespace {
-
-struct Fixture {
-  std::string dir;
-  std::unique_ptr<EmulatedStack> stack;
-  std::unique_ptr<KeyKeepingHolder> keeper;
-};
-
-// Two real holders (3 MiB and 5.5 MiB) and the key keeper (1 MiB), a 2 MiB
-// buffer: round-robin trips a, b, keeper, a, b, b.
-absl::Status StartFixture(Fixture* f, const std::string& failpoint) {
-  char tmpl[] = "/tmp/gputravel-crash-XXXXXX";
-  f->dir = mkdtemp(tmpl);
-  StackOptions o;
-  o.holders = 2;
-  o.buffer_bytes = 2u << 20;
-  o.chunk_bytes = 512u << 10;
-  o.copy_engines = 2;  // each window through two engines: two keys per hand-off to kill
-  o.log_level = 1;
-  KeyKeepingHolder::AddTo(&o, "keeper", f->dir);
-  // Children inherit the environment at start: only this orchestrator run
-  // carries the failpoint, not the restarted one.
-  if (!failpoint.empty()) setenv("GPUTRAVEL_FAILPOINT", failpoint.c_str(), 1);
-  auto stack = EmulatedStack::Start(o);
-  unsetenv("GPUTRAVEL_FAILPOINT");
-  if (!stack.ok()) return stack.status();
-  f->stack = std::move(*stack);
-  auto keeper = KeyKeepingHolder::Serve(f->stack.get(), "keeper", f->dir);
-  if (!keeper.ok()) return keeper.status();
-  f->keeper = std::move(*keeper);
-  return absl::OkStatus();
-}
-
-void StopFixture(Fixture* f) {
-  f->keeper.reset();
-  if (f->stack) f->stack->Stop();
-  f->stack.reset();
-  (void)system(("rm -rf " + f->dir).c_str());
-}
 
 absl::Status CreateAndStart(EmulatedStack* stack) {
   auto stub = stack->OperatorClient();
@@ -89,105 +51,14 @@ absl::Status CreateAndStart(EmulatedStack* stack) {
   return s.ok() ? absl::OkStatus() : absl::InternalError(s.error_message());
 }
 
-bool WaitForExit(Subprocess* p, double seconds) {
-  auto until = std::chrono::steady_clock::now() +
-               std::chrono::milliseconds(static_cast<int>(seconds * 1000));
-  while (p->Running()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
-
-std::vector<v1::Event> AllEvents(EmulatedStack* stack) {
-  auto stub = stack->OperatorClient();
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  v1::WatchCampaignRequest req;
-  req.set_name("demo");
-  auto reader = stub->WatchCampaign(&ctx, req);
-  std::vector<v1::Event> out;
-  v1::Event e;
-  while (reader->Read(&e)) {
-    if (e.seq() != 0) out.push_back(e);
-  }
-  (void)reader->Finish();
-  return out;
-}
-
-// The invariants every crash must leave intact.
-void CheckInvariants(Fixture* f, const v1::Campaign& c, int expected_aborted) {
-  EXPECT_EQ(c.state(), v1::COMPLETED) << c.error();
-  std::set<uint64_t> ids;
-  int aborted = 0;
-  std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> windows;
-  for (const auto& t : c.trips()) {
-    EXPECT_TRUE(ids.insert(t.id()).second) << "trip " << t.id() << " twice";
-    EXPECT_TRUE(t.scrub_verified()) << "trip " << t.id() << " not scrubbed";
-    EXPECT_TRUE(t.rekeyed()) << "trip " << t.id() << " not re-keyed";
-    if (t.outcome() == "aborted") {
-      ++aborted;
-      EXPECT_EQ(t.step(), v1::ABORTED);
-    } else {
-      EXPECT_EQ(t.outcome(), "ok") << "trip " << t.id() << ": " << t.error();
-      EXPECT_TRUE(t.digest_match()) << "trip " << t.id();
-      windows[t.holder()].push_back({t.window_offset(), t.window_length()});
-    }
-  }
-  EXPECT_EQ(aborted, expected_aborted);
-  EXPECT_EQ(c.trips_ok() + c.trips_failed(), static_cast<uint64_t>(c.trips_size()));
-  // Each dataset covered by successful windows exactly once: counted once.
-  for (const auto& h : c.holders()) {
-    auto& w = windows[h.name()];
-    std::sort(w.begin(), w.end());
-    uint64_t at = 0;
-    for (const auto& x : w) {
-      EXPECT_EQ(x.first, at) << h.name() << ": window counted twice or missing";
-      at = x.first + x.second;
-    }
-    EXPECT_EQ(at, h.dataset_bytes()) << h.name();
-    EXPECT_EQ(h.state(), "done") << h.name();
-  }
-  // No key handed to the keeper still works, including one handed out in the
-  // interrupted trip.
-  auto tries = f->keeper->TryKeptKeys(f->stack.get());
-  ASSERT_TRUE(tries.ok()) << tries.status();
-  EXPECT_EQ(tries->accepted, 0);
-  EXPECT_EQ(tries->other, 0);
-  // Scrubbed before the next holder: every trip finished (after its scrub
-  // was verified) before the next one was planned.
-  std::map<uint64_t, int64_t> started, finished;
-  for (const auto& e : AllEvents(f->stack.get())) {
-    if (e.kind() == v1::TRIP_STARTED) started[e.trip()] = e.seq();
-    if (e.kind() == v1::TRIP_FINISHED) finished[e.trip()] = e.seq();
-  }
-  int64_t prev_finished = 0;
-  for (const auto& s : started) {
-    EXPECT_GT(s.second, prev_finished) << "trip " << s.first << " started before the previous"
-                                       << " trip's buffer was scrubbed";
-    ASSERT_TRUE(finished.count(s.first)) << "trip " << s.first << " never finished";
-    prev_finished = finished[s.first];
-  }
-}
-
-// Times the emulated GPU's memory was wiped (DeviceAdmin: the host's view).
-uint64_t MemoryWipes(EmulatedStack* stack) {
-  auto admin = v1::DeviceAdmin::NewStub(MakeChannel(stack->device_admin_endpoint()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  v1::GetStatusRequest req;
-  v1::DeviceStatus st;
-  EXPECT_TRUE(admin->GetStatus(&ctx, req, &st).ok());
-  return st.memory_wipes();
-}
-
 class CrashAtStepTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CrashAtStepTest, RestartCompletesCountsOnceAndLeavesNoLiveKey) {
   const std::string step = GetParam();
-  Fixture f;
+  CrashFixture f;
   // The third trip is the keeper's: it is the one interrupted.
-  absl::Status s = StartFixture(&f, "after_commit:" + step + "#3");
+  absl::Status s =
+      StartCrashFixture(&f, {{"GPUTRAVEL_FAILPOINT", "after_commit:" + step + "#3"}});
   ASSERT_TRUE(s.ok()) << s;
   ASSERT_TRUE(CreateAndStart(f.stack.get()).ok());
   Subprocess* orch = f.stack->process("orchestrator");
@@ -210,7 +81,7 @@ TEST_P(CrashAtStepTest, RestartCompletesCountsOnceAndLeavesNoLiveKey) {
   const std::optional<TripStep> at = TripStepFromString(step);
   ASSERT_TRUE(at.has_value()) << step;
   const int expected_aborted = RecoveryFor(*at) == TripRecovery::kCountIfTrained ? 0 : 1;
-  CheckInvariants(&f, *c, expected_aborted);
+  CheckCrashInvariants(&f, *c, expected_aborted);
   bool recovered = false;
   for (const auto& e : AllEvents(f.stack.get())) {
     if (e.kind() == v1::RECOVERY && e.holder() == "keeper") recovered = true;
@@ -227,7 +98,7 @@ TEST_P(CrashAtStepTest, RestartCompletesCountsOnceAndLeavesNoLiveKey) {
   }
   ASSERT_NE(first, nullptr);
   EXPECT_LT(last->loss(), first->loss());
-  StopFixture(&f);
+  StopCrashFixture(&f);
 }
 
 // The kill points come from the trip's table (orchestrator/trip_steps.h):
@@ -251,8 +122,8 @@ INSTANTIATE_TEST_SUITE_P(EveryStep, CrashAtStepTest, ::testing::ValuesIn(KillPoi
 // not CANCELLED, until recovery has routed the GPU home, re-keyed and
 // scrubbed; then it is CANCELLED.
 TEST(CrashRecoveryTest, CancelDuringRecoveryWaitsUntilTheTripIsSafe) {
-  Fixture f;
-  absl::Status s = StartFixture(&f, "after_commit:provision#3");
+  CrashFixture f;
+  absl::Status s = StartCrashFixture(&f, {{"GPUTRAVEL_FAILPOINT", "after_commit:provision#3"}});
   ASSERT_TRUE(s.ok()) << s;
   ASSERT_TRUE(CreateAndStart(f.stack.get()).ok());
   Subprocess* orch = f.stack->process("orchestrator");
@@ -304,7 +175,7 @@ TEST(CrashRecoveryTest, CancelDuringRecoveryWaitsUntilTheTripIsSafe) {
   }
   EXPECT_GT(recovery_seq, 0);
   EXPECT_GT(cancelled_seq, recovery_seq);
-  StopFixture(&f);
+  StopCrashFixture(&f);
 }
 
 std::string ReadLog(EmulatedStack* stack, const std::string& daemon) {
@@ -324,8 +195,8 @@ std::string ReadLog(EmulatedStack* stack, const std::string& daemon) {
 // would leave the GPU with a holder and the trip unfinished: it retries, and
 // the campaign completes with every invariant.
 TEST(CrashRecoveryTest, RecoveryRetriesATripWhoseCampaignItCannotRead) {
-  Fixture f;
-  absl::Status s = StartFixture(&f, "after_commit:provision#3");
+  CrashFixture f;
+  absl::Status s = StartCrashFixture(&f, {{"GPUTRAVEL_FAILPOINT", "after_commit:provision#3"}});
   ASSERT_TRUE(s.ok()) << s;
   ASSERT_TRUE(CreateAndStart(f.stack.get()).ok());
   Subprocess* orch = f.stack->process("orchestrator");
@@ -336,7 +207,7 @@ TEST(CrashRecoveryTest, RecoveryRetriesATripWhoseCampaignItCannotRead) {
   ASSERT_TRUE(s.ok()) << s;
   auto c = f.stack->WaitForFinal("demo", 120);
   ASSERT_TRUE(c.ok()) << c.status();
-  CheckInvariants(&f, *c, 1);
+  CheckCrashInvariants(&f, *c, 1);
   std::string log = ReadLog(f.stack.get(), "orchestrator");
   EXPECT_NE(log.find("of campaign 'demo': failpoint error:recovery_get_campaign#1"),
             std::string::npos)
@@ -346,15 +217,15 @@ TEST(CrashRecoveryTest, RecoveryRetriesATripWhoseCampaignItCannotRead) {
     if (e.kind() == v1::RECOVERY && e.holder() == "keeper") recovered = true;
   }
   EXPECT_TRUE(recovered);
-  StopFixture(&f);
+  StopCrashFixture(&f);
 }
 
 // A campaign whose new buffer cannot be recorded pauses before any trip (a
 // trip in an unrecorded buffer would be scrubbed in the wrong one by
 // recovery); resumed, it completes.
 TEST(CrashRecoveryTest, ABufferThatCannotBeRecordedPausesBeforeAnyTrip) {
-  Fixture f;
-  absl::Status s = StartFixture(&f, "error:record_buffer#1");
+  CrashFixture f;
+  absl::Status s = StartCrashFixture(&f, {{"GPUTRAVEL_FAILPOINT", "error:record_buffer#1"}});
   ASSERT_TRUE(s.ok()) << s;
   ASSERT_TRUE(CreateAndStart(f.stack.get()).ok());
   auto stub = f.stack->OperatorClient();
@@ -380,14 +251,14 @@ TEST(CrashRecoveryTest, ABufferThatCannotBeRecordedPausesBeforeAnyTrip) {
   ASSERT_TRUE(st.ok()) << st.error_message();
   auto c = f.stack->WaitForFinal("demo", 120);
   ASSERT_TRUE(c.ok()) << c.status();
-  CheckInvariants(&f, *c, 0);
-  StopFixture(&f);
+  CheckCrashInvariants(&f, *c, 0);
+  StopCrashFixture(&f);
 }
 
 // Killed from outside at arbitrary moments, three times in one campaign.
 TEST(CrashRecoveryTest, RepeatedExternalSigkillStillCompletesExactlyOnce) {
-  Fixture f;
-  absl::Status s = StartFixture(&f, "");
+  CrashFixture f;
+  absl::Status s = StartCrashFixture(&f);
   ASSERT_TRUE(s.ok()) << s;
   ASSERT_TRUE(CreateAndStart(f.stack.get()).ok());
   std::mt19937 rng(7);
@@ -429,8 +300,8 @@ TEST(CrashRecoveryTest, RepeatedExternalSigkillStillCompletesExactlyOnce) {
   int aborted = 0;
   for (const auto& t : c->trips()) aborted += t.outcome() == "aborted";
   EXPECT_LE(aborted, kills);
-  CheckInvariants(&f, *c, aborted);
-  StopFixture(&f);
+  CheckCrashInvariants(&f, *c, aborted);
+  StopCrashFixture(&f);
 }
 
 // P5 across a crash: the host kills the orchestrator while the keeper
@@ -441,8 +312,8 @@ TEST(CrashRecoveryTest, RepeatedExternalSigkillStillCompletesExactlyOnce) {
 // B, naming both serials, and keeps retrying; with the configuration
 // restored, recovery re-keys and scrubs A and the campaign completes.
 TEST(CrashRecoveryTest, RecoveryOnlyAcceptsTheGpuTheTripRanOn) {
-  Fixture f;
-  absl::Status s = StartFixture(&f, "after_commit:provision#3");
+  CrashFixture f;
+  absl::Status s = StartCrashFixture(&f, {{"GPUTRAVEL_FAILPOINT", "after_commit:provision#3"}});
   ASSERT_TRUE(s.ok()) << s;
   ASSERT_TRUE(CreateAndStart(f.stack.get()).ok());
   Subprocess* orch = f.stack->process("orchestrator");
@@ -504,9 +375,9 @@ TEST(CrashRecoveryTest, RecoveryOnlyAcceptsTheGpuTheTripRanOn) {
   ASSERT_TRUE(f.stack->Restart("orchestrator").ok());
   auto c = f.stack->WaitForFinal("demo", 120);
   ASSERT_TRUE(c.ok()) << c.status();
-  CheckInvariants(&f, *c, 1);
+  CheckCrashInvariants(&f, *c, 1);
   server->Shutdown();
-  StopFixture(&f);
+  StopCrashFixture(&f);
 }
 
 }  // namespace

@@ -1,0 +1,57 @@
+#ifndef GPUTRAVEL_TESTS_CRASH_FIXTURE_H_
+#define GPUTRAVEL_TESTS_CRASH_FIXTURE_H_
+
+// The stack the crash tests break, and the invariants every crash must leave
+// intact (P7): the campaign completes, every trip is counted exactly once
+// (each holder's dataset is covered by successful windows exactly once), no
+// key a holder was handed still works, and every buffer is scrubbed and
+// verified before the next holder.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "cli/emulated_stack.h"
+#include "proto/orchestrator.grpc.pb.h"
+#include "tests/key_keeping_holder.h"
+#include "util/subprocess.h"
+
+namespace gputravel {
+
+struct CrashFixture {
+  std::string dir;
+  std::unique_ptr<EmulatedStack> stack;
+  std::unique_ptr<KeyKeepingHolder> keeper;
+};
+
+// Two real holders (3 MiB and 5.5 MiB) and the key keeper (1 MiB), a 2 MiB
+// buffer, two copy engines: round-robin trips a, b, keeper, a, b, b.
+// `dataset_bytes`, if given, replaces the two real holders' sizes (the
+// keeper's trip stays the third while each has at least one window). The
+// daemons start with `env` set (e.g. GPUTRAVEL_FAILPOINT), unset again once
+// they serve, so a restarted daemon runs without it.
+absl::Status StartCrashFixture(CrashFixture* f,
+                               const std::map<std::string, std::string>& env = {},
+                               const std::vector<uint64_t>& dataset_bytes = {});
+// Stops the stack and removes the fixture's directory.
+void StopCrashFixture(CrashFixture* f);
+
+// Waits up to `seconds` for `p` to exit.
+bool WaitForExit(Subprocess* p, double seconds);
+
+// Every recorded event of campaign "demo" (progress left out).
+std::vector<v1::Event> AllEvents(EmulatedStack* stack);
+
+// Checks the invariants on the final campaign `c` (gtest assertions), with
+// exactly `expected_aborted` trips aborted.
+void CheckCrashInvariants(CrashFixture* f, const v1::Campaign& c, int expected_aborted);
+
+// Times the emulated GPU's memory was wiped (DeviceAdmin: the host's view).
+uint64_t MemoryWipes(EmulatedStack* stack);
+
+}  // namespace gputravel
+
+#endif  // GPUTRAVEL_TESTS_CRASH_FIXTURE_H_
