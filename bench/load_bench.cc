@@ -45,10 +45,13 @@ class Watcher {
     if (thread_.joinable()) thread_.join();
   }
   bool opened() const { return opened_.load(); }
+  // The stream has ended (the campaign is final, or it was refused or cut).
+  bool ended() const { return done_.load(); }
   // The stream ended before any event (refused): its status.
   bool refused() const { return refused_.load(); }
   std::string error() const { return done_ ? error_ : ""; }
-  // Every event arrived in order, the stream carried the final state and
+  // Every event arrived in order and whole (a trip's events name its
+  // holder, PROVISIONED its total), the stream carried the final state and
   // `trips` TRIP_FINISHED events.
   bool Complete(uint64_t trips) const {
     return in_order_ && final_ && finished_ == trips;
@@ -65,6 +68,11 @@ class Watcher {
       opened_ = true;
       if (ev.seq() == 0) continue;  // live PROGRESS, not recorded
       if (ev.seq() <= last_seq) in_order_ = false;
+      // Every trip's event names its holder; PROVISIONED carries its total.
+      if (ev.trip() != 0 && ev.holder().empty()) in_order_ = false;
+      if (ev.kind() == v1::PROVISIONED && (ev.total_bytes() == 0 || ev.bytes() != ev.total_bytes())) {
+        in_order_ = false;
+      }
       last_seq = ev.seq();
       if (ev.kind() == v1::TRIP_FINISHED) {
         ++finished_;
@@ -99,10 +107,14 @@ class Watcher {
 
 void Summarize(LoadResult* r) {
   if (r->samples.empty()) return;
-  r->warm_trips = r->trips / 10;
+  // Warm: every holder met once (its channel open), and a tenth of the trips done.
+  r->warm_trips = std::max<uint64_t>(r->trips / 10, static_cast<uint64_t>(r->holders));
   std::vector<const LoadSample*> warm;
   for (const auto& s : r->samples) {
-    if (s.trips_done >= r->warm_trips && s.rss_kib > 0 && s.open_files >= 0) warm.push_back(&s);
+    if (!s.after_campaign && s.trips_done >= r->warm_trips && s.rss_kib > 0 &&
+        s.open_files >= 0) {
+      warm.push_back(&s);
+    }
   }
   if (warm.empty()) return;
   r->rss_warm_kib = warm.front()->rss_kib;
@@ -242,7 +254,26 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& options) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     absl::Status s = FromGrpc(op->StartCampaign(&ctx, ref, &c), "orchestrator StartCampaign");
-    final_campaign = s.ok() ? stack.WaitForFinal(name, 7200, /*paused_ends_wait=*/true)
+    if (s.ok()) {
+      // The first watcher's stream ends when the campaign is final; a
+      // campaign that pauses (it waits for an operator) is seen by its
+      // state, read without its trips every few seconds. The trips are read
+      // once, at the end: polling them would be a load of its own.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::hours(2);
+      bool paused = false;
+      while (!watchers[0]->ended() && !paused && std::chrono::steady_clock::now() < until) {
+        for (int i = 0; i < 100 && !watchers[0]->ended(); ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        v1::GetCampaignRequest req;
+        req.set_name(name);
+        v1::Campaign now;
+        grpc::ClientContext sctx;
+        sctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+        paused = op->GetCampaign(&sctx, req, &now).ok() && now.state() == v1::PAUSED;
+      }
+    }
+    final_campaign = s.ok() ? stack.WaitForFinal(name, 60, /*paused_ends_wait=*/true)
                             : absl::StatusOr<v1::Campaign>(s);
   }
   r.campaign_seconds = SecondsSince(t0);
@@ -259,6 +290,7 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& options) {
     s.rss_kib = ProcStatusKib(pid, "VmRSS");
     s.rss_anon_kib = ProcStatusKib(pid, "RssAnon");
     s.open_files = ProcOpenFiles(pid);
+    s.after_campaign = true;
     over = true;
     sampler.join();
     r.samples.push_back(s);
@@ -286,7 +318,8 @@ nlohmann::json LoadJson(const LoadResult& r) {
                        {"trips_done", s.trips_done},
                        {"rss_kib", s.rss_kib},
                        {"rss_anon_kib", s.rss_anon_kib},
-                       {"open_files", s.open_files}});
+                       {"open_files", s.open_files},
+                       {"after_campaign", s.after_campaign}});
   }
   return {{"holders", r.holders},
           {"rounds", r.rounds},
@@ -316,8 +349,8 @@ std::string LoadText(const LoadResult& r) {
                 "%d of %d watchers saw every trip and the end\n"
                 "stack start %.1f s, campaign %.1f s (%.3f s/trip), orchestrator CPU %.4f "
                 "s/trip\n"
-                "after warm-up (%llu trips): RSS %lld -> %lld KiB (x%.3f, slope %.1f KiB per "
-                "100 trips), open files %lld..%lld\n\n",
+                "after warm-up (%llu trips) until the end: RSS %lld -> %lld KiB (x%.3f, "
+                "slope %.1f KiB per 100 trips), open files %lld..%lld\n\n",
                 r.holders, r.rounds, r.watchers, r.state.c_str(),
                 static_cast<unsigned long long>(r.trips),
                 static_cast<unsigned long long>(r.failed_trips), r.watchers_complete, r.watchers,
@@ -332,10 +365,11 @@ std::string LoadText(const LoadResult& r) {
   out += buf;
   out += "seconds  trips  rss_kib  rss_anon_kib  open_files\n";
   for (const auto& s : r.samples) {
-    std::snprintf(buf, sizeof(buf), "%7.1f %6llu %8lld %13lld %11lld\n", s.seconds,
+    std::snprintf(buf, sizeof(buf), "%7.1f %6llu %8lld %13lld %11lld%s\n", s.seconds,
                   static_cast<unsigned long long>(s.trips_done),
                   static_cast<long long>(s.rss_kib), static_cast<long long>(s.rss_anon_kib),
-                  static_cast<long long>(s.open_files));
+                  static_cast<long long>(s.open_files),
+                  s.after_campaign ? "  (after the campaign, watchers gone)" : "");
     out += buf;
   }
   return out;

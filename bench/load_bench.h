@@ -27,6 +27,7 @@ struct LoadSample {
   int64_t rss_kib = 0;     // VmRSS
   int64_t rss_anon_kib = 0;  // RssAnon: the heap and stacks (not mapped files)
   int64_t open_files = 0;  // entries of /proc/PID/fd
+  bool after_campaign = false;  // the last look, once the watchers have gone
 };
 
 struct LoadResult {
@@ -37,12 +38,13 @@ struct LoadResult {
   std::string state;               // the campaign's final state
   uint64_t trips = 0, failed_trips = 0;
   // Watchers whose stream delivered every trip's TRIP_FINISHED and the
-  // final state, in sequence order without a gap.
+  // final state, in sequence order, every trip's events naming its holder.
   int watchers_complete = 0;
   std::vector<LoadSample> samples;
-  // After warm-up (samples after the first tenth of the trips): the least
-  // squares slope of RSS against trips done (KiB per 100 trips), the last
-  // sample's RSS over the first one's, and the spread of open files.
+  // After warm-up (every holder met once and a tenth of the trips done)
+  // until the campaign ends: the least squares slope of RSS against trips
+  // done (KiB per 100 trips), the last sample's RSS over the first one's,
+  // and the spread of open files.
   uint64_t warm_trips = 0;
   int64_t rss_warm_kib = 0, rss_end_kib = 0;
   double rss_end_over_warm = 0;

@@ -17,9 +17,10 @@ int main(int argc, char** argv) {
               "(N x R trips of one small window each, no trainer) with W concurrent\n"
               "WatchCampaign streams, and samples the orchestrator's resident memory\n"
               "(VmRSS) and open files every second. Reports failed trips, whether every\n"
-              "watcher saw every trip and the end, and, after the first tenth of the trips\n"
-              "(warm-up), how RSS and open files move: the last sample's RSS over the first\n"
-              "one's, and the slope per 100 trips. Exit 0 if the campaign completed with no\n"
+              "watcher saw every trip and the end, and, after warm-up (every holder met\n"
+              "once and a tenth of the trips done) until the end, how RSS and open files\n"
+              "move: the last sample's RSS over the first one's, and the slope per 100\n"
+              "trips. Exit 0 if the campaign completed with no\n"
               "failed trip and every watcher complete, 1 otherwise, 2 on bad usage.");
   flags.Int("holders", 100, 1, 200, "Holder agents (one process each).");
   flags.Int("rounds", 10, 1, 1000, "Passes over every holder's one-window dataset.");

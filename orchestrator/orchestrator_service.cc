@@ -280,7 +280,11 @@ grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
   if (!watch.ok()) return ToGrpc(watch.status());
   int64_t seq = req->after_seq();
   uint64_t progress_seen = 0;
-  // Per trip: its holder and window length (the total of its PROVISIONED).
+  // Per trip: its holder and window length (the total of its PROVISIONED),
+  // for the latest kTripsRemembered trips: events come in trip order, so an
+  // older trip's events are behind the stream (a stream that follows a
+  // campaign for thousands of trips stays the same size).
+  constexpr size_t kTripsRemembered = 8;
   std::map<uint64_t, std::pair<std::string, uint64_t>> trip_holder;
   // A watcher that left is noticed by the next failing Write. Asking gRPC
   // whether the call was cancelled polls its completion queue (it cost more
@@ -319,6 +323,9 @@ grpc::Status OrchestratorService::WatchCampaign(grpc::ServerContext* ctx,
                    .emplace(e.trip, t.ok() ? std::make_pair(t->holder, t->window_length)
                                            : std::make_pair(std::string(), uint64_t{0}))
                    .first;
+          if (trip_holder.size() > kTripsRemembered && trip_holder.begin() != it) {
+            trip_holder.erase(trip_holder.begin());
+          }
         }
         ev.set_holder(it->second.first);
         if (e.kind == "provisioned") ev.set_total_bytes(it->second.second);
