@@ -29,6 +29,8 @@
 #include "util/grpc_status.h"
 #include "gtest/gtest.h"
 #include "tests/key_keeping_holder.h"
+#include "tests/stack_campaign.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -42,8 +44,7 @@ struct Fixture {
 // Two real holders (3 MiB and 5.5 MiB) and the key keeper (1 MiB), a 2 MiB
 // buffer: round-robin trips a, b, keeper, a, b, b.
 absl::Status StartFixture(Fixture* f, const std::string& failpoint) {
-  char tmpl[] = "/tmp/gputravel-crash-XXXXXX";
-  f->dir = mkdtemp(tmpl);
+  f->dir = MakeSocketTestDir("gputravel-crash-");
   StackOptions o;
   o.holders = 2;
   o.buffer_bytes = 2u << 20;
@@ -274,8 +275,20 @@ TEST(CrashRecoveryTest, CancelDuringRecoveryWaitsUntilTheTripIsSafe) {
     ASSERT_TRUE(st.ok()) << st.error_message();
   }
   EXPECT_EQ(cancelled.state(), v1::CANCELLING);
-  // Still CANCELLING while the MUX stays down (recovery retries every 2 s).
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  // Still CANCELLING after a recovery pass that ran after the cancel failed
+  // with the MUX down (recovery retries every 2 s): the test waits for that
+  // pass's ERROR event, not for a time.
+  bool seen_cancelling = false;
+  auto failed_pass = [&seen_cancelling](const v1::Event& e) {
+    if (e.kind() == v1::CAMPAIGN_STATE && e.campaign_state() == v1::CANCELLING) {
+      seen_cancelling = true;
+    }
+    return seen_cancelling && e.kind() == v1::ERROR &&
+           e.message().find("recovery could not make the GPU safe yet") != std::string::npos;
+  };
+  const std::vector<v1::Event> events = RecordedEvents(f.stack.get(), "demo", failed_pass);
+  ASSERT_FALSE(events.empty());
+  ASSERT_TRUE(failed_pass(events.back())) << "no recovery pass failed after the cancel";
   {
     v1::Campaign now;
     grpc::ClientContext ctx;
