@@ -12,18 +12,6 @@
 
 namespace gputravel {
 
-TempDir::TempDir() {
-  char tmpl[] = "/tmp/gputravel-auth-XXXXXX";
-  char* p = mkdtemp(tmpl);
-  path_ = p != nullptr ? p : "";
-}
-
-TempDir::~TempDir() {
-  if (path_.empty()) return;
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 absl::Status MakeTestPki(const std::string& dir, const std::vector<Identity>& ids) {
   absl::Status s = InitCampaignCa(dir, "test", 2);
   if (!s.ok()) return s;

@@ -10,25 +10,13 @@
 #include "auth/tls_config.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/holder.grpc.pb.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 
-// Test-only helpers for the auth/ tests: a temporary directory and a real gRPC
-// server whose methods run the authorization checks.
-
-// A fresh directory under /tmp (short enough for Unix socket paths), removed
-// with its contents on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+// Test-only helpers for the auth/ tests: a test PKI and a real gRPC server
+// whose methods run the authorization checks (TempDir, which the tests make
+// them in, is util/test_dir.h's).
 
 // Creates a campaign CA in `dir` and issues every identity in `ids`.
 absl::Status MakeTestPki(const std::string& dir, const std::vector<Identity>& ids);

@@ -10,6 +10,7 @@
 #include "keyxfer/tdx/testdata.h"
 #include "nlohmann/json.hpp"
 #include "util/files.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -116,7 +117,7 @@ TEST(AttestVerifyTest, MissingFileIsAnIoError) {
 }
 
 TEST(AttestQuoteTest, ReadsAQuoteThroughConfigfsTsm) {
-  const std::string root = tdx::testing::MakeTempDir();
+  const std::string root = MakeTestDir("tsm.");
   tdx::ConfigfsTsmOptions o;
   o.root = root;
   o.fs = std::make_shared<tdx::testing::FakeConfigfsTsm>(root, tdx::testing::RealQuote());

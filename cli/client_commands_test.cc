@@ -32,6 +32,7 @@
 #include "nlohmann/json.hpp"
 #include "proto/orchestrator.grpc.pb.h"
 #include "util/files.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -481,9 +482,7 @@ class ClientCommandsTest : public ::testing::Test {
                           "GPUTRAVEL_CRL"}) {
       unsetenv(e);
     }
-    char tmpl[] = "/tmp/gtcli.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = new std::string(tmpl);
+    dir_ = new std::string(MakeSocketTestDir("gtcli."));
     const std::string& d = *dir_;
     ASSERT_TRUE(InitCampaignCa(d, "test-campaign", 2).ok());
     for (const Identity& id : {Identity{kRoleOrchestrator, "orchestrator"},

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -32,9 +33,7 @@ constexpr int kOtherError = 2;     // refused with another code
 constexpr int kNoNamespace = 77;   // this machine gives no user namespace
 
 TEST(BounceBufferTest, RingThatDoesNotFitIsRefusedNotMappedSparse) {
-  char tmpl[] = "/tmp/gputravel-tinyfs-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const std::string dir = MakeTestDir("gputravel-tinyfs-");
   const uid_t uid = ::getuid();
   const gid_t gid = ::getgid();
   pid_t pid = ::fork();
@@ -70,9 +69,7 @@ TEST(BounceBufferTest, RingThatDoesNotFitIsRefusedNotMappedSparse) {
 }
 
 TEST(BounceBufferTest, CreatedRingHasItsSlotsAndTagAreaMapped) {
-  char tmpl[] = "/tmp/gputravel-ring-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const std::string dir = MakeTestDir("gputravel-ring-");
   {
     auto ring = BounceBuffer::Create(dir + "/ring", 3, 4096);
     ASSERT_TRUE(ring.ok()) << ring.status();

@@ -18,6 +18,7 @@
 #include "keyxfer/random.h"
 #include "keyxfer/x509.h"
 #include "util/grpc_status.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -25,8 +26,7 @@ namespace {
 class DeviceLayerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/gputravel-dl-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    dir_ = MakeSocketTestDir("gputravel-dl-");
     auto ca = *EcKey::Generate(Curve::kP384);
     ca_der_ = *IssueCertificate(ca, "device-ca", ca, "", true, 1);
     auto id = *EcKey::Generate(Curve::kP384);

@@ -649,6 +649,7 @@ v1::DeviceReply EmulatedGpu::ExecuteLocked(const v1::DeviceCommand& cmd,
     }
     case v1::DeviceCommand::kHeartbeat: {
       last_heartbeat_ = Now();
+      ++heartbeats_;
       return r;
     }
     case v1::DeviceCommand::kRotateIv: {
@@ -1121,6 +1122,7 @@ v1::DeviceStatus EmulatedGpu::Status() {
   st.set_memory_wipes(memory_wipes_);
   st.set_rejected_chunks(rejected_chunks_);
   st.set_needs_reset(needs_reset_);
+  st.set_heartbeats(heartbeats_);
   st.set_bounce_buffers(bounces_.size());
   if (session_ != nullptr) {
     for (uint32_t e = 0; e < kCopyEngines; ++e) {

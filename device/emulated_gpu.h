@@ -330,6 +330,7 @@ class EmulatedGpu {
   uint64_t memory_wipes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t rejected_chunks_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_heartbeat_ ABSL_GUARDED_BY(mu_);
+  uint64_t heartbeats_ ABSL_GUARDED_BY(mu_) = 0;  // accepted
   // The heartbeat rule applies from the first session after a reset until
   // the next reset (or a miss), also while a failed exchange left no session:
   // device memory may still hold data then.

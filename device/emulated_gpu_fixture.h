@@ -23,6 +23,7 @@
 #include "keyxfer/random.h"
 #include "keyxfer/x509.h"
 #include "util/grpc_status.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace testing_fixture {
@@ -48,8 +49,7 @@ class EmulatedGpuFixture : public ::testing::Test {
     cert_der_ = cert;
     o.serial = "EMU-1";
     o.memory_bytes = memory_bytes_;
-    char tmpl[] = "/tmp/gputravel-gpuf-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    dir_ = MakeSocketTestDir("gputravel-gpuf-");
     o.shared_dirs[kOwner] = dir_;  // the holder's shared memory: its rings live here
     gpu_ = std::make_unique<EmulatedGpu>(o, std::move(id), cert);
     gpu_->SetOwner(kOwner);

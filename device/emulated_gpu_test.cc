@@ -19,6 +19,7 @@
 #include "keyxfer/device_session.h"
 #include "keyxfer/random.h"
 #include "keyxfer/x509.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -1096,8 +1097,7 @@ TEST_F(EmulatedGpuTest, DoorbellCanBringItsOwnRing) {
 // or a file that is not a ring is refused before anything is mapped, and a
 // domain with no shared memory configured attaches nothing.
 TEST_F(EmulatedGpuTest, RingsAreMappedOnlyFromTheRoutedDomainsSharedMemory) {
-  char tmpl[] = "/tmp/gputravel-other-XXXXXX";
-  const std::string other = mkdtemp(tmpl);  // another TD's shared memory
+  const std::string other = MakeTestDir("gputravel-other-");  // another TD's shared memory
   // Removed however the test ends (after the rings below, which remove
   // their own files).
   struct Leftovers {
@@ -1172,8 +1172,7 @@ TEST_F(EmulatedGpuTest, RingsAreMappedOnlyFromTheRoutedDomainsSharedMemory) {
 // still reaches only its own directory, and a directory that was a link (or
 // missing) when the device started serves nothing.
 TEST(EmulatedGpuSharedMemoryTest, DirectoryIsTheOneOpenedAtStartEvenIfReplaced) {
-  char tmpl[] = "/tmp/gputravel-shm-XXXXXX";
-  const std::string root = mkdtemp(tmpl);
+  const std::string root = MakeTestDir("gputravel-shm-");
   const std::string a = root + "/a", b = root + "/b", gone = root + "/a-before";
   ASSERT_EQ(::mkdir(a.c_str(), 0700), 0);
   ASSERT_EQ(::mkdir(b.c_str(), 0700), 0);
@@ -1245,6 +1244,7 @@ TEST_F(EmulatedGpuTest, HeartbeatMissForcesReset) {
   ASSERT_TRUE(Command(hb).ok());  // within 2 x period: kept alive
   now += absl::Seconds(7);
   ASSERT_TRUE(Command(hb).ok());
+  EXPECT_EQ(gpu_->Status().heartbeats(), 2u);
   // Only the heartbeat command keeps it alive: neither a chunk nor another
   // command does.
   now += absl::Seconds(6);
@@ -1261,6 +1261,7 @@ TEST_F(EmulatedGpuTest, HeartbeatMissForcesReset) {
   auto st = Command(hb);
   EXPECT_EQ(st.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(st.status().message().find("heartbeat"), std::string::npos);
+  EXPECT_EQ(gpu_->Status().heartbeats(), 2u) << "a refused heartbeat is not counted";
   EXPECT_TRUE(gpu_->Status().needs_reset());
   EXPECT_EQ(gpu_->Status().session_id(), 0u);
   // Even a new key exchange is refused until the reset.

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "holder_agent/dataset.h"
 #include "util/files.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -37,8 +38,7 @@ long StatusKib(const std::string& field) {
 class DatasetSourceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/gputravel-dss-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    dir_ = MakeTestDir("gputravel-dss-");
   }
   void TearDown() override { (void)system(("rm -rf " + dir_).c_str()); }
 
@@ -213,9 +213,7 @@ TEST_F(DatasetSourceTest, StreamingViewsKeepsTheResidentSetBounded) {
 class DatasetWriterTest : public testing_fixture::EmulatedGpuFixture {};
 
 TEST_F(DatasetWriterTest, WriterLandsAMappedWindow) {
-  char tmpl[] = "/tmp/gputravel-dsw-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const std::string dir = MakeTestDir("gputravel-dsw-");
   struct RemoveAll {  // also when an assertion ends the test early
     std::string d;
     ~RemoveAll() { (void)system(("rm -rf " + d).c_str()); }

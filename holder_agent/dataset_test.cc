@@ -16,6 +16,7 @@
 
 #include "gtest/gtest.h"
 #include "util/files.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -23,8 +24,7 @@ namespace {
 class DatasetTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/gputravel-ds-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    dir_ = MakeTestDir("gputravel-ds-");
   }
   void TearDown() override { (void)system(("rm -rf " + dir_).c_str()); }
   std::string dir_;

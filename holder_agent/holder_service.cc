@@ -98,13 +98,13 @@ grpc::Status HolderService::OpenChannel(grpc::ServerContext* ctx,
   out->set_holder_public_key(responder->public_key());
   out->set_holder_nonce(responder->nonce());
   *out->mutable_evidence() = responder->evidence();
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = options_.clock();
   absl::MutexLock l(&mu_);
   // Channels never claimed are dropped: first those past their lifetime,
   // then, if still full, the oldest. Erasing a channel destroys its
   // responder, whose SecretBytes zeroizes the ECDH secret.
   for (auto it = pending_.begin(); it != pending_.end();) {
-    if (now - it->second.opened > options_.pending_channel_lifetime) {
+    if (now - it->second.opened > kPendingChannelLifetime) {
       GT_LOG(2, "channel ", it->first.substr(0, 8), " expired unused");
       it = pending_.erase(it);
     } else {
@@ -238,17 +238,14 @@ absl::StatusOr<std::string> HolderService::DoProvision(
   {
     absl::MutexLock l(&mu_);
     auto it = pending_.find(req.channel_id());
-    if (it != pending_.end() && std::chrono::steady_clock::now() - it->second.opened >
-                                    options_.pending_channel_lifetime) {
+    if (it != pending_.end() && options_.clock() - it->second.opened > kPendingChannelLifetime) {
       pending_.erase(it);  // past its lifetime: dropped as OpenChannel would
       it = pending_.end();
     }
     if (it == pending_.end()) {
       return absl::FailedPreconditionError(
           "unknown or already used channel (an unused one is dropped after " +
-          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                             options_.pending_channel_lifetime)
-                             .count()) +
+          std::to_string(kPendingChannelLifetime.count()) +
           " s, or when more than " + std::to_string(kMaxPendingChannels) +
           " wait): open a new attested channel for each trip");
     }

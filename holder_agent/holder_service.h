@@ -62,8 +62,9 @@ struct HolderOptions {
   std::shared_ptr<TripFreshness> freshness;
   // Where Provision outcomes are counted (metrics_listen); null: nowhere.
   const HolderMetrics* metrics = nullptr;
-  // Tests shorten it; see kPendingChannelLifetime.
-  std::chrono::steady_clock::duration pending_channel_lifetime = kPendingChannelLifetime;
+  // The clock pending channels' ages are read on (kPendingChannelLifetime);
+  // tests pass one they move forward.
+  std::function<std::chrono::steady_clock::time_point()> clock = std::chrono::steady_clock::now;
 };
 
 // The data-holder agent: answers attested channel requests, accepts one

@@ -96,7 +96,9 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
     o.orchestrator_names = {kOrch.name};
     o.device_endpoint = "unix:" + dir_ + "/holder.sock";
     o.writer.bounce_dir = dir_ + bounce_subdir_;  // where the device maps rings
-    o.pending_channel_lifetime = pending_channel_lifetime_;
+    o.clock = [skipped = clock_skipped_] {
+      return std::chrono::steady_clock::now() + std::chrono::nanoseconds(skipped->load());
+    };
     o.training_policy = Policy();
     o.freshness = std::move(*freshness);
     o.metrics = metrics_;
@@ -261,8 +263,11 @@ class HolderServiceTest : public testing_fixture::EmulatedGpuFixture {
   uint32_t next_counter_ = 1;  // the LCE H2D channel's next counter on the device
   std::string last_fault_;     // the last Provision's "gputravel-fault" trailer
   EmulatedGpuOptions device_options_;  // a test may set them in its constructor
-  // How long the agent keeps a channel no Provision has claimed (likewise).
-  std::chrono::steady_clock::duration pending_channel_lifetime_ = kPendingChannelLifetime;
+  // The agent's clock runs this far ahead of the steady clock (AdvanceClock).
+  std::shared_ptr<std::atomic<int64_t>> clock_skipped_ = std::make_shared<std::atomic<int64_t>>(0);
+  void AdvanceClock(std::chrono::steady_clock::duration d) {
+    clock_skipped_->fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  }
   std::string bounce_subdir_;  // appended to the fixture's shared memory directory
   // What the next StartAgent counts in, and verifies with (null: none, and
   // holder_verifier_).
@@ -539,30 +544,30 @@ TEST_F(ForeignBounceDirTest, TheGpusRingErrorsReachTheOrchestratorWithoutLocalPa
   EXPECT_EQ(s.error_message().find(dir_), std::string::npos) << s.error_message();
 }
 
-class ShortChannelLifetimeTest : public HolderServiceTest {
- protected:
-  ShortChannelLifetimeTest() { pending_channel_lifetime_ = std::chrono::seconds(1); }
-};
-
-TEST_F(ShortChannelLifetimeTest, ChannelUnusedPastItsLifetimeIsDroppedAtTheNextOpen) {
+// The agent's clock moves past kPendingChannelLifetime without the test
+// waiting for it.
+TEST_F(HolderServiceTest, ChannelUnusedPastItsLifetimeIsDroppedAtTheNextOpen) {
   Channel stale = Open();
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  AdvanceClock(kPendingChannelLifetime + std::chrono::seconds(1));
   Channel fresh = Open();
   ExpectRefused(Provision(stale, Binding("c1", 1, 0)), grpc::StatusCode::FAILED_PRECONDITION,
-                "unknown or already used channel (an unused one is dropped after 1 s");
+                "unknown or already used channel (an unused one is dropped after 600 s");
   ASSERT_TRUE(Provision(fresh, Binding("c1", 1, 0)).ok());
   EXPECT_EQ(DeviceWindow(), Window(0));
 }
 
 // A channel past its lifetime is refused when a Provision claims it, even
-// with no OpenChannel in between to sweep it.
-TEST_F(ShortChannelLifetimeTest, ChannelPastItsLifetimeIsRefusedWhenClaimed) {
+// with no OpenChannel in between to sweep it; one just inside it is not.
+TEST_F(HolderServiceTest, ChannelPastItsLifetimeIsRefusedWhenClaimed) {
+  Channel young = Open();
+  AdvanceClock(kPendingChannelLifetime - std::chrono::seconds(5));
+  ASSERT_TRUE(Provision(young, Binding("c1", 1, 0)).ok());
   Channel stale = Open();
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  ExpectRefused(Provision(stale, Binding("c1", 1, 0)), grpc::StatusCode::FAILED_PRECONDITION,
+  AdvanceClock(kPendingChannelLifetime + std::chrono::seconds(1));
+  ExpectRefused(Provision(stale, Binding("c1", 2, 1)), grpc::StatusCode::FAILED_PRECONDITION,
                 "unknown or already used channel");
-  ASSERT_TRUE(Provision(Open(), Binding("c1", 1, 0)).ok());
-  EXPECT_EQ(DeviceWindow(), Window(0));
+  ASSERT_TRUE(Provision(Open(), Binding("c1", 2, 1)).ok());
+  EXPECT_EQ(DeviceWindow(), Window(1));
 }
 
 // A window the dataset does not hold is refused before the key is opened,

@@ -8,18 +8,13 @@
 
 #include "gtest/gtest.h"
 #include "util/files.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
 
-std::string TempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/tf-XXXXXX";
-  return ::mkdtemp(&tmpl[0]) != nullptr ? tmpl : "";
-}
-
 TEST(TripFreshnessTest, PerOrchestratorAndGpuAndKeptAcrossARestart) {
-  const std::string path = TempDir() + "/freshness.json";
+  const std::string path = MakeTestDir("tf-") + "/freshness.json";
   {
     auto f = TripFreshness::Open(path);
     ASSERT_TRUE(f.ok()) << f.status();
@@ -57,7 +52,7 @@ TEST(TripFreshnessTest, PerOrchestratorAndGpuAndKeptAcrossARestart) {
 // A damaged record is not taken as "nothing accepted yet": the agent does
 // not start.
 TEST(TripFreshnessTest, DamagedRecordRefusedNamingTheFile) {
-  const std::string dir = TempDir();
+  const std::string dir = MakeTestDir("tf-");
   const std::string path = dir + "/freshness.json";
   for (const std::string& text :
        {std::string("{"), std::string("{\"version\": 1}"),
@@ -77,7 +72,7 @@ TEST(TripFreshnessTest, DamagedRecordRefusedNamingTheFile) {
 
 // A trip whose record cannot be written is not accepted.
 TEST(TripFreshnessTest, UnwritableRecordAcceptsNothing) {
-  const std::string path = TempDir() + "/missing-dir/freshness.json";
+  const std::string path = MakeTestDir("tf-") + "/missing-dir/freshness.json";
   auto f = TripFreshness::Open(path);
   ASSERT_TRUE(f.ok()) << f.status();
   absl::Status s = (*f)->Accept("orch", "GPU-1", 7, "c1");

@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "keyxfer/random.h"
+#include "util/hex.h"
 
 namespace gputravel {
 namespace {
@@ -191,6 +192,116 @@ TEST(AesGcmTest, MatchesKnownAnswer) {
   const uint8_t want[16] = {0x53, 0x0f, 0x8a, 0xfb, 0xc7, 0x45, 0x36, 0xb9,
                             0xa9, 0x63, 0xb4, 0xf1, 0xc4, 0xcb, 0x73, 0x8b};
   EXPECT_EQ(*sealed, std::string(reinterpret_cast<const char*>(want), 16));
+}
+
+// The AES-256 vectors with a 96-bit IV and a non-empty plaintext from the
+// GCM specification (D. McGrew and J. Viega, "The Galois/Counter Mode of
+// Operation (GCM)", 2005, Appendix B, test cases 14, 15 and 16; 16 is the
+// one with associated data; 17 and 18 use other IV lengths, which this
+// class does not take).
+struct GcmVector {
+  const char* name;
+  const char* key;
+  const char* iv;
+  const char* aad;
+  const char* plaintext;
+  const char* ciphertext;
+  const char* tag;
+};
+
+constexpr char kSpecKey[] = "feffe9928665731c6d6a8f9467308308feffe9928665731c6d6a8f9467308308";
+constexpr char kSpecIv[] = "cafebabefacedbaddecaf888";
+constexpr char kSpecPlaintext60[] =
+    "d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a72"
+    "1c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b39";
+constexpr char kSpecCiphertext60[] =
+    "522dc1f099567d07f47f37a32a84427d643a8cdcbfe5c0c97598a2bd2555d1aa"
+    "8cb08e48590dbb3da7b08b1056828838c5f61e6393ba7a0abcc9f662";
+
+const GcmVector kGcmSpecVectors[] = {
+    {"test case 14", "0000000000000000000000000000000000000000000000000000000000000000",
+     "000000000000000000000000", "", "00000000000000000000000000000000",
+     "cea7403d4d606b6e074ec5d3baf39d18", "d0d1c8a799996bf0265b98b5d48ab919"},
+    {"test case 15", kSpecKey, kSpecIv, "",
+     "d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a72"
+     "1c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b391aafd255",
+     "522dc1f099567d07f47f37a32a84427d643a8cdcbfe5c0c97598a2bd2555d1aa"
+     "8cb08e48590dbb3da7b08b1056828838c5f61e6393ba7a0abcc9f662898015ad",
+     "b094dac5d93471bdec1a502270e3cc6c"},
+    {"test case 16", kSpecKey, kSpecIv, "feedfacedeadbeeffeedfacedeadbeefabaddad2",
+     kSpecPlaintext60, kSpecCiphertext60, "76fc6ece0f4e1768cddf8853bb2d551b"},
+};
+
+std::string Unhex(const char* hex) {
+  auto b = HexDecode(hex);
+  EXPECT_TRUE(b.ok()) << b.status();
+  return b.ok() ? *b : "";
+}
+
+const uint8_t* Bytes(const std::string& s) { return reinterpret_cast<const uint8_t*>(s.data()); }
+
+// Encrypting gives the published ciphertext and tag, by every entry point;
+// decrypting gives the plaintext back; a flipped bit in the tag, the
+// associated data or the ciphertext is refused.
+TEST(AesGcmTest, MatchesTheGcmSpecificationVectors) {
+  for (const GcmVector& v : kGcmSpecVectors) {
+    SCOPED_TRACE(v.name);
+    const std::string key = Unhex(v.key), iv = Unhex(v.iv), aad = Unhex(v.aad),
+                      pt = Unhex(v.plaintext), ct = Unhex(v.ciphertext), tag = Unhex(v.tag);
+    ASSERT_EQ(key.size(), kAesKeySize);
+    ASSERT_EQ(iv.size(), kGcmIvSize);
+    auto g = AesGcm::Create(SecretBytes(Bytes(key), key.size()));
+    ASSERT_TRUE(g.ok()) << g.status();
+    const size_t n = pt.size();
+
+    auto sealed = (*g)->Seal(Bytes(iv), aad, pt);
+    ASSERT_TRUE(sealed.ok()) << sealed.status();
+    EXPECT_EQ(HexEncode(*sealed), HexEncode(ct + tag));
+    std::vector<uint8_t> out(n), shared(n);
+    uint8_t t[kGcmTagSize];
+    ASSERT_TRUE((*g)->Encrypt(Bytes(iv), Bytes(aad), aad.size(), Bytes(pt), n, out.data(), t).ok());
+    EXPECT_EQ(HexEncode(absl::MakeConstSpan(out)), v.ciphertext);
+    EXPECT_EQ(HexEncode(absl::MakeConstSpan(t, kGcmTagSize)), v.tag);
+    ASSERT_TRUE(
+        (*g)->EncryptToShared(Bytes(iv), Bytes(aad), aad.size(), Bytes(pt), n, shared.data(), t)
+            .ok());
+    EXPECT_EQ(HexEncode(absl::MakeConstSpan(shared)), v.ciphertext);
+    EXPECT_EQ(HexEncode(absl::MakeConstSpan(t, kGcmTagSize)), v.tag);
+
+    auto opened = (*g)->Open(Bytes(iv), aad, ct + tag);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    EXPECT_EQ(HexEncode(*opened), v.plaintext);
+    ASSERT_TRUE((*g)->DecryptFromShared(Bytes(iv), Bytes(aad), aad.size(), Bytes(ct), n,
+                                        Bytes(tag), out.data())
+                    .ok());
+    EXPECT_EQ(HexEncode(absl::MakeConstSpan(out)), v.plaintext);
+
+    std::string bad_tag = tag;
+    bad_tag[kGcmTagSize - 1] ^= 0x01;
+    EXPECT_EQ((*g)->Open(Bytes(iv), aad, ct + bad_tag).status().code(),
+              absl::StatusCode::kDataLoss);
+    EXPECT_EQ((*g)->Decrypt(Bytes(iv), Bytes(aad), aad.size(), Bytes(ct), n, Bytes(bad_tag),
+                            out.data())
+                  .code(),
+              absl::StatusCode::kDataLoss);
+    for (uint8_t b : out) ASSERT_EQ(b, 0) << "unauthenticated plaintext";
+    std::string bad_ct = ct;
+    bad_ct[0] ^= 0x80;
+    EXPECT_EQ((*g)->Open(Bytes(iv), aad, bad_ct + tag).status().code(),
+              absl::StatusCode::kDataLoss);
+    // Associated data: a flipped bit of it, or one byte more or less.
+    std::string more_aad = aad + std::string(1, '\0');
+    EXPECT_EQ((*g)->Open(Bytes(iv), more_aad, ct + tag).status().code(),
+              absl::StatusCode::kDataLoss);
+    if (!aad.empty()) {
+      std::string bad_aad = aad;
+      bad_aad[aad.size() / 2] ^= 0x01;
+      EXPECT_EQ((*g)->Open(Bytes(iv), bad_aad, ct + tag).status().code(),
+                absl::StatusCode::kDataLoss);
+      EXPECT_EQ((*g)->Open(Bytes(iv), aad.substr(1), ct + tag).status().code(),
+                absl::StatusCode::kDataLoss);
+    }
+  }
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
 #include "keyxfer/handoff.h"
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "keyxfer/aes_gcm.h"
 #include "keyxfer/random.h"
+#include "util/hex.h"
 
 namespace gputravel {
 namespace {
@@ -178,6 +181,125 @@ TEST_F(HandoffTest, MalformedBlobsRefused) {
   std::string flipped = blob;
   flipped[20] ^= 1;
   EXPECT_FALSE(UnwrapHandoff(key_, b_, flipped).ok());
+}
+
+// A fixed hand-off, byte for byte: a change to the format (docs/protocol.md
+// section 10) must change these bytes, and so fail here. The expected bytes
+// were made apart from this code, from the layout in docs/protocol.md, with
+// Python's struct and python3-cryptography's AESGCM. Two lanes, so the
+// per-lane parts of the AAD and the payload are both covered.
+class HandoffVectorTest : public HandoffTest {
+ protected:
+  void SetUp() override {
+    HandoffTest::SetUp();
+    key_ = Counting(0x00, 32);  // 00 01 .. 1f
+    b_.set_chunk_size(1 << 19);
+    b_.clear_lanes();
+    for (uint32_t e = 0; e < 2; ++e) {
+      v1::H2dLane* l = b_.add_lanes();
+      l->set_copy_engine(e);
+      l->set_offset(e << 19);
+      l->set_length(1 << 19);
+      l->set_first_counter(1);
+      l->set_counter_count(1);
+    }
+    ChannelMaterial a, b;
+    a.key = Counting(0x20, 32);
+    std::copy_n(Counting(0xa0, 12).data(), 12, a.iv_mask.begin());
+    a.channel_counter = 0x0102030405060708ull;
+    b.key = Counting(0x40, 32);
+    std::copy_n(Counting(0xb0, 12).data(), 12, b.iv_mask.begin());
+    b.channel_counter = 9;
+    lanes_.push_back(std::move(a));
+    lanes_.push_back(std::move(b));
+  }
+  static SecretBytes Counting(uint8_t first, size_t n) {
+    SecretBytes s(n);
+    for (size_t i = 0; i < n; ++i) s.data()[i] = static_cast<uint8_t>(first + i);
+    return s;
+  }
+  static std::string Unhex(const char* hex) {
+    auto b = HexDecode(hex);
+    EXPECT_TRUE(b.ok()) << b.status();
+    return b.ok() ? *b : "";
+  }
+
+  // W(x) = U32(length) || x; integers big-endian.
+  static constexpr char kAad[] =
+      "00000014" "67707574726176656c2d68616e646f66662d7633"  // W("gputravel-handoff-v3")
+      "00000002" "6331"                                      // W(campaign "c1")
+      "0000000000000007"                                     // U64(trip)
+      "0000000d" "454d552d483130302d30303031"                // W(gpu_serial)
+      "0000000000000003"                                     // U64(gpu_session)
+      "0000000a" "686f73706974616c2d61"                      // W(holder "hospital-a")
+      "0000000000000001"                                     // U64(buffer_id)
+      "0000000000000000"                                     // U64(window_offset)
+      "0000000000100000"                                     // U64(window_length)
+      "00080000"                                             // U32(chunk_size)
+      "00000002"                                             // U32(lane count)
+      "00000000" "0000000000000000" "0000000000080000" "00000001" "00000001"  // lane 0
+      "00000001" "0000000000080000" "0000000000080000" "00000001" "00000001"  // lane 1
+      "0000000a" "6e6578742d746f6b656e"                      // W(trainer_kind)
+      "00000200" "00000020"                                  // U32(vocab) U32(dim)
+      "3fa999999999999a"                                     // learning_rate 0.05
+      "0000000000010000" "0000000000000001" "0000000000100000"  // batch_tokens seed min_window
+      "00000002" "00000004";                                 // loss_decimals min_windows
+  // Per lane: key (32) || iv_mask (12) || channel_counter (U64).
+  static constexpr char kPayload[] =
+      "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+      "a0a1a2a3a4a5a6a7a8a9aaab" "0102030405060708"
+      "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+      "b0b1b2b3b4b5b6b7b8b9babb" "0000000000000009";
+  // 0x03 || IV c0..cb || AES-256-GCM(key, IV, kAad, kPayload) || tag.
+  static constexpr char kBlob[] =
+      "03" "c0c1c2c3c4c5c6c7c8c9cacb"
+      "20690544535db079b0f0d7891e81c6797c42d10c08d7298d12fa71310b404189"
+      "1c373504d67ee3a460e4feb2f8c6668d8863d872928ce25ac0606897aaae7156"
+      "4161c572b9972eff36c04e4bac0e45dd191bf4f076bc973e179b02a40ef5a979"
+      "c08170a7460ccba1a9be1d6e"
+      "0c5bf23cc07041521ed9041e";  // tag
+
+  std::vector<ChannelMaterial> lanes_;
+};
+
+TEST_F(HandoffVectorTest, AssociatedDataIsTheDocumentedLayout) {
+  EXPECT_EQ(HexEncode(HandoffAad(b_)), kAad);
+  EXPECT_EQ(kHandoffVersion, 3);
+}
+
+TEST_F(HandoffVectorTest, FixedBlobUnwrapsToItsKeys) {
+  auto m = UnwrapHandoff(key_, b_, Unhex(kBlob));
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    SCOPED_TRACE("lane " + std::to_string(i));
+    EXPECT_TRUE((*m)[i].key.Equals(lanes_[i].key));
+    EXPECT_EQ((*m)[i].iv_mask, lanes_[i].iv_mask);
+    EXPECT_EQ((*m)[i].channel_counter, lanes_[i].channel_counter);
+  }
+}
+
+// The IV is random, so a wrapped blob is the vector's layout under its own
+// IV: version, IV, then the documented payload sealed with that IV and the
+// documented AAD.
+TEST_F(HandoffVectorTest, WrappedBlobIsVersionIvAndTheSealedPayload) {
+  auto blob = WrapHandoff(key_, b_, lanes_);
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  const std::string payload = Unhex(kPayload);
+  ASSERT_EQ(blob->size(), 1 + kGcmIvSize + payload.size() + kGcmTagSize);
+  EXPECT_EQ(static_cast<uint8_t>((*blob)[0]), 0x03);
+  auto gcm = AesGcm::Create(key_);
+  ASSERT_TRUE(gcm.ok()) << gcm.status();
+  const auto* iv = reinterpret_cast<const uint8_t*>(blob->data() + 1);
+  auto sealed = (*gcm)->Seal(iv, Unhex(kAad), payload);
+  ASSERT_TRUE(sealed.ok()) << sealed.status();
+  EXPECT_EQ(HexEncode(blob->substr(1 + kGcmIvSize)), HexEncode(*sealed));
+  // And the vector's own IV gives the vector's blob.
+  const std::string vector_blob = Unhex(kBlob);
+  auto fixed = (*gcm)->Seal(reinterpret_cast<const uint8_t*>(vector_blob.data() + 1),
+                            Unhex(kAad), payload);
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  EXPECT_EQ("03c0c1c2c3c4c5c6c7c8c9cacb" + HexEncode(*fixed), kBlob);
 }
 
 }  // namespace

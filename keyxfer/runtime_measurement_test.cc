@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "util/files.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -24,7 +25,7 @@ std::string Sha384Of(const std::string& data) {
 class RuntimeMeasurementTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::string(std::getenv("TEST_TMPDIR")) + "/" +
+    dir_ = TestTmpDir() + "/" +
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
     ASSERT_EQ(std::system(("mkdir -p " + dir_).c_str()), 0);
     Put("binary", "daemon code v1");

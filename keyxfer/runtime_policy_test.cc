@@ -10,6 +10,7 @@
 #include "keyxfer/x509.h"
 #include "util/files.h"
 #include "util/hex.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -30,7 +31,7 @@ nlohmann::json PinsFor(const RuntimeMeasurement& m, bool with_peer_pins) {
 class RuntimePolicyTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::string(std::getenv("TEST_TMPDIR")) + "/" +
+    dir_ = TestTmpDir() + "/" +
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
     ASSERT_EQ(std::system(("mkdir -p " + dir_).c_str()), 0);
     ASSERT_TRUE(WriteFile(dir_ + "/binary", "orchestrator code", 0600).ok());

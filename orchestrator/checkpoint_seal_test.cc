@@ -10,18 +10,13 @@
 
 #include "gtest/gtest.h"
 #include "util/files.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
 
-std::string TempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/cs-XXXXXX";
-  return ::mkdtemp(&tmpl[0]) != nullptr ? tmpl : "";
-}
-
 TEST(CheckpointSealTest, KeyFileIsCreatedOnceAndPrivate) {
-  const std::string key = TempDir() + "/checkpoint.key";
+  const std::string key = MakeTestDir("cs-") + "/checkpoint.key";
   auto missing = CheckpointSeal::LoadOrCreate(key, /*may_create=*/false);
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
   EXPECT_NE(missing.status().message().find(key), std::string::npos);
@@ -42,7 +37,7 @@ TEST(CheckpointSealTest, KeyFileIsCreatedOnceAndPrivate) {
 }
 
 TEST(CheckpointSealTest, KeyFileOthersMayReadOrOfTheWrongSizeIsRefused) {
-  const std::string dir = TempDir();
+  const std::string dir = MakeTestDir("cs-");
   const std::string key = dir + "/checkpoint.key";
   ASSERT_TRUE(WriteFile(key, std::string(kCheckpointKeyBytes, 'k'), 0600).ok());
   ASSERT_EQ(::chmod(key.c_str(), 0640), 0);
@@ -65,7 +60,7 @@ TEST(CheckpointSealTest, KeyFileOthersMayReadOrOfTheWrongSizeIsRefused) {
 // The sealed bytes hide the checkpoint and open only for the campaign and
 // trip they were sealed for, under the key they were sealed with.
 TEST(CheckpointSealTest, SealedCheckpointOpensOnlyForItsCampaignTripAndKey) {
-  const std::string dir = TempDir();
+  const std::string dir = MakeTestDir("cs-");
   auto seal = *CheckpointSeal::LoadOrCreate(dir + "/a.key", true);
   auto other = *CheckpointSeal::LoadOrCreate(dir + "/b.key", true);
   const std::string plain = "CHECKPOINT-PLAINTEXT-0123456789";

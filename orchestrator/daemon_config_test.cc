@@ -6,6 +6,7 @@
 
 #include "auth/pki.h"
 #include "gtest/gtest.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -13,8 +14,7 @@ namespace {
 class DaemonConfigTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    char tmpl[] = "/tmp/gputravel-dcfg-XXXXXX";
-    dir_ = new std::string(mkdtemp(tmpl));
+    dir_ = new std::string(MakeTestDir("gputravel-dcfg-"));
     ASSERT_TRUE(InitCampaignCa(*dir_, "test", 2).ok());
     ASSERT_TRUE(IssueIdentity(*dir_, {kRoleOrchestrator, "orchestrator"}, 1).ok());
     ASSERT_TRUE(IssueIdentity(*dir_, {kRoleOperator, "alice"}, 1).ok());

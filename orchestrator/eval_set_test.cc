@@ -7,13 +7,13 @@
 #include "gtest/gtest.h"
 #include "holder_agent/dataset.h"
 #include "util/files.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
 
 std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  return TestTmpDir() + "/" + name;
 }
 
 TEST(EvalSetTest, ReadsAnLlmcShardCappedAtTheMaximum) {

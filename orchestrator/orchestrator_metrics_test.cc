@@ -12,6 +12,7 @@
 #include "metrics/metrics_scrape.h"
 #include "orchestrator/state_store.h"
 #include "proto/training.pb.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -22,10 +23,7 @@ constexpr char kHolder[] = "hospital-a";
 class OrchestratorMetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* base = getenv("TEST_TMPDIR");
-    std::string tmpl = std::string(base ? base : "/tmp") + "/orchestrator_metrics.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
+    dir_ = MakeTestDir("orchestrator_metrics.");
     auto store = StateStore::Open(dir_ + "/state.db", dir_ + "/checkpoint.key");
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);

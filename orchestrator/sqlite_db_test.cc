@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -22,8 +23,7 @@ using ::testing::HasSubstr;
 // The storage-fault switch (util/failpoint.h) of this test binary: set before
 // main, so before the failpoint reads the environment.
 std::string DiskFullSwitch() {
-  const char* base = getenv("TEST_TMPDIR");
-  return absl::StrCat(base ? base : "/tmp", "/sqlite_db_test.disk_full");
+  return TestTmpDir() + "/sqlite_db_test.disk_full";
 }
 const bool kSwitchSet = [] {
   return setenv("GPUTRAVEL_FAILPOINT", ("while:disk_full:" + DiskFullSwitch()).c_str(), 1) == 0;
@@ -32,10 +32,7 @@ const bool kSwitchSet = [] {
 class SqliteDbTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* base = getenv("TEST_TMPDIR");
-    std::string tmpl = absl::StrCat(base ? base : "/tmp", "/sqlite_db_test.XXXXXX");
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
+    dir_ = MakeTestDir("sqlite_db_test.");
     path_ = dir_ + "/t.db";
     auto db = SqliteDb::Open(path_);
     ASSERT_TRUE(db.ok()) << db.status();

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "orchestrator/sqlite_db.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -20,10 +21,7 @@ using ::testing::HasSubstr;
 class StateSchemaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* base = getenv("TEST_TMPDIR");
-    std::string tmpl = absl::StrCat(base ? base : "/tmp", "/state_schema_test.XXXXXX");
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
+    dir_ = MakeTestDir("state_schema_test.");
     path_ = dir_ + "/state.db";
     auto db = SqliteDb::Open(path_);
     ASSERT_TRUE(db.ok()) << db.status();

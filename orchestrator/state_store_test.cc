@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -149,11 +150,7 @@ absl::StatusOr<uint64_t> RunTrip(StateStore& store, const std::string& campaign,
 class StateStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* base = getenv("TEST_TMPDIR");
-    std::string tmpl =
-        absl::StrCat(base ? base : "/tmp", "/state_store_test.XXXXXX");
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
+    dir_ = MakeTestDir("state_store_test.");
     path_ = dir_ + "/state.db";
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }

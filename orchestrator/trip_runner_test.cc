@@ -15,6 +15,7 @@
 #include "proto/attestation.pb.h"
 #include "proto/holder.grpc.pb.h"
 #include "util/grpc_status.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -78,9 +79,7 @@ class TripRunnerChannelTest : public ::testing::Test {
     holders.allowed_mrtd = {kHolderMrtd};
     verifier_ = std::make_unique<DevVerifier>(root_der_, holders);
     // A Unix socket path must be short: TEST_TMPDIR can be too long.
-    char tmpl[] = "/tmp/trip_runner_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = MakeSocketTestDir("trip_runner_test.");
     socket_ = dir_ + "/holder.sock";
   }
   void TearDown() override {

@@ -26,6 +26,7 @@
 #include "tests/gpu_contact.h"
 #include "tests/operator_cli.h"
 #include "util/files.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -216,7 +217,7 @@ TEST_F(CliDocTest, EveryDocumentedExampleIsWhatTheCliPrints) {
   ASSERT_TRUE(stack.ok()) << stack.status();
   stack_ = std::move(*stack);
   auto stub = stack_->OperatorClient();
-  const std::string tmp = getenv("TEST_TMPDIR");
+  const std::string tmp = TestTmpDir();
   nlohmann::json spec = stack_->CampaignSpec();
   spec["name"] = "demo";
   const std::string spec_path = tmp + "/campaign.json";
@@ -319,7 +320,7 @@ TEST_F(CliDocTest, EveryUsageFormMatchesTheCommandsHelp) {
         args += " " + w;
       }
     }
-    const std::string out_file = std::string(getenv("TEST_TMPDIR")) + "/help.txt";
+    const std::string out_file = TestTmpDir() + "/help.txt";
     const std::string sh = bin + " " + cmd + " --help > " + out_file + " 2>&1";
     ASSERT_EQ(std::system(sh.c_str()), 0) << sh;
     auto help = ReadFile(out_file);

@@ -13,13 +13,13 @@
 #include "gtest/gtest.h"
 #include "proto/device.grpc.pb.h"
 #include "util/grpc_status.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 
 absl::Status StartCrashFixture(CrashFixture* f, const std::map<std::string, std::string>& env,
                                const std::vector<uint64_t>& dataset_bytes) {
-  char tmpl[] = "/tmp/gputravel-crash-XXXXXX";
-  f->dir = mkdtemp(tmpl);
+  f->dir = MakeSocketTestDir("gputravel-crash-");
   StackOptions o;
   o.holders = 2;
   o.buffer_bytes = 2u << 20;

@@ -29,6 +29,7 @@
 #include "util/grpc_status.h"
 #include "gtest/gtest.h"
 #include "tests/crash_fixture.h"
+#include "tests/stack_campaign.h"
 
 namespace gputravel {
 namespace {
@@ -145,8 +146,20 @@ TEST(CrashRecoveryTest, CancelDuringRecoveryWaitsUntilTheTripIsSafe) {
     ASSERT_TRUE(st.ok()) << st.error_message();
   }
   EXPECT_EQ(cancelled.state(), v1::CANCELLING);
-  // Still CANCELLING while the MUX stays down (recovery retries every 2 s).
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  // Still CANCELLING after a recovery pass that ran after the cancel failed
+  // with the MUX down (recovery retries every 2 s): the test waits for that
+  // pass's ERROR event, not for a time.
+  bool seen_cancelling = false;
+  auto failed_pass = [&seen_cancelling](const v1::Event& e) {
+    if (e.kind() == v1::CAMPAIGN_STATE && e.campaign_state() == v1::CANCELLING) {
+      seen_cancelling = true;
+    }
+    return seen_cancelling && e.kind() == v1::ERROR &&
+           e.message().find("recovery could not make the GPU safe yet") != std::string::npos;
+  };
+  const std::vector<v1::Event> events = RecordedEvents(f.stack.get(), "demo", failed_pass);
+  ASSERT_FALSE(events.empty());
+  ASSERT_TRUE(failed_pass(events.back())) << "no recovery pass failed after the cancel";
   {
     v1::Campaign now;
     grpc::ClientContext ctx;
@@ -264,20 +277,21 @@ TEST(CrashRecoveryTest, RepeatedExternalSigkillStillCompletesExactlyOnce) {
   std::mt19937 rng(7);
   Subprocess* orch = f.stack->process("orchestrator");
   int kills = 0;
+  int64_t last_seq = 0;  // the last recorded event read so far
   for (int kill = 0; kill < 3; ++kill) {
-    // Let it make some progress: a few step events.
+    // Let it make some progress: a few step events after those read before.
     int wanted = 3 + static_cast<int>(rng() % 6), seen = 0;
     auto stub = f.stack->OperatorClient();
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     v1::WatchCampaignRequest req;
     req.set_name("demo");
-    auto all = AllEvents(f.stack.get());
-    req.set_after_seq(all.empty() ? 0 : all.back().seq());
+    req.set_after_seq(last_seq);
     auto reader = stub->WatchCampaign(&ctx, req);
     v1::Event e;
     bool final_state = false;
     while (reader->Read(&e)) {
+      if (e.seq() != 0) last_seq = e.seq();
       if (e.kind() == v1::CAMPAIGN_STATE && e.campaign_state() == v1::COMPLETED) {
         final_state = true;
       }

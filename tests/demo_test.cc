@@ -1,21 +1,19 @@
 // `gputravel demo` is init, up, create and watch over the same code: after
 // starting the deployment it writes, it runs the `create --start` and `watch`
 // commands' own code and prints what they print, then the table of trips.
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/operator_cli.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
 
 TEST(DemoTest, CreatesAndFollowsItsCampaignWithTheCreateAndWatchCommands) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  ASSERT_NE(tmp, nullptr);
   std::string out;
-  ASSERT_EQ(RunCli({"demo", "--holders", "2"}, std::string(tmp) + "/demo.log", 600, &out), 0)
+  ASSERT_EQ(RunCli({"demo", "--holders", "2"}, TestTmpDir() + "/demo.log", 600, &out), 0)
       << out;
   // In this order: create's output, watch's event lines and last line, the table.
   const std::vector<std::string> want = {

@@ -40,6 +40,7 @@
 #include "util/files.h"
 #include "util/grpc_status.h"
 #include "util/hex.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -131,8 +132,7 @@ struct KeeperStack {
 // key-keeping holder of each name in `more` (in ks->others).
 void StartKeeperStack(StackOptions o, KeeperStack* ks,
                       const std::vector<std::string>& more = {}) {
-  char tmpl[] = "/tmp/gputravel-keeper-XXXXXX";
-  ks->dir = mkdtemp(tmpl);
+  ks->dir = MakeSocketTestDir("gputravel-keeper-");
   KeyKeepingHolder::AddTo(&o, "keeper", ks->dir);
   for (const std::string& name : more) KeyKeepingHolder::AddTo(&o, name, ks->dir);
   auto stack = EmulatedStack::Start(o);
@@ -959,21 +959,37 @@ TEST(EndToEndTest, HeartbeatKeepsAnIdleGpuAliveAndAMissIsResetThroughTheMux) {
   ASSERT_EQ(report->state(), v1::COMPLETED) << report->error();
   const uint64_t session = status().session_id();
   ASSERT_GT(session, 0u);
-  // Idle for more than two periods: the heartbeats kept the session.
-  std::this_thread::sleep_for(std::chrono::milliseconds(9500));
-  v1::DeviceStatus st = status();
-  EXPECT_FALSE(st.needs_reset());
-  EXPECT_EQ(st.session_id(), session);
-  // No orchestrator, no heartbeat: the device misses and needs a reset.
+  // Idle for more than two periods, the device's miss rule (it runs on the
+  // device's own clock, in its own process): watched all along, the session
+  // stays, and the orchestrator's heartbeats are what keeps it (the device
+  // counts them arriving).
+  const uint64_t beats = status().heartbeats();
+  const auto idle_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(9500);
+  v1::DeviceStatus st;
+  do {
+    st = status();
+    ASSERT_FALSE(st.needs_reset());
+    ASSERT_EQ(st.session_id(), session);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  } while (std::chrono::steady_clock::now() < idle_until);
+  EXPECT_GE(status().heartbeats(), beats + 2) << "the session outlived two periods unheard";
+  // No orchestrator, no heartbeat: the device misses and needs a reset. The
+  // test waits for that state, not for a time (bounded: the miss comes
+  // within two periods and a quarter).
   Subprocess* orch = (*stack)->process("orchestrator");
   orch->Kill();
   for (int i = 0; i < 500 && orch->Running(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_FALSE(orch->Running());
-  std::this_thread::sleep_for(std::chrono::milliseconds(9000));
-  st = status();
-  ASSERT_TRUE(st.needs_reset());
+  const uint64_t last_beats = status().heartbeats();
+  const auto miss_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (st = status(); !st.needs_reset() && std::chrono::steady_clock::now() < miss_by;
+       st = status()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(st.needs_reset()) << "no heartbeat for 60 s and the device still has its session";
+  EXPECT_EQ(st.heartbeats(), last_beats);
   EXPECT_EQ(st.session_id(), 0u);
   EXPECT_EQ(st.resets(), 0u);
   ASSERT_TRUE((*stack)->Restart("orchestrator").ok());
@@ -1043,8 +1059,7 @@ TEST(EndToEndTest, MissingDatasetStopsStartNamingTheFile) {
 }
 
 TEST(EndToEndTest, MalformedDatasetStopsStartNamingTheProblem) {
-  char tmpl[] = "/tmp/gputravel-bad-XXXXXX";
-  std::string dir = mkdtemp(tmpl);
+  std::string dir = MakeTestDir("gputravel-bad-");
   std::string path = dir + "/bad.bin";
   std::string header(1024, '\0');
   int32_t magic = 20240520, version = 1, count = 1000;  // claims 1000 tokens
@@ -1301,8 +1316,7 @@ TEST(EndToEndTest, KeyExchangeDuringATripReadsNothingAndChargesNobody) {
 // the relay passes calls on again, recovery scrubs with the device's own
 // sealed word, the trip is finished, and the resumed campaign completes.
 TEST(EndToEndTest, HostAnsweringTheScrubWithNotFoundNeverCountsAsScrubbed) {
-  char tmpl[] = "/tmp/gputravel-relay-XXXXXX";
-  std::string mydir = mkdtemp(tmpl);
+  std::string mydir = MakeSocketTestDir("gputravel-relay-");
   DeviceRelay relay;
   grpc::ServerBuilder b;
   b.AddListeningPort("unix:" + mydir + "/relay.sock", grpc::InsecureServerCredentials());

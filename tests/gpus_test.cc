@@ -16,6 +16,7 @@
 #include "tests/gpu_contact.h"
 #include "tests/operator_cli.h"
 #include "tests/stack_campaign.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -150,7 +151,7 @@ TEST_F(GpusTest, ARunningCampaignHoldsItsBufferAndTheNextWaitsInTheQueue) {
 TEST_F(GpusTest, AGpuTheOrchestratorCannotReachReadsUnreachableWithTheReason) {
   // The orchestrator looks for its GPU where nothing listens.
   ASSERT_NO_FATAL_FAILURE(
-      StartStack("unix:" + std::string(getenv("TEST_TMPDIR")) + "/no-gpu-here.sock"));
+      StartStack("unix:" + TestTmpDir() + "/no-gpu-here.sock"));
   v1::CampaignGpu g = WaitForGpuContact(stub_.get());
   EXPECT_EQ(g.reach(), v1::GPU_UNREACHABLE);
   EXPECT_NE(g.error().find("GPU GetIdentity"), std::string::npos) << g.error();

@@ -15,6 +15,7 @@
 #include "proto/orchestrator.grpc.pb.h"
 #include "tests/operator_cli.h"
 #include "tests/key_keeping_holder.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -22,8 +23,7 @@ namespace {
 class HolderCheckTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    char tmpl[] = "/tmp/gputravel-check-XXXXXX";
-    dir_ = new std::string(mkdtemp(tmpl));
+    dir_ = new std::string(MakeSocketTestDir("gputravel-check-"));
     StackOptions o;
     o.holders = 2;
     o.log_level = 0;

@@ -20,6 +20,7 @@
 #include "tests/operator_cli.h"
 #include "util/files.h"
 #include "util/subprocess.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -29,10 +30,7 @@ namespace {
 class DeploymentDir {
  public:
   DeploymentDir() {
-    const char* t = std::getenv("TEST_TMPDIR");
-    std::string base = t != nullptr && std::string(t).size() < 40 ? t : "/tmp";
-    std::string tmpl = base + "/gt-init-XXXXXX";
-    if (::mkdtemp(&tmpl[0]) != nullptr) path_ = tmpl;
+    path_ = MakeSocketTestDir("gt-init-");
   }
   ~DeploymentDir() {
     std::error_code ec;

@@ -22,6 +22,7 @@
 #include "tests/power_cut_image.h"
 #include "vfio_mux/route_table.h"
 #include "vfio_mux/routing_backend.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -105,7 +106,7 @@ class MuxPowerCutTest : public ::testing::Test {
   // A fresh directory; runs the child with the power cut at sync `cut_at`
   // (0: never); returns its wait status.
   int Run(long cut_at) {
-    dir_ = std::string(getenv("TEST_TMPDIR")) + "/mux-cut-" + std::to_string(cut_at);
+    dir_ = TestTmpDir() + "/mux-cut-" + std::to_string(cut_at);
     EXPECT_EQ(::system(("rm -rf " + dir_ + " && mkdir -p " + dir_ + "/mux " + dir_ +
                         "/shadow").c_str()),
               0);

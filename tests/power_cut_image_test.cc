@@ -15,6 +15,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace power_cut {
@@ -88,7 +89,7 @@ const bool kIsChild = [] {
 class PowerCutImageTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::string(getenv("TEST_TMPDIR")) + "/" +
+    dir_ = TestTmpDir() + "/" +
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
     ASSERT_EQ(::system(("rm -rf " + dir_ + " && mkdir -p " + dir_ + "/data " + dir_ +
                         "/shadow").c_str()),

@@ -32,14 +32,10 @@
 #include "tests/crash_fixture.h"
 #include "tests/power_cut_image.h"
 #include "tests/stack_campaign.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
-
-std::string TmpDir() {
-  const char* t = getenv("TEST_TMPDIR");
-  return t ? t : "/tmp";
-}
 
 // A stack whose orchestrator runs under the power cut: started as usual,
 // stopped (cleanly) before any campaign, and started again with the preload
@@ -57,7 +53,7 @@ absl::Status StartUnderPowerCut(PowerCutRun* r, const std::string& name, long cu
   Subprocess* orch = r->f.stack->process("orchestrator");
   orch->Terminate();
   if (!WaitForExit(orch, 30)) return absl::InternalError("the orchestrator did not stop");
-  r->config.shadow = TmpDir() + "/power-cut-" + name;
+  r->config.shadow = TestTmpDir() + "/power-cut-" + name;
   (void)system(("rm -rf " + r->config.shadow).c_str());
   if (::mkdir(r->config.shadow.c_str(), 0700) != 0) {
     return absl::InternalError("cannot create " + r->config.shadow);

@@ -19,6 +19,7 @@
 #include "tests/operator_cli.h"
 #include "tests/stack_campaign.h"
 #include "util/files.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -39,8 +40,7 @@ int CountLines(const std::string& path, const std::string& needle) {
 }
 
 TEST(StorageFailureTest, AFullDiskLeavesTheGpuAloneShowsPausedAndTheCampaignGoesOn) {
-  const char* tmp = getenv("TEST_TMPDIR");
-  const std::string disk_full = std::string(tmp != nullptr ? tmp : "/tmp") + "/disk_full";
+  const std::string disk_full = TestTmpDir() + "/disk_full";
   std::remove(disk_full.c_str());
   StackOptions o;
   o.holders = 2;

@@ -9,6 +9,7 @@
 
 #include "cli/emulated_stack.h"
 #include "gtest/gtest.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -24,8 +25,7 @@ long PeakRssKib(pid_t pid) {
 }
 
 TEST(StreamingTest, FourGiBIn256MiBTripsKeepsHolderUnder64MiB) {
-  char tmpl[] = "/tmp/gputravel-big-XXXXXX";
-  std::string dir = mkdtemp(tmpl);
+  std::string dir = MakeTestDir("gputravel-big-");
   const uint64_t kSize = 4ull << 30;
   // A sparse raw file: 4 GiB of payload without 4 GiB of disk.
   std::string path = dir + "/big.raw";

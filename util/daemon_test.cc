@@ -12,16 +12,14 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
 
-// A fresh directory per path: under /tmp, since Bazel's TEST_TMPDIR is
-// longer than a Unix socket path may be (107 bytes).
+// A fresh directory per path, short enough for a Unix socket path.
 std::string TempPath(const std::string& name) {
-  char tmpl[] = "/tmp/gputravel-daemon-test-XXXXXX";
-  const char* dir = ::mkdtemp(tmpl);
-  return std::string(dir != nullptr ? dir : "/nonexistent") + "/" + name;
+  return MakeSocketTestDir("gputravel-daemon-test-") + "/" + name;
 }
 
 // A Unix socket bound at `path`, listening when `listen` is set.

@@ -9,13 +9,13 @@
 
 #include "gtest/gtest.h"
 #include "util/files.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
 
 std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  return TestTmpDir() + "/" + name;
 }
 
 // A second lock on the same file is refused while the first is held, naming

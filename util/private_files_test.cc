@@ -8,15 +8,10 @@
 
 #include "gtest/gtest.h"
 #include "util/files.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
-
-std::string TempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/pf-XXXXXX";
-  return ::mkdtemp(&tmpl[0]) != nullptr ? tmpl : "";
-}
 
 mode_t ModeOf(const std::string& path) {
   struct stat st;
@@ -24,7 +19,7 @@ mode_t ModeOf(const std::string& path) {
 }
 
 TEST(RequirePrivateDirectoryTest, RefusesGroupOrOtherWritable) {
-  const std::string d = TempDir();
+  const std::string d = MakeTestDir("pf-");
   for (mode_t m : {0700, 0750, 0755}) {
     ASSERT_EQ(::chmod(d.c_str(), m), 0);
     EXPECT_TRUE(RequirePrivateDirectory(d, "state_dir").ok()) << std::oct << m;
@@ -44,7 +39,7 @@ TEST(RequirePrivateDirectoryTest, RefusesGroupOrOtherWritable) {
 // 0700 state directory of another account would hand them the daemon's state.
 TEST(RequirePrivateDirectoryTest, RefusesAnotherUsersDirectory) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to give the directory away";
-  const std::string d = TempDir();
+  const std::string d = MakeTestDir("pf-");
   ASSERT_EQ(::chmod(d.c_str(), 0700), 0);
   ASSERT_EQ(::chown(d.c_str(), 65534, 65534), 0);
   absl::Status s = RequirePrivateDirectory(d, "state_dir");
@@ -57,7 +52,7 @@ TEST(RequirePrivateDirectoryTest, RefusesAnotherUsersDirectory) {
 // A file restored with a loose mode is made 0600; a missing one is created
 // only when asked.
 TEST(MakeFilePrivateTest, LooseModesBecome0600) {
-  const std::string d = TempDir();
+  const std::string d = MakeTestDir("pf-");
   const std::string db = d + "/orchestrator.db";
   ASSERT_TRUE(WriteFile(db, "x", 0644).ok());
   ASSERT_EQ(::chmod(db.c_str(), 0644), 0);
@@ -78,7 +73,7 @@ TEST(MakeFilePrivateTest, LooseModesBecome0600) {
 }
 
 TEST(PrivateFileDurablyTest, CreateNeverReplacesAndIsPrivate) {
-  const std::string d = TempDir();
+  const std::string d = MakeTestDir("pf-");
   const std::string key = d + "/checkpoint.key";
   ::umask(022);
   ASSERT_TRUE(CreatePrivateFileDurably(key, "secret").ok());
@@ -95,7 +90,7 @@ TEST(PrivateFileDurablyTest, CreateNeverReplacesAndIsPrivate) {
 }
 
 TEST(PrivateFileDurablyTest, ReplaceSwapsTheWholeFileAndIsPrivate) {
-  const std::string d = TempDir();
+  const std::string d = MakeTestDir("pf-");
   const std::string f = d + "/freshness.json";
   ASSERT_TRUE(ReplacePrivateFileDurably(f, "one").ok());
   EXPECT_EQ(*ReadFile(f), "one");

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "util/files.h"
+#include "util/test_dir.h"
 #include "vfio_mux/mux_policy.h"
 
 namespace gputravel {
@@ -56,8 +57,7 @@ class FakeBackend : public RoutingBackend {
 class RouteTableTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/gputravel-rt-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    dir_ = MakeTestDir("gputravel-rt-");
   }
   void TearDown() override { (void)system(("rm -rf " + dir_).c_str()); }
   std::string State() const { return dir_ + "/state.json"; }

@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "keyxfer/tdx/collateral.h"
 #include "keyxfer/tdx/testdata.h"
+#include "util/test_dir.h"
 
 namespace gputravel::tdx {
 namespace {
@@ -120,7 +121,7 @@ TEST_F(AppraisalTest, ExplicitDefaultTcbFieldsStillNeedCollateral) {
 }
 
 TEST_F(AppraisalTest, StoreWithoutThePlatformRefuses) {
-  std::string path = std::string(getenv("TEST_TMPDIR")) + "/other.json";
+  std::string path = TestTmpDir() + "/other.json";
   {
     std::ofstream(path) << testing::DcapOutdatedQuoteCollateral();
   }

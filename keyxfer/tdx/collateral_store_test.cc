@@ -12,6 +12,7 @@
 #include "keyxfer/tdx/collateral.h"
 #include "keyxfer/tdx/testdata.h"
 #include "nlohmann/json.hpp"
+#include "util/test_dir.h"
 
 namespace gputravel::tdx {
 namespace {
@@ -22,7 +23,7 @@ constexpr std::array<uint8_t, 6> kUpToDateFmspc = {0xB0, 0xC0, 0x6F, 0, 0, 0};
 constexpr std::array<uint8_t, 6> kOutdatedFmspc = {0x90, 0xC0, 0x6F, 0, 0, 0};
 
 std::string TempDir(const std::string& name) {
-  std::string dir = std::string(getenv("TEST_TMPDIR")) + "/" + name;
+  std::string dir = TestTmpDir() + "/" + name;
   mkdir(dir.c_str(), 0755);
   return dir;
 }

@@ -16,6 +16,7 @@
 #include "keyxfer/tdx/fake_tsm_fs.h"
 #include "keyxfer/tdx/quote.h"
 #include "keyxfer/tdx/testdata.h"
+#include "util/test_dir.h"
 
 namespace gputravel::tdx {
 namespace {
@@ -45,7 +46,7 @@ std::array<uint8_t, 64> Pattern(uint8_t seed) {
 class ConfigfsTsmTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = testing::MakeTempDir();
+    root_ = MakeTestDir("tsm.");
     fake_ = std::make_shared<testing::FakeConfigfsTsm>(root_,
                                                        testing::RealQuote());
   }
@@ -190,7 +191,7 @@ TEST_F(ConfigfsTsmTest, ConcurrentRequestsGetTheirOwnReportData) {
 }
 
 TEST(PosixTsmFsTest, ReadsWritesAndReportsErrno) {
-  std::string dir = testing::MakeTempDir();
+  std::string dir = MakeTestDir("tsm.");
   PosixTsmFs fs;
   const std::string sub = dir + "/report";
   EXPECT_EQ(fs.MakeDir(sub), 0);

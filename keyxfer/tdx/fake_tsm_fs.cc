@@ -102,14 +102,4 @@ int FakeConfigfsTsm::WriteFile(const std::string& path,
   return 0;
 }
 
-std::string MakeTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string templ = absl::StrCat(base ? base : "/tmp", "/tsm.XXXXXX");
-  if (::mkdtemp(templ.data()) == nullptr) {
-    std::perror("mkdtemp");
-    std::abort();
-  }
-  return templ;
-}
-
 }  // namespace gputravel::tdx::testing

@@ -95,9 +95,6 @@ class FakeConfigfsTsm : public TsmFs {
   std::shared_ptr<FakeTdxMeasurements> measurements_ ABSL_GUARDED_BY(mu_);
 };
 
-// A fresh empty directory under TEST_TMPDIR.
-std::string MakeTempDir();
-
 }  // namespace gputravel::tdx::testing
 
 #endif  // GPUTRAVEL_KEYXFER_TDX_FAKE_TSM_FS_H_

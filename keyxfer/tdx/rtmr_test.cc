@@ -14,6 +14,7 @@
 #include "keyxfer/tdx/tdx_attester.h"
 #include "keyxfer/tdx/testdata.h"
 #include "util/hex.h"
+#include "util/test_dir.h"
 
 namespace gputravel::tdx {
 namespace {
@@ -110,7 +111,7 @@ TEST_F(RtmrTest, FailuresNameTheFileAndTheCause) {
 // whose body changed, so this checks the quote's body as TdxVerifier's
 // policy step sees it, after authenticity.)
 TEST_F(RtmrTest, QuotesReflectTheMeasurementAndAChangedConfigurationIsRefused) {
-  const std::string tsm_root = testing::MakeTempDir();
+  const std::string tsm_root = MakeTestDir("tsm.");
   auto tsm = std::make_shared<FakeConfigfsTsm>(tsm_root, testing::RealQuote());
   tsm->set_measurements(td_);
   ConfigfsTsmOptions o;

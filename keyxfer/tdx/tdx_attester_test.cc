@@ -10,6 +10,7 @@
 #include "keyxfer/tdx/quote.h"
 #include "keyxfer/tdx/testdata.h"
 #include "util/hex.h"
+#include "util/test_dir.h"
 
 namespace gputravel::tdx {
 namespace {
@@ -71,7 +72,7 @@ class RewritingFs : public TsmFs {
 class TdxAttesterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = MakeTempDir();
+    root_ = MakeTestDir("tsm.");
     fake_ = std::make_shared<FakeConfigfsTsm>(root_, RealQuote());
   }
 
@@ -392,7 +393,7 @@ class TdxVerifierCollateralTest : public ::testing::Test {
 
   static std::shared_ptr<CollateralStore> Store(const std::string& name,
                                                 const std::string& json) {
-    std::string path = std::string(getenv("TEST_TMPDIR")) + "/" + name;
+    std::string path = TestTmpDir() + "/" + name;
     std::ofstream(path) << json;
     auto s = CollateralStore::Open(path);
     EXPECT_TRUE(s.ok()) << s.status();

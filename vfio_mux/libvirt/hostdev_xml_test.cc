@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -22,9 +23,7 @@ constexpr char kValidator[] = "/usr/bin/virt-xml-validate";
 // Runs virt-xml-validate on `xml` as a `domain` document; returns its exit
 // status and puts its output in *out.
 int Validate(const std::string& xml, std::string* out) {
-  char tmpl[] = "/tmp/hostdev_xml_test.XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) return -1;
-  const std::string dir = tmpl;
+  const std::string dir = MakeTestDir("hostdev_xml_test.");
   const std::string file = dir + "/domain.xml";
   std::ofstream(file) << xml;
   const std::string cmd =

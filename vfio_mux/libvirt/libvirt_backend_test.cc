@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "util/test_dir.h"
 #include "vfio_mux/sysfs/fake_sysfs.h"
 
 namespace gputravel {
@@ -69,9 +70,7 @@ constexpr char kNodeXml[] = R"(<node>
 class LibvirtBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/libvirt_backend_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = MakeTestDir("libvirt_backend_test.");
     std::ofstream(dir_ + "/node.xml") << kNodeXml;
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -80,14 +81,10 @@ std::string Trim(absl::string_view s) {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<FakeSysfs>> FakeSysfs::Create() {
-  char tmpl[] = "/tmp/gputravel_fake_sysfs.XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) {
-    return absl::InternalError(
-        absl::StrCat("fake: mkdtemp: ", ErrnoText(errno)));
-  }
+  const std::string made = MakeTestDir("gputravel_fake_sysfs.");
   char real[PATH_MAX];
-  if (realpath(tmpl, real) == nullptr) {
-    return absl::InternalError(absl::StrCat("fake: realpath ", tmpl));
+  if (realpath(made.c_str(), real) == nullptr) {
+    return absl::InternalError(absl::StrCat("fake: realpath ", made));
   }
   std::shared_ptr<FakeSysfs> f(new FakeSysfs(real));
   for (const char* dir : {"/devices/pci0000:00", "/bus/pci/devices",

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
+#include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
@@ -15,9 +16,7 @@ namespace {
 class RealSysfsFsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/sysfs_fs_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = MakeTestDir("sysfs_fs_test.");
     std::ofstream(dir_ + "/attr") << "0x10de\n";
     std::filesystem::create_directory(dir_ + "/sub");
     std::filesystem::create_symlink("../../bus/pci/drivers/vfio-pci",
