@@ -20,20 +20,11 @@
 #include "gtest/gtest.h"
 #include "holder_agent/dataset.h"
 #include "util/files.h"
+#include "util/proc_stats.h"
 #include "util/test_dir.h"
 
 namespace gputravel {
 namespace {
-
-// A field of /proc/self/status, in KiB (-1 if absent).
-long StatusKib(const std::string& field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
-  }
-  return -1;
-}
 
 class DatasetSourceTest : public ::testing::Test {
  protected:
@@ -127,7 +118,7 @@ TEST_F(DatasetSourceTest, SmallChunksKeepTheResidentSetToAFewRegions) {
   ::close(fd);
   auto d = *Dataset::Open(path, "raw");
   DatasetSource src(*d, 0, kSize);
-  const long base_rss = StatusKib("VmRSS");
+  const long base_rss = ProcStatusKib(0, "VmRSS");
   long max_rss = base_rss;
   const size_t kChunk = 64u << 10;
   for (int pass = 0; pass < 2; ++pass) {  // read again from the start, as a retried write would
@@ -137,7 +128,7 @@ TEST_F(DatasetSourceTest, SmallChunksKeepTheResidentSetToAFewRegions) {
       uint64_t sum = 0;
       for (size_t i = 0; i < kChunk; i += 4096) sum += v->data()[i];
       (void)sum;
-      if (off % (1u << 20) == 0) max_rss = std::max(max_rss, StatusKib("VmRSS"));
+      if (off % (1u << 20) == 0) max_rss = std::max(max_rss, ProcStatusKib(0, "VmRSS"));
     }
   }
   EXPECT_EQ(src.mappings(), 2 * kSize / (8u << 20)) << "one mapping per 8 MiB region and pass";
@@ -181,7 +172,7 @@ TEST_F(DatasetSourceTest, StreamingViewsKeepsTheResidentSetBounded) {
     std::fputs("5", f);
     std::fclose(f);
   }
-  const long base_rss = StatusKib("VmRSS");
+  const long base_rss = ProcStatusKib(0, "VmRSS");
   const long base_hwm = StatusKib("VmHWM");
   ASSERT_GT(base_rss, 0);
   long max_rss = base_rss;
@@ -196,7 +187,7 @@ TEST_F(DatasetSourceTest, StreamingViewsKeepsTheResidentSetBounded) {
       if (std::memcmp(v->data() + i + (12345 % 4096), "gputravel", 9) == 0) ++marks;
     }
     (void)sum;
-    max_rss = std::max(max_rss, StatusKib("VmRSS"));
+    max_rss = std::max(max_rss, ProcStatusKib(0, "VmRSS"));
   }
   EXPECT_EQ(marks, kSize / (64ull << 20));  // the data really was read
   const long growth = max_rss - base_rss;
