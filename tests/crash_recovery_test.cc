@@ -29,6 +29,7 @@
 #include "util/grpc_status.h"
 #include "gtest/gtest.h"
 #include "tests/key_keeping_holder.h"
+#include "tests/stack_campaign.h"
 
 namespace gputravel {
 namespace {
@@ -156,18 +157,7 @@ void CheckInvariants(Fixture* f, const v1::Campaign& c, int expected_aborted) {
   EXPECT_EQ(tries->other, 0);
   // Scrubbed before the next holder: every trip finished (after its scrub
   // was verified) before the next one was planned.
-  std::map<uint64_t, int64_t> started, finished;
-  for (const auto& e : AllEvents(f->stack.get())) {
-    if (e.kind() == v1::TRIP_STARTED) started[e.trip()] = e.seq();
-    if (e.kind() == v1::TRIP_FINISHED) finished[e.trip()] = e.seq();
-  }
-  int64_t prev_finished = 0;
-  for (const auto& s : started) {
-    EXPECT_GT(s.second, prev_finished) << "trip " << s.first << " started before the previous"
-                                       << " trip's buffer was scrubbed";
-    ASSERT_TRUE(finished.count(s.first)) << "trip " << s.first << " never finished";
-    prev_finished = finished[s.first];
-  }
+  ExpectTripsOneAtATime(AllEvents(f->stack.get()));
 }
 
 // Times the emulated GPU's memory was wiped (DeviceAdmin: the host's view).

@@ -292,11 +292,8 @@ void CheckInvariants(EmulatedStack* stack, KeyKeepingHolder* keeper, const v1::C
   const std::vector<v1::Event> events = AllEvents(stack);
   // Trips whose GPU left the orchestrator (route_out committed).
   std::set<uint64_t> left;
-  std::map<uint64_t, int64_t> started, finished;
   for (const auto& e : events) {
     if (e.kind() == v1::STEP && e.step() != v1::PLANNED) left.insert(e.trip());
-    if (e.kind() == v1::TRIP_STARTED) started[e.trip()] = e.seq();
-    if (e.kind() == v1::TRIP_FINISHED) finished[e.trip()] = e.seq();
   }
   // Windows of ok trips, per holder and round.
   std::map<std::pair<std::string, uint32_t>, std::vector<std::pair<uint64_t, uint64_t>>> windows;
@@ -339,13 +336,7 @@ void CheckInvariants(EmulatedStack* stack, KeyKeepingHolder* keeper, const v1::C
   }
   // Scrubbed before the next holder: every trip finished (after its scrub
   // was verified, or recovery made it safe) before the next was planned.
-  int64_t prev_finished = 0;
-  for (const auto& s : started) {
-    EXPECT_GT(s.second, prev_finished) << "trip " << s.first << " started before the previous"
-                                       << " trip's buffer was scrubbed";
-    ASSERT_TRUE(finished.count(s.first)) << "trip " << s.first << " never finished";
-    prev_finished = finished[s.first];
-  }
+  ExpectTripsOneAtATime(events);
   // No key handed to the keeper still works, those of interrupted trips
   // included.
   auto tries = keeper->TryKeptKeys(stack);
