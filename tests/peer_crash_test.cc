@@ -350,10 +350,10 @@ void PrintTable(const std::string& party, const std::vector<KillRecord>& kills) 
   std::printf("\n[peer-crash] party=%s: time from SIGKILL to the orchestrator noticing, and from "
               "restart/skip to the campaign running again\n",
               party.c_str());
-  std::printf("[peer-crash] %-8s %-10s %5s %-10s %10s %10s  %s\n", "party", "step", "trip",
+  std::printf("[peer-crash] %-17s %-10s %5s %-10s %10s %10s  %s\n", "party", "step", "trip",
               "holder", "notice_ms", "safe_ms", "noticed by");
   for (const auto& k : kills) {
-    std::printf("[peer-crash] %-8s %-10s %5llu %-10s %10.1f %10.1f  %s\n", party.c_str(),
+    std::printf("[peer-crash] %-17s %-10s %5llu %-10s %10.1f %10.1f  %s\n", party.c_str(),
                 k.step.c_str(), static_cast<unsigned long long>(k.trip), k.holder.c_str(),
                 k.notice_ms, k.safe_ms, k.noticed_by.c_str());
   }
