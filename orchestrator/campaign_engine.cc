@@ -42,6 +42,8 @@ struct CampaignEngine::Gpu {
   // (trip_recovery.h kCause*), and the campaign a storage failure stopped
   // (with when), for its event once the storage works again.
   std::string recovery_cause = kCauseRestart;
+  // Only the worker's: its GpuSession's channel to the device.
+  std::shared_ptr<grpc::Channel> device_channel;
   std::string storage_stopped;
   std::string storage_error;
   absl::Time storage_stopped_at;
@@ -187,8 +189,11 @@ absl::StatusOr<std::vector<CampaignEngine::GpuView>> CampaignEngine::GpuViews() 
   return out;
 }
 
-void CampaignEngine::RetryMuxNow() {
+void CampaignEngine::RetryNow(const Gpu& gpu) {
   grpc::experimental::ChannelResetConnectionBackoff(mux_channel_.get());
+  if (gpu.device_channel) {
+    grpc::experimental::ChannelResetConnectionBackoff(gpu.device_channel.get());
+  }
 }
 
 void CampaignEngine::NoteContact(const Gpu& gpu, const GpuSession& session,
@@ -505,7 +510,8 @@ void CampaignEngine::Worker(Gpu* gpu) {
            ca_der.status().message(), "; this GPU will not be used");
     return;
   }
-  GpuSession session(MakeChannel(gpu->config.device_endpoint), *ca_der, gpu->config.serial);
+  gpu->device_channel = MakeChannel(gpu->config.device_endpoint);
+  GpuSession session(gpu->device_channel, *ca_der, gpu->config.serial);
   TripRunner runner(config_->domain, gpu->config.name, mux_.get(), &session, attester_,
                     verifier_, absl::Seconds(gpu->config.heartbeat_period_seconds));
   uint64_t seen_wake = 0;
@@ -522,6 +528,9 @@ void CampaignEngine::Worker(Gpu* gpu) {
       continue;
     }
     if (!AfterStorageFailure(gpu)) continue;
+    // Recovery retries every 2 s while the MUX or the GPU is down: one
+    // restarted meanwhile is tried at once.
+    RetryNow(*gpu);
     if (!RecoverTrips(
             gpu->config.name, store_, &runner,
             [this](const CampaignRow& row) { return SpecOf(row); },
@@ -553,7 +562,7 @@ void CampaignEngine::Worker(Gpu* gpu) {
         auto token = store_->NextFencingToken();
         if (token.ok()) {
           contacted = true;
-          RetryMuxNow();
+          RetryNow(*gpu);
           absl::Status home = runner.MakeSafe(*token, 0, 0, "");
           if (!home.ok()) {
             GT_LOG(0, "GPU ", gpu->config.name, ": bringing it home: ", home.message());
@@ -709,7 +718,7 @@ void CampaignEngine::RunCampaign(Gpu* gpu, const std::string& name, GpuSession* 
     if (storage_stop(token.status())) return;
     return fail(kCampaignPaused, std::string(token.status().message()));
   }
-  RetryMuxNow();
+  RetryNow(*gpu);
   absl::Status s = runner->MakeSafe(*token, row->buffer_id, spec->buffer_bytes,
                                     row->buffer_id != 0 ? row->buffer_gpu_serial : "");
   NoteContact(*gpu, *session, s);

@@ -146,9 +146,10 @@ class CampaignEngine {
   void FinishPausing(const std::string& gpu);
   // Records on health_ the outcome of a contact with `gpu`'s device.
   void NoteContact(const Gpu& gpu, const GpuSession& session, const absl::Status& outcome);
-  // A MUX restarted since the last call is tried at once when the GPU is
-  // brought home, not after the channel's reconnect backoff.
-  void RetryMuxNow();
+  // A MUX or a GPU (`gpu`'s device) restarted since the last call is tried
+  // at once when the GPU is brought home, not after the channel's reconnect
+  // backoff (which grows to minutes while a daemon stays down).
+  void RetryNow(const Gpu& gpu);
   absl::StatusOr<std::unique_ptr<v1::HolderAgent::Stub>> HolderStub(const HolderSpec& h);
   absl::StatusOr<CampaignSpec> SpecOf(const CampaignRow& row);
   SpecOptions MakeSpecOptions() const;

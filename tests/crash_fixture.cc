@@ -12,6 +12,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/device.grpc.pb.h"
+#include "tests/stack_campaign.h"
 #include "util/grpc_status.h"
 #include "util/test_dir.h"
 
@@ -59,19 +60,7 @@ bool WaitForExit(Subprocess* p, double seconds) {
 }
 
 std::vector<v1::Event> AllEvents(EmulatedStack* stack) {
-  auto stub = stack->OperatorClient();
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  v1::WatchCampaignRequest req;
-  req.set_name("demo");
-  auto reader = stub->WatchCampaign(&ctx, req);
-  std::vector<v1::Event> out;
-  v1::Event e;
-  while (reader->Read(&e)) {
-    if (e.seq() != 0) out.push_back(e);
-  }
-  (void)reader->Finish();
-  return out;
+  return RecordedEvents(stack, "demo", nullptr);
 }
 
 void CheckCrashInvariants(CrashFixture* f, const v1::Campaign& c, int expected_aborted) {
@@ -114,18 +103,7 @@ void CheckCrashInvariants(CrashFixture* f, const v1::Campaign& c, int expected_a
   EXPECT_EQ(tries->other, 0);
   // Scrubbed before the next holder: every trip finished (after its scrub
   // was verified) before the next one was planned.
-  std::map<uint64_t, int64_t> started, finished;
-  for (const auto& e : AllEvents(f->stack.get())) {
-    if (e.kind() == v1::TRIP_STARTED) started[e.trip()] = e.seq();
-    if (e.kind() == v1::TRIP_FINISHED) finished[e.trip()] = e.seq();
-  }
-  int64_t prev_finished = 0;
-  for (const auto& s : started) {
-    EXPECT_GT(s.second, prev_finished) << "trip " << s.first << " started before the previous"
-                                       << " trip's buffer was scrubbed";
-    ASSERT_TRUE(finished.count(s.first)) << "trip " << s.first << " never finished";
-    prev_finished = finished[s.first];
-  }
+  ExpectTripsOneAtATime(AllEvents(f->stack.get()));
 }
 
 uint64_t MemoryWipes(EmulatedStack* stack) {

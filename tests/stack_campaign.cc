@@ -1,6 +1,7 @@
 #include "tests/stack_campaign.h"
 
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include "grpcpp/grpcpp.h"
@@ -104,6 +105,21 @@ std::vector<v1::Event> RecordedEvents(EmulatedStack* stack, const std::string& n
   ctx.TryCancel();
   (void)reader->Finish();
   return out;
+}
+
+void ExpectTripsOneAtATime(const std::vector<v1::Event>& events) {
+  std::map<uint64_t, int64_t> started, finished;
+  for (const auto& e : events) {
+    if (e.kind() == v1::TRIP_STARTED) started[e.trip()] = e.seq();
+    if (e.kind() == v1::TRIP_FINISHED) finished[e.trip()] = e.seq();
+  }
+  int64_t prev_finished = 0;
+  for (const auto& s : started) {
+    EXPECT_GT(s.second, prev_finished) << "trip " << s.first << " started before the previous"
+                                       << " trip's buffer was scrubbed";
+    ASSERT_TRUE(finished.count(s.first)) << "trip " << s.first << " never finished";
+    prev_finished = finished[s.first];
+  }
 }
 
 }  // namespace gputravel

@@ -48,6 +48,11 @@ std::vector<v1::Event> RecordedEvents(
     EmulatedStack* stack, const std::string& name,
     const std::function<bool(const v1::Event&)>& until = nullptr);
 
+// Expects of a campaign's recorded events that every trip was planned only
+// after the one before it finished (its buffer scrubbed and verified, or
+// recovery made it safe): no holder's trip overlaps the previous one's.
+void ExpectTripsOneAtATime(const std::vector<v1::Event>& events);
+
 }  // namespace gputravel
 
 #endif  // GPUTRAVEL_TESTS_STACK_CAMPAIGN_H_

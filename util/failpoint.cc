@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "util/log.h"
 
@@ -16,6 +18,7 @@ struct Spec {
   std::string name;
   long hit = 1;
   std::string switch_file;  // "while:NAME:PATH": PATH
+  std::string hold_dir;     // "hold:DIR": DIR
 };
 
 const Spec& TheSpec() {
@@ -30,6 +33,11 @@ const Spec& TheSpec() {
         s.switch_file = s.name.substr(colon + 1);
         s.name.resize(colon);
       }
+      return s;
+    }
+    if (s.name.rfind("hold:", 0) == 0) {
+      s.hold_dir = s.name.substr(5);
+      s.name.clear();  // no crash or error point matches
       return s;
     }
     size_t hash = s.name.find('#');
@@ -50,6 +58,22 @@ bool Hit(const std::string& spec_name) {
   return hits.fetch_add(1) + 1 == s.hit;
 }
 
+// CrashPoint(name) armed by a "hold:DIR" test: waits until released.
+void HoldIfArmed(const std::string& dir, const std::string& name) {
+  const std::string armed = dir + "/" + name;
+  if (::access(armed.c_str(), F_OK) != 0) return;
+  const std::string held = armed + ".held";
+  if (::rename(armed.c_str(), held.c_str()) != 0) return;
+  GT_LOG(0, "failpoint ", name, ": holding until ", held, " is removed");
+  // Bounded: a test that never releases does not stop the daemon for good.
+  int waited_ms = 0;
+  while (::access(held.c_str(), F_OK) == 0 && waited_ms < 120000) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    waited_ms += 5;
+  }
+  GT_LOG(0, "failpoint ", name, ": released after ", waited_ms, " ms; going on");
+}
+
 }  // namespace
 
 bool FaultSwitchOn(const std::string& name) {
@@ -62,6 +86,8 @@ bool FaultSwitchOn(const std::string& name) {
 }
 
 void CrashPoint(const std::string& name) {
+  const Spec& s = TheSpec();
+  if (!s.hold_dir.empty()) return HoldIfArmed(s.hold_dir, name);
   if (!Hit(name)) return;
   GT_LOG(0, "failpoint ", name, "#", TheSpec().hit, ": killing this process (SIGKILL)");
   ::kill(::getpid(), SIGKILL);

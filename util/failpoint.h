@@ -15,6 +15,15 @@ namespace gputravel {
 // without an fsync (SQLite's synchronous=NORMAL commits), which a power cut
 // may lose. Unset, it costs one comparison. It can only take a process down,
 // never change what it does otherwise, so it carries no security weight.
+//
+// Holding, for the tests that kill ANOTHER daemon at a step of this one:
+// when GPUTRAVEL_FAILPOINT is "hold:DIR", a call of CrashPoint(NAME) finds
+// whether the test armed it, by creating the file DIR/NAME. If so, it
+// renames that file DIR/NAME.held and waits, doing nothing else, until the
+// test removes DIR/NAME.held (having killed a peer meanwhile), or at most
+// 120 s; then the process goes on as if nothing happened. Unarmed, it costs
+// one access(2). Like the crash, it can only delay the process, never change
+// what it does.
 void CrashPoint(const std::string& name);
 
 // Error injection for the same tests: when GPUTRAVEL_FAILPOINT is
