@@ -5,6 +5,8 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "keyxfer/dev_attester.h"
 #include "keyxfer/runtime_measurement.h"
 #include "keyxfer/runtime_policy.h"
@@ -175,12 +177,32 @@ constexpr const char* kUnmeasuredEnvironment[] = {
     "OPENSSL_MODULES", "OPENSSL_ENGINES", "GPUTRAVEL_FAILPOINT"};
 
 absl::Status CheckMeasurableEnvironment(const std::string& where) {
+  auto refuse = [&where](const std::string& name, const std::string& how) {
+    return absl::FailedPreconditionError(
+        where + ": environment variable " + name + " is set" + how +
+        ": it would run code or configuration the runtime measurement does not cover; "
+        "unset it (a TDX daemon starts only with what RTMR3 covers)");
+  };
   for (const char* name : kUnmeasuredEnvironment) {
-    if (std::getenv(name) != nullptr) {
-      return absl::FailedPreconditionError(
-          where + ": environment variable " + name +
-          " is set: it would run code or configuration the runtime measurement does not "
-          "cover; unset it (a TDX daemon starts only with what RTMR3 covers)");
+    if (std::getenv(name) != nullptr) return refuse(name, "");
+  }
+  // The environment the process was started with, as the kernel keeps it:
+  // a preloaded library runs before main and can remove its own variable
+  // from what getenv() sees, not from this.
+  auto started = ReadFile("/proc/self/environ");
+  if (!started.ok()) {
+    return absl::FailedPreconditionError(
+        where + ": cannot read /proc/self/environ to check the environment this daemon was "
+                "started with (" + std::string(started.status().message()) +
+        "); a TDX daemon needs /proc mounted");
+  }
+  for (absl::string_view entry : absl::StrSplit(*started, '\0', absl::SkipEmpty())) {
+    const absl::string_view name = entry.substr(0, entry.find('='));
+    for (const char* unmeasured : kUnmeasuredEnvironment) {
+      if (name == unmeasured) {
+        return refuse(std::string(name), " in the environment this daemon was started with "
+                                         "(/proc/self/environ), though no longer visible");
+      }
     }
   }
   return absl::OkStatus();

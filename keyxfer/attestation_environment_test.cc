@@ -1,8 +1,7 @@
-// Red team: a TDX daemon is said to refuse to start with LD_PRELOAD set
-// (docs/tdx-attestation.md, "What it does not cover": "so the environment
-// cannot redirect them"). The check reads the environment from main, after
-// the preloaded library's constructor ran: a library that unsets its own
-// variable is not refused.
+// A TDX daemon refuses to start with LD_PRELOAD set (docs/tdx-attestation.md),
+// also when the preloaded library, whose constructor runs before main,
+// removed its own variable from what getenv() sees: the check also reads the
+// environment the process was started with (/proc/self/environ).
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>

@@ -23,7 +23,7 @@ TEST(DemoTest, CreatesAndFollowsItsCampaignWithTheCreateAndWatchCommands) {
       "Request id: ",
       "Created campaign 'demo'.\n",
       "Started campaign 'demo'.\n",
-      "State        RUNNING\n",
+      "State        RUNNING",  // "(waiting for its GPU)" until the worker takes it
       "$ gputravel watch demo\n",
       "CAMPAIGN_STATE  -           state RUNNING: started\n",
       "holder-a      TRIP_STARTED",
