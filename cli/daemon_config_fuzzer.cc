@@ -10,6 +10,9 @@
 // init` lays out a deployment, and every "$DIR" in the text names it, so the
 // seeds (configurations `gputravel init` wrote, their directory replaced by
 // $DIR) reach the checks behind the TLS section.
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -44,6 +47,7 @@ extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
   std::string pattern = std::string(tmp ? tmp : "/tmp") + "/daemon-config-fuzz-XXXXXX";
   if (mkdtemp(&pattern[0]) == nullptr) std::abort();
   g_dir = new std::string(pattern);
+  if (::mkdir((*g_dir + "/pki").c_str(), 0700) != 0) std::abort();
   const std::string tls = *g_dir + "/pki/tls";
   Check(gputravel::InitCampaignCa(tls, "demo", 31), "campaign CA");
   for (const gputravel::Identity& id :
@@ -56,6 +60,12 @@ extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
                                 {"orchestrator", "td-hospital-a"})
             .status(),
         "development PKI");
+  // The emulated GPU's shared directories must exist.
+  for (const char* domain : {"orchestrator", "td-hospital-a"}) {
+    for (const std::string& d : {*g_dir + "/shm", *g_dir + "/shm/" + domain}) {
+      if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) std::abort();
+    }
+  }
   return 0;
 }
 

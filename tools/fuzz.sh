@@ -23,10 +23,9 @@ B=tools/clang_bazel.sh
 
 # Every fuzzer as "name label max_len corpus", from its BUILD file's tags.
 mapfile -t FUZZERS < <("$B" query --noshow_progress \
-  'attr(tags, "^fuzzer$", //...)' --output=build 2>/dev/null | python3 -c '
+  'attr(tags, "\bfuzzer\b", //...)' --output=build 2>/dev/null | python3 -c '
 import re, sys
-for block in sys.stdin.read().split("\n# ")[1:]:
-    pkg = re.match(r"\S*?/([^/]*(?:/[^/:]*)*)/BUILD:", block)
+for block in re.findall(r"cc_binary\(\n(.*?)\n\)", sys.stdin.read(), re.S):
     name = re.search(r"name = \"(\w+)_bin\"", block).group(1)
     tags = dict(t.split("=", 1) for t in re.findall(r"\"(\w+=[^\"]*)\"", block))
     package = tags["corpus"].split("/testdata/")[0]
