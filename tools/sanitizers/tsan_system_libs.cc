@@ -54,7 +54,29 @@ F Lookup(std::atomic<void*>& slot, const char* symbol) {
 void Acquire(const void* p) { __tsan_acquire(const_cast<void*>(p)); }
 void Release(const void* p) { __tsan_release(const_cast<void*>(p)); }
 
+// abseil evaluates a waiter's Condition with the mutex held, on whichever
+// thread is releasing or acquiring it, and may release the mutex right
+// after (inside abseil): the evaluation acquires the mutex and releases it.
+// The waiter publishes the Guarded (on its stack) before abseil can read it.
+struct Guarded {
+  const absl::Mutex* mu;
+  const absl::Condition* cond;
+};
+bool EvalGuarded(const Guarded* g) {
+  Acquire(g);
+  Acquire(g->mu);
+  const bool r = g->cond->Eval();
+  Release(g->mu);
+  return r;
+}
+
 }  // namespace
+
+// Condition `c` of mutex `mu`, evaluated after an acquire of `mu`.
+#define GT_GUARD(mu, c)                       \
+  const Guarded guarded{(mu), &(c)};           \
+  const absl::Condition g(&EvalGuarded, &guarded); \
+  Release(&guarded)
 
 // Declares and defines the interposer NAME for abseil's SYMBOL, with return
 // type RET and parameters PARAMS (the object first); BODY calls real(ARGS).
@@ -91,35 +113,35 @@ GT_INTERPOSE(void, gt_unlock, NS "5Mutex6UnlockEv", (Mutex * mu), Release(mu); r
 GT_INTERPOSE(void, gt_reader_unlock, NS "5Mutex12ReaderUnlockEv", (Mutex * mu), Release(mu);
              real(mu);)
 GT_INTERPOSE(void, gt_lock_when, NS "5Mutex8LockWhenERKNS0_9ConditionE",
-             (Mutex * mu, const Condition& c), real(mu, c); Acquire(mu);)
+             (Mutex * mu, const Condition& c), GT_GUARD(mu, c); real(mu, g); Acquire(mu);)
 GT_INTERPOSE(void, gt_reader_lock_when, NS "5Mutex14ReaderLockWhenERKNS0_9ConditionE",
-             (Mutex * mu, const Condition& c), real(mu, c); Acquire(mu);)
+             (Mutex * mu, const Condition& c), GT_GUARD(mu, c); real(mu, g); Acquire(mu);)
 GT_INTERPOSE(bool, gt_lock_when_timeout,
              NS "5Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE",
-             (Mutex * mu, const Condition& c, Duration d), bool ok = real(mu, c, d);
+             (Mutex * mu, const Condition& c, Duration d), GT_GUARD(mu, c); bool ok = real(mu, g, d);
              Acquire(mu); return ok;)
 GT_INTERPOSE(bool, gt_lock_when_deadline,
              NS "5Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE",
-             (Mutex * mu, const Condition& c, Time t), bool ok = real(mu, c, t);
+             (Mutex * mu, const Condition& c, Time t), GT_GUARD(mu, c); bool ok = real(mu, g, t);
              Acquire(mu); return ok;)
 GT_INTERPOSE(bool, gt_reader_lock_when_timeout,
              NS "5Mutex25ReaderLockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE",
-             (Mutex * mu, const Condition& c, Duration d), bool ok = real(mu, c, d);
+             (Mutex * mu, const Condition& c, Duration d), GT_GUARD(mu, c); bool ok = real(mu, g, d);
              Acquire(mu); return ok;)
 GT_INTERPOSE(bool, gt_reader_lock_when_deadline,
              NS "5Mutex26ReaderLockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE",
-             (Mutex * mu, const Condition& c, Time t), bool ok = real(mu, c, t);
+             (Mutex * mu, const Condition& c, Time t), GT_GUARD(mu, c); bool ok = real(mu, g, t);
              Acquire(mu); return ok;)
 GT_INTERPOSE(void, gt_await, NS "5Mutex5AwaitERKNS0_9ConditionE",
-             (Mutex * mu, const Condition& c), Release(mu); real(mu, c); Acquire(mu);)
+             (Mutex * mu, const Condition& c), GT_GUARD(mu, c); Release(mu); real(mu, g); Acquire(mu);)
 GT_INTERPOSE(bool, gt_await_timeout,
              NS "5Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE",
-             (Mutex * mu, const Condition& c, Duration d), Release(mu);
-             bool ok = real(mu, c, d); Acquire(mu); return ok;)
+             (Mutex * mu, const Condition& c, Duration d), GT_GUARD(mu, c);
+             Release(mu); bool ok = real(mu, g, d); Acquire(mu); return ok;)
 GT_INTERPOSE(bool, gt_await_deadline,
              NS "5Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE",
-             (Mutex * mu, const Condition& c, Time t), Release(mu);
-             bool ok = real(mu, c, t); Acquire(mu); return ok;)
+             (Mutex * mu, const Condition& c, Time t), GT_GUARD(mu, c);
+             Release(mu); bool ok = real(mu, g, t); Acquire(mu); return ok;)
 
 // absl::CondVar: a wait releases its mutex and acquires it again.
 GT_INTERPOSE(void, gt_cv_wait, NS "7CondVar4WaitEPNS0_5MutexE", (CondVar * cv, Mutex* mu),
@@ -164,11 +186,16 @@ GT_INTERPOSE(bool, gt_barrier_block, NS "7Barrier5BlockEv", (Barrier * b), Relea
 // What TSan reports from inside Debian's gRPC and abseil (the calls it
 // intercepts there, memcpy, memmove, recvmsg, are all it sees of them): they
 // order those accesses with their own, uninstrumented atomics and locks
-// (gRPC's slices and event engine, abseil's deadlock detector), so every such
+// (gRPC's slices and event engine, protobuf's and OpenSSL's buffers under
+// gRPC, abseil's Status payloads and deadlock detector), so every such
 // report is TSan missing an edge, not a race. A race between accesses in
 // this project's code is still reported, with or without gRPC between them.
 extern "C" const char* __tsan_default_suppressions() {
   return "called_from_lib:libgrpc.so\n"
+         "called_from_lib:libprotobuf.so\n"
+         "called_from_lib:libssl.so\n"
+         "called_from_lib:libcrypto.so\n"
+         "called_from_lib:libabsl_status.so\n"
          "called_from_lib:libgpr.so\n"
          "called_from_lib:libgrpc++.so\n"
          "called_from_lib:libabsl_graphcycles_internal.so\n";
