@@ -825,7 +825,9 @@ absl::StatusOr<uint32_t> EmulatedGpu::CopyChunk(const std::string& domain,
     absl::MutexLock l(&mu_);
     absl::Status s = CheckOwnerLocked(domain);
     if (!s.ok()) return s;
+    // Called with mu_ held (the analysis does not follow into lambdas).
     auto reject = [this](absl::Status st) {
+      mu_.AssertHeld();
       ++rejected_chunks_;
       return st;
     };

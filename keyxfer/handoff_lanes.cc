@@ -22,6 +22,16 @@ absl::StatusOr<std::vector<v1::H2dLane>> PlanLanes(uint64_t length, uint32_t chu
   }
   const uint64_t chunks = (length + chunk_size - 1) / chunk_size;
   const uint64_t lanes = std::min<uint64_t>(engines, chunks);
+  // Each lane's chunks take one counter each from its engine's fresh key: a
+  // lane with more chunks than the key has counters cannot be written (and
+  // its 32-bit counter_count would wrap).
+  const uint64_t most = chunks / lanes + (chunks % lanes != 0 ? 1 : 0);
+  if (most > uint64_t{kLastMessageCounter} - kFirstMessageCounter + 1) {
+    return absl::InvalidArgumentError(
+        "a window of " + std::to_string(chunks) + " chunks over " + std::to_string(lanes) +
+        " copy engines needs " + std::to_string(most) +
+        " counters on one engine, more than a key has: use larger chunks or more engines");
+  }
   std::vector<v1::H2dLane> out;
   uint64_t chunk = 0;
   for (uint64_t e = 0; e < lanes; ++e) {

@@ -19,8 +19,9 @@ namespace gputravel {
 // they do not divide evenly); an engine left without a chunk gets no lane.
 // Each lane's counter window starts at kFirstMessageCounter (each engine's
 // key is handed out with an IV space nobody has used). INVALID_ARGUMENT for
-// an empty window, a chunk size that is 0 or not a multiple of 32, or an
-// engine count outside 1..8.
+// an empty window, a chunk size that is 0 or not a multiple of 32, an
+// engine count outside 1..8, or a lane with more chunks than a key has
+// message counters.
 absl::StatusOr<std::vector<v1::H2dLane>> PlanLanes(uint64_t length, uint32_t chunk_size,
                                                    uint32_t engines);
 

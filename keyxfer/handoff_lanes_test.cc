@@ -1,5 +1,7 @@
 #include "keyxfer/handoff_lanes.h"
 
+#include "keyxfer/cc_channel.h"
+
 #include "gtest/gtest.h"
 
 namespace gputravel {
@@ -54,6 +56,25 @@ TEST(HandoffLanesTest, NoMoreLanesThanChunksAndOneEngineIsOneLane) {
 
 // A holder refuses lanes that do not cover its window exactly, once each,
 // in order, on whole chunks with one counter per chunk.
+// Found by //keyxfer:handoff_fuzzer's property (planned lanes pass the
+// holder's check): a lane of more than 2^32 - 1 chunks would have wrapped
+// its 32-bit counter_count.
+TEST(HandoffLanesTest, RefusesALaneWithMoreChunksThanAKeyHasCounters) {
+  const uint64_t most = uint64_t{kLastMessageCounter} - kFirstMessageCounter + 1;
+  auto too_many = PlanLanes((most + 1) * 32, 32, 1);
+  EXPECT_EQ(too_many.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(PlanLanes(uint64_t{1} << 40, 32, 8).ok());
+  auto at_limit = PlanLanes(most * 32, 32, 1);
+  ASSERT_TRUE(at_limit.ok()) << at_limit.status();
+  EXPECT_EQ((*at_limit)[0].counter_count(), most);
+  v1::HandoffBinding b;
+  b.set_window_length(most * 32);
+  b.set_chunk_size(32);
+  *b.add_lanes() = (*at_limit)[0];
+  EXPECT_TRUE(CheckLanes(b).ok()) << CheckLanes(b);
+  EXPECT_TRUE(PlanLanes((most + 1) * 32, 32, 2).ok());
+}
+
 TEST(HandoffLanesTest, HolderRefusesLanesThatDoNotTileTheWindow) {
   const v1::HandoffBinding good = Bound(8 * 64, 64, 4);
   ASSERT_TRUE(CheckLanes(good).ok());

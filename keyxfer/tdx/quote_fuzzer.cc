@@ -1,6 +1,6 @@
 // libFuzzer entry point for the TDX quote parser: the parser is the first
 // code to touch bytes a remote, possibly hostile, party sent. Built with clang
-// by tools/fuzz_quote.sh; quote_fuzzer_replay.cc replays a corpus under gcc.
+// by tools/fuzz.sh (tools/fuzzer.bzl); quote_fuzzer_replay_test replays its corpus.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

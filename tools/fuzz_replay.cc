@@ -1,6 +1,6 @@
-// Feeds files (or every file in directories) to LLVMFuzzerTestOneInput, so the
-// fuzz corpus and any past crash inputs run as a regression test under the
-// default gcc toolchain, without libFuzzer.
+// Feeds files (or every file in directories) to LLVMFuzzerTestOneInput, so a
+// fuzzer's corpus and its past crash inputs run as a regression test under any
+// toolchain, without libFuzzer (tools/fuzzer.bzl: NAME_replay_test).
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -12,6 +12,8 @@
 #include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
+// Optional, as with libFuzzer: a fuzzer's one-time set-up.
+extern "C" __attribute__((weak)) int LLVMFuzzerInitialize(int* argc, char*** argv);
 
 namespace {
 
@@ -27,6 +29,7 @@ bool RunFile(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (LLVMFuzzerInitialize != nullptr) LLVMFuzzerInitialize(&argc, &argv);
   int inputs = 0;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
