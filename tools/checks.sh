@@ -11,6 +11,7 @@
 #   tools/checks.sh tsan fuzz     # some
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash tools/setup.sh --checks
 B=tools/clang_bazel.sh
 export SECONDS_EACH="${SECONDS_EACH:-30}"
 

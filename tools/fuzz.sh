@@ -16,6 +16,7 @@
 # NAME_replay_test keeps it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash tools/setup.sh --checks
 WORK="${WORK:-/tmp/gputravel-fuzz}"
 SECONDS_EACH="${SECONDS_EACH:-60}"
 RUNS="${RUNS:-}"
