@@ -3,6 +3,7 @@
 #include <cerrno>
 
 #include "keyxfer/attestation_config.h"
+#include "keyxfer/example_sections.h"
 
 #include <unistd.h>
 
@@ -66,23 +67,6 @@ nlohmann::json Section(const std::string& example) {
   auto j = ReadJsonFile("deploy/examples/" + example);
   EXPECT_TRUE(j.ok()) << j.status();
   return (*j)["attestation"];
-}
-
-// `section` with every "REPLACE-WITH-..." placeholder in the lists of
-// tdx.peer_policy and peer_rtmr3 replaced by a well-formed measurement, as a
-// deployment would.
-nlohmann::json WithPlaceholdersFilled(nlohmann::json section) {
-  for (nlohmann::json* pins : {&section["tdx"]["peer_policy"], &section["peer_rtmr3"]}) {
-    for (auto it = pins->begin(); it != pins->end(); ++it) {
-      if (!it.value().is_array()) continue;
-      for (nlohmann::json& entry : it.value()) {
-        if (entry.is_string() && entry.get<std::string>().rfind("REPLACE-WITH-", 0) == 0) {
-          entry = std::string(96, 'a');
-        }
-      }
-    }
-  }
-  return section;
 }
 
 nlohmann::json TdxSectionWithPolicy(const nlohmann::json& peer_policy) {

@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "keyxfer/attestation_config.h"
+#include "keyxfer/example_sections.h"
 #include "keyxfer/runtime_measurement.h"
 #include "keyxfer/tdx/fake_rtmr_fs.h"
 #include "util/files.h"
@@ -31,18 +32,7 @@ constexpr int kChildOther = 4;    // anything else (a broken test)
 nlohmann::json HolderTdxSection() {
   auto j = ReadJsonFile("deploy/examples/holder-tdx.json");
   if (!j.ok()) return nlohmann::json();
-  nlohmann::json section = (*j)["attestation"];
-  for (nlohmann::json* pins : {&section["tdx"]["peer_policy"], &section["peer_rtmr3"]}) {
-    for (auto it = pins->begin(); it != pins->end(); ++it) {
-      if (!it.value().is_array()) continue;
-      for (nlohmann::json& entry : it.value()) {
-        if (entry.is_string() && entry.get<std::string>().rfind("REPLACE-WITH-", 0) == 0) {
-          entry = std::string(96, 'a');
-        }
-      }
-    }
-  }
-  return section;
+  return WithPlaceholdersFilled((*j)["attestation"]);
 }
 
 // What a TDX holder agent does at start, in a process of its own: exits
