@@ -10,11 +10,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "cli/emulated_stack.h"
+#include "proto/device.grpc.pb.h"
 #include "proto/orchestrator.grpc.pb.h"
 #include "tests/key_keeping_holder.h"
 #include "util/subprocess.h"
@@ -45,12 +47,37 @@ bool WaitForExit(Subprocess* p, double seconds);
 // Every recorded event of campaign "demo" (progress left out).
 std::vector<v1::Event> AllEvents(EmulatedStack* stack);
 
-// Checks the invariants on the final campaign `c` (gtest assertions), with
-// exactly `expected_aborted` trips aborted.
+// What a crash test expects of its final campaign besides the invariants.
+struct CrashExpectation {
+  // Trips aborted, and trips failed: exactly so many (-1: any number).
+  int aborted = 0;
+  int failed = 0;
+  // Holders the operator skipped: "skipped", each round of their datasets
+  // covered by a prefix of windows (still each byte once); every other
+  // holder is "done", each round covered whole.
+  std::set<std::string> skipped;
+  // Every trip ends scrubbed and re-keyed (an orchestrator's recovery makes
+  // even a trip safe whose GPU never left); false: only the trips whose GPU
+  // left the orchestrator (their route_out committed).
+  bool every_trip_scrubbed = true;
+};
+
+// Checks the invariants on the final campaign `c` of `stack` (gtest
+// assertions): it completed; every trip is finished, once; every trip whose
+// GPU left (with every_trip_scrubbed, every trip) was scrubbed and re-keyed;
+// an ok trip's digest matched; each holder's dataset is covered by ok
+// windows exactly once per round; every trip finished before the next was
+// planned (its buffer scrubbed before the next holder); no key `keeper` was
+// handed still works (and some were tried).
+void CheckCrashInvariants(EmulatedStack* stack, KeyKeepingHolder* keeper, const v1::Campaign& c,
+                          const CrashExpectation& expected);
+// The fixture's: exactly `expected_aborted` trips aborted, none failed,
+// none skipped, every one scrubbed.
 void CheckCrashInvariants(CrashFixture* f, const v1::Campaign& c, int expected_aborted);
 
-// Times the emulated GPU's memory was wiped (DeviceAdmin: the host's view).
-uint64_t MemoryWipes(EmulatedStack* stack);
+// The emulated GPU as the host sees it (DeviceAdmin; a failed call is a
+// test failure).
+v1::DeviceStatus DeviceStatusNow(EmulatedStack* stack);
 
 }  // namespace gputravel
 

@@ -6,14 +6,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <map>
 #include <optional>
 #include <random>
-#include <set>
-#include <thread>
 #include <vector>
 
 #include "cli/emulated_stack.h"
@@ -34,24 +29,6 @@
 namespace gputravel {
 namespace {
 
-absl::Status CreateAndStart(EmulatedStack* stack) {
-  auto stub = stack->OperatorClient();
-  v1::CreateCampaignRequest req;
-  req.set_request_id("crash-test");
-  req.set_spec_json(stack->CampaignSpec().dump());
-  v1::CreateCampaignResponse created;
-  grpc::ClientContext ctx;
-  if (!stub->CreateCampaign(&ctx, req, &created).ok()) {
-    return absl::InternalError("create failed");
-  }
-  v1::CampaignRef ref;
-  ref.set_name("demo");
-  v1::Campaign c;
-  grpc::ClientContext ctx2;
-  grpc::Status s = stub->StartCampaign(&ctx2, ref, &c);
-  return s.ok() ? absl::OkStatus() : absl::InternalError(s.error_message());
-}
-
 class CrashAtStepTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CrashAtStepTest, RestartCompletesCountsOnceAndLeavesNoLiveKey) {
@@ -61,12 +38,12 @@ TEST_P(CrashAtStepTest, RestartCompletesCountsOnceAndLeavesNoLiveKey) {
   absl::Status s =
       StartCrashFixture(&f, {{"GPUTRAVEL_FAILPOINT", "after_commit:" + step + "#3"}});
   ASSERT_TRUE(s.ok()) << s;
-  ASSERT_TRUE(CreateAndStart(f.stack.get()).ok());
+  ASSERT_TRUE(CreateAndStartCampaign(f.stack.get(), "crash-test").ok());
   Subprocess* orch = f.stack->process("orchestrator");
   ASSERT_TRUE(WaitForExit(orch, 60)) << "the failpoint never fired";
   ASSERT_TRUE(WIFSIGNALED(orch->exit_status()));
   EXPECT_EQ(WTERMSIG(orch->exit_status()), SIGKILL);
-  const uint64_t wipes = MemoryWipes(f.stack.get());
+  const uint64_t wipes = DeviceStatusNow(f.stack.get()).memory_wipes();
 
   s = f.stack->Restart("orchestrator");
   ASSERT_TRUE(s.ok()) << s;
@@ -75,7 +52,7 @@ TEST_P(CrashAtStepTest, RestartCompletesCountsOnceAndLeavesNoLiveKey) {
   // The authorisation to keep device memory died with the killed process's
   // session keys: the restarted orchestrator's first exchange wiped the
   // interrupted window, which nobody read, and it was planned again.
-  EXPECT_GT(MemoryWipes(f.stack.get()), wipes);
+  EXPECT_GT(DeviceStatusNow(f.stack.get()).memory_wipes(), wipes);
   // Killed after training was committed (this campaign trains, so its
   // trips reach scrub with the checkpoint): the trip counts, nothing is
   // aborted. Every other step's recovery aborts the trip.
@@ -126,7 +103,7 @@ TEST(CrashRecoveryTest, CancelDuringRecoveryWaitsUntilTheTripIsSafe) {
   CrashFixture f;
   absl::Status s = StartCrashFixture(&f, {{"GPUTRAVEL_FAILPOINT", "after_commit:provision#3"}});
   ASSERT_TRUE(s.ok()) << s;
-  ASSERT_TRUE(CreateAndStart(f.stack.get()).ok());
+  ASSERT_TRUE(CreateAndStartCampaign(f.stack.get(), "crash-test").ok());
   Subprocess* orch = f.stack->process("orchestrator");
   ASSERT_TRUE(WaitForExit(orch, 60)) << "the failpoint never fired";
   Subprocess* mux = f.stack->process("mux");
@@ -137,14 +114,9 @@ TEST(CrashRecoveryTest, CancelDuringRecoveryWaitsUntilTheTripIsSafe) {
   ASSERT_TRUE(s.ok()) << s;
 
   auto stub = f.stack->OperatorClient();
-  v1::CampaignRef ref;
-  ref.set_name("demo");
   v1::Campaign cancelled;
-  {
-    grpc::ClientContext ctx;
-    grpc::Status st = stub->CancelCampaign(&ctx, ref, &cancelled);
-    ASSERT_TRUE(st.ok()) << st.error_message();
-  }
+  grpc::Status st = ControlCampaign(stub.get(), "cancel", "demo", &cancelled);
+  ASSERT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(cancelled.state(), v1::CANCELLING);
   // Still CANCELLING after a recovery pass that ran after the cancel failed
   // with the MUX down (recovery retries every 2 s): the test waits for that
@@ -160,14 +132,7 @@ TEST(CrashRecoveryTest, CancelDuringRecoveryWaitsUntilTheTripIsSafe) {
   const std::vector<v1::Event> events = RecordedEvents(f.stack.get(), "demo", failed_pass);
   ASSERT_FALSE(events.empty());
   ASSERT_TRUE(failed_pass(events.back())) << "no recovery pass failed after the cancel";
-  {
-    v1::Campaign now;
-    grpc::ClientContext ctx;
-    v1::GetCampaignRequest get;
-    get.set_name("demo");
-    ASSERT_TRUE(stub->GetCampaign(&ctx, get, &now).ok());
-    EXPECT_EQ(now.state(), v1::CANCELLING);
-  }
+  EXPECT_EQ(GetStackCampaign(f.stack.get(), "demo").state(), v1::CANCELLING);
 
   s = f.stack->Restart("mux");
   ASSERT_TRUE(s.ok()) << s;
@@ -191,18 +156,6 @@ TEST(CrashRecoveryTest, CancelDuringRecoveryWaitsUntilTheTripIsSafe) {
   StopCrashFixture(&f);
 }
 
-std::string ReadLog(EmulatedStack* stack, const std::string& daemon) {
-  std::string path = stack->logs()[daemon];
-  FILE* f = fopen(path.c_str(), "r");
-  if (f == nullptr) return "";
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  fclose(f);
-  return out;
-}
-
 // Recovery that cannot read the campaign of an interrupted trip (here the
 // first read fails, as a storage error would) must not skip the trip, which
 // would leave the GPU with a holder and the trip unfinished: it retries, and
@@ -211,7 +164,7 @@ TEST(CrashRecoveryTest, RecoveryRetriesATripWhoseCampaignItCannotRead) {
   CrashFixture f;
   absl::Status s = StartCrashFixture(&f, {{"GPUTRAVEL_FAILPOINT", "after_commit:provision#3"}});
   ASSERT_TRUE(s.ok()) << s;
-  ASSERT_TRUE(CreateAndStart(f.stack.get()).ok());
+  ASSERT_TRUE(CreateAndStartCampaign(f.stack.get(), "crash-test").ok());
   Subprocess* orch = f.stack->process("orchestrator");
   ASSERT_TRUE(WaitForExit(orch, 60)) << "the failpoint never fired";
   setenv("GPUTRAVEL_FAILPOINT", "error:recovery_get_campaign#1", 1);
@@ -221,7 +174,7 @@ TEST(CrashRecoveryTest, RecoveryRetriesATripWhoseCampaignItCannotRead) {
   auto c = f.stack->WaitForFinal("demo", 120);
   ASSERT_TRUE(c.ok()) << c.status();
   CheckCrashInvariants(&f, *c, 1);
-  std::string log = ReadLog(f.stack.get(), "orchestrator");
+  const std::string log = ReadFile(f.stack->logs()["orchestrator"]).value_or("");
   EXPECT_NE(log.find("of campaign 'demo': failpoint error:recovery_get_campaign#1"),
             std::string::npos)
       << "the injected error never reached recovery";
@@ -240,27 +193,19 @@ TEST(CrashRecoveryTest, ABufferThatCannotBeRecordedPausesBeforeAnyTrip) {
   CrashFixture f;
   absl::Status s = StartCrashFixture(&f, {{"GPUTRAVEL_FAILPOINT", "error:record_buffer#1"}});
   ASSERT_TRUE(s.ok()) << s;
-  ASSERT_TRUE(CreateAndStart(f.stack.get()).ok());
-  auto stub = f.stack->OperatorClient();
+  ASSERT_TRUE(CreateAndStartCampaign(f.stack.get(), "crash-test").ok());
   v1::Campaign now;
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  do {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    grpc::ClientContext ctx;
-    v1::GetCampaignRequest get;
-    get.set_name("demo");
-    ASSERT_TRUE(stub->GetCampaign(&ctx, get, &now).ok());
-  } while (now.state() == v1::RUNNING && std::chrono::steady_clock::now() < until);
+  WaitForCampaign(
+      f.stack.get(), "demo", 30, [](const v1::Campaign& c) { return c.state() != v1::RUNNING; },
+      &now);
   ASSERT_EQ(now.state(), v1::PAUSED);
   EXPECT_NE(now.error().find("recording the dataset buffer"), std::string::npos)
       << now.error();
   EXPECT_EQ(now.trips_size(), 0) << "a trip ran in a buffer the campaign does not record";
 
-  v1::CampaignRef ref;
-  ref.set_name("demo");
+  auto stub = f.stack->OperatorClient();
   v1::Campaign resumed;
-  grpc::ClientContext ctx;
-  grpc::Status st = stub->ResumeCampaign(&ctx, ref, &resumed);
+  grpc::Status st = ControlCampaign(stub.get(), "resume", "demo", &resumed);
   ASSERT_TRUE(st.ok()) << st.error_message();
   auto c = f.stack->WaitForFinal("demo", 120);
   ASSERT_TRUE(c.ok()) << c.status();
@@ -273,35 +218,29 @@ TEST(CrashRecoveryTest, RepeatedExternalSigkillStillCompletesExactlyOnce) {
   CrashFixture f;
   absl::Status s = StartCrashFixture(&f);
   ASSERT_TRUE(s.ok()) << s;
-  ASSERT_TRUE(CreateAndStart(f.stack.get()).ok());
+  ASSERT_TRUE(CreateAndStartCampaign(f.stack.get(), "crash-test").ok());
   std::mt19937 rng(7);
   Subprocess* orch = f.stack->process("orchestrator");
   int kills = 0;
   int64_t last_seq = 0;  // the last recorded event read so far
   for (int kill = 0; kill < 3; ++kill) {
     // Let it make some progress: a few step events after those read before.
-    int wanted = 3 + static_cast<int>(rng() % 6), seen = 0;
-    auto stub = f.stack->OperatorClient();
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    v1::WatchCampaignRequest req;
-    req.set_name("demo");
-    req.set_after_seq(last_seq);
-    auto reader = stub->WatchCampaign(&ctx, req);
-    v1::Event e;
+    const int wanted = 3 + static_cast<int>(rng() % 6);
+    int seen = 0;
     bool final_state = false;
-    while (reader->Read(&e)) {
-      if (e.seq() != 0) last_seq = e.seq();
-      if (e.kind() == v1::CAMPAIGN_STATE && e.campaign_state() == v1::COMPLETED) {
-        final_state = true;
-      }
-      if (e.kind() == v1::STEP && ++seen >= wanted) break;
-    }
+    const auto events = RecordedEvents(
+        f.stack.get(), "demo",
+        [&](const v1::Event& e) {
+          if (e.kind() == v1::CAMPAIGN_STATE && e.campaign_state() == v1::COMPLETED) {
+            final_state = true;
+          }
+          return e.kind() == v1::STEP && ++seen >= wanted;
+        },
+        last_seq, 30);
+    if (!events.empty()) last_seq = events.back().seq();
     if (final_state) break;
     orch->Kill();
     ++kills;
-    ctx.TryCancel();
-    (void)reader->Finish();
     ASSERT_TRUE(WaitForExit(orch, 10));
     s = f.stack->Restart("orchestrator");
     ASSERT_TRUE(s.ok()) << s;
@@ -329,7 +268,7 @@ TEST(CrashRecoveryTest, RecoveryOnlyAcceptsTheGpuTheTripRanOn) {
   CrashFixture f;
   absl::Status s = StartCrashFixture(&f, {{"GPUTRAVEL_FAILPOINT", "after_commit:provision#3"}});
   ASSERT_TRUE(s.ok()) << s;
-  ASSERT_TRUE(CreateAndStart(f.stack.get()).ok());
+  ASSERT_TRUE(CreateAndStartCampaign(f.stack.get(), "crash-test").ok());
   Subprocess* orch = f.stack->process("orchestrator");
   ASSERT_TRUE(WaitForExit(orch, 60)) << "the failpoint never fired";
 
@@ -366,19 +305,15 @@ TEST(CrashRecoveryTest, RecoveryOnlyAcceptsTheGpuTheTripRanOn) {
   ASSERT_TRUE(f.stack->Restart("orchestrator").ok());
 
   // Recovery names the mismatch and retries; nothing else runs.
-  bool refused = false;
-  for (int i = 0; i < 150 && !refused; ++i) {
-    for (const auto& e : AllEvents(f.stack.get())) {
-      if (e.kind() == v1::ERROR &&
-          e.message().find("answers as serial EMU-H100-0002, but the trip's key and buffer "
-                           "are on serial EMU-H100-0001") != std::string::npos) {
-        refused = true;
-      }
-    }
-    if (!refused) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  EXPECT_TRUE(refused) << "recovery refused GPU B, naming both serials";
-  for (const auto& e : AllEvents(f.stack.get())) {
+  auto refused = [](const v1::Event& e) {
+    return e.kind() == v1::ERROR &&
+           e.message().find("answers as serial EMU-H100-0002, but the trip's key and buffer "
+                            "are on serial EMU-H100-0001") != std::string::npos;
+  };
+  const auto events = RecordedEvents(f.stack.get(), "demo", refused, 0, 30);
+  EXPECT_TRUE(!events.empty() && refused(events.back()))
+      << "recovery refused GPU B, naming both serials";
+  for (const auto& e : events) {
     EXPECT_NE(e.kind(), v1::RECOVERY) << "no trip was made safe on GPU B: " << e.message();
   }
 

@@ -41,6 +41,18 @@ grpc::Status ControlCampaign(v1::Orchestrator::Stub* stub, const std::string& wh
   return stub->CancelCampaign(&ctx, ref, out);
 }
 
+bool ResumeCampaign(EmulatedStack* stack, const std::string& name, double seconds) {
+  auto stub = stack->OperatorClient();
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  do {
+    v1::Campaign c;
+    if (ControlCampaign(stub.get(), "resume", name, &c).ok()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  } while (std::chrono::steady_clock::now() < until);
+  return false;
+}
+
 absl::Status CreateAndStartCampaign(EmulatedStack* stack, const std::string& request_id) {
   auto stub = stack->OperatorClient();
   v1::CreateCampaignRequest req;
@@ -88,12 +100,15 @@ bool WaitForCampaign(EmulatedStack* stack, const std::string& name, double secon
 }
 
 std::vector<v1::Event> RecordedEvents(EmulatedStack* stack, const std::string& name,
-                                      const std::function<bool(const v1::Event&)>& until) {
+                                      const std::function<bool(const v1::Event&)>& until,
+                                      int64_t after_seq, double seconds) {
   auto stub = stack->OperatorClient();
   grpc::ClientContext ctx;
-  ctx.set_deadline(In(20));
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
   v1::WatchCampaignRequest req;
   req.set_name(name);
+  req.set_after_seq(after_seq);
   auto reader = stub->WatchCampaign(&ctx, req);
   std::vector<v1::Event> out;
   v1::Event e;

@@ -5,6 +5,7 @@
 // API as its operator: for tests that break a daemon under a running
 // campaign and check what the API says.
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -27,6 +28,11 @@ grpc::Status CreateNamedCampaign(v1::Orchestrator::Stub* stub, nlohmann::json sp
 grpc::Status ControlCampaign(v1::Orchestrator::Stub* stub, const std::string& what,
                              const std::string& name, v1::Campaign* out);
 
+// Resumes campaign `name` as its operator, asking again (for up to
+// `seconds`) while the orchestrator refuses (recovery is still making an
+// interrupted trip safe); whether it was resumed.
+bool ResumeCampaign(EmulatedStack* stack, const std::string& name, double seconds = 30);
+
 // Creates the stack's campaign (CampaignSpec(), named "demo") with
 // `request_id` and starts it.
 absl::Status CreateAndStartCampaign(EmulatedStack* stack, const std::string& request_id);
@@ -40,13 +46,15 @@ v1::Campaign GetStackCampaign(EmulatedStack* stack, const std::string& name,
 bool WaitForCampaign(EmulatedStack* stack, const std::string& name, double seconds,
                      const std::function<bool(const v1::Campaign&)>& done, v1::Campaign* last);
 
-// The campaign's recorded events (WatchCampaign's replay, live progress left
-// out), read until the stream ends (a final campaign), `until` holds for
-// the event just read (a campaign that is not final: its stream waits for
-// more), or 20 s pass.
+// The campaign's recorded events after `after_seq` (WatchCampaign's replay
+// and what follows, live progress left out), read until the stream ends (a
+// final campaign), `until` holds for the event just read (a campaign that
+// is not final: its stream waits for more), or `seconds` pass; `until`
+// was met if it holds for the last event returned.
 std::vector<v1::Event> RecordedEvents(
     EmulatedStack* stack, const std::string& name,
-    const std::function<bool(const v1::Event&)>& until = nullptr);
+    const std::function<bool(const v1::Event&)>& until = nullptr, int64_t after_seq = 0,
+    double seconds = 20);
 
 // Expects of a campaign's recorded events that every trip was planned only
 // after the one before it finished (its buffer scrubbed and verified, or
