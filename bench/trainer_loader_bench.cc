@@ -241,7 +241,7 @@ int main(int argc, char** argv) {
   }
   const bool quick = flags.IsSet("quick");
   const int windows = quick ? 2 : flags.GetInt("windows");
-  const uint64_t tokens = (uint64_t{quick ? 1 : flags.GetInt("window_mib")} << 20) / 2;
+  const uint64_t tokens = (static_cast<uint64_t>(quick ? 1 : flags.GetInt("window_mib")) << 20) / 2;
   const size_t batch_tokens = quick ? 4096 : flags.GetInt("batch_tokens");
   const int rounds = quick ? 1 : flags.GetInt("rounds");
 

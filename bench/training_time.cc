@@ -30,9 +30,9 @@ absl::StatusOr<TrainingTime> MeasureTraining(uint64_t window_bytes) {
   mc.dim = spec.dim;
   mc.learning_rate = static_cast<float>(spec.learning_rate);
   mc.seed = spec.seed;
+  DataLoader loader(spec.batch_tokens);  // outlives the trainer's Stop()
   auto trainer = BuiltinTrainer::Create(mc);
   if (!trainer.ok()) return trainer.status();
-  DataLoader loader(spec.batch_tokens);
   absl::Status s = (*trainer)->Start(&loader);
   if (!s.ok()) return s;
 

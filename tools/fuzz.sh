@@ -16,7 +16,7 @@
 # NAME_replay_test keeps it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh --checks
+bash tools/setup.sh
 WORK="${WORK:-/tmp/gputravel-fuzz}"
 SECONDS_EACH="${SECONDS_EACH:-60}"
 RUNS="${RUNS:-}"

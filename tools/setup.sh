@@ -30,13 +30,10 @@ PACKAGES=(
   # (Debian's python3-torch otherwise runs on the reference BLAS, ~4x slower).
   python3-grpcio python3-grpc-tools python3-protobuf python3-torch python3-numpy
   libopenblas0-pthread
+  # The clang checks (tools/checks.sh, tools/fuzz.sh): clang-14, its
+  # sanitizer and libFuzzer runtimes, and llvm-symbolizer for their reports.
+  clang-14 libclang-rt-14-dev llvm-14
 )
-# The clang checks (tools/checks.sh, tools/fuzz.sh), which are not part of
-# tools/test.sh: `setup.sh --checks` adds clang-14, its sanitizer and
-# libFuzzer runtimes, and llvm-symbolizer for their reports.
-if [ "${1:-}" = "--checks" ]; then
-  PACKAGES+=(clang-14 libclang-rt-14-dev llvm-14)
-fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

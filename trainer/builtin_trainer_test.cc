@@ -42,9 +42,9 @@ TEST(BuiltinTrainerTest, RejectsBadConfig) {
 }
 
 TEST(BuiltinTrainerTest, LossFallsOverWindowsAndCheckpointRestores) {
+  DataLoader loader(4096);  // outlives the trainer's Stop()
   auto trainer = BuiltinTrainer::Create({});
   ASSERT_TRUE(trainer.ok()) << trainer.status();
-  DataLoader loader(4096);
   ASSERT_TRUE((*trainer)->Start(&loader).ok());
   EXPECT_EQ((*trainer)->Start(&loader).code(), absl::StatusCode::kFailedPrecondition);
 
@@ -86,11 +86,11 @@ TEST(BuiltinTrainerTest, LossFallsOverWindowsAndCheckpointRestores) {
 
   // Crash recovery: a fresh trainer restored from the trip-3 checkpoint and
   // fed trips 4 and 5 again ends where the first one did.
+  DataLoader loader2(4096);  // outlives the restored trainer's Stop()
   auto restored = BuiltinTrainer::Create({});
   ASSERT_TRUE(restored.ok());
   ASSERT_TRUE((*restored)->Restore(checkpoint).ok());
   EXPECT_EQ((*restored)->tokens_trained(), 4 * 65535u);
-  DataLoader loader2(4096);
   ASSERT_TRUE((*restored)->Start(&loader2).ok());
   for (uint64_t trip = 4; trip < 6; ++trip) {
     absl::StatusOr<WindowResult> r =
@@ -112,9 +112,9 @@ TEST(BuiltinTrainerTest, RestoreRejectsGarbageAndKeepsTheModel) {
 }
 
 TEST(BuiltinTrainerTest, StopAbandonsAWindowAndTheTrainerSurvivesAbandon) {
+  DataLoader loader(1024);  // outlives the trainer's Stop()
   auto trainer = BuiltinTrainer::Create({});
   ASSERT_TRUE(trainer.ok());
-  DataLoader loader(1024);
   ASSERT_TRUE((*trainer)->Start(&loader).ok());
   // An abandoned window does not disturb the loop: the next one trains.
   loader.AbandonCurrent();
