@@ -44,7 +44,9 @@ bool CampaignChanges::WaitForChange(const std::string& campaign, const Version& 
   auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return stopped_ || c->event_seq > seen.event_seq || c->progress > seen.progress;
   };
+  ++waiting_;
   const bool woke = mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
+  --waiting_;
   if (woke) ++wakeups_;
   return woke;
 }
@@ -71,6 +73,11 @@ CampaignChanges::Watch::~Watch() {
 uint64_t CampaignChanges::wakeups() {
   absl::MutexLock l(&mu_);
   return wakeups_;
+}
+
+int CampaignChanges::waiting() {
+  absl::MutexLock l(&mu_);
+  return waiting_;
 }
 
 }  // namespace gputravel

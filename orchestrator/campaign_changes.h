@@ -63,8 +63,10 @@ class CampaignChanges {
   // max_watchers_per_caller watches.
   absl::StatusOr<std::unique_ptr<Watch>> StartWatch(const std::string& caller);
 
-  // For tests: how many waits returned because their campaign changed.
+  // For tests: how many waits returned because their campaign changed, and
+  // how many are blocked in WaitForChange now.
   uint64_t wakeups();
+  int waiting();
 
  private:
   struct Campaign {
@@ -81,6 +83,7 @@ class CampaignChanges {
   std::map<std::string, std::unique_ptr<Campaign>> campaigns_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> watches_ ABSL_GUARDED_BY(mu_);
   uint64_t wakeups_ ABSL_GUARDED_BY(mu_) = 0;
+  int waiting_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gputravel

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace gputravel {
@@ -15,17 +16,27 @@ TEST(CampaignChangesTest, AnEventWakesOnlyTheWatchersOfItsCampaign) {
   const CampaignChanges::Version seen_a = changes.Current("a");
   EXPECT_EQ(seen_a.event_seq, 10);
   std::atomic<bool> a_woke{false};
-  std::thread watcher([&] { a_woke = changes.WaitForChange("a", seen_a, absl::Seconds(2)); });
-  // Another campaign's events and progress: the watcher of "a" sleeps on.
+  // Ended by a's event below; the timeout only bounds a failing test.
+  std::thread watcher([&] { a_woke = changes.WaitForChange("a", seen_a, absl::Seconds(60)); });
+  for (int i = 0; i < 30000 && changes.waiting() == 0; ++i) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_EQ(changes.waiting(), 1) << "the watcher never waited";
+  // Another campaign's events and progress while the watcher of "a" waits.
+  // Each commit evaluates the waiter's condition as it unlocks, and a wait
+  // returns only once its condition holds: the watcher sleeps on exactly
+  // while the condition of "a" is false, which is checked directly.
   for (int i = 0; i < 100; ++i) changes.EventCommitted("b", 12 + i);
   changes.ProgressMoved("b", 5);
-  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_FALSE(changes.WaitForChange("a", seen_a, absl::ZeroDuration()));
+  EXPECT_EQ(changes.Current("a").event_seq, seen_a.event_seq);
+  EXPECT_EQ(changes.Current("a").progress, seen_a.progress);
   EXPECT_FALSE(a_woke.load());
+  EXPECT_EQ(changes.waiting(), 1);
   EXPECT_EQ(changes.wakeups(), 0u);
   changes.EventCommitted("a", 200);
   watcher.join();
   EXPECT_TRUE(a_woke.load());
   EXPECT_EQ(changes.wakeups(), 1u);
+  EXPECT_EQ(changes.waiting(), 0);
 }
 
 TEST(CampaignChangesTest, ProgressAndStopWakeAndTimeoutSaysSo) {

@@ -8,6 +8,7 @@
 #include "orchestrator/trainer_service.h"
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -108,6 +109,8 @@ struct RunOptions {
   int report_windows = 1;  // stop after reporting this many (and the release)
   int cancel_after_batches = -1;  // "killed" after this many batches
   bool answer_release = true;
+  // Called when the stream's Resume arrives: the trainer is attached.
+  std::function<void()> on_attached;
 };
 RunOptions Reporting(int windows) {
   RunOptions o;
@@ -229,6 +232,7 @@ class TrainerServiceTest : public ::testing::Test {
         run.resume.checkpoint_sha256 = m.resume().checkpoint_sha256();
         run.resume.tokens_committed = m.resume().tokens_committed();
         run.batch_tokens = m.resume().batch_tokens();
+        if (o.on_attached) o.on_attached();
       } else if (m.has_lease()) {
         lease_id = m.lease().lease_id();
         lease = !m.lease().release();
@@ -525,22 +529,19 @@ TEST_F(TrainerServiceTest, ASlowTrainerDoesNotHoldUpAnotherCampaign) {
 TEST_F(TrainerServiceTest, TheStreamEndsOkWhenTheCampaignIsDoneAndCancelledOnShutdown) {
   Campaign* c = AddCampaign("c1");
   auto stub = Stub(kTrainer1);
-  std::thread closer([c] {
-    absl::SleepFor(absl::Milliseconds(300));
-    c->trainer->Close(absl::OkStatus());
-  });
-  TrainerRun run = Train(stub.get(), "c1");
-  closer.join();
+  // Once the trainer is attached, the campaign is done.
+  RunOptions close_once_attached;
+  close_once_attached.on_attached = [c] { c->trainer->Close(absl::OkStatus()); };
+  TrainerRun run = Train(stub.get(), "c1", close_once_attached);
+  EXPECT_EQ(run.batch_tokens, kBatchTokens) << "the stream ended before its Resume";
   EXPECT_TRUE(run.end.ok()) << run.end.error_message();
   // On shutdown an open stream ends CANCELLED.
   Campaign* d = AddCampaign("c3");
   (void)d;
-  std::thread stopper([this] {
-    absl::SleepFor(absl::Milliseconds(300));
-    service_->Shutdown();
-  });
-  TrainerRun stopped = Train(stub.get(), "c3");
-  stopper.join();
+  RunOptions stop_once_attached;
+  stop_once_attached.on_attached = [this] { service_->Shutdown(); };
+  TrainerRun stopped = Train(stub.get(), "c3", stop_once_attached);
+  EXPECT_EQ(stopped.batch_tokens, kBatchTokens) << "the stream ended before its Resume";
   EXPECT_EQ(stopped.end.error_code(), grpc::StatusCode::CANCELLED);
 }
 

@@ -192,13 +192,14 @@ class CliDocTest : public ::testing::Test {
   }
 
   // Runs one offline scenario command (no orchestrator), for at most
-  // `seconds` (then SIGTERM: `up` serves until stopped).
-  void RunOffline(const std::string& command, const std::vector<std::string>& args,
-                  double seconds) {
+  // `seconds`, or until the file `stop_once` exists (then SIGTERM: `up`
+  // serves until stopped).
+  void RunOffline(const std::string& command, const std::vector<std::string>& args, double seconds,
+                  const std::string& stop_once = "") {
     std::string out;
     const std::string log = stack_->dir() + "/offline-cli.log";
     ::unlink(log.c_str());
-    RunCli(args, log, seconds, &out);
+    RunCli(args, log, seconds, &out, stop_once);
     outputs_[command].push_back(out);
   }
 
@@ -267,7 +268,8 @@ TEST_F(CliDocTest, EveryDocumentedExampleIsWhatTheCliPrints) {
   // what init wrote, then of a key made readable and a domain taken out.
   const std::string gt = stack_->dir() + "/gt";
   RunOffline("init /tmp/gt", {"init", gt}, 120);
-  RunOffline("up /tmp/gt", {"up", gt}, 20);
+  const std::string ready = stack_->dir() + "/up.ready";
+  RunOffline("up /tmp/gt", {"up", gt, "--ready_file", ready}, 120, ready);
   RunOffline("config check /tmp/gt", {"config", "check", gt}, 60);
   ASSERT_EQ(::chmod((gt + "/pki/attest-td-holder-b-key.pem").c_str(), 0644), 0);
   {

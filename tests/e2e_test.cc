@@ -656,24 +656,26 @@ TEST(EndToEndTest, ACancelIsNotUndoneByATripTheHostKeepsUnsafe) {
   Subprocess* mux = (*stack)->process("mux");
   ASSERT_NE(mux, nullptr);
   mux->Kill();
-  for (int i = 0; i < 500 && mux->Running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
   ASSERT_FALSE(mux->Running());
   ASSERT_TRUE(Control(stub.get(), "cancel", "demo", &c).ok());
-  // Until the orchestrator gives up on the route home (or 60 s).
-  std::string state = "CANCELLING";
-  for (int i = 0; i < 600; ++i) {
+  // Until the run has given up on the route home and recovery has the trip
+  // (its first pass fails while the MUX is down), or the campaign leaves
+  // CANCELLING.
+  EXPECT_TRUE(WatchUntil(stub.get(), "demo", [](const v1::Event& e) {
+    return (e.kind() == v1::ERROR &&
+            e.message().find("recovery could not make the GPU safe yet") != std::string::npos) ||
+           (e.kind() == v1::CAMPAIGN_STATE &&
+            (e.campaign_state() == v1::PAUSED || e.campaign_state() == v1::CANCELLED));
+  })) << "the run never gave the unsafe trip to recovery";
+  v1::Campaign now;
+  {
     v1::GetCampaignRequest g;
     g.set_name("demo");
     grpc::ClientContext ctx;
-    v1::Campaign now;
     ASSERT_TRUE(stub->GetCampaign(&ctx, g, &now).ok());
-    state = v1::CampaignState_Name(now.state());
-    if (now.state() != v1::CANCELLING) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  EXPECT_NE(state, "PAUSED") << "the operator's cancel became a pause: a resume runs it again";
+  EXPECT_NE(now.state(), v1::PAUSED)
+      << "the operator's cancel became a pause: a resume runs it again";
   ASSERT_TRUE((*stack)->Restart("mux").ok());
   auto report = (*stack)->WaitForFinal("demo", 120, /*paused_ends_wait=*/true);
   ASSERT_TRUE(report.ok()) << report.status();
@@ -714,9 +716,6 @@ TEST(EndToEndTest, ACancelledCampaignsUnsafeTripIsNotForgottenByDeletingIt) {
     Subprocess* mux = stack->process("mux");
     ASSERT_NE(mux, nullptr);
     mux->Kill();
-    for (int i = 0; i < 500 && mux->Running(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
     ASSERT_EQ(::rename(socket.c_str(), (socket + ".withheld").c_str()), 0) << socket;
     auto op = stack->OperatorClient();
     v1::Campaign c;
@@ -978,9 +977,6 @@ TEST(EndToEndTest, HeartbeatKeepsAnIdleGpuAliveAndAMissIsResetThroughTheMux) {
   // within two periods and a quarter).
   Subprocess* orch = (*stack)->process("orchestrator");
   orch->Kill();
-  for (int i = 0; i < 500 && orch->Running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
   ASSERT_FALSE(orch->Running());
   const uint64_t last_beats = status().heartbeats();
   const auto miss_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);

@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "auth/identity.h"
 #include "auth/tls_config.h"
 #include "cli/emulated_stack.h"
@@ -51,10 +53,10 @@ std::string DigestOf(uint64_t trip) {
 // Attaches, trains every window it is given (counting tokens), reports it,
 // answers every lease release, and re-attaches whenever its stream breaks,
 // until the campaign is done (the stream ends OK) or `stop` is set.
-// It holds its second window's first batch until `killed` is set: the
+// It holds its second window's first batch until `killed` is notified: the
 // orchestrator dies with that window delivered and not reported.
 void RunTrainer(const std::string& endpoint, const TlsFiles& tls, Ledger* ledger,
-                std::atomic<bool>* stop, std::atomic<bool>* killed) {
+                std::atomic<bool>* stop, absl::Notification* killed) {
   auto ch = MakeSecureChannel(endpoint, tls, Identity{kRoleOrchestrator, "orchestrator"});
   ASSERT_TRUE(ch.ok()) << ch.status();
   auto stub = v1::Trainer::NewStub(*ch);
@@ -105,9 +107,7 @@ void RunTrainer(const std::string& endpoint, const TlsFiles& tls, Ledger* ledger
             started = ++ledger->windows_started;
             ledger->holder_of[trip] = b.holder();
           }
-          for (int i = 0; started == 2 && !killed->load() && i < 3000; ++i) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-          }
+          if (started == 2) (void)killed->WaitForNotificationWithTimeout(absl::Seconds(30));
         }
         const uint64_t n = b.tokens().size() / 2;
         tokens += batches == 0 ? n : n - 1;
@@ -138,6 +138,7 @@ void RunTrainer(const std::string& endpoint, const TlsFiles& tls, Ledger* ledger
       ledger->done = true;
       return;
     }
+    // Re-attaches at a trainer's pace while the orchestrator is down.
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
 }
@@ -188,27 +189,23 @@ TEST(ExternalTrainerTest, AnOrchestratorKilledMidWindowResumesFromTheCommittedPa
     EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
   }
   Ledger ledger;
-  std::atomic<bool> stop{false}, was_killed{false};
+  std::atomic<bool> stop{false};
+  absl::Notification was_killed;
   std::thread trainer(RunTrainer, st->trainer_endpoint(),
                       st->tls({kRoleTrainer, kTrainerName}), &ledger, &stop, &was_killed);
   // Kill the orchestrator once the trainer is inside its second window.
-  bool killed = false;
-  for (int i = 0; i < 6000 && !killed; ++i) {
-    {
-      absl::MutexLock l(&ledger.mu);
-      if (ledger.done) break;
-      killed = ledger.windows_started >= 2;
-    }
-    if (!killed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  bool second_window = false;
+  {
+    absl::MutexLock l(&ledger.mu);
+    auto started_or_done = [&ledger] { return ledger.windows_started >= 2 || ledger.done; };
+    (void)ledger.mu.AwaitWithTimeout(absl::Condition(&started_or_done), absl::Seconds(60));
+    second_window = ledger.windows_started >= 2;
   }
-  ASSERT_TRUE(killed) << "the trainer never started a second window";
+  ASSERT_TRUE(second_window) << "the trainer never started a second window";
   Subprocess* orch = st->process("orchestrator");
   orch->Kill();
-  for (int i = 0; i < 500 && orch->Running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
   ASSERT_FALSE(orch->Running());
-  was_killed.store(true);
+  was_killed.Notify();
   absl::Status restarted = st->Restart("orchestrator");
   ASSERT_TRUE(restarted.ok()) << restarted;
   auto final_state = st->WaitForFinal("demo", 240, /*paused_ends_wait=*/true);
@@ -336,6 +333,9 @@ TEST(ExternalTrainerTest, CancelAbandonsTheExternalTrainersWindow) {
   uint64_t tokens = 0;
   int batches = 0;
   grpc::Status report = grpc::Status(grpc::StatusCode::UNKNOWN, "not reported");
+  // To the stream's end (the run's), answering the withdrawn lease's release
+  // as a trainer does: one that walks away leaves the engine waiting
+  // release_timeout_seconds for it.
   while (reader->Read(&m)) {
     if (m.has_lease() && m.lease().release()) {
       grpc::ClientContext rc;
@@ -371,7 +371,6 @@ TEST(ExternalTrainerTest, CancelAbandonsTheExternalTrainersWindow) {
       grpc::ClientContext rc;
       v1::WindowCommitted done;
       report = stub->ReportWindow(&rc, r, &done);
-      break;
     }
   }
   ctx.TryCancel();

@@ -12,7 +12,7 @@
 namespace gputravel {
 
 int RunCli(const std::vector<std::string>& args, const std::string& log, double seconds,
-           std::string* out) {
+           std::string* out, const std::string& stop_once) {
   out->clear();
   auto bin_dir = FindDaemonDir("");
   EXPECT_TRUE(bin_dir.ok()) << bin_dir.status();
@@ -23,6 +23,10 @@ int RunCli(const std::vector<std::string>& args, const std::string& log, double 
   absl::Status started = p.Start(argv, log);
   EXPECT_TRUE(started.ok()) << started;
   if (!started.ok()) return -1;
+  if (!stop_once.empty()) {
+    (void)WaitForFile(stop_once, &p, "gputravel", static_cast<int>(seconds * 1000));
+    if (p.Running()) p.Terminate(30000);
+  }
   for (int i = 0; i < seconds * 100 && p.Running(); ++i) usleep(10000);
   if (p.Running()) p.Terminate(1000);
   *out = ReadFile(log).value_or("");

@@ -23,9 +23,11 @@ int RunOperatorCli(const EmulatedStack& stack, const std::vector<std::string>& a
 // Runs `gputravel ARGS` (the binary from the test's runfiles) with this
 // process's environment, its output appended to `log`, waiting at most
 // `seconds`. Returns its exit status (-1 if it did not exit by itself) and
-// puts the log in `*out`.
+// puts the log in `*out`. With `stop_once` set, a command that serves until
+// stopped (`up --ready_file FILE`) is stopped (SIGTERM) once that file
+// exists.
 int RunCli(const std::vector<std::string>& args, const std::string& log, double seconds,
-           std::string* out);
+           std::string* out, const std::string& stop_once = "");
 
 }  // namespace gputravel
 

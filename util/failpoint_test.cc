@@ -48,6 +48,7 @@ TEST(FailpointTest, HoldWaitsWhileArmedAndGoesOnWhenReleased) {
   }
   ASSERT_TRUE(Exists(held_file)) << "the armed point never held";
   EXPECT_FALSE(Exists(dir + "/" + name)) << "the arm is used up";
+  // Nothing marks "still holding": a short look for an early return.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(returned) << "returned while held";
   ASSERT_EQ(unlink(held_file.c_str()), 0);

@@ -24,7 +24,7 @@ class Subprocess {
   // SIGTERM, wait up to `grace_ms`, then SIGKILL. Returns the exit status
   // (as from waitpid) or -1 if it was not running.
   int Terminate(int grace_ms = 5000);
-  // SIGKILL at once (crash tests).
+  // SIGKILL at once, and reaps it: Running() is false on return (crash tests).
   void Kill();
   pid_t pid() const { return pid_; }
   int exit_status() const { return status_; }

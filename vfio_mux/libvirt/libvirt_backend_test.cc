@@ -480,20 +480,23 @@ TEST_F(LibvirtSysfsTest, SlowResetOfOneGpuDoesNotBlockAnotherGpusMove) {
   ASSERT_TRUE(fake_->ForceBind(kGpu, "vfio-pci").ok());
   ASSERT_TRUE(fake_->ForceBind(kGpu1, "vfio-pci").ok());
   LibvirtBackendOptions o = SysfsOptions();
-  o.sysfs.driver_timeout = absl::Seconds(3);
+  // Far longer than a move takes: a move that waited for gpu0's reset to give
+  // up would take at least this.
+  o.sysfs.driver_timeout = absl::Seconds(20);
   absl::StatusOr<std::unique_ptr<LibvirtBackend>> b = LibvirtBackend::Create(o, fake_);
   ASSERT_TRUE(b.ok()) << b.status();
   fake_->HangWrites(fake_->DevicePath(kGpu) + "/reset");
   std::thread resetter([&] { (void)(*b)->Reset("gpu0"); });  // gpu0 is in td-a: allowed
-  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_TRUE(fake_->AwaitHeldWrites(1, absl::Seconds(30)))
+      << "gpu0's reset never reached the kernel";
   const absl::Time start = absl::Now();
   absl::Status moved = (*b)->Move("gpu1", "", "td-b");  // the test driver cannot hot-plug
   const absl::Duration took = absl::Now() - start;
   fake_->ReleaseHangs();
   resetter.join();
   EXPECT_EQ(moved.code(), absl::StatusCode::kUnimplemented) << moved;
-  EXPECT_LT(took, absl::Seconds(1)) << "gpu1's move waited " << took
-                                    << " for gpu0's pending reset";
+  EXPECT_LT(took, o.sysfs.driver_timeout / 2)
+      << "gpu1's move waited " << took << " for gpu0's pending reset";
 }
 
 // --- a real hypervisor, only when an operator asks for it -----------------

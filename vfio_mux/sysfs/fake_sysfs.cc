@@ -286,6 +286,18 @@ std::vector<std::string> FakeSysfs::writes() {
   return writes_;
 }
 
+bool FakeSysfs::AwaitHeldWrites(int n, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto held = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return held_writes_ >= n; };
+  return mu_.AwaitWithTimeout(absl::Condition(&held), timeout);
+}
+
+void FakeSysfs::HoldUntilReleased() {
+  ++held_writes_;
+  mu_.Await(absl::Condition(&hangs_released_));
+  --held_writes_;
+}
+
 absl::StatusOr<std::string> FakeSysfs::ReadFile(const std::string& path) {
   return real_->ReadFile(path);
 }
@@ -334,7 +346,7 @@ absl::Status FakeSysfs::WriteFile(const std::string& path,
     if (f != write_faults_.end()) return WriteError(f->second, path, data);
   }
   if (hanging_writes_.count(path) != 0 || hanging_writes_.count(canon) != 0) {
-    mu_.Await(absl::Condition(&hangs_released_));
+    HoldUntilReleased();
   }
   if (canon.empty() || !fs::exists(canon)) {
     return WriteError(ENOENT, path, data);
@@ -380,7 +392,7 @@ absl::Status FakeSysfs::WriteLocked(const std::string& path,
       }
       if (d.driver != drv) return WriteError(ENODEV, path, data);
       if (d.hang_unbind) {
-        mu_.Await(absl::Condition(&hangs_released_));
+        HoldUntilReleased();
         if (d.driver != drv) return WriteError(ENODEV, path, data);
       }
       if (d.never_unbind) return absl::OkStatus();

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "vfio_mux/sysfs/sysfs_fs.h"
 
 namespace gputravel {
@@ -106,6 +107,9 @@ class FakeSysfs : public SysfsFs {
   std::string reset_method(const std::string& bdf);
   // "PATH <- DATA" for every write attempted, in order.
   std::vector<std::string> writes();
+  // Waits until `n` writes are held at once (HangWrites, HangUnbind), or
+  // `timeout` passes: false then.
+  bool AwaitHeldWrites(int n, absl::Duration timeout);
 
   // SysfsFs.
   absl::StatusOr<std::string> ReadFile(const std::string& path) override;
@@ -149,6 +153,8 @@ class FakeSysfs : public SysfsFs {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SyncFilesLocked(const Device& d)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A held write: waits for ReleaseHangs, counted meanwhile.
+  void HoldUntilReleased() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string top_;  // the mkdtemp directory
   const std::string root_;
@@ -163,6 +169,7 @@ class FakeSysfs : public SysfsFs {
   std::set<std::string> denied_dirs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> writes_ ABSL_GUARDED_BY(mu_);
   bool hangs_released_ ABSL_GUARDED_BY(mu_) = false;
+  int held_writes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gputravel

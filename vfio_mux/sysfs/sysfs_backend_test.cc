@@ -366,20 +366,23 @@ TEST_F(SysfsBackendTest, HungResetWritesDoNotPileUpThreads) {
 // GPU: the backend serializes per GPU (per IOMMU group), not per backend.
 TEST_F(SysfsBackendTest, SlowResetOfOneGpuDoesNotBlockAnotherGpusMove) {
   SysfsBackendOptions o = Options({{"gpu0", kGpu}, {"gpu1", kGpu2}});
-  o.sysfs.driver_timeout = absl::Seconds(3);
+  // Far longer than a move takes: a move that waited for gpu0's reset to give
+  // up would take at least this.
+  o.sysfs.driver_timeout = absl::Seconds(20);
   absl::StatusOr<std::unique_ptr<SysfsBackend>> b = SysfsBackend::Create(o, fake_);
   ASSERT_TRUE(b.ok()) << b.status();
   fake_->HangWrites(fake_->DevicePath(kGpu) + "/reset");
   std::thread resetter([&] { (void)(*b)->Reset("gpu0"); });
-  absl::SleepFor(absl::Milliseconds(300));  // gpu0's reset now waits in the kernel
+  EXPECT_TRUE(fake_->AwaitHeldWrites(1, absl::Seconds(30)))
+      << "gpu0's reset never reached the kernel";
   const absl::Time start = absl::Now();
   absl::Status moved = (*b)->Move("gpu1", "", "td-a");
   const absl::Duration took = absl::Now() - start;
   fake_->ReleaseHangs();
   resetter.join();
   EXPECT_TRUE(moved.ok()) << moved;
-  EXPECT_LT(took, absl::Seconds(1)) << "gpu1's move waited " << took
-                                    << " for gpu0's pending reset";
+  EXPECT_LT(took, o.sysfs.driver_timeout / 2)
+      << "gpu1's move waited " << took << " for gpu0's pending reset";
 }
 
 TEST_F(SysfsBackendTest, ReleaseReturnsGpuToHost) {
