@@ -25,6 +25,15 @@ void Inspect(void* p) {
 }
 }  // namespace
 
+// operator new is replaced too, so that every block operator delete frees
+// came from malloc (AddressSanitizer checks that allocation and release pair).
+void* operator new(std::size_t n) {
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  return std::malloc(n == 0 ? 1 : n);
+}
 void operator delete(void* p) noexcept {
   Inspect(p);
   std::free(p);

@@ -47,25 +47,10 @@ constexpr size_t kFloodFieldBytes = size_t{60} << 20;
 // buffered and parsed: about 1 GB for the orchestrator.
 constexpr int64_t kMaxGrowthKiB = 48 << 10;
 
-// Under AddressSanitizer (tools/checks.sh asan) the daemons' memory is
-// ASan's: freed blocks wait in its quarantine (256 MiB) and every block
-// carries redzones and shadow, so resident memory says nothing about the
-// limits there; the refusals are still checked, the growth only printed.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAsan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAsan = true;
-#else
-constexpr bool kAsan = false;
-#endif
-#else
-constexpr bool kAsan = false;
-#endif
-
-// `daemon`'s peak growth in KiB is under `bound_kib` (not checked under ASan).
+// `daemon`'s peak growth in KiB is under `bound_kib`; under ASan, where
+// resident memory is ASan's, only printed (the refusals are still checked).
 void ExpectGrowthUnder(const std::string& daemon, int64_t growth, int64_t bound_kib) {
-  if (kAsan) return;
+  if (kUnderAddressSanitizer) return;
   EXPECT_LT(growth, bound_kib) << daemon << " grew by " << growth << " KiB";
 }
 

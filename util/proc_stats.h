@@ -20,6 +20,22 @@ int64_t ProcOpenFiles(pid_t pid);
 // User plus system CPU time the process has used, in seconds (/proc/PID/stat).
 double ProcCpuSeconds(pid_t pid);
 
+// Whether this binary, and so the daemons built with it, runs under
+// AddressSanitizer (tools/checks.sh asan). Resident memory is then ASan's:
+// freed blocks wait in its quarantine (256 MiB) and every block carries
+// redzones and shadow, so a bound on VmRSS or VmHWM says nothing there.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kUnderAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kUnderAddressSanitizer = true;
+#else
+constexpr bool kUnderAddressSanitizer = false;
+#endif
+#else
+constexpr bool kUnderAddressSanitizer = false;
+#endif
+
 }  // namespace gputravel
 
 #endif  // GPUTRAVEL_UTIL_PROC_STATS_H_
