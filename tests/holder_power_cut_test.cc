@@ -21,7 +21,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -68,18 +67,12 @@ absl::Status StartHolderUnderPowerCut(HolderRun* r, const std::string& name, lon
     return absl::InternalError(std::string("the configuration of ") + kHolder +
                                " names no state_dir or bounce_dir");
   }
-  s = StopDaemon(&r->f, kHolder);
-  if (!s.ok()) return s;
   // Its rings live in its TD's shared memory and are never synced: the
   // model drops every ring it made, as the cut would.
-  auto config = PowerCutConfig(
-      std::string(kHolder) + "-" + name,
-      {state_dir + "/", bounce_dir + "/gputravel-bounce-" + std::string(kHolder) + "-"}, cut_at);
-  if (!config.ok()) return config.status();
-  r->config = *config;
-  std::map<std::string, std::string> env;
-  if (!failpoint.empty()) env["GPUTRAVEL_FAILPOINT"] = failpoint;
-  s = StartUnderPowerCut(&r->f, kHolder, r->config, env);
+  s = RestartUnderPowerCut(
+      &r->f, kHolder, std::string(kHolder) + "-" + name,
+      {state_dir + "/", bounce_dir + "/gputravel-bounce-" + std::string(kHolder) + "-"}, cut_at,
+      failpoint, &r->config);
   if (!s.ok()) return s;
   return CreateAndStartCampaign(r->f.stack.get(), "holder-power-cut");
 }

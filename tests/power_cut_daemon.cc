@@ -54,6 +54,20 @@ absl::Status StartUnderPowerCut(CrashFixture* f, const std::string& daemon,
   return s;
 }
 
+absl::Status RestartUnderPowerCut(CrashFixture* f, const std::string& daemon,
+                                  const std::string& name, std::vector<std::string> prefixes,
+                                  long cut_at, const std::string& failpoint,
+                                  power_cut::Config* config) {
+  absl::Status s = StopDaemon(f, daemon);
+  if (!s.ok()) return s;
+  auto c = PowerCutConfig(name, std::move(prefixes), cut_at);
+  if (!c.ok()) return c.status();
+  *config = *c;
+  std::map<std::string, std::string> env;
+  if (!failpoint.empty()) env["GPUTRAVEL_FAILPOINT"] = failpoint;
+  return StartUnderPowerCut(f, daemon, *config, env);
+}
+
 void RestoreAfterCut(CrashFixture* f, const std::string& daemon,
                      const power_cut::Config& config, double seconds) {
   Subprocess* p = f->stack->process(daemon);

@@ -40,6 +40,14 @@ absl::Status StartUnderPowerCut(CrashFixture* f, const std::string& daemon,
                                 const power_cut::Config& config,
                                 const std::map<std::string, std::string>& env = {});
 
+// StopDaemon, then StartUnderPowerCut with PowerCutConfig(`name`,
+// `prefixes`, `cut_at`), which it stores in `*config`, and
+// GPUTRAVEL_FAILPOINT=`failpoint` (empty: none) for this start alone.
+absl::Status RestartUnderPowerCut(CrashFixture* f, const std::string& daemon,
+                                  const std::string& name, std::vector<std::string> prefixes,
+                                  long cut_at, const std::string& failpoint,
+                                  power_cut::Config* config);
+
 // Waits up to `seconds` for `daemon` to die of the power cut (SIGKILL) and
 // puts back what the disk kept (gtest assertions); the caller starts it
 // again (EmulatedStack::Restart: as deployed, without the preload).
