@@ -15,6 +15,7 @@
 #include "keyxfer/handoff_lanes.h"
 #include "keyxfer/random.h"
 #include "keyxfer/report_seal.h"
+#include "util/failpoint.h"
 #include "util/files.h"
 #include "util/grpc_status.h"
 #include "util/hex.h"
@@ -326,6 +327,8 @@ absl::StatusOr<std::string> HolderService::DoProvision(
   // nobody.
   fresh = options_.freshness->Accept(orchestrator, b.gpu_serial(), b.trip(), b.campaign());
   if (!fresh.ok()) return fresh;
+  // The power-cut tests die here: the acceptance durable, no key used yet.
+  CrashPoint("after_accept");
   result->accepted = true;
   GT_LOG(3, "trip ", b.trip(), ": hand-off accepted, writing ", b.window_length(), " bytes in ",
          b.lanes_size(), " lane(s)");

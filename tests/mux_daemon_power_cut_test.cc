@@ -34,6 +34,7 @@
 #include "proto/mux.grpc.pb.h"
 #include "proto/orchestrator.grpc.pb.h"
 #include "tests/crash_fixture.h"
+#include "tests/gpu_contact.h"
 #include "tests/power_cut_daemon.h"
 #include "tests/power_cut_image.h"
 #include "tests/stack_campaign.h"
@@ -68,14 +69,14 @@ absl::Status StartMuxUnderPowerCut(MuxRun* r, const std::string& name, long cut_
   if (r->state_file.empty() || r->audit_log.empty()) {
     return absl::InternalError("the MUX configuration names no state_file or audit_log");
   }
-  s = StopDaemon(&r->f, kMux);
-  if (!s.ok()) return s;
+  // The orchestrator brings the idle GPU home as it starts: a MUX stopped
+  // meanwhile would leave it not home, and the campaign would pause at
+  // once.
+  WaitForGpuContact(r->f.stack->OperatorClient().get());
   // Each prefix covers the file, its temporary (a snapshot's .tmp), its
   // predecessor (a compacted journal's .1) and its lock.
-  auto config = PowerCutConfig("mux-" + name, {r->state_file, r->audit_log}, cut_at);
-  if (!config.ok()) return config.status();
-  r->config = *config;
-  s = StartUnderPowerCut(&r->f, kMux, r->config);
+  s = RestartUnderPowerCut(&r->f, kMux, "mux-" + name, {r->state_file, r->audit_log}, cut_at, "",
+                           &r->config);
   if (!s.ok()) return s;
   return CreateAndStartCampaign(r->f.stack.get(), "mux-power-cut");
 }

@@ -97,8 +97,8 @@ class PeerCrashTest : public ::testing::TestWithParam<Party> {
     // keeps the stack's directory.
     o.keep = getenv("PEER_CRASH_KEEP") != nullptr;
     KeyKeepingHolder::AddTo(&o, kKeeper, sock_dir_);
-    // Every daemon started now inherits it; only the orchestrator has hold
-    // points, and restarted daemons start without it.
+    // Every daemon started now inherits it; the test arms only the
+    // orchestrator's hold points, and restarted daemons start without it.
     setenv("GPUTRAVEL_FAILPOINT", ("hold:" + hold_dir_).c_str(), 1);
     auto stack = EmulatedStack::Start(o);
     unsetenv("GPUTRAVEL_FAILPOINT");

@@ -54,6 +54,20 @@ absl::Status StartUnderPowerCut(CrashFixture* f, const std::string& daemon,
   return s;
 }
 
+absl::Status RestartUnderPowerCut(CrashFixture* f, const std::string& daemon,
+                                  const std::string& name, std::vector<std::string> prefixes,
+                                  long cut_at, const std::string& failpoint,
+                                  power_cut::Config* config) {
+  absl::Status s = StopDaemon(f, daemon);
+  if (!s.ok()) return s;
+  auto c = PowerCutConfig(name, std::move(prefixes), cut_at);
+  if (!c.ok()) return c.status();
+  *config = *c;
+  std::map<std::string, std::string> env;
+  if (!failpoint.empty()) env["GPUTRAVEL_FAILPOINT"] = failpoint;
+  return StartUnderPowerCut(f, daemon, *config, env);
+}
+
 void RestoreAfterCut(CrashFixture* f, const std::string& daemon,
                      const power_cut::Config& config, double seconds) {
   Subprocess* p = f->stack->process(daemon);
@@ -83,35 +97,54 @@ std::vector<SyncPoint> LoggedSyncs(const CrashFixture& f, const power_cut::Confi
   return out;
 }
 
-std::vector<SyncPoint> KeeperTripSyncs(const CrashFixture& f, const power_cut::Config& config,
-                                       const std::string& daemon) {
-  uint64_t keeper_trip = 0;
-  int64_t from = 0, to = 0;
-  std::map<int64_t, std::string> steps;  // time -> step of the keeper's trip
+std::vector<SyncPoint> HolderTripSyncs(const CrashFixture& f, const power_cut::Config& config,
+                                       const std::string& daemon, const std::string& holder,
+                                       size_t trips) {
+  // The holder's trips: each one's start, the next trip's start (0: none),
+  // and its steps by time.
+  struct Span {
+    uint64_t trip = 0;
+    int64_t from = 0, to = 0;
+    std::map<int64_t, std::string> steps;
+  };
+  std::vector<Span> spans;
   for (const auto& e : AllEvents(f.stack.get())) {
-    if (e.kind() == v1::TRIP_STARTED && e.holder() == "keeper" && keeper_trip == 0) {
-      keeper_trip = e.trip();
-      from = e.time_unix_ms();
-    } else if (e.kind() == v1::TRIP_STARTED && keeper_trip != 0 && to == 0) {
-      to = e.time_unix_ms();
+    if (e.kind() == v1::TRIP_STARTED) {
+      if (!spans.empty() && spans.back().to == 0) spans.back().to = e.time_unix_ms();
+      if (e.holder() == holder && spans.size() < trips) {
+        spans.push_back({e.trip(), e.time_unix_ms(), 0, {}});
+      }
     }
-    if (keeper_trip != 0 && e.trip() == keeper_trip && e.kind() == v1::STEP) {
-      steps[e.time_unix_ms()] = v1::TripStep_Name(e.step());
+    for (Span& s : spans) {
+      if (e.trip() == s.trip && e.kind() == v1::STEP) {
+        s.steps[e.time_unix_ms()] = v1::TripStep_Name(e.step());
+      }
     }
   }
   const auto syncs = power_cut::ReadSyncLog(config.shadow);
   std::vector<SyncPoint> out;
   std::string list;
   for (const auto& s : syncs) {
-    if (keeper_trip == 0 || s.realtime_ms < from || (to != 0 && s.realtime_ms > to)) continue;
-    auto it = steps.upper_bound(s.realtime_ms);
-    out.push_back({s.n, it == steps.begin() ? "planned" : std::prev(it)->second,
-                   InStack(s.path, f)});
-    list += " " + out.back().Describe();
+    for (const Span& span : spans) {
+      if (s.realtime_ms < span.from || (span.to != 0 && s.realtime_ms > span.to)) continue;
+      auto it = span.steps.upper_bound(s.realtime_ms);
+      std::string after = it == span.steps.begin() ? "planned" : std::prev(it)->second;
+      if (spans.size() > 1) after += " of trip " + std::to_string(span.trip);
+      out.push_back({s.n, after, InStack(s.path, f)});
+      list += " " + out.back().Describe();
+      break;
+    }
   }
-  std::printf("%zu %s syncs in the campaign, %zu in the keeper's trip:%s\n", syncs.size(),
-              daemon.c_str(), out.size(), list.c_str());
+  std::printf("%zu %s syncs in the campaign, %zu in %s's %s:%s\n", syncs.size(),
+              daemon.c_str(), out.size(), holder.c_str(),
+              spans.size() == 1 ? "trip" : (std::to_string(spans.size()) + " trips").c_str(),
+              list.c_str());
   return out;
+}
+
+std::vector<SyncPoint> KeeperTripSyncs(const CrashFixture& f, const power_cut::Config& config,
+                                       const std::string& daemon) {
+  return HolderTripSyncs(f, config, daemon, "keeper", 1);
 }
 
 std::vector<SyncPoint> ChooseSyncPoints(const std::vector<SyncPoint>& points, size_t most) {

@@ -9,6 +9,7 @@
 // the model drops) and start it again as it is deployed, then check the
 // invariants of P7 on the campaign.
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,6 +40,14 @@ absl::Status StartUnderPowerCut(CrashFixture* f, const std::string& daemon,
                                 const power_cut::Config& config,
                                 const std::map<std::string, std::string>& env = {});
 
+// StopDaemon, then StartUnderPowerCut with PowerCutConfig(`name`,
+// `prefixes`, `cut_at`), which it stores in `*config`, and
+// GPUTRAVEL_FAILPOINT=`failpoint` (empty: none) for this start alone.
+absl::Status RestartUnderPowerCut(CrashFixture* f, const std::string& daemon,
+                                  const std::string& name, std::vector<std::string> prefixes,
+                                  long cut_at, const std::string& failpoint,
+                                  power_cut::Config* config);
+
 // Waits up to `seconds` for `daemon` to die of the power cut (SIGKILL) and
 // puts back what the disk kept (gtest assertions); the caller starts it
 // again (EmulatedStack::Restart: as deployed, without the preload).
@@ -64,10 +73,17 @@ struct SyncPoint {
 std::vector<SyncPoint> LoggedSyncs(const CrashFixture& f, const power_cut::Config& config,
                                    const std::string& after);
 
-// Of the syncs `daemon` under `config` asked for in a campaign that cut
-// nothing and is final, those from the keeper's trip's start to the next
-// trip's start (or the campaign's end), each labelled with the step the trip
-// had reached; prints them.
+// Of the syncs `daemon` under `config` asked for in a campaign that is
+// final and in which none was cut, those from the start of each of
+// `holder`'s trips to the next trip's start (or the campaign's end), each
+// labelled with the step the trip had reached ("STEP of trip N" when the
+// holder has more than one trip); prints them. `trips`: only the holder's
+// first so many.
+std::vector<SyncPoint> HolderTripSyncs(const CrashFixture& f, const power_cut::Config& config,
+                                       const std::string& daemon, const std::string& holder,
+                                       size_t trips = SIZE_MAX);
+
+// HolderTripSyncs of the keeper's first trip.
 std::vector<SyncPoint> KeeperTripSyncs(const CrashFixture& f, const power_cut::Config& config,
                                        const std::string& daemon);
 

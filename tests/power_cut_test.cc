@@ -15,7 +15,6 @@
 // step's commit, before its side effect, as tests/crash_recovery_test.cc
 // does, but with the unsynced commits dropped too).
 #include <cstdio>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,15 +47,10 @@ absl::Status StartOrchestratorUnderPowerCut(PowerCutRun* r, const std::string& n
   // Trips a, b, keeper, a: the keeper's trip is interrupted, one follows.
   absl::Status s = StartCrashFixture(&r->f, {}, {3u << 20, 2u << 20});
   if (!s.ok()) return s;
-  s = StopDaemon(&r->f, kOrchestrator);
-  if (!s.ok()) return s;
   const std::string state = r->f.stack->dir() + "/state/";
-  auto config = PowerCutConfig(name, {state + "orchestrator.", state + "checkpoint.key"}, cut_at);
-  if (!config.ok()) return config.status();
-  r->config = *config;
-  std::map<std::string, std::string> env;
-  if (!failpoint.empty()) env["GPUTRAVEL_FAILPOINT"] = failpoint;
-  s = StartUnderPowerCut(&r->f, kOrchestrator, r->config, env);
+  s = RestartUnderPowerCut(&r->f, kOrchestrator, name,
+                           {state + "orchestrator.", state + "checkpoint.key"}, cut_at, failpoint,
+                           &r->config);
   if (!s.ok()) return s;
   return CreateAndStartCampaign(r->f.stack.get(), "power-cut");
 }
