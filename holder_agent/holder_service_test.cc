@@ -670,6 +670,37 @@ TEST_F(HolderServiceTest, ARecordWriteTheHostFailsIsNotTheHoldersFault) {
   ::rmdir(record.c_str());
 }
 
+// ATTACK (host): the dataset lies on the TD's disk, which is the host's (a
+// dataset that cannot be read blames nobody). Between two trips the host
+// restarts the holder's TD (a power cut, or the crash right after an
+// acceptance) and shrinks the dataset file meanwhile. The orchestrator
+// planned its windows on the size the agent reported (GetInfo, at create);
+// the restarted agent, which only knows the file as it is now, refuses the
+// next window as outside its dataset and says the failure is the holder's
+// own, which the orchestrator takes as evidence against the holder (under
+// "skip" it is skipped: the host chose whose data trains). The shrunken file
+// is the host's doing: it must charge nobody.
+TEST_F(HolderServiceTest, DatasetTheHostShrankAcrossARestartIsNotTheHoldersFault) {
+  v1::HolderInfo info;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->GetInfo(&ctx, {}, &info).ok());
+  }
+  ASSERT_EQ(info.dataset_bytes(), 4 * kWindow) << "the size the orchestrator plans with";
+  ASSERT_TRUE(Provision(Open(), Binding("c1", 1, 0)).ok());
+  // The host: the TD goes down, the file loses its last three windows, the
+  // TD comes back.
+  StopAgent();
+  ASSERT_EQ(truncate((dir_ + "/data.raw").c_str(), kWindow), 0);
+  ASSERT_NO_FATAL_FAILURE(StartAgent());
+  // The next trip, a window inside what the agent reported.
+  grpc::Status s = Provision(Open(), Binding("c1", 2, 3));
+  EXPECT_FALSE(s.ok()) << "the test's premise: the window is gone from the file";
+  EXPECT_NE(last_fault_, kProvisionFaultHolder)
+      << "the holder is charged for a dataset the host shrank on the TD's disk: "
+      << s.error_message();
+}
+
 // The device stalls with the first chunk of a trip, and the orchestrator
 // gives up on the trip: the agent's write stops at once (not at its
 // deadline, minutes later for a large window), so the key goes and the next
