@@ -29,6 +29,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "holder_agent/dataset.h"
 #include "keyxfer/cc_channel.h"
 #include "keyxfer/random.h"
 #include "keyxfer/report_seal.h"
@@ -1536,6 +1537,48 @@ TEST(EndToEndTest, GpuUnreachableFromAHoldersTdIsNotTheHoldersFault) {
   ASSERT_TRUE(final_state.ok()) << final_state.status();
   EXPECT_EQ(final_state->state(), v1::COMPLETED) << final_state->error();
   for (const auto& h : final_state->holders()) EXPECT_EQ(h.state(), "done") << h.name();
+  (*stack)->Stop();
+}
+
+// ATTACK (host): a holder's dataset lies on its TD's disk, the host's. After
+// the campaign is created (the orchestrator plans every window on the size
+// each agent reported), the host restarts holder-a's TD (it can cut its
+// power at any time, e.g. right after an acceptance) and shrinks the dataset
+// file meanwhile. The restarted agent refuses holder-a's window as outside
+// its dataset and says the failure is the holder's, so under "skip" the
+// orchestrator skips holder-a: the host chose whose data trains. Nothing
+// the host can do to the TD's disk is evidence against the holder.
+TEST(EndToEndTest, DatasetTheHostShrinksAcrossARestartDoesNotGetTheHolderSkipped) {
+  StackOptions o;
+  o.holders = 2;
+  o.on_holder_failure = "skip";
+  auto stack = EmulatedStack::Start(o);
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto stub = (*stack)->OperatorClient();
+  v1::CreateCampaignResponse created;
+  ASSERT_TRUE(Create(stub.get(), (*stack)->CampaignSpec(), "r1", &created).ok());
+  // The host: holder-a's TD goes down, its dataset keeps 1024 tokens, the
+  // TD comes back with the same binary and configuration.
+  const std::string holder = "holder-a";
+  auto config = ReadJsonFile((*stack)->deployment().config_path(holder));
+  ASSERT_TRUE(config.ok()) << config.status();
+  const std::string path = (*config)["dataset"]["path"].get<std::string>();
+  ASSERT_EQ((*config)["dataset"]["format"].get<std::string>(), "llmc-tokens");
+  (*stack)->process(holder)->Kill();
+  std::vector<uint16_t> tokens(1024, 7);
+  ASSERT_TRUE(WriteLlmcShard(path, tokens.data(), tokens.size()).ok());
+  ASSERT_TRUE((*stack)->Restart(holder).ok());
+
+  v1::Campaign c;
+  ASSERT_TRUE(Control(stub.get(), "start", "demo", &c).ok());
+  auto report = (*stack)->WaitForFinal("demo", 120, /*paused_ends_wait=*/true);
+  ASSERT_TRUE(report.ok()) << report.status();
+  for (const auto& h : report->holders()) {
+    EXPECT_NE(h.state(), "failed") << h.name() << " charged for a dataset the host shrank: "
+                                   << h.error();
+  }
+  EXPECT_EQ(report->error().find("completed WITHOUT holders"), std::string::npos)
+      << report->error();
   (*stack)->Stop();
 }
 
