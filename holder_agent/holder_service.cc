@@ -285,10 +285,12 @@ absl::StatusOr<std::string> HolderService::DoProvision(
   if (!fresh.ok()) return fresh;
   // The window must lie in the dataset; checked before the key is opened.
   // The binding is not authenticated yet, but the unwrap below is: a window
-  // changed in transit fails there (it is in the hand-off's AAD).
+  // changed in transit fails there (it is in the hand-off's AAD). A window
+  // outside it blames nobody: the orchestrator planned on the size this
+  // agent reported, and a dataset shorter now lies on the TD's disk, which
+  // the host can shrink while the TD is down, as it can fail a read.
   if (b.window_length() == 0 || b.window_offset() > dataset_->payload_bytes() ||
       b.window_length() > dataset_->payload_bytes() - b.window_offset()) {
-    result->fault = ProvisionFault::kHolder;  // its dataset is shorter than it said
     return absl::OutOfRangeError(
         "window [" + std::to_string(b.window_offset()) + ", +" +
         std::to_string(b.window_length()) + ") is outside the dataset '" +

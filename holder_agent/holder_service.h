@@ -98,10 +98,10 @@ class HolderService final : public v1::HolderAgent::Service {
   // mapped or read; it returns false once the caller has gone (cancel), and
   // so does `cancelled()`, which the watcher below also polls.
   // What a Provision came to. On failure `fault` says whose side failed
-  // (provision_fault.h): the holder's own (its policy, a window outside its
-  // dataset, a hand-off for another holder), the device path (the write
-  // failed while the dataset did not), or neither for certain (its disk is
-  // the host's). `accepted`: every check passed and the keys were opened.
+  // (provision_fault.h): the holder's own (its policy, a hand-off for
+  // another holder), the device path (the write failed while the dataset
+  // did not), or neither for certain (its disk, and so its dataset's size,
+  // is the host's). `accepted`: every check passed and the keys were opened.
   // `bytes` and `seconds` of a window written.
   struct ProvisionResult {
     ProvisionFault fault = ProvisionFault::kNone;
