@@ -677,10 +677,10 @@ TEST_F(HolderServiceTest, ARecordWriteTheHostFailsIsNotTheHoldersFault) {
 // acceptance) and shrinks the dataset file meanwhile. The orchestrator
 // planned its windows on the size the agent reported (GetInfo, at create);
 // the restarted agent, which only knows the file as it is now, refuses the
-// next window as outside its dataset and says the failure is the holder's
-// own, which the orchestrator takes as evidence against the holder (under
-// "skip" it is skipped: the host chose whose data trains). The shrunken file
-// is the host's doing: it must charge nobody.
+// next window as outside its dataset. Charged to the holder, that would be
+// evidence against it (under "skip" it would be skipped: the host would
+// choose whose data trains). The shrunken file may be the host's doing: it
+// charges nobody.
 TEST_F(HolderServiceTest, DatasetTheHostShrankAcrossARestartIsNotTheHoldersFault) {
   v1::HolderInfo info;
   {

@@ -1545,9 +1545,9 @@ TEST(EndToEndTest, GpuUnreachableFromAHoldersTdIsNotTheHoldersFault) {
 // each agent reported), the host restarts holder-a's TD (it can cut its
 // power at any time, e.g. right after an acceptance) and shrinks the dataset
 // file meanwhile. The restarted agent refuses holder-a's window as outside
-// its dataset and says the failure is the holder's, so under "skip" the
-// orchestrator skips holder-a: the host chose whose data trains. Nothing
-// the host can do to the TD's disk is evidence against the holder.
+// its dataset. Were that charged to the holder, "skip" would skip holder-a
+// and the host would choose whose data trains: nothing the host can do to
+// the TD's disk is evidence against the holder, so the campaign pauses.
 TEST(EndToEndTest, DatasetTheHostShrinksAcrossARestartDoesNotGetTheHolderSkipped) {
   StackOptions o;
   o.holders = 2;
