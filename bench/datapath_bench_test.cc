@@ -54,6 +54,28 @@ TEST(GcmReferenceTest, ProducesAFigure) {
   EXPECT_FALSE(MeasureGcmReference(0, 0.01).ok());
 }
 
+// Both sides with OpenSSL alone: every byte of the window goes through a
+// ring and back (the function compares the destination with the source),
+// split among the pairs; bad geometry is refused.
+TEST(GcmReferenceTest, BothSidesMovesTheWindowThroughEveryPair) {
+  const std::string dir = ::testing::TempDir();
+  auto r = MeasureGcmBothSides(64 << 10, 1 << 20, 2, 3, dir);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->pairs, 3);
+  EXPECT_EQ(r->messages, 16u);
+  EXPECT_GT(r->mbps, 0);
+  EXPECT_TRUE(std::isfinite(r->mbps));
+  // More pairs than messages: one message each.
+  r = MeasureGcmBothSides(64 << 10, 128 << 10, 4, 8, dir);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->pairs, 2);
+  EXPECT_FALSE(MeasureGcmBothSides(64 << 10, 32 << 10, 4, 1, dir).ok()) << "no whole message";
+  EXPECT_FALSE(MeasureGcmBothSides(64 << 10, 1 << 20, 0, 1, dir).ok()) << "no slot";
+  EXPECT_FALSE(MeasureGcmBothSides(64 << 10, 1 << 20, 4, 0, dir).ok()) << "no pair";
+  EXPECT_FALSE(MeasureGcmBothSides(100, 1 << 20, 4, 1, dir).ok()) << "not a slot size";
+  EXPECT_FALSE(MeasureGcmBothSides(64 << 10, 1 << 20, 4, 1, dir + "/missing").ok());
+}
+
 // (a) measures the real writer: every chunk reaches the stand-in, with the
 // writer's counters, AAD and tag order (its digest is WindowDigest's).
 TEST(StageBenchTest, TheWriterAgainstTheStandInGivesSaneNumbers) {
@@ -168,6 +190,18 @@ TEST(DatapathRunnerTest, TinyRunGivesFiniteRatiosAndValidJson) {
   }
   EXPECT_GT(r->provision.mbps, 0);
   EXPECT_TRUE(std::isfinite(r->provision.ratio_single) && r->provision.ratio_single > 0);
+  // (b') carries, per pass, what OpenSSL alone gets doing both sides, and
+  // that as a share of the limit.
+  ASSERT_EQ(r->provision_engines.size(), 4u);
+  for (const auto& e : r->provision_engines) {
+    const ThroughputFigure& f = e.figure;
+    EXPECT_GT(f.mbps, 0) << e.copy_engines;
+    EXPECT_EQ(f.pass_both_sides_mbps.size(), f.pass_mbps.size()) << e.copy_engines;
+    EXPECT_GT(f.both_sides_mbps, 0) << e.copy_engines;
+    EXPECT_TRUE(std::isfinite(f.ratio_both_sides) && f.ratio_both_sides > 0);
+    EXPECT_TRUE(std::isfinite(e.both_sides_ratio_limit) && e.both_sides_ratio_limit > 0);
+    EXPECT_TRUE(std::isfinite(e.ratio_limit) && e.ratio_limit > 0);
+  }
   EXPECT_GE(r->components.size(), 10u);
   for (const auto& comp : r->components) {
     EXPECT_EQ(comp.seconds.n, 2u) << comp.name;
@@ -201,6 +235,13 @@ TEST(DatapathRunnerTest, TinyRunGivesFiniteRatiosAndValidJson) {
   }
   EXPECT_EQ(j["provision_end_to_end"]["meets_target"].get<bool>(),
             verdict_of(j["provision_end_to_end"]));
+  ASSERT_EQ(j["provision_copy_engines"]["figures"].size(), 4u);
+  for (const auto& f : j["provision_copy_engines"]["figures"]) {
+    EXPECT_GT(f["openssl_both_sides_mbps_median"].get<double>(), 0);
+    EXPECT_GT(f["ratio_vs_openssl_both_sides"].get<double>(), 0);
+    EXPECT_GT(f["openssl_both_sides_ratio_to_limit"].get<double>(), 0);
+    EXPECT_EQ(f["pass_openssl_both_sides_mbps"].size(), f["pass_mbps"].size());
+  }
   EXPECT_DOUBLE_EQ(j["targets"]["stage_ratio_min"].get<double>(), 0.9);
   EXPECT_DOUBLE_EQ(j["targets"]["trip_p50_max_seconds"].get<double>(), 0.005);
   EXPECT_FALSE(j["openssl_reference"].empty());

@@ -86,6 +86,18 @@ absl::Status ConcurrentReference(const BenchConfig& config, ThroughputFigure* f,
   return absl::OkStatus();
 }
 
+// For (b'): both sides of the window with OpenSSL alone on `pairs` pairs of
+// threads, right before the pass, in rings as deep as the writer's.
+absl::Status BothSidesReference(const BenchConfig& config, const H2dWriterOptions& options,
+                                ThroughputFigure* f, int pairs) {
+  if (config.adjacent_reference_seconds <= 0) return absl::OkStatus();
+  auto r = MeasureGcmBothSides(f->chunk_size, f->window_bytes, options.slots, pairs,
+                               config.bounce_dir);
+  if (!r.ok()) return r.status();
+  f->pass_both_sides_mbps.push_back(r->mbps);
+  return absl::OkStatus();
+}
+
 // Creates the ring the passes of `f` share, as the holder agent creates its
 // ring on its first trip and keeps it (device/bounce_pool.h), and records
 // what that cost.
@@ -127,7 +139,8 @@ namespace {
 // passes, as a holder agent's ring is), each after its adjacent reference,
 // into `*f`, whose timings are the median pass's.
 // `concurrent_threads` > 1: OpenSSL on that many threads at once is also
-// measured before each pass (ConcurrentReference).
+// measured before each pass (ConcurrentReference), and both sides of the
+// window on half as many pairs of threads (BothSidesReference).
 absl::Status ProvisionFigure(
     const BenchConfig& config, const BenchReport& report, bool make_ring, ThroughputFigure* f,
     const std::function<absl::StatusOr<ProvisionResult>(const H2dWriterOptions&)>& measure,
@@ -149,8 +162,10 @@ absl::Status ProvisionFigure(
   for (int p = 0; p < config.provision_passes; ++p) {
     absl::Status adj = AdjacentReference(config, f);
     if (!adj.ok()) return adj;
-    if (concurrent_threads > 1) {
+    if (concurrent_threads > 0) {
       adj = ConcurrentReference(config, f, concurrent_threads);
+      if (!adj.ok()) return adj;
+      adj = BothSidesReference(config, wo, f, std::max(1, concurrent_threads / 2));
       if (!adj.ok()) return adj;
     }
     auto r = measure(wo);
@@ -404,6 +419,17 @@ absl::StatusOr<BenchReport> RunDatapathBench(
       // nproc x one thread (shared cores, clocks, memory).
       e.measured_limit_mbps = f.concurrent_reference_mbps / 2;
       e.ratio_measured_limit = e.measured_limit_mbps > 0 ? f.mbps / e.measured_limit_mbps : 0;
+      std::vector<double> shares;
+      for (size_t i = 0; i < f.pass_both_sides_mbps.size() &&
+                         i < f.pass_adjacent_reference_mbps.size();
+           ++i) {
+        const double limit = cpus * f.pass_adjacent_reference_mbps[i] / 2;
+        if (limit > 0) shares.push_back(f.pass_both_sides_mbps[i] / limit);
+      }
+      if (!shares.empty()) {
+        std::sort(shares.begin(), shares.end());
+        e.both_sides_ratio_limit = shares[(shares.size() - 1) / 2];
+      }
       report.provision_engines.push_back(std::move(e));
     }
   }

@@ -17,6 +17,9 @@ struct GcmReference {
   // With into_ring: the messages are read in turn from a large buffer (as the
   // holder reads its dataset) instead of from staging that stays in cache.
   bool large_source = false;
+  // MeasureGcmBothSides: this many encrypting and as many decrypting threads
+  // at once (0: one thread, encrypting only).
+  int pairs = 0;
   uint64_t messages = 0;
   double seconds = 0;
   double mbps = 0;  // 1e6 bytes/s, as `openssl speed` reports (in 1000s)
@@ -60,6 +63,23 @@ absl::StatusOr<GcmReference> MeasureGcmFromLargeSource(size_t message_bytes,
                                                        size_t source_bytes, uint32_t slots,
                                                        const std::string& bounce_dir,
                                                        double min_seconds);
+
+// Both sides of a provisioning with OpenSSL alone: the most any data path can
+// get from this machine's cores and memory, with the same memory traffic.
+// `pairs` pairs of threads run at once, each moving its share of a
+// `window_bytes` window through its own ring of `slots` slots of
+// `message_bytes` in `bounce_dir`. In a pair, one thread encrypts message k
+// from offset k x message_bytes of its share of a source (as the holder
+// reads its dataset) into slot k % slots; the other, once the message is
+// there, decrypts it into the same offset of its share of a destination (as
+// a copy engine writes device memory) and checks its tag, and the slot is
+// free again. Nothing else: no private pieces, no doorbells, no other
+// threads; the two hand slots over by spinning on counters. The source and
+// destination are touched before the clock starts; `mbps` is the window's
+// bytes over the wall time until every pair is done.
+absl::StatusOr<GcmReference> MeasureGcmBothSides(size_t message_bytes, uint64_t window_bytes,
+                                                 uint32_t slots, int pairs,
+                                                 const std::string& bounce_dir);
 
 }  // namespace bench
 }  // namespace gputravel

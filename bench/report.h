@@ -47,6 +47,13 @@ struct ThroughputFigure {
   std::vector<double> pass_concurrent_reference_mbps;
   double concurrent_reference_mbps = 0;  // median
   double ratio_concurrent = 0;
+  // (b') only: both sides of the window with OpenSSL alone right before each
+  // pass (MeasureGcmBothSides, nproc / 2 pairs of threads), and the median
+  // over passes of pass_mbps / that figure: how much of what the machine can
+  // do the data path gets.
+  std::vector<double> pass_both_sides_mbps;
+  double both_sides_mbps = 0;  // median
+  double ratio_both_sides = 0;
   // Median pass: wall, process CPU (cpu/wall = CPUs busy on average), and
   // the writer's time getting the plaintext (a view of the source, or a copy
   // into staging), summed over its workers.
@@ -96,6 +103,11 @@ struct BenchReport {
     // limit as the machine delivers it (0 on one CPU).
     double measured_limit_mbps = 0;
     double ratio_measured_limit = 0;
+    // What OpenSSL alone gets doing both sides (figure.both_sides_mbps) as a
+    // share of the limit: the median over passes of that pass's two-sided
+    // figure / (nproc x its adjacent reference / 2). Where it is below the
+    // target, no data path can meet the target on this machine.
+    double both_sides_ratio_limit = 0;
   };
   std::vector<EngineFigure> provision_engines;
   std::vector<ComponentTiming> components;       // (c) steps, in process
