@@ -1,5 +1,6 @@
 #include "orchestrator/trip_runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -46,16 +47,39 @@ void TripControl::SetCall(grpc::ClientContext* ctx) {
   if (call_ != nullptr && cancelled_) call_->TryCancel();
 }
 
+absl::Status TripRunner::CallMux(
+    const std::string& what, double deadline_seconds,
+    const std::function<grpc::Status(grpc::ClientContext*)>& call) {
+  absl::Status first;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline(deadline_seconds));
+    first = FromGrpc(call(&ctx), what);
+  }
+  if (!absl::IsUnavailable(first)) return first;
+  // Either the channel is still failing after the MUX came back, or the MUX
+  // is down: wait a bounded moment for it to connect, once. Repeating the
+  // request is safe: it carries the same fencing token.
+  GT_LOG(1, what, ": ", first.message(), "; trying once more for up to ",
+         kMuxReconnectSeconds, " s");
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(true);
+  ctx.set_deadline(Deadline(std::min<double>(kMuxReconnectSeconds, deadline_seconds)));
+  absl::Status again = FromGrpc(call(&ctx), what);
+  // A MUX that never came back: its own error says more than the wait's.
+  return absl::IsDeadlineExceeded(again) ? first : again;
+}
+
 absl::Status TripRunner::RouteTo(const std::string& domain, uint64_t token) {
   v1::RouteRequest req;
   req.set_gpu(gpu_name_);
   req.set_domain(domain);
   req.set_fencing_token(token);
-  v1::RouteResponse resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline(30));
-  absl::Status s = FromGrpc(mux_->Route(&ctx, req, &resp),
-                            "MUX Route " + gpu_name_ + " -> " + domain);
+  absl::Status s = CallMux("MUX Route " + gpu_name_ + " -> " + domain, 30,
+                           [&](grpc::ClientContext* ctx) {
+                             v1::RouteResponse resp;
+                             return mux_->Route(ctx, req, &resp);
+                           });
   GT_LOG(3, "MUX Route ", gpu_name_, " -> '", domain, "' (token ", token, "): ", s.ToString());
   return s;
 }
@@ -88,10 +112,10 @@ absl::Status TripRunner::MakeSafe(uint64_t token, uint64_t buffer_id, uint64_t b
     v1::ResetGpuRequest req;
     req.set_gpu(gpu_name_);
     req.set_fencing_token(token);
-    v1::ResetGpuResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline(60));
-    s = FromGrpc(mux_->Reset(&ctx, req, &resp), "MUX Reset " + gpu_name_);
+    s = CallMux("MUX Reset " + gpu_name_, 60, [&](grpc::ClientContext* ctx) {
+      v1::ResetGpuResponse resp;
+      return mux_->Reset(ctx, req, &resp);
+    });
     if (!s.ok()) return s;
     s = gpu_->Establish();
   }

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -216,8 +217,19 @@ class TripRunner {
 
   absl::Status RouteHome(uint64_t token);
 
+  // How long a MUX call that found the MUX unreachable (UNAVAILABLE) waits
+  // for it, once, before its error stands: a MUX that has just restarted
+  // leaves the channel failing fast for a moment.
+  static constexpr int kMuxReconnectSeconds = 5;
+
  private:
   absl::Status RouteTo(const std::string& domain, uint64_t token);
+  // One MUX call (`call` on a context with `deadline_seconds`); on
+  // UNAVAILABLE made once more on a context that waits up to
+  // kMuxReconnectSeconds for the channel to connect. Only for Route and
+  // Reset, which the MUX takes again with an equal fencing token.
+  absl::Status CallMux(const std::string& what, double deadline_seconds,
+                       const std::function<grpc::Status(grpc::ClientContext*)>& call);
   // Scrubs and verifies `buffer_id`; a buffer the device itself says it no
   // longer has (sealed under the session: a reset or an unauthorised key
   // exchange wiped all device memory) counts as clean, and sets `*gone`

@@ -1,11 +1,14 @@
-// TripRunner's attribution of a failed attested channel (TripFault).
+// TripRunner's attribution of a failed attested channel (TripFault), and
+// its MUX calls when the MUX restarts or is down.
 #include "orchestrator/trip_runner.h"
 
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "keyxfer/attested_channel.h"
@@ -14,6 +17,7 @@
 #include "keyxfer/x509.h"
 #include "proto/attestation.pb.h"
 #include "proto/holder.grpc.pb.h"
+#include "proto/mux.grpc.pb.h"
 #include "util/grpc_status.h"
 #include "util/test_dir.h"
 
@@ -142,6 +146,85 @@ TEST_F(TripRunnerChannelTest, EvidenceOfABinaryOutsideThePolicyChargesNobody) {
   auto other_binary = Make("holder-a", std::string(48, 'X'));
   EXPECT_STREQ(TripFaultName(FaultWith(other_binary.get())), "undetermined") << last_error_;
   EXPECT_NE(last_error_.find("holder-a"), std::string::npos) << last_error_;
+}
+
+// A MUX that records each Route it is sent and answers `answer`.
+class RecordingMux final : public v1::Mux::Service {
+ public:
+  explicit RecordingMux(grpc::Status answer = grpc::Status::OK) : answer_(answer) {}
+  grpc::Status Route(grpc::ServerContext*, const v1::RouteRequest* req,
+                     v1::RouteResponse*) override {
+    absl::MutexLock l(&mu_);
+    tokens_.push_back(req->fencing_token());
+    return answer_;
+  }
+  std::vector<uint64_t> tokens() {
+    absl::MutexLock l(&mu_);
+    return tokens_;
+  }
+
+ private:
+  const grpc::Status answer_;
+  absl::Mutex mu_;
+  std::vector<uint64_t> tokens_ ABSL_GUARDED_BY(mu_);
+};
+
+class TripRunnerMuxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeSocketTestDir("trip_runner_mux.");
+    address_ = "unix:" + dir_ + "/mux.sock";
+    stub_ = v1::Mux::NewStub(MakeChannel(address_));
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+    ::unlink((dir_ + "/mux.sock").c_str());
+    ::rmdir(dir_.c_str());
+  }
+  void Serve(RecordingMux* mux) {
+    grpc::ServerBuilder b;
+    b.AddListeningPort(address_, grpc::InsecureServerCredentials());
+    b.RegisterService(mux);
+    server_ = b.BuildAndStart();
+    ASSERT_NE(server_, nullptr) << "cannot serve on " << address_;
+  }
+
+  std::string dir_, address_;
+  std::unique_ptr<v1::Mux::Stub> stub_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+// The MUX restarts while the orchestrator's channel to it is failing: the
+// next route goes through instead of pausing the campaign, and the MUX sees
+// the request once, with its token. While the MUX is down, a route fails
+// UNAVAILABLE naming the MUX within the bounded wait.
+TEST_F(TripRunnerMuxTest, ARouteRightAfterTheMuxComesBackGoesThrough) {
+  TripRunner runner("orchestrator-td", "gpu0", stub_.get(), nullptr, nullptr, nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::Status down = runner.RouteHome(7);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(absl::IsUnavailable(down)) << down;
+  EXPECT_NE(down.message().find("MUX Route gpu0"), std::string::npos) << down;
+  EXPECT_LT(waited, TripRunner::kMuxReconnectSeconds + 25) << "the wait is bounded";
+
+  RecordingMux mux;
+  Serve(&mux);
+  absl::Status s = runner.RouteHome(8);
+  EXPECT_TRUE(s.ok()) << "a route right after the MUX came back failed: " << s;
+  EXPECT_EQ(mux.tokens(), std::vector<uint64_t>({8}));
+}
+
+// UNAVAILABLE from the MUX itself (its disk failing) is tried once more with
+// the same token, and then stands.
+TEST_F(TripRunnerMuxTest, AnUnavailableMuxIsAskedOnceMoreWithTheSameToken) {
+  RecordingMux mux(grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot write MUX state"));
+  Serve(&mux);
+  TripRunner runner("orchestrator-td", "gpu0", stub_.get(), nullptr, nullptr, nullptr);
+  absl::Status s = runner.RouteHome(9);
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_NE(s.message().find("cannot write MUX state"), std::string::npos) << s;
+  EXPECT_EQ(mux.tokens(), std::vector<uint64_t>({9, 9}));
 }
 
 }  // namespace
