@@ -115,10 +115,7 @@ int main(int argc, char** argv) {
   }
   // Hand-off freshness across restarts: the last trip accepted per
   // orchestrator and GPU, in a private directory only this agent uses.
-  if (::mkdir(cfg.state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    Fail("cannot create state_dir " + cfg.state_dir + ": " + std::strerror(errno));
-  }
-  absl::Status private_dir = RequirePrivateDirectory(cfg.state_dir, "state_dir");
+  absl::Status private_dir = MakePrivateStateDirectory(cfg.state_dir, "state_dir");
   if (!private_dir.ok()) Fail(std::string(private_dir.message()));
   auto state_lock = ExclusiveLock::Acquire(cfg.state_dir + "/holder.lock",
                                            "holder agent '" + opts.name + "' with state_dir " +

@@ -1,9 +1,4 @@
 // orchestrator: the daemon inside the orchestrator TD.
-#include <sys/stat.h>
-
-#include <cerrno>
-#include <cstring>
-
 #include "auth/role_gate.h"
 #include "auth/tls_config.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -54,11 +49,7 @@ int main(int argc, char** argv) {
   const nlohmann::json json = ReadConfigOrExit(kProgram, args.config);
   auto cfg = ParseOrchestratorConfig(json, args.config);
   if (!cfg.ok()) ExitStartupError(kProgram, std::string(cfg.status().message()));
-  if (::mkdir(cfg->state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    ExitStartupError(kProgram, "cannot create state_dir " + cfg->state_dir + ": " +
-                                   std::strerror(errno));
-  }
-  absl::Status private_dir = RequirePrivateDirectory(cfg->state_dir, "state_dir");
+  absl::Status private_dir = MakePrivateStateDirectory(cfg->state_dir, "state_dir");
   if (!private_dir.ok()) ExitStartupError(kProgram, std::string(private_dir.message()));
   // One orchestrator per state_dir, before anything reads it: a second
   // one's recovery would abort the first's live trip. Held until exit.

@@ -113,6 +113,19 @@ absl::Status RequirePrivateDirectory(const std::string& dir, const std::string& 
   return absl::OkStatus();
 }
 
+absl::Status MakePrivateStateDirectory(const std::string& dir, const std::string& what) {
+  std::string entry = dir;
+  while (entry.size() > 1 && entry.back() == '/') entry.pop_back();
+  if (::mkdir(entry.c_str(), 0700) == 0) {
+    absl::Status synced = SyncDirectoryOf(entry);
+    if (!synced.ok()) return synced;
+  } else if (errno != EEXIST) {
+    return absl::FailedPreconditionError("cannot create " + what + " " + dir + ": " +
+                                         std::strerror(errno));
+  }
+  return RequirePrivateDirectory(dir, what);
+}
+
 absl::Status MakeFilePrivate(const std::string& path, bool create) {
   int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
   if (fd < 0) {

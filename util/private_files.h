@@ -16,6 +16,13 @@ namespace gputravel {
 // state under it. `what` names it in the message (e.g. "state_dir").
 absl::Status RequirePrivateDirectory(const std::string& dir, const std::string& what);
 
+// A daemon's state directory: creates `dir` (mode 0700) if it is missing and
+// makes that durable (fsyncs its parent, so a power cut cannot take the
+// directory away with the state written into it), then checks it as
+// RequirePrivateDirectory does. Errors (FAILED_PRECONDITION, or UNAVAILABLE
+// for a failed sync) name `what` and `dir`.
+absl::Status MakePrivateStateDirectory(const std::string& dir, const std::string& what);
+
 // Makes `path` mode 0600 (fchmod on the file opened without following a
 // symbolic link). With `create`, a missing file is created empty (0600);
 // without, a missing file is fine and left missing.

@@ -51,6 +51,28 @@ TEST(RequirePrivateDirectoryTest, RefusesAnotherUsersDirectory) {
 
 // A file restored with a loose mode is made 0600; a missing one is created
 // only when asked.
+// A missing state directory is made, private; an existing private one is
+// kept; a loose one is refused as RequirePrivateDirectory refuses it; one
+// that cannot be made names itself.
+TEST(MakePrivateStateDirectoryTest, MakesAMissingOneAndChecksAnyOne) {
+  const std::string d = MakeTestDir("pf-");
+  const std::string state = d + "/state";
+  ASSERT_TRUE(MakePrivateStateDirectory(state + "/", "state_dir").ok());
+  EXPECT_EQ(ModeOf(state), 0700u);
+  ASSERT_TRUE(WriteFile(state + "/kept", "x").ok());
+  EXPECT_TRUE(MakePrivateStateDirectory(state, "state_dir").ok());
+  EXPECT_TRUE(ReadFile(state + "/kept").ok()) << "an existing directory is left as it is";
+  ASSERT_EQ(::chmod(state.c_str(), 0777), 0);
+  absl::Status loose = MakePrivateStateDirectory(state, "state_dir");
+  EXPECT_EQ(loose.code(), absl::StatusCode::kFailedPrecondition) << loose;
+  absl::Status missing = MakePrivateStateDirectory(d + "/no/such", "state_dir");
+  EXPECT_EQ(missing.code(), absl::StatusCode::kFailedPrecondition) << missing;
+  EXPECT_NE(missing.message().find("cannot create state_dir " + d + "/no/such"),
+            std::string::npos) << missing;
+  ASSERT_TRUE(WriteFile(d + "/file", "x").ok());
+  EXPECT_FALSE(MakePrivateStateDirectory(d + "/file", "state_dir").ok()) << "not a directory";
+}
+
 TEST(MakeFilePrivateTest, LooseModesBecome0600) {
   const std::string d = MakeTestDir("pf-");
   const std::string db = d + "/orchestrator.db";
