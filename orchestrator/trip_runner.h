@@ -220,7 +220,7 @@ class TripRunner {
   // How long a MUX call that found the MUX unreachable (UNAVAILABLE) waits
   // for it, once, before its error stands: a MUX that has just restarted
   // leaves the channel failing fast for a moment.
-  static constexpr int kMuxReconnectSeconds = 5;
+  static constexpr int kMuxReconnectSeconds = 2;
 
  private:
   absl::Status RouteTo(const std::string& domain, uint64_t token);
