@@ -1,9 +1,12 @@
 #include "util/private_files.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -71,6 +74,74 @@ TEST(MakePrivateStateDirectoryTest, MakesAMissingOneAndChecksAnyOne) {
             std::string::npos) << missing;
   ASSERT_TRUE(WriteFile(d + "/file", "x").ok());
   EXPECT_FALSE(MakePrivateStateDirectory(d + "/file", "state_dir").ok()) << "not a directory";
+}
+
+// Runs `act(dirfd)` in a child process as another user (uid and gid 65534),
+// on `dir` opened by this process (the other user need not reach it by
+// path); true if `act` returned true there. Needs root.
+bool AsAnotherUserIn(const std::string& dir, const std::function<bool(int)>& act) {
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return false;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+    ::_exit(act(dfd) ? 0 : 1);
+  }
+  ::close(dfd);
+  int st = 0;
+  if (pid < 0 || ::waitpid(pid, &st, 0) != pid) return false;
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+// Whoever may write the directory that holds state_dir may rename state_dir
+// away (it needs no right on state_dir itself): the daemon's next start then
+// makes a new, empty state_dir and takes it, and the holder's freshness
+// record (the last trip it accepted) is gone, so it accepts an older
+// hand-off once more. The check must cover the path to state_dir, not only
+// its last component.
+TEST(MakePrivateStateDirectoryTest, RefusesAStateDirOthersCanMoveAside) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as another user";
+  const std::string d = MakeTestDir("pf-");
+  ASSERT_EQ(::chmod(d.c_str(), 0755), 0);
+  const std::string shared = d + "/shared";  // e.g. a group-shared /srv/data
+  ASSERT_EQ(::mkdir(shared.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 0777), 0);
+  const std::string state = shared + "/state";
+  absl::Status first = MakePrivateStateDirectory(state, "state_dir");
+  EXPECT_FALSE(first.ok()) << "state_dir " << state << " was accepted though its parent "
+                           << shared << " is mode 0777";
+  if (!first.ok()) return;
+  ASSERT_TRUE(WriteFile(state + "/freshness.json", "{\"trip\": 10}").ok());
+  ASSERT_TRUE(AsAnotherUserIn(shared, [](int dfd) {
+    return ::renameat(dfd, "state", dfd, "aside") == 0;
+  })) << "another user could not move state_dir aside";
+  absl::Status restart = MakePrivateStateDirectory(state, "state_dir");
+  EXPECT_FALSE(restart.ok() && !ReadFile(state + "/freshness.json").ok())
+      << "another user moved state_dir aside and the restart took a new, empty one: the "
+         "freshness record is gone";
+}
+
+// A world-writable sticky directory (/tmp's kind) keeps others from moving
+// an entry of this user's, but not from planting one before the first
+// start: a symbolic link to a directory that passes the check, e.g. an old
+// copy of this daemon's own state (its user's, 0700). The daemon then runs
+// on the old copy: its freshness record rolled back.
+TEST(MakePrivateStateDirectoryTest, RefusesALinkAnotherUserPlanted) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as another user";
+  const std::string d = MakeTestDir("pf-");
+  ASSERT_EQ(::chmod(d.c_str(), 0755), 0);
+  const std::string old_copy = d + "/state-backup";  // this user's, 0700
+  ASSERT_EQ(::mkdir(old_copy.c_str(), 0700), 0);
+  ASSERT_TRUE(WriteFile(old_copy + "/freshness.json", "{\"trip\": 5}").ok());
+  const std::string tmp = d + "/tmp";
+  ASSERT_EQ(::mkdir(tmp.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(tmp.c_str(), 01777), 0);
+  ASSERT_TRUE(AsAnotherUserIn(tmp, [&](int dfd) {
+    return ::symlinkat(old_copy.c_str(), dfd, "state") == 0;
+  })) << "another user could not plant a link";
+  absl::Status s = MakePrivateStateDirectory(tmp + "/state", "state_dir");
+  EXPECT_FALSE(s.ok()) << "state_dir " << tmp << "/state, a link another user (uid 65534) "
+                       << "planted, was accepted: the daemon would run on " << old_copy;
 }
 
 TEST(MakeFilePrivateTest, LooseModesBecome0600) {

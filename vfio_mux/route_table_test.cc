@@ -1,7 +1,9 @@
 #include "vfio_mux/route_table.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -674,6 +676,50 @@ TEST_F(RouteTableTest, FailedFlushStopsDecisionsUntilRestart) {
   t = Open();
   EXPECT_GE(t->Get("gpu0")->fencing_token, 1u);
   ASSERT_TRUE(t->RouteTo("gpu0", "holder-c", 3).ok());
+}
+
+// The orchestrator makes a Route the MUX answered UNAVAILABLE once more,
+// with the same request and token (TripRunner::CallMux). "moved ... but
+// could not record it durably" is such an answer: the move happened, its
+// journal line did not (the audit log's file system full). The repeat must
+// not be answered OK while no journal line records the route: the
+// orchestrator goes on as if it were decided, and a MUX restart forgets
+// both the route and its token.
+TEST_F(RouteTableTest, ARepeatOfARouteItCouldNotJournalIsNotAcceptedUnrecorded) {
+  auto t = Open();
+  ASSERT_TRUE(t->RouteTo("gpu0", "orch", 1).ok());
+  struct stat st;
+  ASSERT_EQ(::stat(Audit().c_str(), &st), 0);
+  // The next append fails (EFBIG, as ENOSPC would), its partial line taken back.
+  struct rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  auto old_handler = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit full = saved;
+  full.rlim_cur = static_cast<rlim_t>(st.st_size);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &full), 0);
+  auto first = t->RouteTo("gpu0", "holder-a", 2);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
+  ::signal(SIGXFSZ, old_handler);
+  ASSERT_EQ(first.status().code(), absl::StatusCode::kUnavailable) << first.status();
+  ASSERT_NE(first.status().message().find("could not record it durably"), std::string::npos)
+      << first.status();
+  // The orchestrator's second try: the same request.
+  auto again = t->RouteTo("gpu0", "holder-a", 2);
+  if (!again.ok()) return;  // refused: nothing was answered OK unrecorded
+  bool journaled = false;
+  for (const std::string& l : AuditLines()) {
+    auto j = nlohmann::json::parse(l, nullptr, false);
+    if (!j.is_discarded() && j.value("to", "") == "holder-a" && j.value("token", 0) == 2 &&
+        j.value("result", "") == "ok") {
+      journaled = true;
+    }
+  }
+  EXPECT_TRUE(journaled) << "the repeated route was answered OK with no journal line for it";
+  t.reset();  // a crash
+  t = Open();
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->Get("gpu0")->domain, "holder-a") << "a route answered OK was forgotten";
+  EXPECT_EQ(t->Get("gpu0")->fencing_token, 2u) << "a token answered OK was forgotten";
 }
 
 }  // namespace
