@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 
 namespace gputravel {
 namespace {
@@ -90,7 +92,73 @@ absl::Status ReplacePrivateFileDurably(const std::string& path, absl::string_vie
   return SyncDirectoryOf(path);
 }
 
+namespace {
+
+// Whether uid may be trusted with a daemon's state: this process's user or
+// root.
+bool TrustedOwner(uid_t uid) { return uid == ::geteuid() || uid == 0; }
+
+// The path to `dir`: every symbolic link on the way as given must be a
+// trusted owner's (another's could point anywhere, e.g. at an old copy of
+// the state), and every directory above the one it resolves to must be a
+// trusted owner's and writable by nobody else, or sticky (whoever may write
+// it may rename `dir`, or a directory on the way, aside, and the daemon's
+// next start would find another state or none).
+absl::Status RequireTrustedPathTo(const std::string& dir, const std::string& what) {
+  std::string path = dir;
+  if (path.empty() || path[0] != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof(cwd)) == nullptr) {
+      return absl::FailedPreconditionError("cannot resolve " + what + " " + dir + ": " +
+                                           std::strerror(errno));
+    }
+    path = std::string(cwd) + "/" + path;
+  }
+  for (size_t end = path.find('/', 1);; end = path.find('/', end + 1)) {
+    const std::string prefix = path.substr(0, end);
+    struct stat st;
+    if (!prefix.empty() && prefix.back() != '/' && ::lstat(prefix.c_str(), &st) == 0 &&
+        S_ISLNK(st.st_mode) && !TrustedOwner(st.st_uid)) {
+      return absl::FailedPreconditionError(
+          what + " " + dir + " goes through " + prefix + ", a symbolic link that uid " +
+          std::to_string(st.st_uid) + " made: it could point at any state; use a path "
+          "without it");
+    }
+    if (end == std::string::npos) break;
+  }
+  char resolved[PATH_MAX];
+  if (::realpath(path.c_str(), resolved) == nullptr) {
+    return absl::FailedPreconditionError("cannot resolve " + what + " " + dir + ": " +
+                                         std::strerror(errno));
+  }
+  for (std::string above = DirOf(resolved);; above = DirOf(above)) {
+    struct stat st;
+    if (::stat(above.c_str(), &st) != 0) {
+      return absl::FailedPreconditionError("cannot read " + above + ", above " + what + " " +
+                                           dir + ": " + std::strerror(errno));
+    }
+    if (!TrustedOwner(st.st_uid)) {
+      return absl::FailedPreconditionError(
+          above + ", above " + what + " " + dir + ", is owned by uid " +
+          std::to_string(st.st_uid) + ": its owner could move " + what + " aside; put it "
+          "under directories of this daemon's user or root");
+    }
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
+      return absl::FailedPreconditionError(
+          above + ", above " + what + " " + dir + ", may be written by group or others "
+          "(mode " + Mode(st.st_mode) + "): they could move " + what + " aside; chmod go-w " +
+          above + " (or +t)");
+    }
+    if (above == "/") break;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status RequirePrivateDirectory(const std::string& dir, const std::string& what) {
+  absl::Status path = RequireTrustedPathTo(dir, what);
+  if (!path.ok()) return path;
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) {
     return absl::FailedPreconditionError("cannot read " + what + " " + dir + ": " +
@@ -116,14 +184,15 @@ absl::Status RequirePrivateDirectory(const std::string& dir, const std::string& 
 absl::Status MakePrivateStateDirectory(const std::string& dir, const std::string& what) {
   std::string entry = dir;
   while (entry.size() > 1 && entry.back() == '/') entry.pop_back();
-  if (::mkdir(entry.c_str(), 0700) == 0) {
-    absl::Status synced = SyncDirectoryOf(entry);
-    if (!synced.ok()) return synced;
-  } else if (errno != EEXIST) {
+  if (::mkdir(entry.c_str(), 0700) != 0 && errno != EEXIST) {
     return absl::FailedPreconditionError("cannot create " + what + " " + dir + ": " +
                                          std::strerror(errno));
   }
-  return RequirePrivateDirectory(dir, what);
+  absl::Status checked = RequirePrivateDirectory(dir, what);
+  if (!checked.ok()) return checked;
+  // On every start, not only the one that made it: a start that died
+  // between its mkdir and this sync leaves the entry to this one.
+  return SyncDirectoryOf(entry);
 }
 
 absl::Status MakeFilePrivate(const std::string& path, bool create) {

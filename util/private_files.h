@@ -12,14 +12,19 @@ namespace gputravel {
 // restored with `cp` under umask 022 is 0644).
 
 // Refuses (FAILED_PRECONDITION) a `dir` that is not a directory, that neither
-// this process's user nor root owns, or that its group or others may write: whoever may write it may replace the daemon's
-// state under it. `what` names it in the message (e.g. "state_dir").
+// this process's user nor root owns, or that its group or others may write:
+// whoever may write it may replace the daemon's state under it. The path to
+// it is checked too: a symbolic link on the way that another user made (it
+// could point at any state), or a directory above it that another user owns
+// or that group or others may write without the sticky bit (they could move
+// `dir` aside), is refused. `what` names it in the message (e.g.
+// "state_dir").
 absl::Status RequirePrivateDirectory(const std::string& dir, const std::string& what);
 
-// A daemon's state directory: creates `dir` (mode 0700) if it is missing and
-// makes that durable (fsyncs its parent, so a power cut cannot take the
-// directory away with the state written into it), then checks it as
-// RequirePrivateDirectory does. Errors (FAILED_PRECONDITION, or UNAVAILABLE
+// A daemon's state directory: creates `dir` (mode 0700) if it is missing,
+// checks it as RequirePrivateDirectory does, and makes its entry durable
+// (fsyncs its parent, on every call, so a power cut cannot take the
+// directory away with the state written into it). Errors (FAILED_PRECONDITION, or UNAVAILABLE
 // for a failed sync) name `what` and `dir`.
 absl::Status MakePrivateStateDirectory(const std::string& dir, const std::string& what);
 

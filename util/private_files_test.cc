@@ -144,6 +144,33 @@ TEST(MakePrivateStateDirectoryTest, RefusesALinkAnotherUserPlanted) {
                        << "planted, was accepted: the daemon would run on " << old_copy;
 }
 
+// What the path check lets through: a sticky world-writable directory above
+// (/tmp's kind: others cannot move this user's entries), a link this user
+// made, and a relative path.
+TEST(MakePrivateStateDirectoryTest, StickyParentsOwnLinksAndRelativePathsAreFine) {
+  const std::string d = MakeTestDir("pf-");
+  ASSERT_EQ(::chmod(d.c_str(), 0755), 0);
+  const std::string tmp = d + "/tmp";
+  ASSERT_EQ(::mkdir(tmp.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(tmp.c_str(), 01777), 0);
+  EXPECT_TRUE(MakePrivateStateDirectory(tmp + "/state", "state_dir").ok());
+  ASSERT_EQ(::symlink((tmp + "/state").c_str(), (d + "/mine").c_str()), 0);
+  EXPECT_TRUE(MakePrivateStateDirectory(d + "/mine", "state_dir").ok());
+  ASSERT_EQ(::chmod(tmp.c_str(), 0777), 0);
+  absl::Status loose = MakePrivateStateDirectory(d + "/mine", "state_dir");
+  EXPECT_NE(loose.message().find(tmp + ", above state_dir " + d + "/mine, may be written by "
+                                       "group or others"),
+            std::string::npos)
+      << loose;
+  ASSERT_EQ(::chmod(tmp.c_str(), 01777), 0);
+  char cwd[4096];
+  ASSERT_NE(::getcwd(cwd, sizeof(cwd)), nullptr);
+  ASSERT_EQ(::chdir(tmp.c_str()), 0);
+  absl::Status relative = MakePrivateStateDirectory("state", "state_dir");
+  ASSERT_EQ(::chdir(cwd), 0);
+  EXPECT_TRUE(relative.ok()) << relative;
+}
+
 TEST(MakeFilePrivateTest, LooseModesBecome0600) {
   const std::string d = MakeTestDir("pf-");
   const std::string db = d + "/orchestrator.db";

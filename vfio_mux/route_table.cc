@@ -690,15 +690,20 @@ absl::StatusOr<Route> RouteTable::RouteTo(const std::string& gpu,
   Route& cur = routes_[gpu];
   // Nothing to make durable: the owner and the token (fencing) are as
   // journaled before.
-  if (cur.domain == domain && fencing_token <= cur.fencing_token) return cur;
+  if (cur.domain == domain && fencing_token <= cur.fencing_token &&
+      unjournaled_.count(gpu) == 0) {
+    return cur;
+  }
   cur.domain = domain;
   cur.fencing_token = std::max(cur.fencing_token, fencing_token);
   absl::Status j = JournalLocked("route", gpu, from, domain, fencing_token, moved);
   if (!j.ok()) {
+    unjournaled_.insert(gpu);
     return absl::Status(j.code(), "moved " + gpu + " from '" + from + "' to '" + domain +
                                       "' but could not record it durably: " +
                                       std::string(j.message()));
   }
+  unjournaled_.erase(gpu);
   return cur;
 }
 
