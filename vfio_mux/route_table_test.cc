@@ -722,5 +722,52 @@ TEST_F(RouteTableTest, ARepeatOfARouteItCouldNotJournalIsNotAcceptedUnrecorded) 
   EXPECT_EQ(t->Get("gpu0")->fencing_token, 2u) << "a token answered OK was forgotten";
 }
 
+// A reset raises the GPU's token in the table before its journal line is
+// written. When that line fails (the audit log's file system full), the
+// table's token is ahead of the journal, as after a route whose line
+// failed, but only routes are marked so: a route to where the table already
+// has the GPU, with the reset's token, takes the "nothing to make durable"
+// shortcut and is answered OK with no journal line. A MUX restart then has
+// the older token, and a request carrying it (a stale orchestrator, a
+// replay) is accepted behind the token answered OK.
+TEST_F(RouteTableTest, ARouteAfterAResetItCouldNotJournalIsNotAcceptedUnrecorded) {
+  auto t = Open();
+  ASSERT_TRUE(t->RouteTo("gpu0", "orch", 1).ok());
+  struct stat st;
+  ASSERT_EQ(::stat(Audit().c_str(), &st), 0);
+  // The reset's append fails (EFBIG, as ENOSPC would), its partial line taken back.
+  struct rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  auto old_handler = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit full = saved;
+  full.rlim_cur = static_cast<rlim_t>(st.st_size);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &full), 0);
+  absl::Status reset = t->Reset("gpu0", 2);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
+  ::signal(SIGXFSZ, old_handler);
+  ASSERT_EQ(reset.code(), absl::StatusCode::kUnavailable) << reset;
+  ASSERT_NE(reset.message().find("could not record it durably"), std::string::npos) << reset;
+  // The disk has room again; a route home with the reset's token.
+  auto route = t->RouteTo("gpu0", "orch", 2);
+  if (!route.ok()) return;  // refused: nothing was answered OK unrecorded
+  EXPECT_EQ(route->fencing_token, 2u);
+  bool journaled = false;
+  for (const std::string& l : AuditLines()) {
+    auto j = nlohmann::json::parse(l, nullptr, false);
+    if (!j.is_discarded() && j.value("token", 0) == 2 && j.value("result", "") == "ok") {
+      journaled = true;
+    }
+  }
+  EXPECT_TRUE(journaled) << "route of gpu0 to orch with token 2 was answered OK, but no journal "
+                            "line holds token 2";
+  t.reset();  // a crash
+  t = Open();
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->Get("gpu0")->fencing_token, 2u) << "a token answered OK was forgotten";
+  auto stale = t->RouteTo("gpu0", "holder-a", 1);
+  EXPECT_FALSE(stale.ok()) << "after the restart, token 1 moved gpu0 to holder-a, behind the "
+                              "token 2 answered OK before it";
+}
+
 }  // namespace
 }  // namespace gputravel
