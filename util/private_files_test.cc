@@ -171,6 +171,72 @@ TEST(MakePrivateStateDirectoryTest, StickyParentsOwnLinksAndRelativePathsAreFine
   EXPECT_TRUE(relative.ok()) << relative;
 }
 
+// The path check covers the links on the path as given and the directories
+// above where it resolves, but not a real directory the path goes through
+// before a "..": here shared/sub, in a directory everyone may write. After
+// the check passes, anyone may replace shared/sub with a link, and the same
+// state_dir string then names another directory: `..` after a link climbs
+// from the link's target. The daemon opens its files by that string, so its
+// next open (or its next start) finds another state, e.g. an old copy.
+TEST(MakePrivateStateDirectoryTest, RefusesAPathThroughADirectoryOthersMayWriteBeforeADotDot) {
+  const std::string d = MakeTestDir("pf-");
+  ASSERT_EQ(::chmod(d.c_str(), 0755), 0);
+  const std::string shared = d + "/shared";  // e.g. a group-shared /srv/data
+  ASSERT_EQ(::mkdir(shared.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 0777), 0);
+  ASSERT_EQ(::mkdir((shared + "/sub").c_str(), 0755), 0);
+  const std::string state = d + "/state";
+  ASSERT_EQ(::mkdir(state.c_str(), 0700), 0);
+  ASSERT_TRUE(WriteFile(state + "/freshness.json", "{\"trip\": 10}").ok());
+  const std::string via = shared + "/sub/../../state";
+  absl::Status s = MakePrivateStateDirectory(via, "state_dir");
+  EXPECT_FALSE(s.ok()) << "state_dir " << via << " was accepted though it goes through "
+                       << shared << "/sub, which anyone may replace (" << shared
+                       << " is mode 0777)";
+  if (!s.ok()) return;
+  // What anyone may do next: an old copy of the state, reached by the same
+  // string once shared/sub is a link to a directory one level below it.
+  const std::string old_copy = d + "/old";
+  ASSERT_EQ(::mkdir(old_copy.c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir((old_copy + "/x").c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir((old_copy + "/x/y").c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir((old_copy + "/state").c_str(), 0700), 0);
+  ASSERT_TRUE(WriteFile(old_copy + "/state/freshness.json", "{\"trip\": 5}").ok());
+  ASSERT_EQ(::rename((shared + "/sub").c_str(), (shared + "/aside").c_str()), 0);
+  ASSERT_EQ(::symlink((old_copy + "/x/y").c_str(), (shared + "/sub").c_str()), 0);
+  EXPECT_EQ(*ReadFile(via + "/freshness.json"), "{\"trip\": 5}")
+      << "(the same state_dir string still names " << state << ")";
+}
+
+// A link of this user's on the path is fine, and is followed; but what it
+// points through is not checked as a link on the way: here another user's
+// link, in a directory of theirs, to an old copy of this daemon's own state
+// (this user's, 0700, so the directories above it pass). Its owner may
+// repoint it whenever they like, between two opens of the daemon's files or
+// before its next start. (In a sticky world-writable directory the kernel's
+// fs.protected_symlinks, where enabled, refuses to follow such a link; in a
+// directory of the other user's it does not.)
+TEST(MakePrivateStateDirectoryTest, RefusesAnotherUsersLinkBehindALinkOfThisUsers) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as another user";
+  const std::string d = MakeTestDir("pf-");
+  ASSERT_EQ(::chmod(d.c_str(), 0755), 0);
+  const std::string old_copy = d + "/state-backup";  // this user's, 0700
+  ASSERT_EQ(::mkdir(old_copy.c_str(), 0700), 0);
+  ASSERT_TRUE(WriteFile(old_copy + "/freshness.json", "{\"trip\": 5}").ok());
+  const std::string theirs = d + "/theirs";  // e.g. their home directory
+  ASSERT_EQ(::mkdir(theirs.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+  ASSERT_TRUE(AsAnotherUserIn(theirs, [&](int dfd) {
+    return ::symlinkat(old_copy.c_str(), dfd, "state") == 0;
+  })) << "another user could not make a link in their own directory";
+  const std::string mine = d + "/state";  // this user's link
+  ASSERT_EQ(::symlink((theirs + "/state").c_str(), mine.c_str()), 0);
+  absl::Status s = MakePrivateStateDirectory(mine, "state_dir");
+  EXPECT_FALSE(s.ok()) << "state_dir " << mine << " goes through " << theirs
+                       << "/state, a link uid 65534 made, and was accepted: the daemon runs on "
+                       << old_copy << " for as long as that user wants";
+}
+
 TEST(MakeFilePrivateTest, LooseModesBecome0600) {
   const std::string d = MakeTestDir("pf-");
   const std::string db = d + "/orchestrator.db";
