@@ -57,6 +57,23 @@ TEST(CheckpointSealTest, KeyFileOthersMayReadOrOfTheWrongSizeIsRefused) {
   EXPECT_FALSE(CheckpointSeal::LoadOrCreate(dir + "/link.key", true).ok());
 }
 
+// The key's mode is checked, not its owner: a key file of another user's,
+// 0600, is theirs to read and rewrite (chmod is its owner's whatever the
+// mode), so the checkpoints sealed under it are open to them. A daemon that
+// runs as root (the TDX attestation drop-in) reads it without complaint. A
+// file of another user's is there if they could write the directory once
+// (checkpoint_key_file may be anywhere, and no directory of it is checked),
+// or a restore kept its owner.
+TEST(CheckpointSealTest, KeyFileAnotherUserOwnsIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give the file away";
+  const std::string key = MakeTestDir("cs-") + "/checkpoint.key";
+  ASSERT_TRUE(WriteFile(key, std::string(kCheckpointKeyBytes, 'k'), 0600).ok());
+  ASSERT_EQ(::chown(key.c_str(), 65534, 65534), 0);
+  auto theirs = CheckpointSeal::LoadOrCreate(key, /*may_create=*/true);
+  EXPECT_FALSE(theirs.ok()) << "checkpoint key file " << key << ", owned by uid 65534, was "
+                            << "taken: its owner knows the key every checkpoint is sealed under";
+}
+
 // The sealed bytes hide the checkpoint and open only for the campaign and
 // trip they were sealed for, under the key they were sealed with.
 TEST(CheckpointSealTest, SealedCheckpointOpensOnlyForItsCampaignTripAndKey) {
