@@ -296,5 +296,31 @@ TEST(PrivateFileDurablyTest, ReplaceSwapsTheWholeFileAndIsPrivate) {
   EXPECT_EQ(*ReadFile(f), "two");
 }
 
+// A leftover `path`.tmp is opened (O_TRUNC), written and renamed into place,
+// whoever owns it: for a daemon running as root, the fchmod succeeds on
+// another user's file, and what is written (the holder's freshness record,
+// or any state) lands in an inode that user owns and may hold another link
+// to, from which they read it and may rewrite it after the rename. Such a
+// file is there if they could write the directory once (a state_dir fixed
+// with the chmod 700 that RequirePrivateDirectory's refusal advises keeps
+// what they planted).
+TEST(PrivateFileDurablyTest, ReplaceNeverWritesIntoAnotherUsersLeftoverTmp) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give the file away";
+  const std::string d = MakeTestDir("pf-");
+  ASSERT_EQ(::chmod(d.c_str(), 0700), 0);
+  const std::string path = d + "/freshness.json";
+  ASSERT_TRUE(WriteFile(path + ".tmp", "", 0600).ok());
+  ASSERT_EQ(::chown((path + ".tmp").c_str(), 65534, 65534), 0);
+  const std::string theirs = MakeTestDir("pf-") + "/theirs";  // their other link
+  ASSERT_EQ(::link((path + ".tmp").c_str(), theirs.c_str()), 0);
+  ASSERT_TRUE(ReplacePrivateFileDurably(path, "{\"trip\": 10}").ok());
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, ::geteuid()) << path << " is now an inode uid " << st.st_uid << " owns";
+  EXPECT_NE(*ReadFile(theirs), "{\"trip\": 10}")
+      << "what was written to " << path << " is readable through another user's link "
+      << theirs;
+}
+
 }  // namespace
 }  // namespace gputravel
