@@ -48,6 +48,11 @@ absl::Status ReadKeyFile(const std::string& path, SecretBytes* key) {
                                       std::strerror(errno));
   } else if (!S_ISREG(st.st_mode)) {
     s = absl::FailedPreconditionError("checkpoint key file " + path + " is not a regular file");
+  } else if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+    s = absl::FailedPreconditionError(
+        "checkpoint key file " + path + " is owned by uid " + std::to_string(st.st_uid) +
+        ", not by this orchestrator's user (uid " + std::to_string(::geteuid()) +
+        ") or root: its owner knows the key; restore the key from its backup as this user");
   } else if ((st.st_mode & 077) != 0) {
     s = absl::FailedPreconditionError(
         "checkpoint key file " + path + " may be read or written by group or others (mode " +

@@ -57,13 +57,10 @@ TEST(CheckpointSealTest, KeyFileOthersMayReadOrOfTheWrongSizeIsRefused) {
   EXPECT_FALSE(CheckpointSeal::LoadOrCreate(dir + "/link.key", true).ok());
 }
 
-// The key's mode is checked, not its owner: a key file of another user's,
-// 0600, is theirs to read and rewrite (chmod is its owner's whatever the
-// mode), so the checkpoints sealed under it are open to them. A daemon that
-// runs as root (the TDX attestation drop-in) reads it without complaint. A
-// file of another user's is there if they could write the directory once
-// (checkpoint_key_file may be anywhere, and no directory of it is checked),
-// or a restore kept its owner.
+// A key file of another user's is refused whatever its mode: its owner may
+// read and rewrite it, so checkpoints sealed under it would be open to them.
+// It is there if they could write its directory once, or a restore kept its
+// owner.
 TEST(CheckpointSealTest, KeyFileAnotherUserOwnsIsRefused) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to give the file away";
   const std::string key = MakeTestDir("cs-") + "/checkpoint.key";

@@ -8,7 +8,11 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
-#include <cstdlib>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
 
 namespace gputravel {
 namespace {
@@ -24,6 +28,10 @@ std::string DirOf(const std::string& path) {
   if (slash == std::string::npos) return ".";
   return slash == 0 ? "/" : path.substr(0, slash);
 }
+
+// Whether uid may be trusted with a daemon's state: this process's user or
+// root.
+bool TrustedOwner(uid_t uid) { return uid == ::geteuid() || uid == 0; }
 
 absl::Status Unavailable(const std::string& what, const std::string& path, int e) {
   return absl::UnavailableError("cannot " + what + " " + path + ": " + std::strerror(e));
@@ -82,7 +90,10 @@ absl::Status CreatePrivateFileDurably(const std::string& path, absl::string_view
 
 absl::Status ReplacePrivateFileDurably(const std::string& path, absl::string_view contents) {
   const std::string tmp = path + ".tmp";
-  absl::Status s = WriteFileAndSync(tmp, contents, O_TRUNC);
+  // A leftover (a crash before the rename, or a file someone planted) is
+  // removed, never written into: the new file is this process's own.
+  if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) return Unavailable("remove", tmp, errno);
+  absl::Status s = WriteFileAndSync(tmp, contents, O_EXCL);
   if (!s.ok()) return s;
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int e = errno;
@@ -94,62 +105,80 @@ absl::Status ReplacePrivateFileDurably(const std::string& path, absl::string_vie
 
 namespace {
 
-// Whether uid may be trusted with a daemon's state: this process's user or
-// root.
-bool TrustedOwner(uid_t uid) { return uid == ::geteuid() || uid == 0; }
-
-// The path to `dir`: every symbolic link on the way as given must be a
-// trusted owner's (another's could point anywhere, e.g. at an old copy of
-// the state), and every directory above the one it resolves to must be a
-// trusted owner's and writable by nobody else, or sticky (whoever may write
-// it may rename `dir`, or a directory on the way, aside, and the daemon's
-// next start would find another state or none).
+// The path to `dir`, resolved a name at a time as the kernel resolves it:
+// every directory a name is looked up in (including through ".." and the
+// targets of symbolic links) must be a trusted owner's and writable by
+// nobody else, or sticky, and every symbolic link met must be a trusted
+// owner's. Otherwise whoever may write such a directory, or made such a
+// link, could make the same path name another state (an old copy of it, or
+// a new empty one) at the daemon's next start.
 absl::Status RequireTrustedPathTo(const std::string& dir, const std::string& what) {
   std::string path = dir;
   if (path.empty() || path[0] != '/') {
-    char cwd[4096];
+    char cwd[PATH_MAX];
     if (::getcwd(cwd, sizeof(cwd)) == nullptr) {
       return absl::FailedPreconditionError("cannot resolve " + what + " " + dir + ": " +
                                            std::strerror(errno));
     }
     path = std::string(cwd) + "/" + path;
   }
-  for (size_t end = path.find('/', 1);; end = path.find('/', end + 1)) {
-    const std::string prefix = path.substr(0, end);
+  std::deque<std::string> names = absl::StrSplit(path, '/', absl::SkipEmpty());
+  std::string at = "/";  // the directory resolved so far
+  int links = 0;
+  while (!names.empty()) {
+    const std::string name = names.front();
+    names.pop_front();
+    if (name == ".") continue;
     struct stat st;
-    if (!prefix.empty() && prefix.back() != '/' && ::lstat(prefix.c_str(), &st) == 0 &&
-        S_ISLNK(st.st_mode) && !TrustedOwner(st.st_uid)) {
-      return absl::FailedPreconditionError(
-          what + " " + dir + " goes through " + prefix + ", a symbolic link that uid " +
-          std::to_string(st.st_uid) + " made: it could point at any state; use a path "
-          "without it");
-    }
-    if (end == std::string::npos) break;
-  }
-  char resolved[PATH_MAX];
-  if (::realpath(path.c_str(), resolved) == nullptr) {
-    return absl::FailedPreconditionError("cannot resolve " + what + " " + dir + ": " +
-                                         std::strerror(errno));
-  }
-  for (std::string above = DirOf(resolved);; above = DirOf(above)) {
-    struct stat st;
-    if (::stat(above.c_str(), &st) != 0) {
-      return absl::FailedPreconditionError("cannot read " + above + ", above " + what + " " +
-                                           dir + ": " + std::strerror(errno));
+    if (::stat(at.c_str(), &st) != 0) {
+      return absl::FailedPreconditionError("cannot read " + at + ", on the way to " + what +
+                                           " " + dir + ": " + std::strerror(errno));
     }
     if (!TrustedOwner(st.st_uid)) {
       return absl::FailedPreconditionError(
-          above + ", above " + what + " " + dir + ", is owned by uid " +
+          at + ", on the way to " + what + " " + dir + ", is owned by uid " +
           std::to_string(st.st_uid) + ": its owner could move " + what + " aside; put it "
           "under directories of this daemon's user or root");
     }
     if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
       return absl::FailedPreconditionError(
-          above + ", above " + what + " " + dir + ", may be written by group or others "
+          at + ", on the way to " + what + " " + dir + ", may be written by group or others "
           "(mode " + Mode(st.st_mode) + "): they could move " + what + " aside; chmod go-w " +
-          above + " (or +t)");
+          at + " (or +t)");
     }
-    if (above == "/") break;
+    if (name == "..") {
+      at = DirOf(at);
+      continue;
+    }
+    const std::string next = at == "/" ? "/" + name : at + "/" + name;
+    if (::lstat(next.c_str(), &st) != 0) {
+      return absl::FailedPreconditionError("cannot read " + next + ", on the way to " + what +
+                                           " " + dir + ": " + std::strerror(errno));
+    }
+    if (!S_ISLNK(st.st_mode)) {
+      at = next;
+      continue;
+    }
+    if (!TrustedOwner(st.st_uid)) {
+      return absl::FailedPreconditionError(
+          what + " " + dir + " goes through " + next + ", a symbolic link that uid " +
+          std::to_string(st.st_uid) + " made: it could point at any state; use a path "
+          "without it");
+    }
+    if (++links > 40) {
+      return absl::FailedPreconditionError("cannot resolve " + what + " " + dir + ": " +
+                                           std::strerror(ELOOP));
+    }
+    char target[PATH_MAX];
+    const ssize_t n = ::readlink(next.c_str(), target, sizeof(target) - 1);
+    if (n < 0) {
+      return absl::FailedPreconditionError("cannot read the link " + next + ", on the way to " +
+                                           what + " " + dir + ": " + std::strerror(errno));
+    }
+    const std::string to(target, static_cast<size_t>(n));
+    std::vector<std::string> more = absl::StrSplit(to, '/', absl::SkipEmpty());
+    names.insert(names.begin(), more.begin(), more.end());
+    if (!to.empty() && to[0] == '/') at = "/";
   }
   return absl::OkStatus();
 }
@@ -182,8 +211,19 @@ absl::Status RequirePrivateDirectory(const std::string& dir, const std::string& 
 }
 
 absl::Status MakePrivateStateDirectory(const std::string& dir, const std::string& what) {
+  // The directory's own entry: without trailing "/" or "/." (its parent is
+  // what makes the entry durable).
   std::string entry = dir;
-  while (entry.size() > 1 && entry.back() == '/') entry.pop_back();
+  for (bool trimmed = true; trimmed && entry.size() > 1;) {
+    trimmed = false;
+    if (entry.back() == '/') {
+      entry.pop_back();
+      trimmed = true;
+    } else if (entry.size() > 2 && entry.compare(entry.size() - 2, 2, "/.") == 0) {
+      entry.resize(entry.size() - 2);
+      trimmed = true;
+    }
+  }
   if (::mkdir(entry.c_str(), 0700) != 0 && errno != EEXIST) {
     return absl::FailedPreconditionError("cannot create " + what + " " + dir + ": " +
                                          std::strerror(errno));
@@ -201,6 +241,19 @@ absl::Status MakeFilePrivate(const std::string& path, bool create) {
     if (errno == ENOENT && !create) return absl::OkStatus();
     return absl::FailedPreconditionError("cannot open " + path + " to make it private: " +
                                          std::strerror(errno));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return absl::FailedPreconditionError("cannot stat " + path + ": " + std::strerror(e));
+  }
+  if (!TrustedOwner(st.st_uid)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(
+        path + " is owned by uid " + std::to_string(st.st_uid) + ", not by this daemon's "
+        "user (uid " + std::to_string(::geteuid()) + ") or root: its owner could read or "
+        "change the daemon's state; restore it as this user");
   }
   const int rc = ::fchmod(fd, 0600);
   const int e = errno;

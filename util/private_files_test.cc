@@ -158,7 +158,7 @@ TEST(MakePrivateStateDirectoryTest, StickyParentsOwnLinksAndRelativePathsAreFine
   EXPECT_TRUE(MakePrivateStateDirectory(d + "/mine", "state_dir").ok());
   ASSERT_EQ(::chmod(tmp.c_str(), 0777), 0);
   absl::Status loose = MakePrivateStateDirectory(d + "/mine", "state_dir");
-  EXPECT_NE(loose.message().find(tmp + ", above state_dir " + d + "/mine, may be written by "
+  EXPECT_NE(loose.message().find(tmp + ", on the way to state_dir " + d + "/mine, may be written by "
                                        "group or others"),
             std::string::npos)
       << loose;
@@ -171,13 +171,11 @@ TEST(MakePrivateStateDirectoryTest, StickyParentsOwnLinksAndRelativePathsAreFine
   EXPECT_TRUE(relative.ok()) << relative;
 }
 
-// The path check covers the links on the path as given and the directories
-// above where it resolves, but not a real directory the path goes through
-// before a "..": here shared/sub, in a directory everyone may write. After
-// the check passes, anyone may replace shared/sub with a link, and the same
-// state_dir string then names another directory: `..` after a link climbs
-// from the link's target. The daemon opens its files by that string, so its
-// next open (or its next start) finds another state, e.g. an old copy.
+// A path through a directory others may write, before a "..", is refused:
+// here shared/sub, in a directory everyone may write. Anyone could replace
+// shared/sub with a link, and the same state_dir string would then name
+// another directory (".." after a link climbs from the link's target), e.g.
+// an old copy of the state.
 TEST(MakePrivateStateDirectoryTest, RefusesAPathThroughADirectoryOthersMayWriteBeforeADotDot) {
   const std::string d = MakeTestDir("pf-");
   ASSERT_EQ(::chmod(d.c_str(), 0755), 0);
@@ -208,14 +206,11 @@ TEST(MakePrivateStateDirectoryTest, RefusesAPathThroughADirectoryOthersMayWriteB
       << "(the same state_dir string still names " << state << ")";
 }
 
-// A link of this user's on the path is fine, and is followed; but what it
-// points through is not checked as a link on the way: here another user's
-// link, in a directory of theirs, to an old copy of this daemon's own state
-// (this user's, 0700, so the directories above it pass). Its owner may
-// repoint it whenever they like, between two opens of the daemon's files or
-// before its next start. (In a sticky world-writable directory the kernel's
-// fs.protected_symlinks, where enabled, refuses to follow such a link; in a
-// directory of the other user's it does not.)
+// A link of this user's on the path is followed, and what it points through
+// is checked as the path is: here another user's link, in a directory of
+// theirs, to an old copy of this daemon's own state, which they could
+// repoint at any time. (The kernel's fs.protected_symlinks, where enabled,
+// only covers sticky world-writable directories.)
 TEST(MakePrivateStateDirectoryTest, RefusesAnotherUsersLinkBehindALinkOfThisUsers) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as another user";
   const std::string d = MakeTestDir("pf-");
@@ -281,29 +276,28 @@ TEST(PrivateFileDurablyTest, ReplaceSwapsTheWholeFileAndIsPrivate) {
   ASSERT_TRUE(ReplacePrivateFileDurably(f, "one").ok());
   EXPECT_EQ(*ReadFile(f), "one");
   ASSERT_EQ(::chmod(f.c_str(), 0644), 0);
-  // A leftover temporary file of a crash, with a loose mode, is reused at 0600.
+  // A leftover temporary file of a crash, with a loose mode, is removed and
+  // made anew at 0600.
   ASSERT_TRUE(WriteFile(f + ".tmp", "half", 0644).ok());
   ASSERT_TRUE(ReplacePrivateFileDurably(f, "two").ok());
   EXPECT_EQ(*ReadFile(f), "two");
   EXPECT_EQ(ModeOf(f), 0600u);
   EXPECT_NE(::access((f + ".tmp").c_str(), F_OK), 0);
-  // A link planted at the temporary path is not written through.
+  // A link planted at the temporary path is removed, not written through.
   ASSERT_EQ(::symlink((d + "/target").c_str(), (f + ".tmp").c_str()), 0);
   absl::Status s = ReplacePrivateFileDurably(f, "three");
-  EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message().find(f + ".tmp"), std::string::npos) << s;
+  EXPECT_TRUE(s.ok()) << s;
   EXPECT_NE(::access((d + "/target").c_str(), F_OK), 0);
-  EXPECT_EQ(*ReadFile(f), "two");
+  EXPECT_EQ(*ReadFile(f), "three");
+  struct stat st;
+  ASSERT_EQ(::lstat(f.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
 }
 
-// A leftover `path`.tmp is opened (O_TRUNC), written and renamed into place,
-// whoever owns it: for a daemon running as root, the fchmod succeeds on
-// another user's file, and what is written (the holder's freshness record,
-// or any state) lands in an inode that user owns and may hold another link
-// to, from which they read it and may rewrite it after the rename. Such a
-// file is there if they could write the directory once (a state_dir fixed
-// with the chmod 700 that RequirePrivateDirectory's refusal advises keeps
-// what they planted).
+// Another user's leftover `path`.tmp (planted while the directory was
+// loose; the chmod 700 a refusal advises keeps it) is never written into: a
+// daemon running as root could otherwise write its state into an inode that
+// user owns and reads through another link.
 TEST(PrivateFileDurablyTest, ReplaceNeverWritesIntoAnotherUsersLeftoverTmp) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to give the file away";
   const std::string d = MakeTestDir("pf-");

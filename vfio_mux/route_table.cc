@@ -738,6 +738,9 @@ absl::Status RouteTable::Reset(const std::string& gpu, uint64_t fencing_token) {
   cur.fencing_token = std::max(cur.fencing_token, fencing_token);
   absl::Status j = JournalLocked("reset", gpu, domain, domain, fencing_token, r);
   if (!j.ok()) {
+    // Its token is ahead of the journal now: a route repeating it must be
+    // journaled before it is answered.
+    unjournaled_.insert(gpu);
     return absl::Status(j.code(), "reset " + gpu + " but could not record it durably: " +
                                       std::string(j.message()));
   }

@@ -168,10 +168,10 @@ class RouteTable {
   // Per GPU, the failed decision its last journal line recorded (action,
   // names, token and result): an exact repeat is not journaled again.
   std::map<std::string, std::string> last_failure_ ABSL_GUARDED_BY(mu_);
-  // GPUs whose route in the table is ahead of the journal: moved, but the
-  // line saying so could not be written. A repeat of that route is
-  // journaled again before it is answered OK, never taken as already
-  // recorded.
+  // GPUs whose route or token in the table is ahead of the journal: moved
+  // or reset, but the line saying so could not be written. A route to where
+  // the table says the GPU is, is then journaled before it is answered OK,
+  // never taken as already recorded.
   std::set<std::string> unjournaled_ ABSL_GUARDED_BY(mu_);
 };
 

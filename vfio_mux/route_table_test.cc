@@ -722,14 +722,11 @@ TEST_F(RouteTableTest, ARepeatOfARouteItCouldNotJournalIsNotAcceptedUnrecorded) 
   EXPECT_EQ(t->Get("gpu0")->fencing_token, 2u) << "a token answered OK was forgotten";
 }
 
-// A reset raises the GPU's token in the table before its journal line is
-// written. When that line fails (the audit log's file system full), the
-// table's token is ahead of the journal, as after a route whose line
-// failed, but only routes are marked so: a route to where the table already
-// has the GPU, with the reset's token, takes the "nothing to make durable"
-// shortcut and is answered OK with no journal line. A MUX restart then has
-// the older token, and a request carrying it (a stale orchestrator, a
-// replay) is accepted behind the token answered OK.
+// A reset whose journal line failed (the audit log's file system full) left
+// the table's token ahead of the journal. A route to where the table has the
+// GPU, with the reset's token, is journaled before it is answered OK, so a
+// restarted MUX keeps that token and refuses the older one (a stale
+// orchestrator, a replay).
 TEST_F(RouteTableTest, ARouteAfterAResetItCouldNotJournalIsNotAcceptedUnrecorded) {
   auto t = Open();
   ASSERT_TRUE(t->RouteTo("gpu0", "orch", 1).ok());
