@@ -113,6 +113,28 @@ double ReferenceMbps(const BenchReport& report, size_t message_bytes, bool into_
   return 0;
 }
 
+namespace {
+
+// A reference measured before each pass (`refs`, one per pass; nothing
+// otherwise): its median into *ref, and the median over passes of the pass's
+// MB/s / (scale x its own reference) into *ratio.
+void PairWithPasses(const std::vector<double>& refs, const std::vector<double>& passes,
+                    double scale, double* ref, double* ratio) {
+  if (refs.empty() || refs.size() != passes.size()) return;
+  std::vector<double> sorted = refs, ratios;
+  for (size_t i = 0; i < refs.size(); ++i) {
+    if (refs[i] > 0) ratios.push_back(passes[i] / (scale * refs[i]));
+  }
+  std::sort(sorted.begin(), sorted.end());
+  *ref = sorted[(sorted.size() - 1) / 2];
+  if (!ratios.empty()) {
+    std::sort(ratios.begin(), ratios.end());
+    *ratio = ratios[(ratios.size() - 1) / 2];
+  }
+}
+
+}  // namespace
+
 void FinishFigure(const BenchReport& report, ThroughputFigure* f) {
   std::vector<double> v = f->pass_mbps;
   if (v.empty()) return;
@@ -126,45 +148,12 @@ void FinishFigure(const BenchReport& report, ThroughputFigure* f) {
     f->ratio_single = f->mbps / f->reference_mbps;
     f->ratio = f->mbps / (std::max(1, f->threads) * f->reference_mbps);
   }
-  const auto& adj = f->pass_adjacent_reference_mbps;
-  if (adj.size() == f->pass_mbps.size()) {
-    std::vector<double> refs = adj, ratios;
-    for (size_t i = 0; i < adj.size(); ++i) {
-      if (adj[i] > 0) ratios.push_back(f->pass_mbps[i] / (std::max(1, f->threads) * adj[i]));
-    }
-    std::sort(refs.begin(), refs.end());
-    f->adjacent_reference_mbps = refs[(refs.size() - 1) / 2];
-    if (!ratios.empty()) {
-      std::sort(ratios.begin(), ratios.end());
-      f->ratio_adjacent = ratios[(ratios.size() - 1) / 2];
-    }
-  }
-  const auto& both = f->pass_both_sides_mbps;
-  if (!both.empty() && both.size() == f->pass_mbps.size()) {
-    std::vector<double> refs = both, ratios;
-    for (size_t i = 0; i < both.size(); ++i) {
-      if (both[i] > 0) ratios.push_back(f->pass_mbps[i] / both[i]);
-    }
-    std::sort(refs.begin(), refs.end());
-    f->both_sides_mbps = refs[(refs.size() - 1) / 2];
-    if (!ratios.empty()) {
-      std::sort(ratios.begin(), ratios.end());
-      f->ratio_both_sides = ratios[(ratios.size() - 1) / 2];
-    }
-  }
-  const auto& conc = f->pass_concurrent_reference_mbps;
-  if (!conc.empty() && conc.size() == f->pass_mbps.size()) {
-    std::vector<double> refs = conc, ratios;
-    for (size_t i = 0; i < conc.size(); ++i) {
-      if (conc[i] > 0) ratios.push_back(f->pass_mbps[i] / conc[i]);
-    }
-    std::sort(refs.begin(), refs.end());
-    f->concurrent_reference_mbps = refs[(refs.size() - 1) / 2];
-    if (!ratios.empty()) {
-      std::sort(ratios.begin(), ratios.end());
-      f->ratio_concurrent = ratios[(ratios.size() - 1) / 2];
-    }
-  }
+  PairWithPasses(f->pass_adjacent_reference_mbps, f->pass_mbps, std::max(1, f->threads),
+                 &f->adjacent_reference_mbps, &f->ratio_adjacent);
+  PairWithPasses(f->pass_both_sides_mbps, f->pass_mbps, 1, &f->both_sides_mbps,
+                 &f->ratio_both_sides);
+  PairWithPasses(f->pass_concurrent_reference_mbps, f->pass_mbps, 1,
+                 &f->concurrent_reference_mbps, &f->ratio_concurrent);
 }
 
 std::string ReportJson(const BenchReport& r) {

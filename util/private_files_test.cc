@@ -121,18 +121,25 @@ TEST(MakePrivateStateDirectoryTest, RefusesAStateDirOthersCanMoveAside) {
          "freshness record is gone";
 }
 
+// An old copy of a daemon's state in `d`, its user's and 0700, as a backup
+// would be: a state directory an attacker would like the daemon to run on
+// (its freshness record rolled back).
+std::string OldCopyOfState(const std::string& d) {
+  const std::string old_copy = d + "/state-backup";
+  EXPECT_EQ(::mkdir(old_copy.c_str(), 0700), 0);
+  EXPECT_TRUE(WriteFile(old_copy + "/freshness.json", "{\"trip\": 5}").ok());
+  return old_copy;
+}
+
 // A world-writable sticky directory (/tmp's kind) keeps others from moving
-// an entry of this user's, but not from planting one before the first
-// start: a symbolic link to a directory that passes the check, e.g. an old
-// copy of this daemon's own state (its user's, 0700). The daemon then runs
-// on the old copy: its freshness record rolled back.
+// an entry of this user's, not from planting one before the first start: a
+// symbolic link to a directory that passes the check, such as an old copy
+// of this daemon's own state. Such a link is refused.
 TEST(MakePrivateStateDirectoryTest, RefusesALinkAnotherUserPlanted) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as another user";
   const std::string d = MakeTestDir("pf-");
   ASSERT_EQ(::chmod(d.c_str(), 0755), 0);
-  const std::string old_copy = d + "/state-backup";  // this user's, 0700
-  ASSERT_EQ(::mkdir(old_copy.c_str(), 0700), 0);
-  ASSERT_TRUE(WriteFile(old_copy + "/freshness.json", "{\"trip\": 5}").ok());
+  const std::string old_copy = OldCopyOfState(d);
   const std::string tmp = d + "/tmp";
   ASSERT_EQ(::mkdir(tmp.c_str(), 0700), 0);
   ASSERT_EQ(::chmod(tmp.c_str(), 01777), 0);
@@ -215,9 +222,7 @@ TEST(MakePrivateStateDirectoryTest, RefusesAnotherUsersLinkBehindALinkOfThisUser
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as another user";
   const std::string d = MakeTestDir("pf-");
   ASSERT_EQ(::chmod(d.c_str(), 0755), 0);
-  const std::string old_copy = d + "/state-backup";  // this user's, 0700
-  ASSERT_EQ(::mkdir(old_copy.c_str(), 0700), 0);
-  ASSERT_TRUE(WriteFile(old_copy + "/freshness.json", "{\"trip\": 5}").ok());
+  const std::string old_copy = OldCopyOfState(d);
   const std::string theirs = d + "/theirs";  // e.g. their home directory
   ASSERT_EQ(::mkdir(theirs.c_str(), 0755), 0);
   ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);

@@ -91,6 +91,23 @@ class RouteTableTest : public ::testing::Test {
     for (std::string l; std::getline(in, l);) out.push_back(l);
     return out;
   }
+  // Runs `decide` while the audit log cannot grow: its next append fails
+  // (EFBIG, as ENOSPC would) and the partial line is taken back.
+  template <typename Decide>
+  auto WithAuditLogFull(Decide decide) {
+    struct stat st;
+    EXPECT_EQ(::stat(Audit().c_str(), &st), 0);
+    struct rlimit saved;
+    EXPECT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+    auto old_handler = ::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit full = saved;
+    full.rlim_cur = static_cast<rlim_t>(st.st_size);
+    EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &full), 0);
+    auto result = decide();
+    EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
+    ::signal(SIGXFSZ, old_handler);
+    return result;
+  }
   std::string dir_;
   FakeBackend backend_;
   int syncs_ = 0;
@@ -688,18 +705,7 @@ TEST_F(RouteTableTest, FailedFlushStopsDecisionsUntilRestart) {
 TEST_F(RouteTableTest, ARepeatOfARouteItCouldNotJournalIsNotAcceptedUnrecorded) {
   auto t = Open();
   ASSERT_TRUE(t->RouteTo("gpu0", "orch", 1).ok());
-  struct stat st;
-  ASSERT_EQ(::stat(Audit().c_str(), &st), 0);
-  // The next append fails (EFBIG, as ENOSPC would), its partial line taken back.
-  struct rlimit saved;
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  auto old_handler = ::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit full = saved;
-  full.rlim_cur = static_cast<rlim_t>(st.st_size);
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &full), 0);
-  auto first = t->RouteTo("gpu0", "holder-a", 2);
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
-  ::signal(SIGXFSZ, old_handler);
+  auto first = WithAuditLogFull([&] { return t->RouteTo("gpu0", "holder-a", 2); });
   ASSERT_EQ(first.status().code(), absl::StatusCode::kUnavailable) << first.status();
   ASSERT_NE(first.status().message().find("could not record it durably"), std::string::npos)
       << first.status();
@@ -730,18 +736,7 @@ TEST_F(RouteTableTest, ARepeatOfARouteItCouldNotJournalIsNotAcceptedUnrecorded) 
 TEST_F(RouteTableTest, ARouteAfterAResetItCouldNotJournalIsNotAcceptedUnrecorded) {
   auto t = Open();
   ASSERT_TRUE(t->RouteTo("gpu0", "orch", 1).ok());
-  struct stat st;
-  ASSERT_EQ(::stat(Audit().c_str(), &st), 0);
-  // The reset's append fails (EFBIG, as ENOSPC would), its partial line taken back.
-  struct rlimit saved;
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  auto old_handler = ::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit full = saved;
-  full.rlim_cur = static_cast<rlim_t>(st.st_size);
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &full), 0);
-  absl::Status reset = t->Reset("gpu0", 2);
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
-  ::signal(SIGXFSZ, old_handler);
+  absl::Status reset = WithAuditLogFull([&] { return t->Reset("gpu0", 2); });
   ASSERT_EQ(reset.code(), absl::StatusCode::kUnavailable) << reset;
   ASSERT_NE(reset.message().find("could not record it durably"), std::string::npos) << reset;
   // The disk has room again; a route home with the reset's token.
