@@ -71,6 +71,31 @@ TEST(CheckpointSealTest, KeyFileAnotherUserOwnsIsRefused) {
                             << "taken: its owner knows the key every checkpoint is sealed under";
 }
 
+// checkpoint_key_file may be outside state_dir, and neither its directory
+// nor the path to it is checked (state_dir's is: RequirePrivateDirectory).
+// Whoever may write that directory may rename this user's files in it: move
+// the key aside (the orchestrator then refuses to start, or, on a database
+// with no sealed checkpoint yet, makes a new key), or put back an older key
+// file of this user's (one they moved aside before it was replaced, say
+// because it leaked), under which the next checkpoints are sealed. The owner
+// check (this user or root) does not see any of it: every file is this
+// user's. A key in a directory group or others may write (no sticky bit) is
+// to be refused, as state_dir is, and not created there either.
+TEST(CheckpointSealTest, KeyFileInADirectoryOthersMayWriteIsRefused) {
+  const std::string dir = MakeTestDir("cs-");
+  const std::string key = dir + "/checkpoint.key";
+  ASSERT_TRUE(WriteFile(key, std::string(kCheckpointKeyBytes, 'k'), 0600).ok());
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
+  auto loaded = CheckpointSeal::LoadOrCreate(key, /*may_create=*/true);
+  EXPECT_FALSE(loaded.ok()) << "checkpoint key file " << key << " was taken from a directory "
+                            << "anyone may write (mode 0777): any user may swap it for another "
+                            << "file of this user's";
+  ASSERT_EQ(::unlink(key.c_str()), 0);
+  auto made = CheckpointSeal::LoadOrCreate(key, /*may_create=*/true);
+  EXPECT_FALSE(made.ok()) << "a new checkpoint key was made in a directory anyone may write";
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+}
+
 // The sealed bytes hide the checkpoint and open only for the campaign and
 // trip they were sealed for, under the key they were sealed with.
 TEST(CheckpointSealTest, SealedCheckpointOpensOnlyForItsCampaignTripAndKey) {

@@ -761,5 +761,49 @@ TEST_F(RouteTableTest, ARouteAfterAResetItCouldNotJournalIsNotAcceptedUnrecorded
                               "token 2 answered OK before it";
 }
 
+// A route whose journal line failed ("moved ... but could not record it
+// durably") is in the table, and a clean stop (Close) writes the table to the
+// snapshot. The restarted MUX has forgotten that the route was never
+// journaled: the orchestrator's repeat of it (TripRunner::CallMux retries an
+// UNAVAILABLE answer) takes the "nothing to make durable" shortcut and is
+// answered OK, and no line of the audit log (operations.md: "every route it
+// answered OK is there") says the GPU went to holder-a with token 2.
+TEST_F(RouteTableTest, ARouteItCouldNotJournalIsNotAcceptedUnrecordedAfterACleanRestart) {
+  auto t = Open();
+  ASSERT_TRUE(t->RouteTo("gpu0", "orch", 1).ok());
+  struct stat st;
+  ASSERT_EQ(::stat(Audit().c_str(), &st), 0);
+  struct rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  auto old_handler = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit full = saved;
+  full.rlim_cur = static_cast<rlim_t>(st.st_size);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &full), 0);
+  auto first = t->RouteTo("gpu0", "holder-a", 2);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
+  ::signal(SIGXFSZ, old_handler);
+  ASSERT_EQ(first.status().code(), absl::StatusCode::kUnavailable) << first.status();
+  ASSERT_NE(first.status().message().find("could not record it durably"), std::string::npos)
+      << first.status();
+  // The MUX is stopped cleanly (SIGTERM) and started again; then the
+  // orchestrator's repeat of the same request.
+  ASSERT_TRUE(t->Close().ok());
+  t.reset();
+  t = Open();
+  ASSERT_NE(t, nullptr);
+  auto again = t->RouteTo("gpu0", "holder-a", 2);
+  if (!again.ok()) return;  // refused: nothing was answered OK unrecorded
+  bool journaled = false;
+  for (const std::string& l : AuditLines()) {
+    auto j = nlohmann::json::parse(l, nullptr, false);
+    if (!j.is_discarded() && j.value("to", "") == "holder-a" && j.value("token", 0) == 2 &&
+        j.value("result", "") == "ok") {
+      journaled = true;
+    }
+  }
+  EXPECT_TRUE(journaled) << "route of gpu0 to holder-a with token 2 was answered OK, but no "
+                            "audit log line records it";
+}
+
 }  // namespace
 }  // namespace gputravel
