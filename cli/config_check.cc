@@ -222,9 +222,8 @@ class Checker {
     // The MUX refuses to start unless the directories of its route table and
     // journal are private.
     for (const std::string& path : {cfg->state_file, cfg->audit_log}) {
-      const size_t slash = path.rfind('/');
-      const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-      Add(CheckPrivateDirIfPresent(dir, r->file + ": the directory of " + path), r);
+      Add(CheckPrivateDirIfPresent(DirectoryOf(path), r->file + ": the directory of " + path),
+          r);
     }
     p.mux = *std::move(cfg);
   }

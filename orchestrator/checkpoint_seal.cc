@@ -12,6 +12,7 @@
 #include "keyxfer/aes_gcm.h"
 #include "keyxfer/random.h"
 #include "keyxfer/wire.h"
+#include "util/files.h"
 #include "util/private_files.h"
 
 namespace gputravel {
@@ -83,6 +84,12 @@ absl::Status ReadKeyFile(const std::string& path, SecretBytes* key) {
 
 absl::StatusOr<CheckpointSeal> CheckpointSeal::LoadOrCreate(const std::string& key_path,
                                                             bool may_create) {
+  // Whoever may change the key's directory could take the key away, or put
+  // back an older one (a key that leaked), and the next checkpoints would be
+  // sealed under it.
+  absl::Status dir = RequirePrivateDirectory(DirectoryOf(key_path),
+                                             "the directory of checkpoint key file " + key_path);
+  if (!dir.ok()) return dir;
   SecretBytes key;
   absl::Status read = ReadKeyFile(key_path, &key);
   if (read.ok()) return CheckpointSeal(key_path, std::move(key));

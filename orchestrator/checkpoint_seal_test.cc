@@ -71,16 +71,13 @@ TEST(CheckpointSealTest, KeyFileAnotherUserOwnsIsRefused) {
                             << "taken: its owner knows the key every checkpoint is sealed under";
 }
 
-// checkpoint_key_file may be outside state_dir, and neither its directory
-// nor the path to it is checked (state_dir's is: RequirePrivateDirectory).
-// Whoever may write that directory may rename this user's files in it: move
-// the key aside (the orchestrator then refuses to start, or, on a database
-// with no sealed checkpoint yet, makes a new key), or put back an older key
-// file of this user's (one they moved aside before it was replaced, say
-// because it leaked), under which the next checkpoints are sealed. The owner
-// check (this user or root) does not see any of it: every file is this
-// user's. A key in a directory group or others may write (no sticky bit) is
-// to be refused, as state_dir is, and not created there either.
+// checkpoint_key_file may be outside state_dir. Whoever may write its
+// directory could move the key aside (the orchestrator would then refuse to
+// start, or make a new key on a database with no sealed checkpoint yet) or
+// put back an older key file of this user's (say one that leaked), under
+// which the next checkpoints would be sealed; every file is this user's, so
+// no owner check sees it. A key in a directory group or others may write
+// (no sticky bit) is refused, as state_dir is, and not created there either.
 TEST(CheckpointSealTest, KeyFileInADirectoryOthersMayWriteIsRefused) {
   const std::string dir = MakeTestDir("cs-");
   const std::string key = dir + "/checkpoint.key";

@@ -9,6 +9,9 @@
 namespace gputravel {
 
 absl::StatusOr<std::string> ReadFile(const std::string& path);
+// The directory `path` is in: "." for a bare name, "/" for a name in the
+// root, else what comes before its last '/'.
+std::string DirectoryOf(const std::string& path);
 // Writes with the given mode (0600 for private keys), replacing what is there
 // (a symbolic link is followed). The mode applies only to a new file.
 absl::Status WriteFile(const std::string& path, const std::string& contents,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "util/files.h"
 
 namespace gputravel {
 namespace {
@@ -21,12 +22,6 @@ std::string Mode(mode_t m) {
   char buf[8];
   std::snprintf(buf, sizeof(buf), "%04o", static_cast<unsigned>(m & 07777));
   return buf;
-}
-
-std::string DirOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
 }
 
 // Whether uid may be trusted with a daemon's state: this process's user or
@@ -52,7 +47,7 @@ int WriteAndSync(int fd, absl::string_view contents) {
 }
 
 absl::Status SyncDirectoryOf(const std::string& path) {
-  const std::string dir = DirOf(path);
+  const std::string dir = DirectoryOf(path);
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return Unavailable("open the directory of", path, errno);
   const int rc = ::fsync(fd);
@@ -147,7 +142,7 @@ absl::Status RequireTrustedPathTo(const std::string& dir, const std::string& wha
           at + " (or +t)");
     }
     if (name == "..") {
-      at = DirOf(at);
+      at = DirectoryOf(at);
       continue;
     }
     const std::string next = at == "/" ? "/" + name : at + "/" + name;

@@ -60,10 +60,8 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<ExclusiveLock>> locks;
   for (const std::string& path : {cfg.state_file, cfg.audit_log}) {
     // Whoever may write the directory could replace the route table.
-    const size_t slash = path.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
     absl::Status private_dir =
-        RequirePrivateDirectory(dir, "MUX state directory (of " + path + ")");
+        RequirePrivateDirectory(DirectoryOf(path), "MUX state directory (of " + path + ")");
     if (!private_dir.ok()) ExitStartupError(kProgram, std::string(private_dir.message()));
     auto lock = ExclusiveLock::Acquire(path + ".lock", "MUX on " + path);
     if (!lock.ok()) ExitStartupError(kProgram, std::string(lock.status().message()));

@@ -427,7 +427,10 @@ absl::Status RouteTable::WriteSnapshotLocked(bool complete, uint64_t covered) {
   json j;
   j["gpus"] = json::object();
   for (const auto& r : routes_) {
-    j["gpus"][r.first] = {{"domain", r.second.domain}, {"token", r.second.fencing_token}};
+    // What the journal holds, not a decision it could not record.
+    auto u = unjournaled_.find(r.first);
+    const Route& route = u == unjournaled_.end() ? r.second : u->second;
+    j["gpus"][r.first] = {{"domain", route.domain}, {"token", route.fencing_token}};
   }
   j["journal"] = {{"path", audit_path_},
                   {"bytes", covered},
@@ -435,8 +438,12 @@ absl::Status RouteTable::WriteSnapshotLocked(bool complete, uint64_t covered) {
                   {"complete", complete}};
   const std::string text = Dump(j, 2) + "\n";
   const std::string tmp = state_path_ + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0 || ::fchmod(fd, 0600) != 0) {  // a leftover tmp keeps its mode
+  // A leftover is removed, never written into: the new file is the MUX's own.
+  if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) {
+    return absl::UnavailableError("cannot remove " + tmp + ": " + Errno(errno));
+  }
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0 || ::fchmod(fd, 0600) != 0) {  // whatever the umask
     const int e = errno;
     if (fd >= 0) ::close(fd);
     return absl::UnavailableError("cannot write MUX state " + tmp + ": " + Errno(e));
@@ -694,11 +701,12 @@ absl::StatusOr<Route> RouteTable::RouteTo(const std::string& gpu,
       unjournaled_.count(gpu) == 0) {
     return cur;
   }
+  const Route journaled = cur;
   cur.domain = domain;
   cur.fencing_token = std::max(cur.fencing_token, fencing_token);
   absl::Status j = JournalLocked("route", gpu, from, domain, fencing_token, moved);
   if (!j.ok()) {
-    unjournaled_.insert(gpu);
+    unjournaled_.emplace(gpu, journaled);  // keeps an earlier journaled route
     return absl::Status(j.code(), "moved " + gpu + " from '" + from + "' to '" + domain +
                                       "' but could not record it durably: " +
                                       std::string(j.message()));
@@ -735,12 +743,13 @@ absl::Status RouteTable::Reset(const std::string& gpu, uint64_t fencing_token) {
     return NotJournaled(r, JournalLocked("reset", gpu, domain, domain, fencing_token, r));
   }
   Route& cur = routes_[gpu];
+  const Route journaled = cur;
   cur.fencing_token = std::max(cur.fencing_token, fencing_token);
   absl::Status j = JournalLocked("reset", gpu, domain, domain, fencing_token, r);
   if (!j.ok()) {
     // Its token is ahead of the journal now: a route repeating it must be
     // journaled before it is answered.
-    unjournaled_.insert(gpu);
+    unjournaled_.emplace(gpu, journaled);
     return absl::Status(j.code(), "reset " + gpu + " but could not record it durably: " +
                                       std::string(j.message()));
   }

@@ -168,11 +168,13 @@ class RouteTable {
   // Per GPU, the failed decision its last journal line recorded (action,
   // names, token and result): an exact repeat is not journaled again.
   std::map<std::string, std::string> last_failure_ ABSL_GUARDED_BY(mu_);
-  // GPUs whose route or token in the table is ahead of the journal: moved
-  // or reset, but the line saying so could not be written. A route to where
-  // the table says the GPU is, is then journaled before it is answered OK,
-  // never taken as already recorded.
-  std::set<std::string> unjournaled_ ABSL_GUARDED_BY(mu_);
+  // GPUs whose route or token in the table is ahead of the journal (moved
+  // or reset, but the line saying so could not be written), each with its
+  // route as last journaled. A route to where the table says the GPU is, is
+  // then journaled before it is answered OK, never taken as already
+  // recorded, and snapshots hold the journaled route, so no restart takes
+  // the unrecorded one as decided.
+  std::map<std::string, Route> unjournaled_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gputravel

@@ -762,12 +762,10 @@ TEST_F(RouteTableTest, ARouteAfterAResetItCouldNotJournalIsNotAcceptedUnrecorded
 }
 
 // A route whose journal line failed ("moved ... but could not record it
-// durably") is in the table, and a clean stop (Close) writes the table to the
-// snapshot. The restarted MUX has forgotten that the route was never
-// journaled: the orchestrator's repeat of it (TripRunner::CallMux retries an
-// UNAVAILABLE answer) takes the "nothing to make durable" shortcut and is
-// answered OK, and no line of the audit log (operations.md: "every route it
-// answered OK is there") says the GPU went to holder-a with token 2.
+// durably") is not in the snapshot a clean stop (Close) writes: after the
+// restart the orchestrator's repeat of it (TripRunner::CallMux retries an
+// UNAVAILABLE answer) moves and is journaled before it is answered OK, so
+// every route answered OK has its line in the audit log.
 TEST_F(RouteTableTest, ARouteItCouldNotJournalIsNotAcceptedUnrecordedAfterACleanRestart) {
   auto t = Open();
   ASSERT_TRUE(t->RouteTo("gpu0", "orch", 1).ok());
