@@ -803,5 +803,39 @@ TEST_F(RouteTableTest, ARouteItCouldNotJournalIsNotAcceptedUnrecordedAfterAClean
                             "audit log line records it";
 }
 
+// A route whose journal line failed leaves the GPU's journaled route kept
+// aside for snapshots. A reset journaled OK after it (token 3) is in the
+// journal, but the clean stop's snapshot (Close, "complete": it covers the
+// whole journal) still writes the route kept aside, with token 1: the
+// restarted MUX takes token 2 (a stale orchestrator, a replay) after it
+// answered the reset with token 3 OK, and the snapshot disagrees with what
+// replaying the journal gives.
+TEST_F(RouteTableTest, AResetJournaledAfterARouteItCouldNotJournalSurvivesACleanRestart) {
+  auto t = Open();
+  ASSERT_TRUE(t->RouteTo("gpu0", "orch", 1).ok());
+  auto first = WithAuditLogFull([&] { return t->RouteTo("gpu0", "holder-a", 2); });
+  ASSERT_EQ(first.status().code(), absl::StatusCode::kUnavailable) << first.status();
+  // The disk has room again: a reset with a newer trip's token, answered OK.
+  ASSERT_TRUE(t->Reset("gpu0", 3).ok());
+  bool journaled = false;
+  for (const std::string& l : AuditLines()) {
+    auto j = nlohmann::json::parse(l, nullptr, false);
+    if (!j.is_discarded() && j.value("action", "") == "reset" && j.value("token", 0) == 3 &&
+        j.value("result", "") == "ok") {
+      journaled = true;
+    }
+  }
+  ASSERT_TRUE(journaled);
+  ASSERT_TRUE(t->Close().ok());
+  t.reset();
+  t = Open();
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->Get("gpu0")->fencing_token, 3u)
+      << "the reset with token 3, answered OK and journaled, was forgotten at a clean restart";
+  auto stale = t->RouteTo("gpu0", "holder-b", 2);
+  EXPECT_FALSE(stale.ok()) << "after a clean restart, token 2 moved gpu0 to holder-b, behind "
+                              "the token 3 answered OK before it";
+}
+
 }  // namespace
 }  // namespace gputravel
