@@ -837,5 +837,36 @@ TEST_F(RouteTableTest, AResetJournaledAfterARouteItCouldNotJournalSurvivesAClean
                               "the token 3 answered OK before it";
 }
 
+// The repeat of a route whose journal line failed is journaled, and that
+// line may reach journal_max_bytes: the compaction runs inside the append,
+// before the route is taken off the "not journaled" list, so its snapshot
+// holds the route from before (orch, token 1) and the journal that had the
+// repeat's line is moved to AUDIT.1. A crash then restarts from orch with
+// token 1: the route answered OK (holder-a, token 2) is forgotten, and token
+// 1 is taken again.
+TEST_F(RouteTableTest, ACompactionInTheRepeatOfARouteItCouldNotJournalKeepsTheRoute) {
+  RouteTableOptions o;
+  o.sync = [](int) { return 0; };
+  o.domains = {"orch", "holder-a", "holder-b"};
+  o.journal_max_bytes = 1;  // compacts after every line
+  auto opened = RouteTable::Open(&backend_, State(), Audit(), o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  auto t = *std::move(opened);
+  ASSERT_TRUE(t->RouteTo("gpu0", "orch", 1).ok());
+  auto first = WithAuditLogFull([&] { return t->RouteTo("gpu0", "holder-a", 2); });
+  ASSERT_EQ(first.status().code(), absl::StatusCode::kUnavailable) << first.status();
+  auto again = t->RouteTo("gpu0", "holder-a", 2);
+  ASSERT_TRUE(again.ok()) << again.status();
+  t.reset();  // a crash
+  opened = RouteTable::Open(&backend_, State(), Audit(), o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  t = *std::move(opened);
+  EXPECT_EQ(t->Get("gpu0")->domain, "holder-a") << "a route answered OK was forgotten";
+  EXPECT_EQ(t->Get("gpu0")->fencing_token, 2u) << "a token answered OK was forgotten";
+  auto stale = t->RouteTo("gpu0", "holder-b", 1);
+  EXPECT_FALSE(stale.ok()) << "after the restart, token 1 moved gpu0 to holder-b, behind the "
+                              "token 2 answered OK before it";
+}
+
 }  // namespace
 }  // namespace gputravel
