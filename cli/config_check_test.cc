@@ -137,6 +137,24 @@ TEST_F(ConfigCheckTest, ModesOfTheFileItsKeysAndItsDirectories) {
   EXPECT_NE(e.find("may be written by group or others (mode 0770)"), std::string::npos) << e;
 }
 
+// The orchestrator refuses to start when the checkpoint key's directory is
+// not private (CheckpointSeal::LoadOrCreate, as for state_dir); the check
+// says so before it starts, as it does for state_dir and the MUX's files.
+TEST_F(ConfigCheckTest, TheCheckpointKeysDirectoryIsCheckedAsTheOrchestratorChecksIt) {
+  const std::string keys = t_.path() + "/keys";
+  ASSERT_EQ(::mkdir(keys.c_str(), 0700), 0);
+  const std::string key = keys + "/checkpoint.key";
+  ASSERT_TRUE(WriteFile(key, std::string(32, 'k'), 0600).ok());
+  ASSERT_EQ(::chmod(keys.c_str(), 0777), 0);
+  Edit("orchestrator", [&](json* j) { (*j)["checkpoint_key_file"] = key; });
+  const std::string e = ErrorsOfDeployment();
+  EXPECT_NE(e.find(Config("orchestrator") + ": "), std::string::npos)
+      << "checkpoint_key_file " << key << " is in a directory anyone may write (mode 0777): "
+      << "the orchestrator refuses to start, yet the check found nothing:\n" << e;
+  EXPECT_NE(e.find("checkpoint_key_file"), std::string::npos) << e;
+  ASSERT_EQ(::chmod(keys.c_str(), 0700), 0);
+}
+
 TEST_F(ConfigCheckTest, CertificatesMustChainAndKeysMatch) {
   const DevPki pki = d_.dev_pki();
   // A CA that did not issue the holder's certificate.
