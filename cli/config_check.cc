@@ -188,6 +188,11 @@ class Checker {
     if (::stat(cfg->checkpoint_key_file.c_str(), &st) == 0) {
       Add(CheckKeyMode(cfg->checkpoint_key_file, r->file + ": checkpoint_key_file"), r);
     }
+    // The orchestrator checks the key's directory as state_dir's
+    // (CheckpointSeal::LoadOrCreate).
+    Add(CheckPrivateDirIfPresent(DirectoryOf(cfg->checkpoint_key_file),
+                                 r->file + ": the directory of checkpoint_key_file"),
+        r);
     if (!cfg->eval_tokens.empty()) {
       auto eval = Dataset::Open(cfg->eval_tokens, "auto");
       if (!eval.ok()) Add(eval.status(), r, r->file + ": eval_tokens: ");

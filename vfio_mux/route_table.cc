@@ -37,13 +37,6 @@ constexpr size_t kMaxResult = 1024;
 
 std::string Errno(int e) { return std::strerror(e); }
 
-std::string DirOf(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 // Dumps without throwing: invalid UTF-8 (from a backend's error text, say)
 // is replaced rather than aborting the daemon.
 std::string Dump(const json& j, int indent = -1) {
@@ -126,12 +119,15 @@ bool ParseDecision(const std::string& line, Decision* d) {
 
 // What an accepted decision did to the table. GPUs no longer configured are
 // skipped, as in the snapshot.
-void Apply(const Decision& d, std::map<std::string, Route>* routes) {
+void Apply(const Decision& d, Route* route) {
   if (!d.accepted) return;
+  if (d.action == "route") route->domain = d.to;
+  route->fencing_token = std::max(route->fencing_token, d.token);
+}
+
+void Apply(const Decision& d, std::map<std::string, Route>* routes) {
   auto it = routes->find(d.gpu);
-  if (it == routes->end()) return;
-  if (d.action == "route") it->second.domain = d.to;
-  it->second.fencing_token = std::max(it->second.fencing_token, d.token);
+  if (it != routes->end()) Apply(d, &it->second);
 }
 
 struct ReplayResult {
@@ -217,7 +213,7 @@ absl::StatusOr<uint64_t> EndOfLastLine(int fd, const std::string& path, uint64_t
 // need no flush.
 absl::Status SyncDirOf(const std::string& path, const std::function<int(int)>& sync,
                        const std::string& what) {
-  const std::string dir = DirOf(path);
+  const std::string dir = DirectoryOf(path);
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) {
     return absl::UnavailableError("cannot open " + dir + " (the directory of " + what + " " +
@@ -510,6 +506,17 @@ absl::Status RouteTable::JournalLocked(const std::string& action, const std::str
   } else {
     last_failure_[gpu] = FailureKey(action, from, to, token, result);
   }
+  // The journal's own view of a GPU whose table is ahead of it follows this
+  // line as a replay would, before any snapshot below is taken of it.
+  auto behind = unjournaled_.find(gpu);
+  if (behind != unjournaled_.end()) {
+    Apply(Decision{action, gpu, to, token, result.ok()}, &behind->second);
+    const Route& table = routes_[gpu];
+    if (behind->second.domain == table.domain &&
+        behind->second.fencing_token == table.fencing_token) {
+      unjournaled_.erase(behind);
+    }
+  }
   CompactJournalLocked();
   return absl::OkStatus();
 }
@@ -711,7 +718,6 @@ absl::StatusOr<Route> RouteTable::RouteTo(const std::string& gpu,
                                       "' but could not record it durably: " +
                                       std::string(j.message()));
   }
-  unjournaled_.erase(gpu);
   return cur;
 }
 

@@ -803,13 +803,10 @@ TEST_F(RouteTableTest, ARouteItCouldNotJournalIsNotAcceptedUnrecordedAfterAClean
                             "audit log line records it";
 }
 
-// A route whose journal line failed leaves the GPU's journaled route kept
-// aside for snapshots. A reset journaled OK after it (token 3) is in the
-// journal, but the clean stop's snapshot (Close, "complete": it covers the
-// whole journal) still writes the route kept aside, with token 1: the
-// restarted MUX takes token 2 (a stale orchestrator, a replay) after it
-// answered the reset with token 3 OK, and the snapshot disagrees with what
-// replaying the journal gives.
+// A route whose journal line failed, then a reset journaled OK (token 3):
+// the clean stop's snapshot holds what replaying the journal gives (the
+// journaled route with token 3), so the restarted MUX refuses token 2 (a
+// stale orchestrator, a replay).
 TEST_F(RouteTableTest, AResetJournaledAfterARouteItCouldNotJournalSurvivesACleanRestart) {
   auto t = Open();
   ASSERT_TRUE(t->RouteTo("gpu0", "orch", 1).ok());
@@ -838,12 +835,9 @@ TEST_F(RouteTableTest, AResetJournaledAfterARouteItCouldNotJournalSurvivesAClean
 }
 
 // The repeat of a route whose journal line failed is journaled, and that
-// line may reach journal_max_bytes: the compaction runs inside the append,
-// before the route is taken off the "not journaled" list, so its snapshot
-// holds the route from before (orch, token 1) and the journal that had the
-// repeat's line is moved to AUDIT.1. A crash then restarts from orch with
-// token 1: the route answered OK (holder-a, token 2) is forgotten, and token
-// 1 is taken again.
+// line may start a compaction (journal_max_bytes): its snapshot holds the
+// repeated route, so after a crash the route answered OK (holder-a, token 2)
+// is kept and token 1 is refused.
 TEST_F(RouteTableTest, ACompactionInTheRepeatOfARouteItCouldNotJournalKeepsTheRoute) {
   RouteTableOptions o;
   o.sync = [](int) { return 0; };
