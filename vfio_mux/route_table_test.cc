@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <future>
 #include <map>
+#include <random>
 #include <thread>
 #include <sstream>
 
@@ -101,7 +102,7 @@ class RouteTableTest : public ::testing::Test {
     EXPECT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
     auto old_handler = ::signal(SIGXFSZ, SIG_IGN);
     struct rlimit full = saved;
-    full.rlim_cur = static_cast<rlim_t>(st.st_size);
+    full.rlim_cur = static_cast<rlim_t>(st.st_size) + audit_room_;
     EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &full), 0);
     auto result = decide();
     EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
@@ -112,6 +113,9 @@ class RouteTableTest : public ::testing::Test {
   FakeBackend backend_;
   int syncs_ = 0;
   bool fail_sync_ = false;
+  // Bytes WithAuditLogFull still lets the audit log grow by: a line longer
+  // than this is written in part, then fails.
+  rlim_t audit_room_ = 0;
 };
 
 TEST_F(RouteTableTest, RoutesAndReportsOwner) {
@@ -860,6 +864,142 @@ TEST_F(RouteTableTest, ACompactionInTheRepeatOfARouteItCouldNotJournalKeepsTheRo
   auto stale = t->RouteTo("gpu0", "holder-b", 1);
   EXPECT_FALSE(stale.ok()) << "after the restart, token 1 moved gpu0 to holder-b, behind the "
                               "token 2 answered OK before it";
+}
+
+// A bounded, seeded random walk of routes and resets, with appends that
+// fail (the audit log's file system full), journal flushes that fail, other
+// flushes that fail (snapshots, directories: compaction steps, Close),
+// backend failures, frequent compactions, clean stops and crashes. A model
+// holds what the journal holds for each GPU: every decision answered OK, and
+// every one whose line reached the file before a failed flush. After every
+// restart the table must equal the model exactly: a route or token answered
+// OK is never forgotten, no token lower than one answered OK is accepted,
+// and nothing whose line never reached the journal is taken as decided.
+TEST_F(RouteTableTest, RandomDecisionsFailuresAndRestartsMatchWhatTheJournalHolds) {
+  bool fail_journal_sync = false, fail_other_sync = false, fail_dir_sync = false;
+  const std::string audit = Audit();
+  auto is_journal = [&](int fd) {
+    char buf[4096];
+    ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), buf, sizeof buf);
+    if (n <= 0) return false;
+    return std::string(buf, static_cast<size_t>(n)) == audit;
+  };
+  RouteTableOptions o;
+  o.sync = [&](int fd) {
+    struct stat st;
+    const bool dir = ::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
+    if (is_journal(fd) ? fail_journal_sync : (fail_other_sync || (dir && fail_dir_sync))) {
+      errno = EIO;
+      return -1;
+    }
+    return 0;
+  };
+  o.domains = {"orch", "holder-a", "holder-b"};
+  o.journal_max_bytes = 700;  // a compaction every few lines
+  auto open = [&] {
+    auto t = RouteTable::Open(&backend_, State(), Audit(), o);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? std::move(*t) : nullptr;
+  };
+  const std::vector<std::string> gpus = {"gpu0", "gpu1"};
+  const std::vector<std::string> domains = {"", "orch", "holder-a", "holder-b"};
+  std::map<std::string, Route> model;  // what replaying the journal gives
+  std::map<std::string, uint64_t> ok_max;  // highest token answered OK
+  for (const auto& g : gpus) model[g] = Route{};
+  std::mt19937 rng(20261127);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  std::vector<std::string> history;
+  auto trace = [&] {
+    std::string s;
+    for (size_t i = history.size() > 40 ? history.size() - 40 : 0; i < history.size(); ++i) {
+      s += history[i] + "\n";
+    }
+    return s;
+  };
+  auto t = open();
+  ASSERT_NE(t, nullptr);
+  ino_t compacted_ino = 0;
+  for (int step = 0; step < 6000; ++step) {
+    const std::string g = gpus[pick(2)];
+    const int kind = pick(100);
+    const bool stopped = !history.empty() && history.back().find("restart the MUX") !=
+                                                 std::string::npos;
+    struct stat st1, st0;
+    const bool just_compacted = ::stat((Audit() + ".1").c_str(), &st1) == 0 &&
+                                st1.st_ino != compacted_ino && ::stat(Audit().c_str(), &st0) == 0 &&
+                                st0.st_size == 0;
+    if (just_compacted) compacted_ino = st1.st_ino;
+    if (kind < 6 || stopped || (just_compacted && pick(4) == 0)) {  // a restart
+      const int how = just_compacted ? pick(4) : pick(2);
+      if (how == 0) (void)t->Close();
+      t.reset();
+      if (how == 2) {  // a crash in the compaction, before the journal's rename
+        ASSERT_EQ(::rename((Audit() + ".1").c_str(), Audit().c_str()), 0);
+      } else if (how == 3) {  // a crash in the compaction, before the new journal
+        ASSERT_EQ(::unlink(Audit().c_str()), 0);
+      }
+      history.push_back(how == 0   ? "close+open"
+                        : how == 1 ? "crash+open"
+                        : how == 2 ? "crash before the compaction's rename+open"
+                                   : "crash before the compaction's new journal+open");
+      t = open();
+      ASSERT_NE(t, nullptr) << trace();
+      for (const auto& gg : gpus) {
+        Route got = *t->Get(gg);
+        ASSERT_EQ(got.domain, model[gg].domain) << gg << " after\n" << trace();
+        ASSERT_EQ(got.fencing_token, model[gg].fencing_token) << gg << " after\n" << trace();
+        ASSERT_GE(got.fencing_token, ok_max[gg]) << gg << " after\n" << trace();
+      }
+      continue;
+    }
+    const uint64_t live = t->Get(g)->fencing_token;
+    const int delta = pick(5) - 1;  // -1 .. 3
+    const uint64_t token = delta < 0 && live == 0 ? 0 : live + delta;
+    const bool full = pick(100) < 20;
+    audit_room_ = pick(3) == 0 ? static_cast<rlim_t>(pick(100)) : 0;
+    fail_journal_sync = pick(100) < 3;
+    fail_other_sync = pick(100) < 5;
+    fail_dir_sync = pick(100) < 8;
+    backend_.fail = pick(100) < 8;
+    const bool reset = pick(100) < 30;
+    const std::string d = domains[pick(4)];
+    absl::Status st;
+    if (reset) {
+      auto run = [&] { return t->Reset(g, token); };
+      st = full ? WithAuditLogFull(run) : run();
+    } else {
+      auto run = [&] { return t->RouteTo(g, d, token).status(); };
+      st = full ? WithAuditLogFull(run) : run();
+    }
+    const bool flush_failed = fail_journal_sync;
+    fail_journal_sync = fail_other_sync = fail_dir_sync = false;
+    backend_.fail = false;
+    history.push_back(std::string(reset ? "reset " : "route ") + g + (reset ? "" : " to '" + d + "'") +
+                      " token " + std::to_string(token) + (full ? " [full]" : "") +
+                      (flush_failed ? " [journal flush fails]" : "") + ": " + st.ToString());
+    const std::string msg(st.message());
+    // The line is in the file: answered OK, or written and then its flush failed.
+    const bool in_journal =
+        st.ok() || (msg.find("could not record it durably: cannot flush MUX audit log") !=
+                    std::string::npos);
+    if (!in_journal) continue;
+    Route& m = model[g];
+    if (!reset) m.domain = d;
+    m.fencing_token = std::max(m.fencing_token, token);
+    if (st.ok()) ok_max[g] = std::max(ok_max[g], token);
+  }
+  // The walk reached every case it is meant to.
+  std::map<std::string, int> seen;
+  const std::vector<std::string> cases = {
+      "close+open", "crash+open", "compaction's rename", "compaction's new", "[full]: UNAVAILABLE",
+      ": OK", "FAILED_PRECONDITION: stale", "cannot flush MUX audit log", "restart the MUX"};
+  for (const std::string& h : history) {
+    for (const std::string& c : cases) {
+      if (h.find(c) != std::string::npos) ++seen[c];
+    }
+  }
+  for (const std::string& c : cases) EXPECT_GT(seen[c], 0) << c;
+  EXPECT_GT(seen[": OK"], 1000);
 }
 
 }  // namespace
