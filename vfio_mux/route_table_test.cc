@@ -92,6 +92,19 @@ class RouteTableTest : public ::testing::Test {
     for (std::string l; std::getline(in, l);) out.push_back(l);
     return out;
   }
+  // Whether the audit log has an accepted line with `token` (and with
+  // `action` and `to`, where not empty).
+  bool HasAcceptedLine(const std::string& action, const std::string& to, uint64_t token) {
+    for (const std::string& l : AuditLines()) {
+      auto j = nlohmann::json::parse(l, nullptr, false);
+      if (!j.is_discarded() && j.value("token", uint64_t{0}) == token &&
+          j.value("result", "") == "ok" && (action.empty() || j.value("action", "") == action) &&
+          (to.empty() || j.value("to", "") == to)) {
+        return true;
+      }
+    }
+    return false;
+  }
   // Runs `decide` while the audit log cannot grow: its next append fails
   // (EFBIG, as ENOSPC would) and the partial line is taken back.
   template <typename Decide>
@@ -716,14 +729,7 @@ TEST_F(RouteTableTest, ARepeatOfARouteItCouldNotJournalIsNotAcceptedUnrecorded) 
   // The orchestrator's second try: the same request.
   auto again = t->RouteTo("gpu0", "holder-a", 2);
   if (!again.ok()) return;  // refused: nothing was answered OK unrecorded
-  bool journaled = false;
-  for (const std::string& l : AuditLines()) {
-    auto j = nlohmann::json::parse(l, nullptr, false);
-    if (!j.is_discarded() && j.value("to", "") == "holder-a" && j.value("token", 0) == 2 &&
-        j.value("result", "") == "ok") {
-      journaled = true;
-    }
-  }
+  const bool journaled = HasAcceptedLine("route", "holder-a", 2);
   EXPECT_TRUE(journaled) << "the repeated route was answered OK with no journal line for it";
   t.reset();  // a crash
   t = Open();
@@ -747,13 +753,7 @@ TEST_F(RouteTableTest, ARouteAfterAResetItCouldNotJournalIsNotAcceptedUnrecorded
   auto route = t->RouteTo("gpu0", "orch", 2);
   if (!route.ok()) return;  // refused: nothing was answered OK unrecorded
   EXPECT_EQ(route->fencing_token, 2u);
-  bool journaled = false;
-  for (const std::string& l : AuditLines()) {
-    auto j = nlohmann::json::parse(l, nullptr, false);
-    if (!j.is_discarded() && j.value("token", 0) == 2 && j.value("result", "") == "ok") {
-      journaled = true;
-    }
-  }
+  const bool journaled = HasAcceptedLine("", "", 2);
   EXPECT_TRUE(journaled) << "route of gpu0 to orch with token 2 was answered OK, but no journal "
                             "line holds token 2";
   t.reset();  // a crash
@@ -795,14 +795,7 @@ TEST_F(RouteTableTest, ARouteItCouldNotJournalIsNotAcceptedUnrecordedAfterAClean
   ASSERT_NE(t, nullptr);
   auto again = t->RouteTo("gpu0", "holder-a", 2);
   if (!again.ok()) return;  // refused: nothing was answered OK unrecorded
-  bool journaled = false;
-  for (const std::string& l : AuditLines()) {
-    auto j = nlohmann::json::parse(l, nullptr, false);
-    if (!j.is_discarded() && j.value("to", "") == "holder-a" && j.value("token", 0) == 2 &&
-        j.value("result", "") == "ok") {
-      journaled = true;
-    }
-  }
+  const bool journaled = HasAcceptedLine("route", "holder-a", 2);
   EXPECT_TRUE(journaled) << "route of gpu0 to holder-a with token 2 was answered OK, but no "
                             "audit log line records it";
 }
@@ -818,15 +811,7 @@ TEST_F(RouteTableTest, AResetJournaledAfterARouteItCouldNotJournalSurvivesAClean
   ASSERT_EQ(first.status().code(), absl::StatusCode::kUnavailable) << first.status();
   // The disk has room again: a reset with a newer trip's token, answered OK.
   ASSERT_TRUE(t->Reset("gpu0", 3).ok());
-  bool journaled = false;
-  for (const std::string& l : AuditLines()) {
-    auto j = nlohmann::json::parse(l, nullptr, false);
-    if (!j.is_discarded() && j.value("action", "") == "reset" && j.value("token", 0) == 3 &&
-        j.value("result", "") == "ok") {
-      journaled = true;
-    }
-  }
-  ASSERT_TRUE(journaled);
+  ASSERT_TRUE(HasAcceptedLine("reset", "", 3));
   ASSERT_TRUE(t->Close().ok());
   t.reset();
   t = Open();
