@@ -24,9 +24,9 @@
 #include <chrono>
 #include <cstdint>
 #include <set>
-#include <utility>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
