@@ -419,17 +419,10 @@ absl::StatusOr<BenchReport> RunDatapathBench(
       // nproc x one thread (shared cores, clocks, memory).
       e.measured_limit_mbps = f.concurrent_reference_mbps / 2;
       e.ratio_measured_limit = e.measured_limit_mbps > 0 ? f.mbps / e.measured_limit_mbps : 0;
-      std::vector<double> shares;
-      for (size_t i = 0; i < f.pass_both_sides_mbps.size() &&
-                         i < f.pass_adjacent_reference_mbps.size();
-           ++i) {
-        const double limit = cpus * f.pass_adjacent_reference_mbps[i] / 2;
-        if (limit > 0) shares.push_back(f.pass_both_sides_mbps[i] / limit);
-      }
-      if (!shares.empty()) {
-        std::sort(shares.begin(), shares.end());
-        e.both_sides_ratio_limit = shares[(shares.size() - 1) / 2];
-      }
+      // OpenSSL alone doing both sides, per pass, against that pass's limit.
+      double unused_median_reference = 0;
+      PairWithPasses(f.pass_adjacent_reference_mbps, f.pass_both_sides_mbps, cpus / 2.0,
+                     &unused_median_reference, &e.both_sides_ratio_limit);
       report.provision_engines.push_back(std::move(e));
     }
   }

@@ -113,11 +113,6 @@ double ReferenceMbps(const BenchReport& report, size_t message_bytes, bool into_
   return 0;
 }
 
-namespace {
-
-// A reference measured before each pass (`refs`, one per pass; nothing
-// otherwise): its median into *ref, and the median over passes of the pass's
-// MB/s / (scale x its own reference) into *ratio.
 void PairWithPasses(const std::vector<double>& refs, const std::vector<double>& passes,
                     double scale, double* ref, double* ratio) {
   if (refs.empty() || refs.size() != passes.size()) return;
@@ -132,8 +127,6 @@ void PairWithPasses(const std::vector<double>& refs, const std::vector<double>& 
     *ratio = ratios[(ratios.size() - 1) / 2];
   }
 }
-
-}  // namespace
 
 void FinishFigure(const BenchReport& report, ThroughputFigure* f) {
   std::vector<double> v = f->pass_mbps;

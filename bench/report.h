@@ -120,6 +120,12 @@ struct BenchReport {
 double ReferenceMbps(const BenchReport& report, size_t message_bytes, bool into_ring = false,
                      bool large_source = false);
 
+// A figure measured before each pass (`refs`, one per pass; nothing
+// otherwise): its median into *ref, and the median over passes of the pass's
+// MB/s / (scale x its own figure) into *ratio.
+void PairWithPasses(const std::vector<double>& refs, const std::vector<double>& passes,
+                    double scale, double* ref, double* ratio);
+
 // Fills mbps/best/ratios of `f` from its passes and the report's reference.
 void FinishFigure(const BenchReport& report, ThroughputFigure* f);
 

@@ -49,7 +49,7 @@ absl::Status ReadKeyFile(const std::string& path, SecretBytes* key) {
                                       std::strerror(errno));
   } else if (!S_ISREG(st.st_mode)) {
     s = absl::FailedPreconditionError("checkpoint key file " + path + " is not a regular file");
-  } else if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+  } else if (!IsTrustedOwner(st.st_uid)) {
     s = absl::FailedPreconditionError(
         "checkpoint key file " + path + " is owned by uid " + std::to_string(st.st_uid) +
         ", not by this orchestrator's user (uid " + std::to_string(::geteuid()) +

@@ -24,10 +24,6 @@ std::string Mode(mode_t m) {
   return buf;
 }
 
-// Whether uid may be trusted with a daemon's state: this process's user or
-// root.
-bool TrustedOwner(uid_t uid) { return uid == ::geteuid() || uid == 0; }
-
 absl::Status Unavailable(const std::string& what, const std::string& path, int e) {
   return absl::UnavailableError("cannot " + what + " " + path + ": " + std::strerror(e));
 }
@@ -129,7 +125,7 @@ absl::Status RequireTrustedPathTo(const std::string& dir, const std::string& wha
       return absl::FailedPreconditionError("cannot read " + at + ", on the way to " + what +
                                            " " + dir + ": " + std::strerror(errno));
     }
-    if (!TrustedOwner(st.st_uid)) {
+    if (!IsTrustedOwner(st.st_uid)) {
       return absl::FailedPreconditionError(
           at + ", on the way to " + what + " " + dir + ", is owned by uid " +
           std::to_string(st.st_uid) + ": its owner could move " + what + " aside; put it "
@@ -154,7 +150,7 @@ absl::Status RequireTrustedPathTo(const std::string& dir, const std::string& wha
       at = next;
       continue;
     }
-    if (!TrustedOwner(st.st_uid)) {
+    if (!IsTrustedOwner(st.st_uid)) {
       return absl::FailedPreconditionError(
           what + " " + dir + " goes through " + next + ", a symbolic link that uid " +
           std::to_string(st.st_uid) + " made: it could point at any state; use a path "
@@ -180,6 +176,8 @@ absl::Status RequireTrustedPathTo(const std::string& dir, const std::string& wha
 
 }  // namespace
 
+bool IsTrustedOwner(uid_t uid) { return uid == ::geteuid() || uid == 0; }
+
 absl::Status RequirePrivateDirectory(const std::string& dir, const std::string& what) {
   absl::Status path = RequireTrustedPathTo(dir, what);
   if (!path.ok()) return path;
@@ -191,7 +189,7 @@ absl::Status RequirePrivateDirectory(const std::string& dir, const std::string& 
   if (!S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(what + " " + dir + " is not a directory");
   }
-  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+  if (!IsTrustedOwner(st.st_uid)) {
     return absl::FailedPreconditionError(
         what + " " + dir + " is owned by uid " + std::to_string(st.st_uid) + ", not by this "
         "daemon's user (uid " + std::to_string(::geteuid()) + ") or root: its owner could "
@@ -243,7 +241,7 @@ absl::Status MakeFilePrivate(const std::string& path, bool create) {
     ::close(fd);
     return absl::FailedPreconditionError("cannot stat " + path + ": " + std::strerror(e));
   }
-  if (!TrustedOwner(st.st_uid)) {
+  if (!IsTrustedOwner(st.st_uid)) {
     ::close(fd);
     return absl::FailedPreconditionError(
         path + " is owned by uid " + std::to_string(st.st_uid) + ", not by this daemon's "

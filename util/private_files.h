@@ -1,6 +1,8 @@
 #ifndef GPUTRAVEL_UTIL_PRIVATE_FILES_H_
 #define GPUTRAVEL_UTIL_PRIVATE_FILES_H_
 
+#include <sys/types.h>
+
 #include <string>
 
 #include "absl/status/status.h"
@@ -10,6 +12,11 @@ namespace gputravel {
 
 // The modes of a daemon's durable state, whatever they were before (a file
 // restored with `cp` under umask 022 is 0644).
+
+// Whether a file or directory of user `uid` may hold a daemon's state or
+// keys: this process's user or root (any other owner could read or replace
+// it whatever its mode).
+bool IsTrustedOwner(uid_t uid);
 
 // Refuses (FAILED_PRECONDITION) a `dir` that is not a directory, that neither
 // this process's user nor root owns, or that its group or others may write:
